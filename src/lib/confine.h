@@ -1,0 +1,37 @@
+/* Confinement applied to PID 1 of an environment and to every process exec'd into it:
+ * capabilities, no_new_privs, Landlock, seccomp. Both paths call confine_apply() so an exec'd
+ * process has exactly the confinement of PID 1.
+ * Called inside the environment's user namespace as uid 0, after pivot_root, just before exec. */
+#pragma once
+#include <stdbool.h>
+#include <stdio.h>
+
+enum confine_profile {
+        PROFILE_COMPUTER, /* Docker-like default caps + Docker-like default seccomp */
+        PROFILE_SANDBOX,  /* no caps at all, no_new_privs, strict seccomp, Landlock */
+};
+
+/* caps.c: set bounding/permitted/effective/inheritable/ambient sets and securebits.
+ * Sandbox: everything empty and SECBIT_NOROOT locked, so even uid 0 exec gains nothing.
+ * Computer: Docker's default capability set (namespaced: it only acts inside the userns). */
+int caps_apply(enum confine_profile p);
+
+/* landlock.c: highest Landlock ABI the kernel supports (0 = none). */
+int landlock_abi(void);
+/* Sandbox ruleset: read+execute everywhere; write only below /tmp, /workspace, /dev/shm and
+ * to /dev/{null,zero,full,tty,ptmx,pts}. Returns -EOPNOTSUPP when the kernel has no Landlock. */
+int landlock_apply_sandbox(void);
+
+/* seccomp.c: load the profile's filter (requires no_new_privs or CAP_SYS_ADMIN in the userns).
+ * Both profiles: allowlist modelled on Docker's default; everything else fails with EPERM
+ * (ENOSYS for syscalls newer than the list, so libc falls back); foreign ABIs (x32, i386)
+ * kill the process. Sandbox additionally blocks ptrace, personality changes, and clone/unshare
+ * with namespace flags, clone3 (ENOSYS, so libc uses clone), the mount family, keyctl, bpf,
+ * io_uring, perf_event_open, userfaultfd. */
+int seccomp_apply(enum confine_profile p);
+/* Write the profile as libseccomp pseudo-filter-code text (for tests and `paddock system`). */
+int seccomp_export_pfc(enum confine_profile p, int fd);
+
+/* The whole sequence in the order that works: caps -> no_new_privs (sandbox) -> Landlock
+ * (sandbox) -> seccomp. On failure returns -errno and sets *ret_step to the failing step. */
+int confine_apply(enum confine_profile p, const char **ret_step);

@@ -1,0 +1,226 @@
+#include "lib/util.h"
+
+#include <dirent.h>
+#include <linux/close_range.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+int write_all(int fd, const void *buf, size_t len)
+{
+        const char *p = buf;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+ssize_t read_full(int fd, void *buf, size_t len)
+{
+        char *p = buf;
+        size_t got = 0;
+        while (got < len) {
+                ssize_t n = read(fd, p + got, len - got);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                got += (size_t)n;
+        }
+        return (ssize_t)got;
+}
+
+int write_file_at(int dirfd, const char *name, const char *value)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        /* One write(2): cgroup and proc files take the value in one call. */
+        size_t len = strlen(value);
+        ssize_t n = write(fd, value, len);
+        if (n < 0)
+                return -errno;
+        if ((size_t)n != len)
+                return -EIO;
+        return 0;
+}
+
+int read_file_at(int dirfd, const char *name, size_t max, char **ret)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        _cleanup_free_ char *buf = malloc(max);
+        if (!buf)
+                return -ENOMEM;
+        ssize_t n = read_full(fd, buf, max - 1);
+        if (n < 0)
+                return (int)n;
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int mkdir_p_at(int dirfd, const char *path, mode_t mode)
+{
+        char buf[4096];
+        size_t len = strlen(path);
+        if (len == 0 || len >= sizeof(buf))
+                return -EINVAL;
+        memcpy(buf, path, len + 1);
+        for (char *p = buf + 1;; p++) {
+                if (*p == '/' || *p == 0) {
+                        char c = *p;
+                        *p = 0;
+                        if (mkdirat(dirfd, buf, mode) < 0 && errno != EEXIST)
+                                return -errno;
+                        *p = c;
+                        if (c == 0)
+                                break;
+                }
+        }
+        return 0;
+}
+
+static int rm_rf_children(int fd, dev_t dev)
+{
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        int r = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT)
+                                r = -errno;
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        if (st.st_dev != dev) {
+                                r = -EBUSY; /* a mount point: never descend into it */
+                                continue;
+                        }
+                        int sub = openat(dirfd(d), de->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub < 0) {
+                                r = -errno;
+                                continue;
+                        }
+                        int q = rm_rf_children(sub, dev);
+                        if (q < 0)
+                                r = q;
+                        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                                r = -errno;
+                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
+                        r = -errno;
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+int rm_rf_at(int dirfd, const char *name)
+{
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = rm_rf_children(fd, st.st_dev);
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                return r < 0 ? r : -errno;
+        return r;
+}
+
+int close_fds_from(int from, const int *keep, size_t n_keep)
+{
+        if (n_keep == 0 && syscall(SYS_close_range, (unsigned)from, ~0U, 0) == 0)
+                return 0;
+        /* Close the gaps between kept fds one range at a time. */
+        int lo = from;
+        for (;;) {
+                int next_keep = -1;
+                for (size_t i = 0; i < n_keep; i++)
+                        if (keep[i] >= lo && (next_keep < 0 || keep[i] < next_keep))
+                                next_keep = keep[i];
+                unsigned hi = next_keep < 0 ? ~0U : (unsigned)next_keep - 1;
+                if (next_keep != lo && syscall(SYS_close_range, (unsigned)lo, hi, 0) < 0) {
+                        for (int fd = lo; fd < 65536 && (unsigned)fd <= hi; fd++)
+                                close(fd);
+                }
+                if (next_keep < 0)
+                        return 0;
+                lo = next_keep + 1;
+        }
+}
+
+uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int64_t wall_s(void)
+{
+        return (int64_t)time(NULL);
+}
+
+int proc_start_time(pid_t pid, uint64_t *ret)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read_full(fd, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return (int)n;
+        buf[n] = 0;
+        /* comm may contain spaces and parentheses: fields start after the last ')'. */
+        char *p = strrchr(buf, ')');
+        if (!p)
+                return -EIO;
+        p++;
+        for (int field = 2; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EIO;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p + 1, &end, 10);
+        if (errno || end == p + 1)
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+int sys_pidfd_open(pid_t pid, unsigned flags)
+{
+        int fd = (int)syscall(SYS_pidfd_open, pid, flags);
+        return fd < 0 ? -errno : fd;
+}
+
+int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags)
+{
+        return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, flags) < 0 ? -errno : 0;
+}

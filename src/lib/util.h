@@ -1,0 +1,91 @@
+/* Shared low-level helpers: cleanup attributes, fd hand-over, small file I/O.
+ * Convention everywhere in src/lib: int >= 0 is success, -errno is failure;
+ * out-parameters are named ret_* and written only on success. Library code never logs. */
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define _cleanup_(f)      __attribute__((cleanup(f)))
+#define _cleanup_close_   _cleanup_(closep)
+#define _cleanup_free_    _cleanup_(freep)
+#define _cleanup_fclose_  _cleanup_(fclosep)
+#define _unused_          __attribute__((unused))
+#define _warn_unused_     __attribute__((warn_unused_result))
+#define ELEMENTSOF(x)     (sizeof(x) / sizeof((x)[0]))
+
+static inline void closep(int *fd)
+{
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+
+static inline void freep(void *p)
+{
+        free(*(void **)p);
+}
+
+static inline void fclosep(FILE **f)
+{
+        if (*f)
+                fclose(*f);
+}
+
+/* Hand an fd (or pointer) out of a scope whose cleanup would otherwise close (free) it. */
+#define TAKE_FD(fd)                                                                                \
+        ({                                                                                         \
+                int _fd_ = (fd);                                                                   \
+                (fd) = -EBADF;                                                                     \
+                _fd_;                                                                              \
+        })
+#define TAKE_PTR(p)                                                                                \
+        ({                                                                                         \
+                __typeof__(p) _p_ = (p);                                                           \
+                (p) = NULL;                                                                        \
+                _p_;                                                                               \
+        })
+
+static inline int negative_errno(void)
+{
+        return errno > 0 ? -errno : -EIO;
+}
+
+/* Whole-buffer write/read that retry on EINTR and short transfers. */
+int write_all(int fd, const void *buf, size_t len);
+ssize_t read_full(int fd, void *buf, size_t len);
+
+/* Write a string to dirfd/name (O_WRONLY|O_CLOEXEC, no create): the cgroup/proc file idiom. */
+int write_file_at(int dirfd, const char *name, const char *value);
+/* Read up to max-1 bytes of dirfd/name into a NUL-terminated malloc'd string. */
+int read_file_at(int dirfd, const char *name, size_t max, char **ret);
+
+/* mkdir -p relative to dirfd (or AT_FDCWD), mode for created components. Existing is fine. */
+int mkdir_p_at(int dirfd, const char *path, mode_t mode);
+/* rm -rf of dirfd/name without following symlinks and without crossing mount points. */
+int rm_rf_at(int dirfd, const char *name);
+
+/* Close every fd >= from except those listed (close_range with a /proc fallback). */
+int close_fds_from(int from, const int *keep, size_t n_keep);
+
+/* Monotonic and wall clock in milliseconds. */
+uint64_t now_ms(void);
+int64_t wall_s(void);
+
+/* Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat).
+ * Together with the pid this identifies one process across pid reuse. */
+int proc_start_time(pid_t pid, uint64_t *ret);
+
+/* Thin syscall wrappers glibc 2.36 lacks. */
+int sys_pidfd_open(pid_t pid, unsigned flags);
+int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags);
