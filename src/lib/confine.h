@@ -30,8 +30,8 @@ int landlock_apply_sandbox(void);
  * io_uring, perf_event_open, userfaultfd. */
 int seccomp_apply(enum confine_profile p);
 /* Write the profile as libseccomp pseudo-filter-code text (for tests and `paddock system`). */
-int seccomp_export_pfc(enum confine_profile p, int fd);
+int confine_export_pfc(enum confine_profile p, int fd);
 
-/* The whole sequence in the order that works: caps -> no_new_privs (sandbox) -> Landlock
- * (sandbox) -> seccomp. On failure returns -errno and sets *ret_step to the failing step. */
+/* The whole sequence in the order that works. Sandbox: caps -> no_new_privs -> Landlock
+ * -> seccomp. Computer: seccomp (needs CAP_SYS_ADMIN, no NNP) -> caps. On failure returns -errno and sets *ret_step to the failing step. */
 int confine_apply(enum confine_profile p, const char **ret_step);

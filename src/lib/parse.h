@@ -2,6 +2,7 @@
  * Every parser rejects trailing garbage, overflow and negative values with -EINVAL / -ERANGE. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* "512M", "2G", "1.5G", "4096", "64k" (binary units: K=1024). */

@@ -1,0 +1,57 @@
+/* The confinement sequence shared by PID 1 of an environment and every process exec'd into it.
+ *
+ * The order is forced by what each step needs from the ones before it:
+ *  - Loading a seccomp filter needs no_new_privs or CAP_SYS_ADMIN (effective, in the user
+ *    namespace); so does landlock_restrict_self().
+ *  - Sandbox: caps -> no_new_privs -> Landlock -> seccomp. no_new_privs is what makes the last
+ *    two legal once the capabilities are gone, and Landlock precedes seccomp only by
+ *    convention: the filter allows the Landlock syscalls either way.
+ *  - Computer: seccomp -> caps. A computer must not get no_new_privs (su, sudo, ping and
+ *    other setuid/file-capability programs must keep working), so the filter can only be
+ *    loaded while CAP_SYS_ADMIN is still effective, i.e. before caps_apply() reduces the set
+ *    to Docker's list. caps_apply() then runs under the filter, which allows everything it
+ *    uses (capget, capset, prctl). */
+#include "lib/confine.h"
+#include "lib/util.h"
+
+#include <sys/prctl.h>
+
+static int step(const char *name, int r, const char **ret_step)
+{
+        if (r < 0 && ret_step)
+                *ret_step = name;
+        return r;
+}
+
+static int confine_sandbox(const char **ret_step)
+{
+        int r = step("capabilities", caps_apply(PROFILE_SANDBOX), ret_step);
+        if (r < 0)
+                return r;
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return step("no_new_privs", -errno, ret_step);
+        /* A kernel without Landlock still gets the read-only image and the seccomp filter. */
+        r = landlock_apply_sandbox();
+        if (r < 0 && r != -EOPNOTSUPP)
+                return step("landlock", r, ret_step);
+        return step("seccomp", seccomp_apply(PROFILE_SANDBOX), ret_step);
+}
+
+static int confine_computer(const char **ret_step)
+{
+        int r = step("seccomp", seccomp_apply(PROFILE_COMPUTER), ret_step);
+        if (r < 0)
+                return r;
+        return step("capabilities", caps_apply(PROFILE_COMPUTER), ret_step);
+}
+
+int confine_apply(enum confine_profile p, const char **ret_step)
+{
+        switch (p) {
+        case PROFILE_SANDBOX:
+                return confine_sandbox(ret_step);
+        case PROFILE_COMPUTER:
+                return confine_computer(ret_step);
+        }
+        return step("profile", -EINVAL, ret_step);
+}

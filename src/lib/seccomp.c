@@ -1,0 +1,284 @@
+/* Seccomp filters for the two confinement profiles, built with libseccomp.
+ *
+ * Both start from an allowlist modelled on Docker's default profile (moby
+ * profiles/seccomp/default.json), written for x86_64 only: the filter holds the native
+ * architecture alone and kills the process on any other (i386 `int $0x80`, x32), because every
+ * compat ABI is a second, less-audited syscall table. Anything not listed fails with EPERM;
+ * numbers above the newest syscall libseccomp knows fail with ENOSYS, so a libc that probes a
+ * syscall newer than this list falls back instead of treating EPERM as a hard error.
+ *
+ * Arguments that the kernel truncates to 32 bits (socket's domain, personality) are compared
+ * only with exact 64-bit equality or unsigned less-than, never "not equal": a value with junk in
+ * the high half would pass a NE test and then be truncated by the kernel into the blocked one. */
+#include "lib/confine.h"
+#include "lib/util.h"
+
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+
+/* What both profiles allow unconditionally: Docker's list minus io_uring (a large, often
+ * exploited kernel surface that Docker itself later dropped) and minus what is gated per
+ * profile below. Names libseccomp does not know are skipped at build time. */
+static const char *const allow_common[] = {
+        /* files and directories */
+        "access", "chdir", "chmod", "chown", "close", "close_range", "copy_file_range", "creat",
+        "dup", "dup2", "dup3", "faccessat", "faccessat2", "fadvise64", "fallocate", "fchdir",
+        "fchmod", "fchmodat", "fchmodat2", "fchown", "fchownat", "fcntl", "fdatasync", "flock",
+        "fstat", "fstatfs", "fsync", "ftruncate", "futimesat", "getcwd", "getdents", "getdents64",
+        "lchown", "link", "linkat", "lseek", "lstat", "mkdir", "mkdirat", "mknod", "mknodat",
+        "newfstatat", "open", "openat", "openat2", "pread64", "preadv", "preadv2", "pwrite64",
+        "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat", "readv", "rename",
+        "renameat", "renameat2", "rmdir", "sendfile", "splice", "stat", "statfs", "statx",
+        "symlink", "symlinkat", "sync", "sync_file_range", "syncfs", "tee", "truncate", "umask",
+        "unlink", "unlinkat", "utime", "utimensat", "utimes", "vmsplice", "write", "writev",
+        "cachestat",
+        /* extended attributes */
+        "fgetxattr", "flistxattr", "fremovexattr", "fsetxattr", "getxattr", "lgetxattr",
+        "listxattr", "llistxattr", "lremovexattr", "lsetxattr", "removexattr", "setxattr",
+        /* event notification and polling */
+        "epoll_create", "epoll_create1", "epoll_ctl", "epoll_ctl_old", "epoll_pwait",
+        "epoll_pwait2", "epoll_wait", "epoll_wait_old", "eventfd", "eventfd2", "fanotify_mark",
+        "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch", "pipe",
+        "pipe2", "poll", "ppoll", "pselect6", "select", "signalfd", "signalfd4", "timerfd_create",
+        "timerfd_gettime", "timerfd_settime",
+        /* POSIX AIO (io_uring is deliberately absent) */
+        "io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit",
+        "ioctl",
+        /* memory */
+        "brk", "madvise", "map_shadow_stack", "membarrier", "memfd_create", "memfd_secret",
+        "mincore", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mremap", "mseal", "msync",
+        "munlock", "munlockall", "munmap", "pkey_alloc", "pkey_free", "pkey_mprotect",
+        "remap_file_pages",
+        /* processes, threads, signals */
+        "arch_prctl", "capget", "capset", "execve", "execveat", "exit", "exit_group", "fork",
+        "futex", "futex_requeue", "futex_wait", "futex_waitv", "futex_wake", "get_robust_list",
+        "get_thread_area", "getcpu", "getitimer", "getpgid", "getpgrp", "getpid", "getppid",
+        "getpriority", "getrlimit", "getrusage", "getsid", "gettid", "ioprio_get", "ioprio_set",
+        "kill", "pause", "pidfd_open", "pidfd_send_signal", "prctl", "prlimit64",
+        "process_mrelease", "restart_syscall", "rseq", "rt_sigaction", "rt_sigpending",
+        "rt_sigprocmask", "rt_sigqueueinfo", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
+        "rt_tgsigqueueinfo", "sched_get_priority_max", "sched_get_priority_min",
+        "sched_getaffinity", "sched_getattr", "sched_getparam", "sched_getscheduler",
+        "sched_rr_get_interval", "sched_setaffinity", "sched_setattr", "sched_setparam",
+        "sched_setscheduler", "sched_yield", "seccomp", "set_robust_list", "set_thread_area",
+        "set_tid_address", "setitimer", "setpgid", "setpriority", "setrlimit", "setsid",
+        "sigaltstack", "tgkill", "tkill", "vfork", "wait4", "waitid",
+        /* credentials: uid 0 of a user namespace switching among its own mapped ids */
+        "getegid", "geteuid", "getgid", "getgroups", "getresgid", "getresuid", "getuid",
+        "setfsgid", "setfsuid", "setgid", "setgroups", "setregid", "setresgid", "setresuid",
+        "setreuid", "setuid",
+        /* Landlock: allowed so a process may restrict itself further, and so the order of
+         * seccomp and Landlock in confine_apply() does not matter */
+        "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self",
+        /* time (setting the clock is left to CAP_SYS_TIME, which no profile has) */
+        "adjtimex", "alarm", "clock_adjtime", "clock_getres", "clock_gettime",
+        "clock_nanosleep", "gettimeofday", "nanosleep", "time", "timer_create", "timer_delete",
+        "timer_getoverrun", "timer_gettime", "timer_settime", "times",
+        /* sockets (socket(2) itself is filtered by family below) */
+        "accept", "accept4", "bind", "connect", "getpeername", "getsockname", "getsockopt",
+        "listen", "recvfrom", "recvmmsg", "recvmsg", "sendmmsg", "sendmsg", "sendto",
+        "setsockopt", "shutdown", "socketpair",
+        /* System V and POSIX IPC (private to the environment's IPC namespace) */
+        "mq_getsetattr", "mq_notify", "mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink",
+        "msgctl", "msgget", "msgrcv", "msgsnd", "semctl", "semget", "semop", "semtimedop",
+        "shmat", "shmctl", "shmdt", "shmget",
+        /* system information */
+        "sysinfo", "uname",
+};
+
+/* Computers only: debuggers (gdb, strace) and what root of a full machine expects. The
+ * kernel still applies its ptrace access checks; all of it stays inside the user namespace. */
+static const char *const allow_computer[] = {
+        "ptrace", "process_vm_readv", "process_vm_writev", "chroot", "name_to_handle_at",
+        "modify_ldt",
+};
+
+/* personality(2) values Docker allows: query (0xffffffff), PER_LINUX, PER_LINUX32 and their
+ * UNAME26 variants. Anything else (READ_IMPLIES_EXEC, ...) weakens memory protections. */
+static const unsigned long personality_common[] = { 0x0, 0x8, 0x20000, 0x20008, 0xffffffff };
+
+/* Every namespace flag clone(2) accepts. CLONE_NEWTIME shares its bit with the exit signal in
+ * clone(2), so it is added only for unshare(2). */
+#define CLONE_NS_FLAGS                                                                             \
+        ((uint64_t)(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |                  \
+                    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET))
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+/* Syscall numbers above this are treated as "newer than the list" and answered with ENOSYS.
+ * x86_64 numbers are below 512; the x32 range above is killed as a foreign ABI anyway. */
+#define NR_SCAN_LIMIT 512
+
+static void seccomp_releasep(scmp_filter_ctx *ctx)
+{
+        if (*ctx)
+                seccomp_release(*ctx);
+}
+
+static int allow_names(scmp_filter_ctx ctx, const char *const *names, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                int nr = seccomp_syscall_resolve_name(names[i]);
+                if (nr == __NR_SCMP_ERROR)
+                        continue; /* unknown to this libseccomp: falls under the ENOSYS range */
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int allow_personality(scmp_filter_ctx ctx, enum confine_profile p)
+{
+        for (size_t i = 0; i < ELEMENTSOF(personality_common); i++) {
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
+                                         SCMP_A0(SCMP_CMP_EQ, personality_common[i]));
+                if (r < 0)
+                        return r;
+        }
+        if (p == PROFILE_COMPUTER) {
+                /* gdb turns ASLR off for its inferior; the kernel clears this flag again on a
+                 * setuid exec, so it cannot weaken a privileged program. */
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
+                                         SCMP_A0(SCMP_CMP_EQ, (uint64_t)ADDR_NO_RANDOMIZE));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* socket(2) for every family except AF_VSOCK (host/hypervisor sockets, as in Docker). Written
+ * as "below 40" plus the known families above it, so a domain with high bits set is refused. */
+static int allow_socket(scmp_filter_ctx ctx)
+{
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                                 SCMP_A0(SCMP_CMP_LT, (uint64_t)AF_VSOCK));
+        if (r < 0)
+                return r;
+        for (uint64_t af = AF_VSOCK + 1; af < AF_MAX; af++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_EQ, af));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Process creation: clone(2) without namespace flags; clone3(2) fails with ENOSYS because
+ * its flags sit in memory a filter cannot read, and glibc then falls back to clone(2).
+ * Computers may also unshare(2) non-namespace state (CLONE_FILES, CLONE_FS, CLONE_SYSVSEM);
+ * sandboxes may not unshare at all. Neither may create a user namespace, which would hand
+ * back a full capability set over fresh kernel attack surface. */
+static int add_clone_rules(scmp_filter_ctx ctx, enum confine_profile p)
+{
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                                 SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS, 0));
+        if (r < 0)
+                return r;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+        if (r < 0)
+                return r;
+        if (p == PROFILE_COMPUTER) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(unshare), 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ,
+                                             CLONE_NS_FLAGS | (uint64_t)CLONE_NEWTIME, 0));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ENOSYS for every number above the newest syscall this libseccomp can name. */
+static int add_enosys_tail(scmp_filter_ctx ctx)
+{
+        int newest = 0;
+        for (int nr = NR_SCAN_LIMIT - 1; nr >= 0; nr--) {
+                char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+                if (name) {
+                        free(name);
+                        newest = nr;
+                        break;
+                }
+        }
+        for (int nr = newest + 1; nr < NR_SCAN_LIMIT; nr++) {
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int build_filter(enum confine_profile p, scmp_filter_ctx *ret)
+{
+        __attribute__((cleanup(seccomp_releasep))) scmp_filter_ctx ctx = NULL;
+        int r;
+
+        if (p != PROFILE_COMPUTER && p != PROFILE_SANDBOX)
+                return -EINVAL;
+
+        ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+        if (!ctx)
+                return -ENOMEM;
+
+        /* seccomp_init() holds only the native arch; a foreign one kills the whole process
+         * rather than a thread, so nothing half-dead keeps running. */
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        if (r < 0)
+                return r;
+        /* no_new_privs is decided by confine_apply(), not as a side effect of loading:
+         * computers must keep setuid binaries (su, sudo) working. */
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+        if (r < 0)
+                return r;
+        /* A binary tree keeps ~300 syscall rules at a handful of comparisons per call. */
+        (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+        /* Report the kernel's errno from seccomp_load() instead of -ECANCELED. */
+        (void)seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1);
+
+        r = allow_names(ctx, allow_common, ELEMENTSOF(allow_common));
+        if (r < 0)
+                return r;
+        if (p == PROFILE_COMPUTER) {
+                r = allow_names(ctx, allow_computer, ELEMENTSOF(allow_computer));
+                if (r < 0)
+                        return r;
+        }
+        r = allow_personality(ctx, p);
+        if (r < 0)
+                return r;
+        r = allow_socket(ctx);
+        if (r < 0)
+                return r;
+        r = add_clone_rules(ctx, p);
+        if (r < 0)
+                return r;
+        r = add_enosys_tail(ctx);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(ctx);
+        return 0;
+}
+
+int seccomp_apply(enum confine_profile p)
+{
+        __attribute__((cleanup(seccomp_releasep))) scmp_filter_ctx ctx = NULL;
+        int r = build_filter(p, &ctx);
+        if (r < 0)
+                return r;
+        r = seccomp_load(ctx);
+        return r < 0 ? r : 0;
+}
+
+int confine_export_pfc(enum confine_profile p, int fd)
+{
+        __attribute__((cleanup(seccomp_releasep))) scmp_filter_ctx ctx = NULL;
+        int r = build_filter(p, &ctx);
+        if (r < 0)
+                return r;
+        r = seccomp_export_pfc(ctx, fd);
+        return r < 0 ? r : 0;
+}

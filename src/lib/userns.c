@@ -1,0 +1,111 @@
+#include "lib/userns.h"
+#include "lib/util.h"
+
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+static int slot_path(const char *dir, uint32_t base, char *buf, size_t len)
+{
+        if (base < UID_RANGE_FIRST || (base - UID_RANGE_FIRST) % UID_RANGE_SIZE)
+                return -EINVAL;
+        int n = snprintf(buf, len, "%s/%u", dir, base);
+        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int claim_one(const char *dir, const char *owner, uint32_t base, bool reclaim)
+{
+        char path[4096];
+        int r = slot_path(dir, base, path, sizeof(path));
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+                if (errno != EEXIST || !reclaim)
+                        return -errno;
+                /* Already there: fine only if it records the same owner. */
+                _cleanup_free_ char *cur = NULL;
+                r = read_file_at(AT_FDCWD, path, 4096, &cur);
+                if (r < 0)
+                        return r;
+                return strcmp(cur, owner) == 0 ? 0 : -EEXIST;
+        }
+        return write_all(fd, owner, strlen(owner));
+}
+
+int idrange_claim(const char *dir, const char *owner, uint32_t *ret_base)
+{
+        int r = mkdir_p_at(AT_FDCWD, dir, 0700);
+        if (r < 0)
+                return r;
+        for (uint32_t slot = 0; slot < UID_RANGE_SLOTS; slot++) {
+                uint32_t base = UID_RANGE_FIRST + slot * UID_RANGE_SIZE;
+                r = claim_one(dir, owner, base, false);
+                if (r == 0) {
+                        *ret_base = base;
+                        return 0;
+                }
+                if (r != -EEXIST)
+                        return r;
+        }
+        return -ENOSPC;
+}
+
+int idrange_reclaim(const char *dir, const char *owner, uint32_t base)
+{
+        int r = mkdir_p_at(AT_FDCWD, dir, 0700);
+        return r < 0 ? r : claim_one(dir, owner, base, true);
+}
+
+int idrange_release(const char *dir, uint32_t base)
+{
+        char path[4096];
+        int r = slot_path(dir, base, path, sizeof(path));
+        if (r < 0)
+                return r;
+        return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+static int write_map(pid_t pid, const char *file, uint32_t base, uint32_t count)
+{
+        char path[64], map[64];
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+        snprintf(map, sizeof(map), "0 %u %u\n", base, count);
+        return write_file_at(AT_FDCWD, path, map);
+}
+
+int userns_create(uint32_t base, uint32_t count, int *ret_fd)
+{
+        /* A throw-away child enters a fresh user namespace; we write its maps from outside
+         * (as host root no setgroups=deny is needed), keep an fd to the namespace, and kill the
+         * child. The namespace lives on as long as the fd or a member does. */
+        struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                for (;;)
+                        pause();
+        }
+        int r = write_map(pid, "uid_map", base, count);
+        if (r >= 0)
+                r = write_map(pid, "gid_map", base, count);
+        int fd = -EBADF;
+        if (r >= 0) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        r = -errno;
+        }
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        if (r < 0)
+                return r;
+        *ret_fd = fd;
+        return 0;
+}

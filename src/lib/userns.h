@@ -1,0 +1,21 @@
+/* User namespaces and host id ranges.
+ * Every environment owns one 65536-id range on the host. Ranges are claimed in a host-wide
+ * registry directory (one file per slot, created O_EXCL) so that several daemons running side
+ * by side never hand out overlapping ranges. */
+#pragma once
+#include <stdint.h>
+#include <sys/types.h>
+
+#define UID_RANGE_SIZE  65536u
+#define UID_RANGE_FIRST 0x100000u /* 1048576: far above /etc/subuid's usual 100000.. ranges */
+#define UID_RANGE_SLOTS 16000u
+
+/* Claim the lowest free slot; owner is a free-form note stored in the claim file. */
+int idrange_claim(const char *registry_dir, const char *owner, uint32_t *ret_base);
+/* Re-claim a known base (after reboot the file is still there: ok if it is ours). */
+int idrange_reclaim(const char *registry_dir, const char *owner, uint32_t base);
+int idrange_release(const char *registry_dir, uint32_t base);
+
+/* Create a user namespace mapping 0..count-1 to base..base+count-1 for uids and gids and
+ * return an fd to it. Costs one short-lived clone. */
+int userns_create(uint32_t base, uint32_t count, int *ret_fd);
