@@ -2,34 +2,37 @@
 #include "lib/util.h"
 
 #include <ctype.h>
-#include <math.h>
 
-/* Decimal number with optional fraction, then a unit suffix looked up in units[]. */
+/* Decimal number with optional fraction, then a unit suffix looked up in units[]. The unit
+ * multiplier is a fraction num/den so that exact inputs ("0.3" CPUs, "1.1h") stay exact:
+ * everything is integer arithmetic, rounded up only at the end. */
 struct unit {
         const char *suffix;
-        double mult;
+        uint64_t num, den;
 };
 
 static int parse_with_units(const char *s, const struct unit *units, size_t n_units,
-                            double max, uint64_t *ret)
+                            uint64_t max, uint64_t *ret)
 {
         if (!s || !*s || strlen(s) > 32)
                 return -EINVAL;
         const char *p = s;
-        if (!isdigit((unsigned char)*p) && *p != '.')
-                return -EINVAL;
-        double v = 0;
+        unsigned __int128 mant = 0, scale = 1;
         bool digits = false;
         while (isdigit((unsigned char)*p)) {
-                v = v * 10 + (*p++ - '0');
+                mant = mant * 10 + (unsigned)(*p++ - '0');
                 digits = true;
+                if (mant > (unsigned __int128)UINT64_MAX)
+                        return -ERANGE;
         }
         if (*p == '.') {
                 p++;
-                double scale = 0.1;
                 while (isdigit((unsigned char)*p)) {
-                        v += (*p++ - '0') * scale;
-                        scale /= 10;
+                        if (scale < 1000000000000ULL) { /* ignore digits past 12 places */
+                                mant = mant * 10 + (unsigned)(*p - '0');
+                                scale *= 10;
+                        }
+                        p++;
                         digits = true;
                 }
         }
@@ -37,10 +40,12 @@ static int parse_with_units(const char *s, const struct unit *units, size_t n_un
                 return -EINVAL;
         for (size_t i = 0; i < n_units; i++) {
                 if (strcasecmp(p, units[i].suffix) == 0) {
-                        double r = ceil(v * units[i].mult);
-                        if (r > max)
+                        unsigned __int128 n = mant * units[i].num;
+                        unsigned __int128 d = scale * units[i].den;
+                        unsigned __int128 v = (n + d - 1) / d;
+                        if (v > max)
                                 return -ERANGE;
-                        *ret = (uint64_t)r;
+                        *ret = (uint64_t)v;
                         return 0;
                 }
         }
@@ -50,37 +55,40 @@ static int parse_with_units(const char *s, const struct unit *units, size_t n_un
 int parse_size(const char *s, uint64_t *ret)
 {
         static const struct unit units[] = {
-                {"", 1},           {"b", 1},
-                {"k", 1024.0},     {"kb", 1024.0},     {"kib", 1024.0},
-                {"m", 1048576.0},  {"mb", 1048576.0},  {"mib", 1048576.0},
-                {"g", 1073741824.0}, {"gb", 1073741824.0}, {"gib", 1073741824.0},
-                {"t", 1099511627776.0}, {"tb", 1099511627776.0}, {"tib", 1099511627776.0},
+                {"", 1, 1},          {"b", 1, 1},
+                {"k", 1ULL << 10, 1}, {"kb", 1ULL << 10, 1}, {"kib", 1ULL << 10, 1},
+                {"m", 1ULL << 20, 1}, {"mb", 1ULL << 20, 1}, {"mib", 1ULL << 20, 1},
+                {"g", 1ULL << 30, 1}, {"gb", 1ULL << 30, 1}, {"gib", 1ULL << 30, 1},
+                {"t", 1ULL << 40, 1}, {"tb", 1ULL << 40, 1}, {"tib", 1ULL << 40, 1},
+                {"p", 1ULL << 50, 1}, {"pb", 1ULL << 50, 1}, {"pib", 1ULL << 50, 1},
         };
-        return parse_with_units(s, units, ELEMENTSOF(units), 9.0e18, ret);
+        return parse_with_units(s, units, ELEMENTSOF(units), 9000000000000000000ULL, ret);
 }
 
 int parse_duration_s(const char *s, uint64_t *ret)
 {
         static const struct unit units[] = {
-                {"", 1}, {"s", 1}, {"ms", 0.001}, {"m", 60}, {"h", 3600}, {"d", 86400},
+                {"", 1, 1},     {"s", 1, 1},     {"ms", 1, 1000},
+                {"m", 60, 1},   {"h", 3600, 1},  {"d", 86400, 1},
         };
         /* 100 years is plenty and keeps time arithmetic far from overflow. */
-        return parse_with_units(s, units, ELEMENTSOF(units), 100.0 * 365 * 86400, ret);
+        return parse_with_units(s, units, ELEMENTSOF(units), 100ULL * 365 * 86400, ret);
 }
 
 int parse_rate_bps(const char *s, uint64_t *ret)
 {
         static const struct unit units[] = {
-                {"bit", 1},        {"kbit", 1e3},     {"mbit", 1e6},  {"gbit", 1e9},
-                {"bps", 8},        {"kbps", 8e3},     {"mbps", 8e6},  {"gbps", 8e9},
-                {"kbyte", 8e3},    {"mbyte", 8e6},    {"gbyte", 8e9},
+                {"bit", 1, 1},          {"kbit", 1000, 1},       {"mbit", 1000000, 1},
+                {"gbit", 1000000000, 1}, {"bps", 8, 1},          {"kbps", 8000, 1},
+                {"mbps", 8000000, 1},    {"gbps", 8000000000, 1}, {"kbyte", 8000, 1},
+                {"mbyte", 8000000, 1},   {"gbyte", 8000000000, 1},
         };
-        return parse_with_units(s, units, ELEMENTSOF(units), 1e12, ret);
+        return parse_with_units(s, units, ELEMENTSOF(units), 1000000000000ULL, ret);
 }
 
 int parse_cpus(const char *s, uint64_t *ret_millicpus)
 {
-        static const struct unit units[] = {{"", 1000}};
+        static const struct unit units[] = {{"", 1000, 1}};
         uint64_t v;
         int r = parse_with_units(s, units, 1, 1024000, &v);
         if (r < 0)

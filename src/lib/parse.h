@@ -15,5 +15,5 @@ int parse_rate_bps(const char *s, uint64_t *ret);
 int parse_cpus(const char *s, uint64_t *ret_millicpus);
 /* Environment / image names: [A-Za-z0-9][A-Za-z0-9_.-]{0,62}. */
 bool name_is_valid(const char *s);
-/* Format bytes as "512M" / "1.5G" style into buf. */
+/* Format bytes with the largest binary unit that divides them exactly ("512M", "1536M"). */
 const char *format_size(uint64_t bytes, char *buf, size_t len);

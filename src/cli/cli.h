@@ -1,0 +1,42 @@
+/* The paddock CLI: a thin HTTP client of paddockd. Nothing here is privileged; every verb is
+ * one or a few API calls plus printing. Shared state and the verb entry points live here. */
+#pragma once
+
+#include "cli/client.h"
+
+#include <stdbool.h>
+
+#define PADDOCK_VERSION        "0.1.0"
+#define PADDOCK_DEFAULT_SOCKET "/run/paddock/paddock.sock"
+
+/* Exit codes of every verb but exec (which passes on the command's own code). */
+enum {
+        EXIT_OK = 0,
+        EXIT_FAIL = 1,  /* the daemon refused, or could not be reached */
+        EXIT_USAGE = 2, /* bad command line; nothing was sent */
+};
+
+struct cli {
+        const char *socket_path;
+        bool socket_from_cmdline; /* --socket given (forwarded by `paddock daemon`) */
+        bool json;                /* --json: print what the daemon sent, unformatted */
+        bool client_open;
+        struct client client;
+};
+
+/* The HTTP client, connected lazily on first use (so --help and usage errors need no daemon).
+ * NULL after printing why it could not be set up. */
+struct client *cli_client(struct cli *cli);
+
+/* Verbs. argv[0] is the verb's own name; options may stand anywhere among the operands. Each
+ * returns the process exit code. */
+int cmd_create(struct cli *cli, int argc, char **argv);
+int cmd_ls(struct cli *cli, int argc, char **argv);
+int cmd_inspect(struct cli *cli, int argc, char **argv);
+int cmd_rm(struct cli *cli, int argc, char **argv);
+int cmd_lifecycle(struct cli *cli, int argc, char **argv); /* start stop restart pause resume */
+int cmd_update(struct cli *cli, int argc, char **argv);
+int cmd_exec(struct cli *cli, int argc, char **argv);
+int cmd_image(struct cli *cli, int argc, char **argv);
+int cmd_system(struct cli *cli, int argc, char **argv);
+int cmd_daemon(struct cli *cli, int argc, char **argv);

@@ -1,0 +1,326 @@
+/* paddock create / paddock update: build the JSON body of POST /v1/envs and PATCH
+ * /v1/envs/NAME from options. Sizes, durations, rates and CPU counts go up as the strings the
+ * user typed: the daemon parses them and names the field it rejects. */
+#include "cli/cli.h"
+#include "cli/envpath.h"
+#include "cli/opts.h"
+#include "cli/output.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+        OPT_COMPUTER = OPT_FIRST_VERB_OPTION,
+        OPT_SANDBOX,
+        OPT_IMAGE,
+        OPT_CPUS,
+        OPT_MEMORY,
+        OPT_SWAP,
+        OPT_PIDS,
+        OPT_DISK,
+        OPT_NET,
+        OPT_ALLOW,
+        OPT_BANDWIDTH,
+        OPT_TTL,
+        OPT_ENV,
+        OPT_LABEL,
+        OPT_AUTOSTART,
+        OPT_NO_AUTOSTART,
+};
+
+static const char create_help[] =
+    "Usage: paddock create NAME [OPTIONS]\n"
+    "\n"
+    "Create an environment and print its name. A sandbox unless --computer is given.\n"
+    "\n"
+    "  --computer            a persistent, full Linux machine\n"
+    "  --sandbox             a locked-down, throw-away box (the default)\n"
+    "  --image IMG           image to start from (default: base)\n"
+    "  --cpus N              CPU limit, e.g. 0.5 or 2\n"
+    "  --memory SIZE         memory limit, e.g. 512M or 2G\n"
+    "  --swap SIZE           swap allowed on top of memory\n"
+    "  --pids N              most processes at once\n"
+    "  --disk SIZE           disk size limit\n"
+    "  --net MODE            network: none, allow or open\n"
+    "  --allow HOST[:PORT]   a destination --net allow lets through (repeatable)\n"
+    "  --bandwidth RATE      bandwidth each way, e.g. 10mbit\n"
+    "  --ttl DURATION        destroy after e.g. 90s, 30m, 24h (0: never)\n"
+    "  --env K=V             environment variable of every process (repeatable)\n"
+    "  --label K=V           label to select environments by (repeatable)\n"
+    "  --autostart           start again whenever paddockd starts\n"
+    "  --json                print the created environment as JSON\n";
+
+static const char update_help[] =
+    "Usage: paddock update NAME [OPTIONS]\n"
+    "\n"
+    "Change limits or the TTL of an environment; a running one gets them at once.\n"
+    "\n"
+    "  --cpus N              CPU limit, e.g. 0.5 or 2\n"
+    "  --memory SIZE         memory limit, e.g. 512M or 2G\n"
+    "  --swap SIZE           swap allowed on top of memory\n"
+    "  --pids N              most processes at once\n"
+    "  --ttl DURATION        destroy this long from now (0: never)\n"
+    "  --autostart           start again whenever paddockd starts\n"
+    "  --no-autostart        do not\n"
+    "  --json                print the updated environment as JSON\n";
+
+#define LIMIT_OPTIONS                                                                              \
+        {"cpus", required_argument, NULL, OPT_CPUS},                                               \
+            {"memory", required_argument, NULL, OPT_MEMORY},                                       \
+            {"swap", required_argument, NULL, OPT_SWAP},                                           \
+            {"pids", required_argument, NULL, OPT_PIDS},                                           \
+            {"ttl", required_argument, NULL, OPT_TTL},                                             \
+        {                                                                                          \
+                "autostart", no_argument, NULL, OPT_AUTOSTART                                      \
+        }
+
+static const struct option create_options[] = {
+    {"computer", no_argument, NULL, OPT_COMPUTER},
+    {"sandbox", no_argument, NULL, OPT_SANDBOX},
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"net", required_argument, NULL, OPT_NET},
+    {"allow", required_argument, NULL, OPT_ALLOW},
+    {"bandwidth", required_argument, NULL, OPT_BANDWIDTH},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"label", required_argument, NULL, OPT_LABEL},
+    LIMIT_OPTIONS,
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+static const struct option update_options[] = {
+    LIMIT_OPTIONS,
+    {"no-autostart", no_argument, NULL, OPT_NO_AUTOSTART},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+/* obj[key] = value as a JSON string; -1 when value is not UTF-8. */
+static int set_string(json_t *obj, const char *key, const char *value)
+{
+        json_t *v = json_string(value);
+        if (!v)
+                return -1; /* not UTF-8 */
+        return json_object_set_new(obj, key, v);
+}
+
+static json_t *child_object(json_t *obj, const char *key)
+{
+        json_t *c = json_object_get(obj, key);
+        if (!c) {
+                c = json_object();
+                if (json_object_set_new(obj, key, c) < 0)
+                        return NULL;
+        }
+        return c;
+}
+
+/* A count: a plain decimal number. Anything else goes up as typed and the daemon names it. */
+static json_t *count_value(const char *s)
+{
+        if (*s >= '0' && *s <= '9' && strlen(s) <= 18 && strspn(s, "0123456789") == strlen(s))
+                return json_integer(strtoll(s, NULL, 10));
+        return json_string(s);
+}
+
+/* The options create and update share. -1 when handled; 0 when c is not one of them; else
+ * the exit code. */
+static int limit_option(json_t *body, int c, const char *verb)
+{
+        const char *key;
+        switch (c) {
+        case OPT_CPUS:
+                key = "cpus";
+                break;
+        case OPT_MEMORY:
+                key = "memory";
+                break;
+        case OPT_SWAP:
+                key = "swap";
+                break;
+        case OPT_TTL:
+                key = "ttl";
+                break;
+        case OPT_PIDS: {
+                json_t *v = count_value(optarg);
+                if (!v || json_object_set_new(body, "pids", v) < 0)
+                        return usage_error(verb, "bad value for --pids");
+                return -1;
+        }
+        case OPT_AUTOSTART:
+        case OPT_NO_AUTOSTART:
+                json_object_set_new(body, "autostart", json_boolean(c == OPT_AUTOSTART));
+                return -1;
+        default:
+                return 0;
+        }
+        if (set_string(body, key, optarg) < 0)
+                return usage_error(verb, "--%s value is not valid UTF-8", key);
+        return -1;
+}
+
+static int create_option(json_t *body, int c, const char *verb)
+{
+        switch (c) {
+        case OPT_COMPUTER:
+        case OPT_SANDBOX: {
+                const char *kind = c == OPT_COMPUTER ? "computer" : "sandbox";
+                const char *had = json_string_value(json_object_get(body, "kind"));
+                if (had && strcmp(had, kind) != 0)
+                        return usage_error(verb, "--computer and --sandbox exclude each other");
+                json_object_set_new(body, "kind", json_string(kind));
+                return -1;
+        }
+        case OPT_IMAGE:
+                if (set_string(body, "image", optarg) < 0)
+                        return usage_error(verb, "--image value is not valid UTF-8");
+                return -1;
+        case OPT_DISK:
+                if (set_string(body, "disk", optarg) < 0)
+                        return usage_error(verb, "--disk value is not valid UTF-8");
+                return -1;
+        case OPT_NET: {
+                json_t *net = child_object(body, "network");
+                if (!net || set_string(net, "mode", optarg) < 0)
+                        return usage_error(verb, "bad value for --net");
+                return -1;
+        }
+        case OPT_ALLOW: {
+                json_t *net = child_object(body, "network");
+                json_t *allow = net ? json_object_get(net, "allow") : NULL;
+                if (net && !allow) {
+                        allow = json_array();
+                        json_object_set_new(net, "allow", allow);
+                }
+                if (!allow || json_array_append_new(allow, json_string(optarg)) < 0)
+                        return usage_error(verb, "bad value for --allow");
+                return -1;
+        }
+        case OPT_BANDWIDTH: {
+                json_t *net = child_object(body, "network");
+                json_t *bw = net ? child_object(net, "bandwidth") : NULL;
+                if (!bw || set_string(bw, "egress", optarg) < 0 ||
+                    set_string(bw, "ingress", optarg) < 0)
+                        return usage_error(verb, "bad value for --bandwidth");
+                return -1;
+        }
+        case OPT_ENV:
+        case OPT_LABEL: {
+                const char *key = c == OPT_ENV ? "env" : "labels";
+                json_t *obj = child_object(body, key);
+                if (!obj || kv_add(obj, optarg) < 0)
+                        return usage_error(verb, "--%s wants K=V, not '%s'",
+                                           c == OPT_ENV ? "env" : "label", optarg);
+                return -1;
+        }
+        default:
+                return limit_option(body, c, verb);
+        }
+}
+
+/* Print the environment the daemon answered with: its name, or all of it with --json. */
+static void print_env(struct cli *cli, const struct response *resp, const char *fallback_name)
+{
+        if (cli->json) {
+                output_raw(resp);
+                return;
+        }
+        const char *name = json_string_value(json_object_get(resp->json, "name"));
+        printf("%s\n", name ? name : fallback_name);
+}
+
+int cmd_create(struct cli *cli, int argc, char **argv)
+{
+        const char *verb = "create";
+        json_t *body = json_object();
+        int r, c;
+
+        opts_reset();
+        while ((c = getopt_long(argc, argv, ":h", create_options, NULL)) != -1) {
+                r = create_option(body, c, verb);
+                if (r == 0)
+                        r = opts_common(cli, c, argv, verb, create_help);
+                if (r >= 0)
+                        goto out;
+        }
+        if (optind >= argc) {
+                r = usage_error(verb, "missing NAME");
+                goto out;
+        }
+        if (argc - optind > 1) {
+                r = usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
+                goto out;
+        }
+        const char *name = argv[optind];
+        json_t *network = json_object_get(body, "network");
+        /* --allow alone means --net allow. */
+        if (network && json_object_get(network, "allow") && !json_object_get(network, "mode"))
+                json_object_set_new(network, "mode", json_string("allow"));
+        /* The name first, for whoever reads the request in a log. */
+        json_t *full = json_object();
+        if (set_string(full, "name", name) < 0) {
+                json_decref(full);
+                r = usage_error(verb, "NAME is not valid UTF-8");
+                goto out;
+        }
+        json_object_update(full, body);
+        json_decref(body);
+        body = full;
+
+        struct client *client = cli_client(cli);
+        struct response resp = {};
+        r = EXIT_FAIL;
+        if (client && client_call(client, "POST", "/v1/envs", body, &resp) == 0) {
+                print_env(cli, &resp, name);
+                response_done(&resp);
+                r = EXIT_OK;
+        }
+out:
+        json_decref(body);
+        return r;
+}
+
+int cmd_update(struct cli *cli, int argc, char **argv)
+{
+        const char *verb = "update";
+        json_t *body = json_object();
+        int r, c;
+
+        opts_reset();
+        while ((c = getopt_long(argc, argv, ":h", update_options, NULL)) != -1) {
+                r = limit_option(body, c, verb);
+                if (r == 0)
+                        r = opts_common(cli, c, argv, verb, update_help);
+                if (r >= 0)
+                        goto out;
+        }
+        if (optind >= argc) {
+                r = usage_error(verb, "missing NAME");
+                goto out;
+        }
+        if (argc - optind > 1) {
+                r = usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
+                goto out;
+        }
+        if (json_object_size(body) == 0) {
+                r = usage_error(verb, "nothing to change");
+                goto out;
+        }
+        const char *name = argv[optind];
+
+        r = EXIT_FAIL;
+        struct client *client = cli_client(cli);
+        char *path = client ? env_path(client, name, NULL, NULL) : NULL;
+        struct response resp = {};
+        if (path && client_call(client, "PATCH", path, body, &resp) == 0) {
+                print_env(cli, &resp, name);
+                response_done(&resp);
+                r = EXIT_OK;
+        }
+        free(path);
+out:
+        json_decref(body);
+        return r;
+}

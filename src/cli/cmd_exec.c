@@ -1,0 +1,451 @@
+/* paddock exec NAME [OPTIONS] [--] CMD [ARG...]: run a command in an environment and exit with
+ * its exit code.
+ *
+ * The request asks for "stream":true, so the daemon answers with NDJSON as output arrives:
+ * {"stdout":..} / {"stderr":..} (base64 with "encoding":"base64" when not UTF-8) and a last
+ * {"exit_code":..,"timed_out":..}. Each chunk is written to fd 1 or 2 the moment its line is
+ * complete, with no stdio buffering in between, so a long-running command shows progress live.
+ *
+ * Options are read up to the first operand that is not an option after NAME (or up to "--"),
+ * so `paddock exec box ls -l` runs `ls -l`. */
+#include "lib/base64.h"
+#include "cli/cli.h"
+#include "cli/envpath.h"
+#include "cli/lines.h"
+#include "cli/opts.h"
+#include "cli/output.h"
+#include "lib/util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* paddockd takes request bodies up to 8 MiB. Base64 makes stdin 4/3 larger; the margin leaves
+ * room for the rest of the request (command, environment). */
+#define API_BODY_MAX (8u << 20)
+#define STDIN_MAX    ((API_BODY_MAX - (64u << 10)) / 4 * 3)
+/* The longest NDJSON line accepted from the daemon (its chunks are far smaller). */
+#define LINE_MAX_BYTES (64u << 20)
+
+enum {
+        OPT_TIMEOUT = OPT_FIRST_VERB_OPTION,
+        OPT_MAX_OUTPUT,
+};
+
+static const char exec_help[] =
+    "Usage: paddock exec NAME [OPTIONS] [--] CMD [ARG...]\n"
+    "\n"
+    "Run a command in an environment, showing its output as it comes, and exit with the\n"
+    "command's exit code (128+N when killed by signal N).\n"
+    "\n"
+    "  -i, --interactive     send all of standard input to the command (up to ~6 MiB)\n"
+    "  -t, --tty             a terminal (not supported yet)\n"
+    "  -e, --env K=V         environment variable (repeatable; -e K passes K's value here)\n"
+    "  -w, --workdir DIR     working directory inside the environment\n"
+    "  -u, --user USER       user name or UID[:GID] to run as (default root)\n"
+    "  --timeout DURATION    kill the command after e.g. 30s or 10m\n"
+    "  --max-output SIZE     most output kept, e.g. 16M\n"
+    "  --json                wait, then print the whole result as JSON\n";
+
+static const struct option exec_options[] = {
+    {"interactive", no_argument, NULL, 'i'},
+    {"tty", no_argument, NULL, 't'},
+    {"env", required_argument, NULL, 'e'},
+    {"workdir", required_argument, NULL, 'w'},
+    {"user", required_argument, NULL, 'u'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+struct exec_opts {
+        bool interactive, tty;
+        const char *timeout;
+        json_t *body;
+};
+
+/* What the stream said, and whether writing it out failed. */
+struct exec_run {
+        struct lines lines;
+        bool have_exit, timed_out, truncated;
+        int exit_code;
+        long long duration_ms;
+        bool broken_pipe;
+        bool failed;
+};
+
+static int exec_option(struct exec_opts *o, int c)
+{
+        switch (c) {
+        case 'i':
+                o->interactive = true;
+                return -1;
+        case 't':
+                o->tty = true;
+                return -1;
+        case 'e': {
+                json_t *env = json_object_get(o->body, "env");
+                if (!env) {
+                        env = json_object();
+                        json_object_set_new(o->body, "env", env);
+                }
+                if (strchr(optarg, '=')) {
+                        if (kv_add(env, optarg) < 0)
+                                return usage_error("exec", "-e wants K=V, not '%s'", optarg);
+                        return -1;
+                }
+                /* -e K: pass on this shell's value, like docker does. */
+                const char *v = getenv(optarg);
+                if (!v)
+                        return usage_error("exec", "-e %s: %s is not set here", optarg, optarg);
+                json_object_set_new(env, optarg, json_string(v));
+                return -1;
+        }
+        case 'w':
+        case 'u':
+        case OPT_TIMEOUT:
+        case OPT_MAX_OUTPUT: {
+                const char *key = c == 'w'           ? "cwd"
+                                  : c == 'u'         ? "user"
+                                  : c == OPT_TIMEOUT ? "timeout"
+                                                     : "max_output";
+                if (c == OPT_TIMEOUT)
+                        o->timeout = optarg;
+                json_t *v = json_string(optarg);
+                if (!v || json_object_set_new(o->body, key, v) < 0)
+                        return usage_error("exec", "value '%s' is not valid UTF-8", optarg);
+                return -1;
+        }
+        default:
+                return 0;
+        }
+}
+
+/* Options, NAME, options, then the command: either after "--" or from the first operand that
+ * is not an option. getopt runs in POSIX order ("+") so it stops there instead of permuting
+ * the command's own options in front. */
+static int parse_exec_args(struct cli *cli, int argc, char **argv, struct exec_opts *o,
+                           const char **ret_name, int *ret_cmd_index)
+{
+        const char *name = NULL;
+        opts_reset();
+        for (int round = 0; round < 2; round++) {
+                int last = optind > 0 ? optind : 1, c;
+                while ((c = getopt_long(argc, argv, "+:hite:w:u:", exec_options, NULL)) != -1) {
+                        int r = exec_option(o, c);
+                        if (r == 0)
+                                r = opts_common(cli, c, argv, "exec", exec_help);
+                        if (r >= 0)
+                                return r;
+                        last = optind;
+                }
+                /* getopt consumed a "--" (as opposed to stopping at an operand): what follows
+                 * is all operands. */
+                bool dashdash = optind == last + 1 && strcmp(argv[last], "--") == 0;
+                if (name)
+                        break;
+                if (optind >= argc)
+                        return usage_error("exec", "missing NAME");
+                name = argv[optind++];
+                if (dashdash)
+                        break;
+        }
+        if (optind >= argc)
+                return usage_error("exec", "missing the command to run (paddock exec %s -- CMD)",
+                                   name);
+        *ret_name = name;
+        *ret_cmd_index = optind;
+        return -1;
+}
+
+/* All of standard input, binary-safe, refusing more than STDIN_MAX bytes. */
+static int read_stdin(char **ret_buf, size_t *ret_len)
+{
+        size_t cap = 64 << 10, len = 0;
+        char *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (len == cap) {
+                        if (cap > STDIN_MAX) {
+                                free(buf);
+                                return -EFBIG;
+                        }
+                        char *n = realloc(buf, cap * 2);
+                        if (!n) {
+                                free(buf);
+                                return -ENOMEM;
+                        }
+                        buf = n;
+                        cap *= 2;
+                }
+                ssize_t n = read(STDIN_FILENO, buf + len, cap - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        int r = -errno;
+                        free(buf);
+                        return r;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        if (len > STDIN_MAX) {
+                free(buf);
+                return -EFBIG;
+        }
+        *ret_buf = buf;
+        *ret_len = len;
+        return 0;
+}
+
+static int attach_stdin(json_t *body)
+{
+        char *data = NULL;
+        size_t len = 0;
+        int r = read_stdin(&data, &len);
+        if (r == -EFBIG) {
+                fprintf(stderr,
+                        "paddock: exec: standard input is larger than %u bytes, the most one exec "
+                        "request can carry (8 MiB of JSON, base64-encoded)\n",
+                        STDIN_MAX);
+                return -1;
+        }
+        if (r < 0) {
+                fprintf(stderr, "paddock: exec: cannot read standard input: %s\n", strerror(-r));
+                return -1;
+        }
+        char *b64 = malloc(base64_encoded_size(len));
+        if (!b64) {
+                free(data);
+                fprintf(stderr, "paddock: out of memory\n");
+                return -1;
+        }
+        size_t b64_len = base64_encode(data, len, b64);
+        free(data);
+        json_object_set_new(body, "stdin", json_stringn_nocheck(b64, b64_len));
+        json_object_set_new(body, "stdin_encoding", json_string("base64"));
+        free(b64);
+        return 0;
+}
+
+/* Write one output chunk to fd, decoding base64 first when the line said so. */
+static int emit(struct exec_run *x, int fd, const json_t *chunk, bool base64)
+{
+        const char *s = json_string_value(chunk);
+        size_t len = json_string_length(chunk);
+        if (!s || len == 0)
+                return 0;
+        unsigned char *decoded = NULL;
+        if (base64) {
+                decoded = malloc(len / 4 * 3 + 3);
+                if (!decoded)
+                        return -ENOMEM;
+                long n = base64_decode(s, len, decoded);
+                if (n < 0) {
+                        free(decoded);
+                        fprintf(stderr, "paddock: exec: bad base64 output from paddockd\n");
+                        x->failed = true;
+                        return -EPROTO;
+                }
+                s = (const char *)decoded;
+                len = (size_t)n;
+        }
+        int r = write_all(fd, s, len);
+        free(decoded);
+        if (r == -EPIPE) {
+                x->broken_pipe = true; /* whoever read our output is gone: stop quietly */
+                return r;
+        }
+        if (r < 0) {
+                fprintf(stderr, "paddock: exec: cannot write output: %s\n", strerror(-r));
+                x->failed = true;
+        }
+        return r;
+}
+
+static int on_line(char *line, size_t len, void *userdata)
+{
+        struct exec_run *x = userdata;
+        while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
+                len--;
+        if (len == 0)
+                return 0;
+        json_error_t err;
+        json_t *j = json_loadb(line, len, JSON_ALLOW_NUL, &err);
+        if (!json_is_object(j)) {
+                fprintf(stderr, "paddock: exec: unreadable output line from paddockd: %s\n",
+                        j ? "not an object" : err.text);
+                json_decref(j);
+                x->failed = true;
+                return -EPROTO;
+        }
+        int r = 0;
+        const json_t *error = json_object_get(j, "error");
+        if (error) {
+                const char *msg = json_string_value(json_object_get(error, "message"));
+                fprintf(stderr, "paddock: %s\n", msg ? msg : "exec failed");
+                x->failed = true;
+                r = -EPROTO;
+                goto out;
+        }
+        const char *enc = json_string_value(json_object_get(j, "encoding"));
+        bool b64 = enc && strcmp(enc, "base64") == 0;
+        r = emit(x, STDOUT_FILENO, json_object_get(j, "stdout"), b64);
+        if (r >= 0)
+                r = emit(x, STDERR_FILENO, json_object_get(j, "stderr"), b64);
+        if (r < 0)
+                goto out;
+        const json_t *code = json_object_get(j, "exit_code");
+        if (json_is_integer(code)) {
+                x->have_exit = true;
+                json_int_t c = json_integer_value(code);
+                x->exit_code = c < 0 || c > 255 ? 255 : (int)c;
+                x->timed_out = json_is_true(json_object_get(j, "timed_out"));
+                x->truncated = json_is_true(json_object_get(j, "truncated"));
+                x->duration_ms = (long long)json_integer_value(json_object_get(j, "duration_ms"));
+        }
+out:
+        json_decref(j);
+        return r;
+}
+
+static bool on_data(const char *data, size_t len, void *userdata)
+{
+        struct exec_run *x = userdata;
+        int r = lines_feed(&x->lines, data, len, on_line, x);
+        if (r == -E2BIG || r == -ENOMEM) {
+                fprintf(stderr, "paddock: exec: %s\n",
+                        r == -E2BIG ? "output line from paddockd is too long" : "out of memory");
+                x->failed = true;
+        }
+        return r >= 0;
+}
+
+/* The end of a run: what the stream's last line said, on stderr, and the exit code. */
+static int finish(const struct exec_run *x, const struct exec_opts *o)
+{
+        if (x->truncated)
+                fprintf(stderr, "paddock: exec: output was truncated (see --max-output)\n");
+        if (x->timed_out) {
+                if (o->timeout)
+                        fprintf(stderr, "paddock: exec timed out after %s\n", o->timeout);
+                else if (x->duration_ms % 1000 == 0)
+                        fprintf(stderr, "paddock: exec timed out after %llds\n",
+                                x->duration_ms / 1000);
+                else
+                        fprintf(stderr, "paddock: exec timed out after %.1fs\n",
+                                (double)x->duration_ms / 1000);
+        }
+        return x->exit_code;
+}
+
+static int run_streamed(struct client *client, const char *path, const char *body,
+                        const struct exec_opts *o)
+{
+        struct exec_run x = {.lines = {.max = LINE_MAX_BYTES}};
+        struct request req = {
+            .method = "POST",
+            .path = path,
+            .body = body,
+            .body_len = strlen(body),
+            .sink = on_data,
+            .sink_data = &x,
+        };
+        struct response resp = {};
+        int r = EXIT_FAIL;
+        if (client_perform(client, &req, &resp) < 0) {
+                if (x.broken_pipe)
+                        r = 128 + SIGPIPE;
+                goto out;
+        }
+        if (resp.status < 200 || resp.status >= 300) {
+                client_print_error(&resp);
+                goto out;
+        }
+        if (lines_finish(&x.lines, on_line, &x) < 0) {
+                if (x.broken_pipe)
+                        r = 128 + SIGPIPE;
+                goto out;
+        }
+        if (!x.have_exit) {
+                fprintf(stderr, "paddock: exec: paddockd ended the output stream without an "
+                                "exit code\n");
+                goto out;
+        }
+        r = finish(&x, o);
+out:
+        response_done(&resp);
+        lines_done(&x.lines);
+        return r;
+}
+
+/* --json: one buffered request; print the daemon's answer, still exit with the command's code. */
+static int run_buffered(struct client *client, const char *path, const json_t *body)
+{
+        struct response resp = {};
+        if (client_call(client, "POST", path, body, &resp) < 0)
+                return EXIT_FAIL;
+        output_raw(&resp);
+        json_int_t c = json_integer_value(json_object_get(resp.json, "exit_code"));
+        response_done(&resp);
+        return c < 0 || c > 255 ? 255 : (int)c;
+}
+
+int cmd_exec(struct cli *cli, int argc, char **argv)
+{
+        struct exec_opts o = {.body = json_object()};
+        const char *name = NULL;
+        int cmd_index = 0, r;
+        char *path = NULL, *text = NULL;
+
+        r = parse_exec_args(cli, argc, argv, &o, &name, &cmd_index);
+        if (r >= 0)
+                goto out;
+        if (o.tty) {
+                fprintf(stderr, "paddock: -t (tty) is not supported yet\n");
+                r = EXIT_USAGE;
+                goto out;
+        }
+        json_t *cmd = json_array();
+        json_object_set_new(o.body, "cmd", cmd);
+        for (int i = cmd_index; i < argc; i++)
+                if (json_array_append_new(cmd, json_string(argv[i])) < 0) {
+                        r = usage_error("exec", "argument '%s' is not valid UTF-8", argv[i]);
+                        goto out;
+                }
+        json_object_set_new(o.body, "stream", json_boolean(!cli->json));
+
+        r = EXIT_FAIL;
+        if (o.interactive && attach_stdin(o.body) < 0)
+                goto out;
+        struct client *client = cli_client(cli);
+        if (!client)
+                goto out;
+        path = env_path(client, name, "exec", NULL);
+        if (!path)
+                goto out;
+        if (cli->json) {
+                r = run_buffered(client, path, o.body);
+                goto out;
+        }
+        text = json_dumps(o.body, JSON_COMPACT);
+        if (!text) {
+                fprintf(stderr, "paddock: out of memory\n");
+                goto out;
+        }
+        if (strlen(text) > API_BODY_MAX) {
+                fprintf(stderr, "paddock: exec: the request is larger than the 8 MiB paddockd "
+                                "accepts\n");
+                goto out;
+        }
+        r = run_streamed(client, path, text, &o);
+out:
+        free(text);
+        free(path);
+        json_decref(o.body);
+        return r;
+}

@@ -1,0 +1,154 @@
+/* paddock: the command-line client of paddockd. Global options, then a verb:
+ *
+ *   paddock [--socket PATH] [--json] VERB [ARGS...]
+ *
+ * Every verb is an HTTP call over the daemon's unix socket; nothing here needs privileges. */
+#include "cli/cli.h"
+#include "cli/opts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct verb {
+        const char *name;
+        int (*run)(struct cli *cli, int argc, char **argv);
+};
+
+static const struct verb verbs[] = {
+    {"create", cmd_create},   {"ls", cmd_ls},
+    {"list", cmd_ls},         {"inspect", cmd_inspect},
+    {"rm", cmd_rm},           {"start", cmd_lifecycle},
+    {"stop", cmd_lifecycle},  {"restart", cmd_lifecycle},
+    {"pause", cmd_lifecycle}, {"resume", cmd_lifecycle},
+    {"update", cmd_update},   {"exec", cmd_exec},
+    {"image", cmd_image},     {"system", cmd_system},
+    {"daemon", cmd_daemon},
+};
+
+static const char overview[] =
+    "Usage: paddock [--socket PATH] [--json] COMMAND [ARGS...]\n"
+    "\n"
+    "Isolated Linux environments for AI agents: the client of paddockd.\n"
+    "\n"
+    "Environments:\n"
+    "  create NAME [OPTIONS]        create a computer or a sandbox\n"
+    "  ls                           list environments\n"
+    "  inspect NAME...              show everything about an environment\n"
+    "  update NAME [OPTIONS]        change limits or TTL, also while running\n"
+    "  start|stop|restart NAME...   change state\n"
+    "  pause|resume NAME...         freeze and thaw\n"
+    "  rm [-f] NAME...              destroy\n"
+    "  exec NAME [OPTIONS] -- CMD   run a command inside, exit with its exit code\n"
+    "\n"
+    "Images and daemon:\n"
+    "  image ls|import|rm           manage root filesystem images\n"
+    "  system                       daemon version and host capabilities\n"
+    "  daemon [ARGS]                run paddockd\n"
+    "\n"
+    "Global options:\n"
+    "  --socket PATH   paddockd's socket (env PADDOCK_SOCKET, default " PADDOCK_DEFAULT_SOCKET ")\n"
+    "  --json          print what the daemon returns as JSON\n"
+    "  --version       print the CLI version\n"
+    "\n"
+    "'paddock COMMAND --help' describes one command.\n";
+
+struct client *cli_client(struct cli *cli)
+{
+        if (!cli->client_open) {
+                if (client_open(&cli->client, cli->socket_path) < 0)
+                        return NULL;
+                cli->client_open = true;
+        }
+        return &cli->client;
+}
+
+static const struct verb *find_verb(const char *name)
+{
+        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+                if (strcmp(verbs[i].name, name) == 0)
+                        return &verbs[i];
+        return NULL;
+}
+
+static int global_usage_error(const char *what, const char *arg)
+{
+        fprintf(stderr, "paddock: %s '%s' (see 'paddock --help')\n", what, arg);
+        return EXIT_USAGE;
+}
+
+/* Global options stand before the verb; the verbs accept --socket and --json too, so they may
+ * also come after it. */
+static int parse_global(struct cli *cli, int argc, char **argv, int *ret_verb_index)
+{
+        int i = 1;
+        for (; i < argc && argv[i][0] == '-'; i++) {
+                const char *a = argv[i];
+                if (strcmp(a, "--socket") == 0) {
+                        if (i + 1 >= argc)
+                                return global_usage_error("option needs a value:", a);
+                        cli->socket_path = argv[++i];
+                        cli->socket_from_cmdline = true;
+                } else if (strncmp(a, "--socket=", 9) == 0) {
+                        cli->socket_path = a + 9;
+                        cli->socket_from_cmdline = true;
+                } else if (strcmp(a, "--json") == 0) {
+                        cli->json = true;
+                } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+                        fputs(overview, stdout);
+                        return EXIT_OK;
+                } else if (strcmp(a, "--version") == 0) {
+                        printf("paddock %s\n", PADDOCK_VERSION);
+                        return EXIT_OK;
+                } else {
+                        return global_usage_error("unknown option", a);
+                }
+        }
+        *ret_verb_index = i;
+        return -1;
+}
+
+int main(int argc, char **argv)
+{
+        struct cli cli = {};
+        const char *env = getenv("PADDOCK_SOCKET");
+        cli.socket_path = env && *env ? env : PADDOCK_DEFAULT_SOCKET;
+
+        int vi;
+        int r = parse_global(&cli, argc, argv, &vi);
+        if (r >= 0)
+                return r;
+        if (vi >= argc) {
+                fprintf(stderr, "paddock: missing COMMAND (see 'paddock --help')\n");
+                return EXIT_USAGE;
+        }
+
+        const char *name = argv[vi];
+        if (strcmp(name, "help") == 0) {
+                if (vi + 1 >= argc) {
+                        fputs(overview, stdout);
+                        return EXIT_OK;
+                }
+                /* "paddock help VERB" is "paddock VERB --help". */
+                const struct verb *v = find_verb(argv[vi + 1]);
+                if (!v)
+                        return global_usage_error("unknown command", argv[vi + 1]);
+                char *help_argv[] = {argv[vi + 1], "--help", NULL};
+                return v->run(&cli, 2, help_argv);
+        }
+        const struct verb *v = find_verb(name);
+        if (!v)
+                return global_usage_error("unknown command", name);
+
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+                fprintf(stderr, "paddock: cannot initialise libcurl\n");
+                return EXIT_FAIL;
+        }
+        r = v->run(&cli, argc - vi, argv + vi);
+        if (cli.client_open)
+                client_close(&cli.client);
+        curl_global_cleanup();
+        if (fflush(stdout) != 0 && r == EXIT_OK)
+                r = EXIT_FAIL;
+        return r;
+}

@@ -1,0 +1,240 @@
+/* cgroup v1 backend, also used for the hybrid layout.
+ *
+ * Each v1 controller hierarchy (co-mounted ones such as "cpu,cpuacct" count once) gets the
+ * same <own>/<subtree>/<env>[/<sub>] directories, each below the group the daemon runs in
+ * in that hierarchy. Limits go to the hierarchy of their controller. v1 has no
+ * "no internal processes" rule, so there is no delegation step.
+ *
+ * On hybrid hosts the controller-less cgroup2 mount gets the same directories too: it carries
+ * no limits, but offers cgroup.kill (one write kills the whole group, no pid races) and
+ * cgroup.freeze, which behave better than the v1 freezer (frozen tasks still die on SIGKILL). */
+#include "lib/cgroup_internal.h"
+#include "lib/util.h"
+
+#include <dirent.h>
+
+#define FREEZE_WAIT_MS 1000
+
+static int open_ctl_group(struct cgroup_manager *m, const char *controller, const char *env,
+                          const char *sub, int *ret_fd)
+{
+        const struct cg_hier *h = cg_find_hier(m, controller);
+        if (!h)
+                return -EOPNOTSUPP;
+        return cg_open_group(h, env, sub, false, ret_fd);
+}
+
+static int set_cpu(struct cgroup_manager *m, const char *env, uint64_t millis)
+{
+        _cleanup_close_ int fd = -EBADF;
+        int r = open_ctl_group(m, "cpu", env, NULL, &fd);
+        if (r == -EOPNOTSUPP && millis == CG_UNLIMITED)
+                return 0;
+        if (r < 0)
+                return r;
+        if (millis == CG_UNLIMITED)
+                return cg_write_limit(fd, "cpu.cfs_quota_us", CG_UNLIMITED, "-1");
+        /* The period first: the quota is checked against it. Quotas below 1 ms are refused. */
+        char period[24];
+        snprintf(period, sizeof(period), "%llu", CG_CPU_PERIOD_US);
+        r = cg_write(fd, "cpu.cfs_period_us", period);
+        if (r < 0)
+                return r == -ENOENT ? -EOPNOTSUPP : r;
+        uint64_t quota = millis * (CG_CPU_PERIOD_US / 1000);
+        return cg_write_limit(fd, "cpu.cfs_quota_us", quota < 1000 ? 1000 : quota, "-1");
+}
+
+static int set_memory(struct cgroup_manager *m, const char *env, uint64_t mem, uint64_t swap)
+{
+        _cleanup_close_ int fd = -EBADF;
+        int r = open_ctl_group(m, "memory", env, NULL, &fd);
+        if (r == -EOPNOTSUPP && mem == CG_UNLIMITED)
+                return 0;
+        if (r < 0)
+                return r;
+        /* memsw is memory+swap and the kernel keeps memsw >= limit at every step: lowering
+         * goes limit first, raising goes memsw first. Rather than read the old values, try
+         * limit first and on EINVAL (new limit above the old memsw) swap the order.
+         * memory.memsw.* only exists with swap accounting; without it swap is unlimited. */
+        bool memsw = cg_file_exists(fd, "memory.memsw.limit_in_bytes");
+        uint64_t total = mem == CG_UNLIMITED || swap == CG_UNLIMITED || mem + swap < mem
+                                 ? CG_UNLIMITED
+                                 : mem + swap;
+        r = cg_write_limit(fd, "memory.limit_in_bytes", mem, "-1");
+        if (r == -EINVAL && memsw) {
+                r = cg_write_limit(fd, "memory.memsw.limit_in_bytes", total, "-1");
+                if (r < 0)
+                        return r;
+                return cg_write_limit(fd, "memory.limit_in_bytes", mem, "-1");
+        }
+        if (r < 0 || !memsw)
+                return r;
+        return cg_write_limit(fd, "memory.memsw.limit_in_bytes", total, "-1");
+}
+
+static int set_pids(struct cgroup_manager *m, const char *env, uint64_t pids)
+{
+        _cleanup_close_ int fd = -EBADF;
+        int r = open_ctl_group(m, "pids", env, NULL, &fd);
+        if (r == -EOPNOTSUPP && pids == CG_UNLIMITED)
+                return 0;
+        if (r < 0)
+                return r;
+        return cg_write_limit(fd, "pids.max", pids, "max");
+}
+
+static int v1_set_limits(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l)
+{
+        int r = set_cpu(m, env, l->cpu_millis);
+        if (r < 0)
+                return r;
+        r = set_memory(m, env, l->memory_bytes, l->swap_bytes);
+        if (r < 0)
+                return r;
+        return set_pids(m, env, l->pids);
+}
+
+static int v1_setup(struct cgroup_manager *m)
+{
+        /* Before 5.16 (or with an old systemd) memory.use_hierarchy may be 0, and then an exec
+         * sub-group would escape its env's memory limit. Our subtree has no children yet on
+         * first start, which is when the flag can still be set. */
+        const struct cg_hier *h = cg_find_hier(m, "memory");
+        uint64_t v;
+        if (!h || cg_read_u64(h->subtree_fd, "memory.use_hierarchy", &v) < 0 || v == 1)
+                return 0;
+        return cg_write(h->subtree_fd, "memory.use_hierarchy", "1");
+}
+
+static int wait_state(int fd, const char *file, const char *key, const char *want)
+{
+        for (unsigned waited = 0; waited < FREEZE_WAIT_MS; waited += 2) {
+                if (key) {
+                        uint64_t v;
+                        if (cg_read_keyed_u64(fd, file, key, &v) < 0 || v == 1)
+                                return 0;
+                } else {
+                        _cleanup_free_ char *s = NULL;
+                        if (cg_read_all(fd, file, &s) < 0 || !strncmp(s, want, strlen(want)))
+                                return 0;
+                }
+                cg_sleep_ms(2);
+        }
+        return -EBUSY;
+}
+
+static int v1_freeze(struct cgroup_manager *m, const char *env, const char *sub, bool frozen)
+{
+        _cleanup_close_ int fd = -EBADF;
+        const struct cg_hier *u = cg_find_hier(m, NULL);
+        if (u) {
+                int r = cg_open_group(u, env, sub, false, &fd);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+                if (r == 0 && cg_file_exists(fd, "cgroup.freeze")) {
+                        r = cg_write(fd, "cgroup.freeze", frozen ? "1" : "0");
+                        if (r < 0 || !frozen || !cg_file_exists(fd, "cgroup.events"))
+                                return r;
+                        return wait_state(fd, "cgroup.events", "frozen", NULL);
+                }
+                closep(&fd);
+        }
+        /* The v1 freezer: FREEZING until every task is caught, then FROZEN. */
+        int r = open_ctl_group(m, "freezer", env, sub, &fd);
+        if (r < 0)
+                return r;
+        r = cg_write(fd, "freezer.state", frozen ? "FROZEN" : "THAWED");
+        if (r < 0)
+                return r == -ENOENT ? -EOPNOTSUPP : r;
+        return frozen ? wait_state(fd, "freezer.state", NULL, "FROZEN") : 0;
+}
+
+static int v1_kill_fast(struct cgroup_manager *m, const char *env, const char *sub)
+{
+        const struct cg_hier *u = cg_find_hier(m, NULL);
+        if (!u)
+                return -EOPNOTSUPP;
+        _cleanup_close_ int fd = -EBADF;
+        int r = cg_open_group(u, env, sub, false, &fd);
+        if (r < 0)
+                return r;
+        r = cg_write(fd, "cgroup.kill", "1");
+        return r == -ENOENT ? -EOPNOTSUPP : r;
+}
+
+/* Missing controller or file reads as 0, like on v2. */
+static int stat_u64(struct cgroup_manager *m, const char *controller, const char *env,
+                    const char *file, const char *key, uint64_t *ret)
+{
+        _cleanup_close_ int fd = -EBADF;
+        int r = open_ctl_group(m, controller, env, NULL, &fd);
+        if (r == -EOPNOTSUPP)
+                return 0;
+        if (r < 0)
+                return r;
+        r = key ? cg_read_keyed_u64(fd, file, key, ret) : cg_read_u64(fd, file, ret);
+        return r == -ENOENT || r == -ENODATA ? 0 : r;
+}
+
+/* v1 counts an OOM kill only in the victim's own group (v2 propagates it upwards), and the
+ * victim may sit in an exec sub-group: add up the whole env. */
+static int sum_oom_kills(int dirfd, uint64_t *sum, int depth)
+{
+        uint64_t v = 0;
+        int r = cg_read_keyed_u64(dirfd, "memory.oom_control", "oom_kill", &v);
+        if (r < 0 && r != -ENOENT && r != -ENODATA)
+                return r;
+        *sum += r < 0 ? 0 : v;
+        if (depth >= 32)
+                return 0;
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        struct dirent *de;
+        r = 0;
+        while (r >= 0 && (de = readdir(d))) {
+                if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
+                        continue;
+                _cleanup_close_ int cfd = openat(dirfd, de->d_name,
+                                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (cfd >= 0)
+                        r = sum_oom_kills(cfd, sum, depth + 1);
+        }
+        closedir(d);
+        return r;
+}
+
+static int v1_stats(struct cgroup_manager *m, const char *env, struct cgroup_stats *ret)
+{
+        uint64_t cpu_ns = 0;
+        int r;
+        if ((r = stat_u64(m, "memory", env, "memory.usage_in_bytes", NULL,
+                          &ret->memory_current)) < 0 ||
+            (r = stat_u64(m, "memory", env, "memory.max_usage_in_bytes", NULL,
+                          &ret->memory_peak)) < 0 ||
+            (r = stat_u64(m, "pids", env, "pids.current", NULL, &ret->pids_current)) < 0 ||
+            (r = stat_u64(m, "cpuacct", env, "cpuacct.usage", NULL, &cpu_ns)) < 0)
+                return r;
+        ret->cpu_usage_us = cpu_ns / 1000;
+        /* "oom_kill N" (since 4.13) in memory.oom_control, next to oom_kill_disable. */
+        _cleanup_close_ int fd = -EBADF;
+        r = open_ctl_group(m, "memory", env, NULL, &fd);
+        if (r == -EOPNOTSUPP)
+                return 0;
+        if (r < 0)
+                return r;
+        return sum_oom_kills(fd, &ret->oom_kills, 0);
+}
+
+const struct cgroup_ops cgroup_v1_ops = {
+        .setup = v1_setup,
+        .set_limits = v1_set_limits,
+        .freeze = v1_freeze,
+        .kill_fast = v1_kill_fast,
+        .stats = v1_stats,
+};

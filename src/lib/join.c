@@ -1,0 +1,258 @@
+#include "lib/join.h"
+#include "lib/util.h"
+
+#include <ctype.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+struct helper_report {
+        int err;
+        pid_t pid;
+        char msg[200];
+};
+
+static bool parse_id(const char *s, size_t len, unsigned *ret)
+{
+        if (len == 0 || len > 5)
+                return false;
+        unsigned v = 0;
+        for (size_t i = 0; i < len; i++) {
+                if (!isdigit((unsigned char)s[i]))
+                        return false;
+                v = v * 10 + (unsigned)(s[i] - '0');
+        }
+        if (v > 65535)
+                return false;
+        *ret = v;
+        return true;
+}
+
+int passwd_lookup(const char *path, const char *user, uid_t *ret_uid, gid_t *ret_gid,
+                  char *ret_home, size_t home_len)
+{
+        /* O_NONBLOCK + S_ISREG: a FIFO or device planted at /etc/passwd must not hang us. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        char buf[65536];
+        ssize_t n = read_full(fd, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return (int)n;
+        buf[n] = 0;
+        size_t ulen = strlen(user);
+        unsigned want_uid = 0;
+        bool by_id = parse_id(user, ulen, &want_uid);
+        for (char *line = buf, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = 0;
+                /* name:pw:uid:gid:gecos:home:shell */
+                char *f[7] = {0};
+                int nf = 0;
+                for (char *p = line; nf < 7; nf++) {
+                        f[nf] = p;
+                        p = strchr(p, ':');
+                        if (!p) {
+                                nf++;
+                                break;
+                        }
+                        *p++ = 0;
+                }
+                if (nf < 6)
+                        continue;
+                unsigned uid, gid;
+                if (!parse_id(f[2], strlen(f[2]), &uid) || !parse_id(f[3], strlen(f[3]), &gid))
+                        continue;
+                if (by_id ? uid != want_uid : strcmp(f[0], user) != 0)
+                        continue;
+                *ret_uid = uid;
+                *ret_gid = gid;
+                snprintf(ret_home, home_len, "%s", f[5][0] == '/' ? f[5] : "/");
+                return 0;
+        }
+        return -ENOENT;
+}
+
+/* Resolve c->user inside the environment. Unknown numeric ids are allowed, as in Docker. */
+static int resolve_user(const char *user, uid_t *uid, gid_t *gid, char *home, size_t home_len)
+{
+        if (!user || !*user)
+                user = "root";
+        char name[128];
+        const char *colon = strchr(user, ':');
+        size_t nlen = colon ? (size_t)(colon - user) : strlen(user);
+        if (nlen == 0 || nlen >= sizeof(name))
+                return -EINVAL;
+        memcpy(name, user, nlen);
+        name[nlen] = 0;
+        unsigned id;
+        int r = passwd_lookup("/etc/passwd", name, uid, gid, home, home_len);
+        if (r < 0) {
+                if (!parse_id(name, nlen, &id))
+                        return -ENOENT;
+                *uid = id;
+                *gid = id;
+                snprintf(home, home_len, "%s", id == 0 ? "/root" : "/");
+        }
+        if (colon) {
+                if (!parse_id(colon + 1, strlen(colon + 1), &id))
+                        return -EINVAL;
+                *gid = id;
+        }
+        return 0;
+}
+
+static _Noreturn void cmd_fail(int code, const char *what, const char *detail)
+{
+        dprintf(STDERR_FILENO, "paddock: %s: %s\n", what, detail);
+        _exit(code);
+}
+
+static int raise_effective(void)
+{
+        cap_t caps = cap_get_proc();
+        if (!caps)
+                return -errno;
+        for (cap_value_t v = 0; v <= CAP_LAST_CAP; v++) {
+                cap_flag_value_t f;
+                if (cap_get_flag(caps, v, CAP_PERMITTED, &f) == 0 && f == CAP_SET)
+                        cap_set_flag(caps, CAP_EFFECTIVE, 1, &v, CAP_SET);
+        }
+        int r = cap_set_proc(caps) < 0 ? -errno : 0;
+        cap_free(caps);
+        return r;
+}
+
+/* The command process: inside every namespace, still with full caps in the userns. */
+static _Noreturn void command_main(const struct join_config *c)
+{
+        uid_t uid;
+        gid_t gid;
+        char home[512];
+        const char *step;
+        int r;
+
+        if (dup2(c->stdin_fd, 0) < 0 || dup2(c->stdout_fd, 1) < 0 || dup2(c->stderr_fd, 2) < 0)
+                _exit(126);
+        close_fds_from(3, NULL, 0);
+        r = resolve_user(c->user, &uid, &gid, home, sizeof(home));
+        if (r < 0)
+                cmd_fail(126, "unknown user", c->user);
+        /* Keep the permitted set across the uid change so confinement can still drop it. */
+        prctl(PR_SET_KEEPCAPS, 1);
+        if (setresgid(gid, gid, gid) < 0 || setgroups(0, NULL) < 0 || setresuid(uid, uid, uid) < 0)
+                cmd_fail(126, "switch user", strerror(errno));
+        if ((r = raise_effective()) < 0)
+                cmd_fail(126, "capabilities", strerror(-r));
+        if ((r = confine_apply(c->profile, &step)) < 0)
+                cmd_fail(126, step, strerror(-r));
+        const char *cwd = c->cwd && *c->cwd ? c->cwd : home;
+        if (chdir(cwd) < 0) {
+                if (c->cwd && *c->cwd)
+                        cmd_fail(126, "working directory", strerror(errno));
+                if (chdir("/") < 0)
+                        _exit(126);
+        }
+        /* Environment: the caller's list plus HOME if it did not set one. */
+        size_t n = 0;
+        bool has_home = false;
+        for (; c->envp[n]; n++)
+                has_home |= strncmp(c->envp[n], "HOME=", 5) == 0;
+        char **env = calloc(n + 2, sizeof(char *));
+        if (!env)
+                _exit(126);
+        memcpy(env, c->envp, n * sizeof(char *));
+        char homevar[600];
+        if (!has_home) {
+                snprintf(homevar, sizeof(homevar), "HOME=%s", home);
+                env[n++] = homevar;
+        }
+        environ = env;
+        execvp(c->argv[0], c->argv);
+        int e = errno;
+        cmd_fail(e == ENOENT ? 127 : 126, c->argv[0],
+                 e == ENOENT ? "command not found" : strerror(e));
+}
+
+static _Noreturn void helper_fail(int fd, int err, const char *what)
+{
+        struct helper_report rep = {.err = err};
+        snprintf(rep.msg, sizeof(rep.msg), "%s: %s", what, strerror(-err));
+        (void)!write(fd, &rep, sizeof(rep));
+        _exit(1);
+}
+
+/* The helper: host root, forked from the daemon. */
+static _Noreturn void helper_main(const struct join_config *c, int report_fd)
+{
+        int r;
+        prctl(PR_SET_DUMPABLE, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
+                helper_fail(report_fd, r, "join cgroup");
+        int keep[] = {c->env_pidfd, c->stdin_fd, c->stdout_fd, c->stderr_fd, report_fd};
+        close_fds_from(3, keep, ELEMENTSOF(keep));
+        if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+                                        CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
+                helper_fail(report_fd, -errno, "enter namespaces");
+        if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
+                helper_fail(report_fd, -errno, "enter user namespace");
+        /* CLONE_PARENT: the daemon, not this helper, becomes the parent and reaps it. */
+        struct clone_args args = {.flags = CLONE_PARENT};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid < 0)
+                helper_fail(report_fd, -errno, "clone");
+        if (pid == 0) {
+                close(report_fd);
+                close(c->env_pidfd);
+                command_main(c);
+        }
+        struct helper_report rep = {.pid = pid};
+        (void)!write(report_fd, &rep, sizeof(rep));
+        _exit(0);
+}
+
+int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, size_t errlen)
+{
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int rd = p[0], wr = p[1];
+        pid_t helper = fork();
+        if (helper < 0)
+                return -errno;
+        if (helper == 0) {
+                close(rd);
+                helper_main(c, wr);
+        }
+        close(TAKE_FD(wr));
+        struct helper_report rep = {.err = -EIO};
+        ssize_t n = read_full(rd, &rep, sizeof(rep));
+        while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
+                ;
+        if (n != (ssize_t)sizeof(rep)) {
+                snprintf(errbuf, errlen, "exec helper died");
+                return -EIO;
+        }
+        if (rep.err < 0) {
+                rep.msg[sizeof(rep.msg) - 1] = 0;
+                snprintf(errbuf, errlen, "%s", rep.msg);
+                return rep.err;
+        }
+        *ret_pid = rep.pid;
+        return 0;
+}

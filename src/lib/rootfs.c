@@ -1,0 +1,326 @@
+#include "lib/rootfs.h"
+#include "lib/util.h"
+
+#include <linux/openat2.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+
+const char *const rootfs_required_dirs[] = {"proc", "sys", "dev", "tmp", "workspace", "root",
+                                            "etc",  "run", "var", NULL};
+
+/* Resolve rel inside root without following any symlink. */
+static int open_in_root(int root_fd, const char *rel, int flags)
+{
+        struct open_how how = {
+                .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                           RESOLVE_NO_XDEV,
+        };
+        int fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}
+
+/* Attach the detached mount mnt_fd onto the directory or file target_fd. */
+static int attach(int mnt_fd, int target_fd)
+{
+        if (move_mount(mnt_fd, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
+            0)
+                return -errno;
+        return 0;
+}
+
+/* A fresh superblock of fstype with string options, as a detached mount. */
+static int new_fs(const char *fstype, const char *const *opts, unsigned attrs)
+{
+        _cleanup_close_ int fs = fsopen(fstype, FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return -errno;
+        for (size_t i = 0; opts && opts[i]; i += 2)
+                if (fsconfig(fs, FSCONFIG_SET_STRING, opts[i], opts[i + 1], 0) < 0)
+                        return -errno;
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        int mnt = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+        return mnt < 0 ? -errno : mnt;
+}
+
+/* Mount a new fstype instance on root/rel. */
+static int mount_fs_at(int root_fd, const char *rel, const char *fstype, const char *const *opts,
+                       unsigned attrs)
+{
+        _cleanup_close_ int target = open_in_root(root_fd, rel, O_PATH | O_DIRECTORY);
+        if (target < 0)
+                return target;
+        _cleanup_close_ int mnt = new_fs(fstype, opts, attrs);
+        if (mnt < 0)
+                return mnt;
+        return attach(mnt, target);
+}
+
+/* An idmapped (and otherwise attributed) clone of the tree at path, detached. */
+static int idmapped_tree(const char *path, int userns_fd, uint64_t attrs)
+{
+        _cleanup_close_ int t = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (t < 0)
+                return -errno;
+        struct mount_attr a = {
+                .attr_set = MOUNT_ATTR_IDMAP | attrs,
+                .userns_fd = (uint64_t)userns_fd,
+        };
+        if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return -errno;
+        return TAKE_FD(t);
+}
+
+static int path_join(char *buf, size_t len, const char *a, const char *b)
+{
+        int n = snprintf(buf, len, "%s/%s", a, b);
+        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int mount_root_sandbox(const struct rootfs_config *c, int root_dir_fd)
+{
+        _cleanup_close_ int t = idmapped_tree(c->image_rootfs, c->userns_fd,
+                                              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV |
+                                                      MOUNT_ATTR_NOSUID);
+        if (t < 0)
+                return t;
+        return attach(t, root_dir_fd);
+}
+
+static int mount_root_computer(const struct rootfs_config *c, int root_dir_fd)
+{
+        char lower[4096], upper[4096], work[4096];
+        int r;
+        if ((r = path_join(lower, sizeof(lower), c->env_dir, "lower")) < 0 ||
+            (r = path_join(upper, sizeof(upper), c->env_dir, "upper")) < 0 ||
+            (r = path_join(work, sizeof(work), c->env_dir, "work")) < 0)
+                return r;
+        /* The idmapped image is only visible inside this mount namespace, at env_dir/lower. */
+        _cleanup_close_ int t = idmapped_tree(c->image_rootfs, c->userns_fd, MOUNT_ATTR_RDONLY);
+        if (t < 0)
+                return t;
+        if (move_mount(t, "", AT_FDCWD, lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return -errno;
+        /* The upper layer is not idmapped: overlay works in it with the mounter's (host root)
+         * credentials, which an idmapped mount could not represent. Its files are owned by the
+         * environment's host range instead. */
+        const char *const o[] = {"lowerdir", lower, "upperdir", upper, "workdir", work, NULL};
+        _cleanup_close_ int mnt = new_fs("overlay", o, MOUNT_ATTR_NODEV);
+        if (mnt < 0)
+                return mnt;
+        return attach(mnt, root_dir_fd);
+}
+
+static int setup_dev(int root_fd, const struct rootfs_config *c)
+{
+        char uid[16], gid_tty[16], size[32];
+        snprintf(uid, sizeof(uid), "%u", c->uid_base);
+        snprintf(gid_tty, sizeof(gid_tty), "%u", c->uid_base + 5);
+        const char *const devopts[] = {"mode", "0755", "size", "65536", "uid", uid, "gid", uid,
+                                       NULL};
+        int r = mount_fs_at(root_fd, "dev", "tmpfs", devopts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int dev = open_in_root(root_fd, "dev", O_PATH | O_DIRECTORY);
+        if (dev < 0)
+                return dev;
+        _cleanup_close_ int devdir = openat(dev, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (devdir < 0)
+                return -errno;
+        /* Only harmless character devices, bound from the host: no disks, no /dev/mem. */
+        static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty",
+                                            NULL};
+        for (size_t i = 0; nodes[i]; i++) {
+                char host[64];
+                snprintf(host, sizeof(host), "/dev/%s", nodes[i]);
+                _cleanup_close_ int f = openat(devdir, nodes[i],
+                                               O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                if (f < 0)
+                        return -errno;
+                _cleanup_close_ int target = openat(devdir, nodes[i], O_PATH | O_CLOEXEC);
+                _cleanup_close_ int t = open_tree(AT_FDCWD, host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (t < 0 || target < 0)
+                        return -errno;
+                struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
+                if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                        return -errno;
+                if ((r = attach(t, target)) < 0)
+                        return r;
+        }
+        static const char *const links[][2] = {
+                {"fd", "/proc/self/fd"},     {"stdin", "/proc/self/fd/0"},
+                {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+                {"ptmx", "pts/ptmx"},        {"core", "/proc/kcore"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                if (symlinkat(links[i][1], devdir, links[i][0]) < 0)
+                        return -errno;
+        if (mkdirat(devdir, "pts", 0755) < 0 || mkdirat(devdir, "shm", 01777) < 0 ||
+            mkdirat(devdir, "mqueue", 0755) < 0)
+                return -errno;
+        /* Ownership of what we made: the environment's root. */
+        if (fchownat(devdir, "shm", c->uid_base, c->uid_base, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fchmodat(devdir, "shm", 01777, 0) < 0)
+                return -errno;
+        const char *const ptsopts[] = {"newinstance", NULL, "ptmxmode", "0666", "mode", "0620",
+                                       "gid",         gid_tty, NULL};
+        _cleanup_close_ int pts_fs = fsopen("devpts", FSOPEN_CLOEXEC);
+        if (pts_fs < 0)
+                return -errno;
+        for (size_t i = 0; ptsopts[i]; i += 2) {
+                int q = ptsopts[i + 1]
+                                ? fsconfig(pts_fs, FSCONFIG_SET_STRING, ptsopts[i], ptsopts[i + 1], 0)
+                                : fsconfig(pts_fs, FSCONFIG_SET_FLAG, ptsopts[i], NULL, 0);
+                if (q < 0)
+                        return -errno;
+        }
+        if (fsconfig(pts_fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        _cleanup_close_ int pts = fsmount(pts_fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        _cleanup_close_ int pts_target = openat(devdir, "pts", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (pts < 0 || pts_target < 0)
+                return -errno;
+        if ((r = attach(pts, pts_target)) < 0)
+                return r;
+        snprintf(size, sizeof(size), "%llu", (unsigned long long)c->shm_bytes);
+        const char *const shmopts[] = {"mode", "1777", "size", size, "uid", uid, "gid", uid, NULL};
+        return mount_fs_at(root_fd, "dev/shm", "tmpfs", shmopts,
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
+/* Hide kernel interfaces that leak host information or allow host-wide actions, as Docker. */
+static int mask_proc(int root_fd)
+{
+        static const char *const files[] = {"proc/kcore", "proc/keys", "proc/timer_list",
+                                            "proc/sched_debug", "proc/latency_stats", NULL};
+        static const char *const dirs[] = {"proc/acpi", "proc/scsi", "sys/firmware",
+                                           "sys/kernel/debug", NULL};
+        static const char *const ro[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus",
+                                         NULL};
+        for (size_t i = 0; files[i]; i++) {
+                _cleanup_close_ int target = open_in_root(root_fd, files[i], O_PATH);
+                if (target < 0)
+                        continue;
+                _cleanup_close_ int t = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (t < 0)
+                        return -errno;
+                int r = attach(t, target);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; dirs[i]; i++) {
+                _cleanup_close_ int target = open_in_root(root_fd, dirs[i], O_PATH | O_DIRECTORY);
+                if (target < 0)
+                        continue;
+                const char *const o[] = {"size", "0", "mode", "0555", NULL};
+                _cleanup_close_ int t = new_fs("tmpfs", o, MOUNT_ATTR_RDONLY);
+                if (t < 0)
+                        return t;
+                int r = attach(t, target);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; ro[i]; i++) {
+                _cleanup_close_ int target = open_in_root(root_fd, ro[i], O_PATH);
+                if (target < 0)
+                        continue;
+                _cleanup_close_ int t = open_tree(target, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                                 AT_EMPTY_PATH | AT_RECURSIVE);
+                if (t < 0)
+                        return -errno;
+                struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+                if (mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                        return -errno;
+                int r = attach(t, target);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int enter_root(int root_fd)
+{
+        /* pivot_root(".", ".") stacks the old root on top of the new one; detaching "."
+         * afterwards removes the old root, leaving no path back to the host. */
+        if (fchdir(root_fd) < 0)
+                return -errno;
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                return -errno;
+        if (umount2(".", MNT_DETACH) < 0)
+                return -errno;
+        if (chdir("/") < 0)
+                return -errno;
+        return 0;
+}
+
+int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
+{
+        const char *step = "make mounts private";
+        int r = 0;
+        char rootdir[4096];
+        _cleanup_close_ int root_dir = -EBADF, root = -EBADF;
+
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        step = "root mount point";
+        if ((r = path_join(rootdir, sizeof(rootdir), c->env_dir, "rootfs")) < 0)
+                goto fail;
+        root_dir = open(rootdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root_dir < 0) {
+                r = -errno;
+                goto fail;
+        }
+        step = c->writable ? "overlay root" : "idmapped read-only root";
+        r = c->writable ? mount_root_computer(c, root_dir) : mount_root_sandbox(c, root_dir);
+        if (r < 0)
+                goto fail;
+        /* Reopen: the fd taken before the mount still points at the covered directory. */
+        root = open(rootdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root < 0) {
+                r = -errno;
+                goto fail;
+        }
+        step = "/proc";
+        if ((r = mount_fs_at(root, "proc", "proc", NULL,
+                             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0)
+                goto fail;
+        step = "/sys";
+        if ((r = mount_fs_at(root, "sys", "sysfs", NULL,
+                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                     MOUNT_ATTR_NOEXEC)) < 0)
+                goto fail;
+        step = "/dev";
+        if ((r = setup_dev(root, c)) < 0)
+                goto fail;
+        if (!c->writable) {
+                char uid[16], size[32];
+                snprintf(uid, sizeof(uid), "%u", c->uid_base);
+                snprintf(size, sizeof(size), "%llu", (unsigned long long)c->tmp_bytes);
+                const char *const tmp[] = {"mode", "1777", "size", size, "uid", uid, "gid", uid, NULL};
+                const char *const ws[] = {"mode", "0755", "size", size, "uid", uid, "gid", uid, NULL};
+                step = "/tmp";
+                if ((r = mount_fs_at(root, "tmp", "tmpfs", tmp,
+                                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
+                        goto fail;
+                step = "/workspace";
+                if ((r = mount_fs_at(root, "workspace", "tmpfs", ws,
+                                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
+                        goto fail;
+        }
+        step = "mask /proc and /sys";
+        if ((r = mask_proc(root)) < 0)
+                goto fail;
+        step = "pivot_root";
+        if ((r = enter_root(root)) < 0)
+                goto fail;
+        return 0;
+fail:
+        *ret_step = step;
+        return r;
+}

@@ -1,0 +1,30 @@
+/* The root filesystem of an environment, assembled inside its fresh mount namespace by the
+ * spawning child while it is still host root, then entered with pivot_root.
+ *
+ * The image stays owned by ids 0..65535 on disk; the environment sees it through an idmapped
+ * mount onto its own host range. A sandbox gets that tree read-only plus size-limited tmpfs
+ * /tmp and /workspace. A computer gets an overlay: the idmapped image below, a per-environment
+ * upper directory (owned by the environment's host range) above, so it persists across stops.
+ *
+ * Every mount target is resolved inside the new root with openat2(RESOLVE_IN_ROOT|
+ * RESOLVE_NO_SYMLINKS) and mounted through fds: a symlink planted in an image (say /proc -> /)
+ * can never redirect a mount onto the host. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+struct rootfs_config {
+        const char *image_rootfs; /* absolute path of the image's rootfs directory */
+        const char *env_dir;      /* absolute path of the env's state dir (daemon-made) */
+        bool writable;            /* computer: overlay; sandbox: read-only */
+        int userns_fd;            /* the environment's user namespace (for the idmap) */
+        uint32_t uid_base;        /* host id of the environment's root */
+        uint64_t tmp_bytes;       /* sandbox: size of /tmp and of /workspace */
+        uint64_t shm_bytes;       /* size of /dev/shm */
+};
+
+/* Assemble and pivot into the root. On failure *ret_step names the step that failed. */
+int rootfs_enter(const struct rootfs_config *c, const char **ret_step);
+
+/* Directories every image must have as mount points (created at import time). */
+extern const char *const rootfs_required_dirs[];

@@ -1,0 +1,155 @@
+#include "lib/spawn.h"
+#include "lib/util.h"
+
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+int loopback_up(void)
+{
+        _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return -errno;
+        struct ifreq ifr = {0};
+        strcpy(ifr.ifr_name, "lo");
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                return -errno;
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                return -errno;
+        return 0;
+}
+
+static int become_root_in_userns(int userns_fd)
+{
+        if (setns(userns_fd, CLONE_NEWUSER) < 0)
+                return -errno;
+        if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+static void child_fail(int report_fd, const char *step, int err)
+{
+        char msg[256];
+        int n = snprintf(msg, sizeof(msg), "%s: %s", step, strerror(-err));
+        (void)!write(report_fd, msg, (size_t)n);
+        _exit(1);
+}
+
+/* Runs in the clone: host root, fresh namespaces except the user namespace. Never returns. */
+static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
+{
+        const char *step;
+        int r;
+
+        /* Die with the daemon only while setting up; once paddock-init runs we are independent. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1)
+                _exit(1);
+
+        if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, NULL, 0)) < 0)
+                child_fail(report_fd, "join cgroup", r);
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                child_fail(report_fd, "cgroup namespace", -errno);
+        if ((r = rootfs_enter(&c->rootfs, &step)) < 0)
+                child_fail(report_fd, step, r);
+        if (sethostname(c->hostname, strlen(c->hostname)) < 0)
+                child_fail(report_fd, "hostname", -errno);
+        if ((r = loopback_up()) < 0)
+                child_fail(report_fd, "loopback", r);
+        if ((r = become_root_in_userns(c->rootfs.userns_fd)) < 0)
+                child_fail(report_fd, "user namespace", r);
+        if (c->profile == PROFILE_SANDBOX) {
+                struct rlimit core = {0, 0};
+                setrlimit(RLIMIT_CORE, &core);
+        }
+        if ((r = confine_apply(c->profile, &step)) < 0)
+                child_fail(report_fd, step, r);
+        prctl(PR_SET_PDEATHSIG, 0);
+        int keep[] = {report_fd, c->init_fd};
+        close_fds_from(3, keep, ELEMENTSOF(keep));
+        char *argv[] = {"paddock-init", NULL};
+        syscall(SYS_execveat, c->init_fd, "", argv, c->init_envp, AT_EMPTY_PATH);
+        child_fail(report_fd, "exec paddock-init", -errno);
+        _exit(1);
+}
+
+int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errbuf, size_t errlen)
+{
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int rd = pipefd[0], wr = pipefd[1];
+
+        int pidfd = -1;
+        struct clone_args args = {
+                .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET |
+                         CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid < 0) {
+                snprintf(errbuf, errlen, "clone3: %s", strerror(errno));
+                return -errno;
+        }
+        if (pid == 0) {
+                close(rd);
+                child_main(c, wr);
+        }
+        _cleanup_close_ int pfd = pidfd;
+        close(TAKE_FD(wr));
+
+        /* Wait for EOF (exec done) or an error message; setup takes milliseconds. */
+        char msg[256];
+        size_t got = 0;
+        for (;;) {
+                struct pollfd p = {.fd = rd, .events = POLLIN};
+                int n = poll(&p, 1, 30000);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        snprintf(errbuf, errlen, "environment setup timed out");
+                        goto kill_child;
+                }
+                ssize_t k = read(rd, msg + got, sizeof(msg) - 1 - got);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                got += (size_t)k;
+                if (got == sizeof(msg) - 1)
+                        break;
+        }
+        if (got > 0) {
+                msg[got] = 0;
+                snprintf(errbuf, errlen, "%s", msg);
+                goto kill_child;
+        }
+        uint64_t st;
+        int r = proc_start_time(pid, &st);
+        if (r < 0) {
+                snprintf(errbuf, errlen, "environment exited during start");
+                goto kill_child;
+        }
+        ret->pid = pid;
+        ret->pidfd = TAKE_FD(pfd);
+        ret->start_time = st;
+        return 0;
+
+kill_child:
+        sys_pidfd_send_signal(pfd, SIGKILL, 0);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        return -EIO;
+}

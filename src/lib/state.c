@@ -1,0 +1,300 @@
+#include "lib/state.h"
+#include "lib/util.h"
+
+#include <sqlite3.h>
+
+struct state {
+        sqlite3 *db;
+};
+
+/* Numbered migrations: index i brings user_version from i to i+1. Append only. */
+static const char *const migrations[] = {
+        "CREATE TABLE envs ("
+        "  name TEXT PRIMARY KEY,"
+        "  kind TEXT NOT NULL,"
+        "  image TEXT NOT NULL,"
+        "  status TEXT NOT NULL,"
+        "  uid_base INTEGER NOT NULL,"
+        "  pid INTEGER NOT NULL DEFAULT 0,"
+        "  pid_start INTEGER NOT NULL DEFAULT 0,"
+        "  created_at INTEGER NOT NULL,"
+        "  expires_at INTEGER NOT NULL DEFAULT 0,"
+        "  autostart INTEGER NOT NULL DEFAULT 0,"
+        "  spec TEXT NOT NULL);"
+        "CREATE TABLE images ("
+        "  name TEXT PRIMARY KEY,"
+        "  created_at INTEGER NOT NULL,"
+        "  size INTEGER NOT NULL);",
+};
+
+static int sql_err(int rc)
+{
+        switch (rc) {
+        case SQLITE_OK:
+        case SQLITE_DONE:
+        case SQLITE_ROW:
+                return 0;
+        case SQLITE_CONSTRAINT:
+                return -EEXIST;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_CANTOPEN:
+        case SQLITE_PERM:
+                return -EACCES;
+        default:
+                return -EIO;
+        }
+}
+
+static int exec_sql(sqlite3 *db, const char *sql)
+{
+        return sql_err(sqlite3_exec(db, sql, NULL, NULL, NULL));
+}
+
+static int migrate(sqlite3 *db)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+        sqlite3_finalize(st);
+        if (version > (int)ELEMENTSOF(migrations))
+                return -EPROTO; /* written by a newer paddockd: refuse rather than corrupt */
+        for (int v = version; v < (int)ELEMENTSOF(migrations); v++) {
+                char bump[64];
+                snprintf(bump, sizeof(bump), "PRAGMA user_version=%d", v + 1);
+                int r = exec_sql(db, "BEGIN IMMEDIATE");
+                if (r >= 0)
+                        r = exec_sql(db, migrations[v]);
+                if (r >= 0)
+                        r = exec_sql(db, bump);
+                if (r >= 0)
+                        r = exec_sql(db, "COMMIT");
+                if (r < 0) {
+                        exec_sql(db, "ROLLBACK");
+                        return r;
+                }
+        }
+        return 0;
+}
+
+int state_open(const char *path, struct state **ret)
+{
+        sqlite3 *db;
+        int rc = sqlite3_open_v2(path, &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 NULL);
+        if (rc != SQLITE_OK) {
+                sqlite3_close(db);
+                return sql_err(rc);
+        }
+        sqlite3_busy_timeout(db, 5000);
+        int r = exec_sql(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                             "PRAGMA foreign_keys=ON;");
+        if (r >= 0)
+                r = migrate(db);
+        if (r < 0) {
+                sqlite3_close(db);
+                return r;
+        }
+        struct state *s = calloc(1, sizeof(*s));
+        if (!s) {
+                sqlite3_close(db);
+                return -ENOMEM;
+        }
+        s->db = db;
+        *ret = s;
+        return 0;
+}
+
+void state_close(struct state *s)
+{
+        if (!s)
+                return;
+        sqlite3_close(s->db);
+        free(s);
+}
+
+static int bind_env(sqlite3_stmt *st, const struct env_row *e)
+{
+        sqlite3_bind_text(st, 1, e->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, e->kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, e->image, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, e->status, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, e->uid_base);
+        sqlite3_bind_int64(st, 6, e->pid);
+        sqlite3_bind_int64(st, 7, (int64_t)e->pid_start);
+        sqlite3_bind_int64(st, 8, e->created_at);
+        sqlite3_bind_int64(st, 9, e->expires_at);
+        sqlite3_bind_int(st, 10, e->autostart);
+        sqlite3_bind_text(st, 11, e->spec ? e->spec : "{}", -1, SQLITE_STATIC);
+        return 0;
+}
+
+static int run_stmt(struct state *s, const char *sql, const struct env_row *e)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        bind_env(st, e);
+        rc = sqlite3_step(st);
+        int changes = sqlite3_changes(s->db);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+                return sql_err(rc);
+        return changes > 0 ? 0 : -ENOENT;
+}
+
+int state_env_insert(struct state *s, const struct env_row *e)
+{
+        return run_stmt(s,
+                        "INSERT INTO envs (name, kind, image, status, uid_base, pid, pid_start,"
+                        " created_at, expires_at, autostart, spec)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                        e);
+}
+
+int state_env_update(struct state *s, const struct env_row *e)
+{
+        return run_stmt(s,
+                        "UPDATE envs SET kind=?2, image=?3, status=?4, uid_base=?5, pid=?6,"
+                        " pid_start=?7, created_at=?8, expires_at=?9, autostart=?10, spec=?11"
+                        " WHERE name=?1",
+                        e);
+}
+
+static int delete_by_name(struct state *s, const char *sql, const char *name)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        int changes = sqlite3_changes(s->db);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+                return sql_err(rc);
+        return changes > 0 ? 0 : -ENOENT;
+}
+
+int state_env_delete(struct state *s, const char *name)
+{
+        return delete_by_name(s, "DELETE FROM envs WHERE name=?1", name);
+}
+
+static void copy_text(char *dst, size_t len, const unsigned char *src)
+{
+        snprintf(dst, len, "%s", src ? (const char *)src : "");
+}
+
+int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(s->db,
+                                    "SELECT name, kind, image, status, uid_base, pid, pid_start,"
+                                    " created_at, expires_at, autostart, spec FROM envs"
+                                    " ORDER BY created_at, name",
+                                    -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        struct env_row *rows = NULL;
+        size_t n = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct env_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
+                if (!nr) {
+                        rc = SQLITE_NOMEM;
+                        break;
+                }
+                rows = nr;
+                struct env_row *e = &rows[n++];
+                memset(e, 0, sizeof(*e));
+                copy_text(e->name, sizeof(e->name), sqlite3_column_text(st, 0));
+                copy_text(e->kind, sizeof(e->kind), sqlite3_column_text(st, 1));
+                copy_text(e->image, sizeof(e->image), sqlite3_column_text(st, 2));
+                copy_text(e->status, sizeof(e->status), sqlite3_column_text(st, 3));
+                e->uid_base = (uint32_t)sqlite3_column_int64(st, 4);
+                e->pid = sqlite3_column_int64(st, 5);
+                e->pid_start = (uint64_t)sqlite3_column_int64(st, 6);
+                e->created_at = sqlite3_column_int64(st, 7);
+                e->expires_at = sqlite3_column_int64(st, 8);
+                e->autostart = sqlite3_column_int(st, 9) != 0;
+                const unsigned char *spec = sqlite3_column_text(st, 10);
+                e->spec = strdup(spec ? (const char *)spec : "{}");
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+                state_env_rows_free(rows, n);
+                return sql_err(rc);
+        }
+        *ret = rows;
+        *ret_n = n;
+        return 0;
+}
+
+void state_env_rows_free(struct env_row *rows, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(rows[i].spec);
+        free(rows);
+}
+
+int state_image_insert(struct state *s, const struct image_row *i)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(
+                s->db, "INSERT INTO images (name, created_at, size) VALUES (?1, ?2, ?3)", -1, &st,
+                NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        sqlite3_bind_text(st, 1, i->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, i->created_at);
+        sqlite3_bind_int64(st, 3, (int64_t)i->size);
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        return sql_err(rc);
+}
+
+int state_image_delete(struct state *s, const char *name)
+{
+        return delete_by_name(s, "DELETE FROM images WHERE name=?1", name);
+}
+
+int state_image_list(struct state *s, struct image_row **ret, size_t *ret_n)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(s->db,
+                                    "SELECT name, created_at, size FROM images ORDER BY name", -1,
+                                    &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        struct image_row *rows = NULL;
+        size_t n = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct image_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
+                if (!nr) {
+                        rc = SQLITE_NOMEM;
+                        break;
+                }
+                rows = nr;
+                copy_text(rows[n].name, sizeof(rows[n].name), sqlite3_column_text(st, 0));
+                rows[n].created_at = sqlite3_column_int64(st, 1);
+                rows[n].size = (uint64_t)sqlite3_column_int64(st, 2);
+                n++;
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+                free(rows);
+                return sql_err(rc);
+        }
+        *ret = rows;
+        *ret_n = n;
+        return 0;
+}

@@ -1,0 +1,42 @@
+/* Durable state in SQLite (WAL). Schema changes are numbered migrations run at open.
+ * An acknowledged change is on disk (synchronous=FULL on commit) before the API answers. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct state;
+
+struct env_row {
+        char name[64];
+        char kind[16];   /* "computer" | "sandbox" */
+        char image[64];
+        char status[16]; /* "creating" | "running" | "stopped" | "deleting" */
+        uint32_t uid_base;
+        int64_t pid;          /* host pid of PID 1 while running, else 0 */
+        uint64_t pid_start;   /* its start time (clock ticks since boot) */
+        int64_t created_at;   /* unix seconds */
+        int64_t expires_at;   /* unix seconds, 0 = never */
+        bool autostart;
+        char *spec;           /* JSON: limits, env, labels, network, ttl (owned) */
+};
+
+struct image_row {
+        char name[64];
+        int64_t created_at;
+        uint64_t size;
+};
+
+int state_open(const char *path, struct state **ret);
+void state_close(struct state *s);
+
+int state_env_insert(struct state *s, const struct env_row *e); /* -EEXIST on duplicate name */
+int state_env_update(struct state *s, const struct env_row *e);
+int state_env_delete(struct state *s, const char *name);
+/* All rows, ordered by creation; free with state_env_rows_free. */
+int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n);
+void state_env_rows_free(struct env_row *rows, size_t n);
+
+int state_image_insert(struct state *s, const struct image_row *i);
+int state_image_delete(struct state *s, const char *name);
+int state_image_list(struct state *s, struct image_row **ret, size_t *ret_n);
