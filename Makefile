@@ -30,7 +30,8 @@ all: $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init
 
 $(BUILD)/%.o: %.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(call cflags_of,$(PKGS_DAEMON) $(PKGS_CLI)) -c -o $@ $<
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) $(call cflags_of,$(PKGS_DAEMON) $(PKGS_CLI)) -c -o $@ $<
 
 $(BUILD)/libpaddock.a: $(LIB_OBJ)
 	ar rcs $@ $^

@@ -1001,6 +1001,40 @@ int cgroup_env_destroy(struct cgroup_manager *m, const char *env, const char *su
         return r;
 }
 
+int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
+{
+        if (!names_valid(env, sub))
+                return -EINVAL;
+        struct pid_set s = {0};
+        int r = collect_all(m, env, sub, &s);
+        free(s.p);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        if (s.n > 0)
+                return -EBUSY;
+        /* A process attached after the check makes rmdir fail with EBUSY, which is the
+         * answer then too: nothing is killed and nothing populated goes. */
+        for (size_t i = 0; i < m->n_hier; i++) {
+                const struct cg_hier *h = &m->hier[i];
+                _cleanup_close_ int efd = -EBADF;
+                int parent = h->subtree_fd;
+                if (sub) {
+                        int q = cg_open_group(h, env, NULL, false, &efd);
+                        if (q == -ENOENT)
+                                continue;
+                        if (q < 0)
+                                return q;
+                        parent = efd;
+                }
+                int q = rmdir_tree(parent, sub ? sub : env, 0);
+                if (q < 0 && q != -ENOENT)
+                        r = q;
+        }
+        return r;
+}
+
 int cgroup_env_freeze(struct cgroup_manager *m, const char *env, bool frozen)
 {
         if (!names_valid(env, NULL))

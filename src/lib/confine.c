@@ -23,7 +23,7 @@ static int step(const char *name, int r, const char **ret_step)
         return r;
 }
 
-static int confine_sandbox(const char **ret_step)
+static int confine_sandbox(int exec_fd, const char **ret_step)
 {
         int r = step("capabilities", caps_apply(PROFILE_SANDBOX), ret_step);
         if (r < 0)
@@ -31,7 +31,7 @@ static int confine_sandbox(const char **ret_step)
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return step("no_new_privs", -errno, ret_step);
         /* A kernel without Landlock still gets the read-only image and the seccomp filter. */
-        r = landlock_apply_sandbox();
+        r = landlock_apply_sandbox_exec(exec_fd);
         if (r < 0 && r != -EOPNOTSUPP)
                 return step("landlock", r, ret_step);
         return step("seccomp", seccomp_apply(PROFILE_SANDBOX), ret_step);
@@ -47,9 +47,14 @@ static int confine_computer(const char **ret_step)
 
 int confine_apply(enum confine_profile p, const char **ret_step)
 {
+        return confine_apply_exec(p, -EBADF, ret_step);
+}
+
+int confine_apply_exec(enum confine_profile p, int exec_fd, const char **ret_step)
+{
         switch (p) {
         case PROFILE_SANDBOX:
-                return confine_sandbox(ret_step);
+                return confine_sandbox(exec_fd, ret_step);
         case PROFILE_COMPUTER:
                 return confine_computer(ret_step);
         }

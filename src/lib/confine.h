@@ -21,6 +21,8 @@ int landlock_abi(void);
 /* Sandbox ruleset: read+execute everywhere; write only below /tmp, /workspace, /dev/shm and
  * to /dev/{null,zero,full,tty,ptmx,pts}. Returns -EOPNOTSUPP when the kernel has no Landlock. */
 int landlock_apply_sandbox(void);
+/* Same, also allowing execution of the one file exec_fd refers to (paddock-init). */
+int landlock_apply_sandbox_exec(int exec_fd);
 
 /* seccomp.c: load the profile's filter (requires no_new_privs or CAP_SYS_ADMIN in the userns).
  * Both profiles: allowlist modelled on Docker's default; everything else fails with EPERM
@@ -35,3 +37,5 @@ int confine_export_pfc(enum confine_profile p, int fd);
 /* The whole sequence in the order that works. Sandbox: caps -> no_new_privs -> Landlock
  * -> seccomp. Computer: seccomp (needs CAP_SYS_ADMIN, no NNP) -> caps. On failure returns -errno and sets *ret_step to the failing step. */
 int confine_apply(enum confine_profile p, const char **ret_step);
+/* Same, with exec_fd (a file outside the root that is executed next) exempt from Landlock. */
+int confine_apply_exec(enum confine_profile p, int exec_fd, const char **ret_step);

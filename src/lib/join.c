@@ -146,6 +146,7 @@ static _Noreturn void command_main(const struct join_config *c)
         const char *step;
         int r;
 
+        reset_signals();
         if (dup2(c->stdin_fd, 0) < 0 || dup2(c->stdout_fd, 1) < 0 || dup2(c->stderr_fd, 2) < 0)
                 _exit(126);
         close_fds_from(3, NULL, 0);

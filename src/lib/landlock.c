@@ -112,6 +112,11 @@ static int add_path_rule(int ruleset_fd, const struct landlock_path_rule *rule, 
 
 int landlock_apply_sandbox(void)
 {
+        return landlock_apply_sandbox_exec(-EBADF);
+}
+
+int landlock_apply_sandbox_exec(int exec_fd)
+{
         int abi = landlock_abi();
         if (abi <= 0)
                 return -EOPNOTSUPP;
@@ -130,6 +135,18 @@ int landlock_apply_sandbox(void)
                 int r = add_path_rule(ruleset_fd, &sandbox_rules[i], handled);
                 if (r < 0)
                         return r;
+        }
+
+        /* The program about to be executed may live outside the root (paddock-init is opened
+         * on the host): allow executing exactly that file. It is unreachable by path inside. */
+        if (exec_fd >= 0) {
+                struct landlock_path_beneath_attr ex = {
+                        .allowed_access = (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE) &
+                                          handled,
+                        .parent_fd = exec_fd,
+                };
+                if (syscall(SYS_landlock_add_rule, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &ex, 0) < 0)
+                        return -errno;
         }
 
         /* Needs no_new_privs (or CAP_SYS_ADMIN in the user namespace): fails with EPERM

@@ -15,8 +15,7 @@ static int open_in_root(int root_fd, const char *rel, int flags)
 {
         struct open_how how = {
                 .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                           RESOLVE_NO_XDEV,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
         int fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
         return fd < 0 ? -errno : fd;

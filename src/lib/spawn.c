@@ -53,6 +53,7 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
         int r;
 
         /* Die with the daemon only while setting up; once paddock-init runs we are independent. */
+        reset_signals();
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1)
                 _exit(1);
@@ -73,7 +74,7 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
                 struct rlimit core = {0, 0};
                 setrlimit(RLIMIT_CORE, &core);
         }
-        if ((r = confine_apply(c->profile, &step)) < 0)
+        if ((r = confine_apply_exec(c->profile, c->init_fd, &step)) < 0)
                 child_fail(report_fd, step, r);
         prctl(PR_SET_PDEATHSIG, 0);
         int keep[] = {report_fd, c->init_fd};

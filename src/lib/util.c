@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <linux/close_range.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -223,4 +224,63 @@ int sys_pidfd_open(pid_t pid, unsigned flags)
 int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags)
 {
         return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, flags) < 0 ? -errno : 0;
+}
+
+static size_t utf8_seq_len(unsigned char c)
+{
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xc2 && c <= 0xdf)
+                return 2;
+        if (c >= 0xe0 && c <= 0xef)
+                return 3;
+        if (c >= 0xf0 && c <= 0xf4)
+                return 4;
+        return 0;
+}
+
+bool utf8_valid(const char *str, size_t len)
+{
+        const unsigned char *s = (const unsigned char *)str;
+        for (size_t i = 0; i < len;) {
+                size_t n = utf8_seq_len(s[i]);
+                if (n == 0 || i + n > len)
+                        return false;
+                for (size_t k = 1; k < n; k++)
+                        if ((s[i + k] & 0xc0) != 0x80)
+                                return false;
+                if (n == 3 && ((s[i] == 0xe0 && s[i + 1] < 0xa0) || (s[i] == 0xed && s[i + 1] > 0x9f)))
+                        return false;
+                if (n == 4 && ((s[i] == 0xf0 && s[i + 1] < 0x90) || (s[i] == 0xf4 && s[i + 1] > 0x8f)))
+                        return false;
+                if (n == 1 && s[i] == 0)
+                        return false; /* JSON strings may hold NUL, but C consumers may not */
+                i += n;
+        }
+        return true;
+}
+
+size_t utf8_whole_prefix(const char *str, size_t len)
+{
+        const unsigned char *s = (const unsigned char *)str;
+        /* Look back at most 3 bytes for the start of a sequence that runs past the end. */
+        for (size_t back = 1; back <= 3 && back <= len; back++) {
+                unsigned char c = s[len - back];
+                if ((c & 0xc0) == 0x80)
+                        continue;
+                size_t n = utf8_seq_len(c);
+                return n > back ? len - back : len;
+        }
+        return len;
+}
+
+void reset_signals(void)
+{
+        struct sigaction sa = {.sa_handler = SIG_DFL};
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        sigaction(sig, &sa, NULL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
 }

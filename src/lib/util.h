@@ -89,3 +89,12 @@ int proc_start_time(pid_t pid, uint64_t *ret);
 /* Thin syscall wrappers glibc 2.36 lacks. */
 int sys_pidfd_open(pid_t pid, unsigned flags);
 int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags);
+
+/* UTF-8: is the whole buffer valid (no overlongs, no surrogates)? */
+bool utf8_valid(const char *s, size_t len);
+/* Length of the longest prefix that does not end inside a multi-byte sequence. */
+size_t utf8_whole_prefix(const char *s, size_t len);
+
+/* In a freshly forked child about to exec: default dispositions, nothing blocked (the daemon
+ * blocks and ignores signals, and both survive execve). */
+void reset_signals(void);

@@ -1,0 +1,31 @@
+/* The HTTP API (DESIGN §3). Parses and validates requests, calls the engine, renders JSON.
+ * No syscalls here beyond what the http layer does: the engine interface is the boundary. */
+#pragma once
+#include "daemon/engine.h"
+#include "daemon/http.h"
+
+void api_handle(struct request *r, void *engine);
+bool api_wants_spool(const char *method, const char *path);
+
+/* Handlers, one file per resource. */
+void api_envs_list(struct request *r, struct engine *e);
+void api_envs_create(struct request *r, struct engine *e);
+void api_env_get(struct request *r, struct engine *e, struct env *v);
+void api_env_patch(struct request *r, struct engine *e, struct env *v);
+void api_env_delete(struct request *r, struct engine *e, struct env *v);
+void api_env_action(struct request *r, struct engine *e, struct env *v, const char *action);
+void api_env_exec(struct request *r, struct engine *e, struct env *v);
+void api_images_list(struct request *r, struct engine *e);
+void api_images_import(struct request *r, struct engine *e);
+void api_image_delete(struct request *r, struct engine *e, const char *name);
+void api_system(struct request *r, struct engine *e);
+
+/* Shared value parsers: a JSON value that is a string with units or a plain number.
+ * On failure they reply 400 naming the field and return false. */
+bool api_size(struct request *r, json_t *j, const char *field, uint64_t *ret);
+bool api_duration(struct request *r, json_t *j, const char *field, uint64_t *ret_s);
+bool api_cpus(struct request *r, json_t *j, const char *field, uint64_t *ret_millis);
+bool api_string_map(struct request *r, json_t *j, const char *field, bool (*key_ok)(const char *));
+bool api_env_map(struct request *r, json_t *j, const char *field);
+bool api_count(struct request *r, json_t *j, const char *field, uint64_t min, uint64_t max,
+               uint64_t *ret);

@@ -1,0 +1,373 @@
+/* /v1/envs: create, list, inspect, patch, delete, start/stop/restart. */
+#include "daemon/api.h"
+#include "daemon/log.h"
+#include "lib/parse.h"
+#include "lib/util.h"
+
+#include <ctype.h>
+
+#define MAX_MAP_ENTRIES 256
+#define MIN_MEMORY (8ull << 20) /* below this even paddock-init and a shell cannot run */
+
+static bool env_key_valid(const char *k)
+{
+        if (!k[0] || strlen(k) > 255 || isdigit((unsigned char)k[0]))
+                return false;
+        for (const char *p = k; *p; p++)
+                if (!isalnum((unsigned char)*p) && *p != '_')
+                        return false;
+        return true;
+}
+
+static bool label_key_valid(const char *k)
+{
+        if (!k[0] || strlen(k) > 63)
+                return false;
+        for (const char *p = k; *p; p++)
+                if (!isalnum((unsigned char)*p) && !strchr("-_./", *p))
+                        return false;
+        return true;
+}
+
+/* An object of string values with keys that pass key_ok. Replies 400 on failure. */
+bool api_string_map(struct request *r, json_t *j, const char *field, bool (*key_ok)(const char *))
+{
+        if (!json_is_object(j)) {
+                http_reply_error(r, 400, "invalid_argument", "%s: must be an object of strings",
+                                 field);
+                return false;
+        }
+        if (json_object_size(j) > MAX_MAP_ENTRIES) {
+                http_reply_error(r, 400, "invalid_argument", "%s: at most %d entries", field,
+                                 MAX_MAP_ENTRIES);
+                return false;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(j, k, v)
+        {
+                if (!key_ok(k)) {
+                        http_reply_error(r, 400, "invalid_argument", "%s: invalid key \"%.64s\"",
+                                         field, k);
+                        return false;
+                }
+                if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v) ||
+                    json_string_length(v) > 32768) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "%s.%s: must be a string (no NUL, at most 32 KiB)", field, k);
+                        return false;
+                }
+        }
+        return true;
+}
+
+bool api_env_map(struct request *r, json_t *j, const char *field)
+{
+        return api_string_map(r, j, field, env_key_valid);
+}
+
+static bool parse_limits(struct request *r, json_t *body, struct cgroup_limits *l)
+{
+        json_t *j;
+        if ((j = json_object_get(body, "cpus")) && !json_is_null(j) &&
+            !api_cpus(r, j, "cpus", &l->cpu_millis))
+                return false;
+        if ((j = json_object_get(body, "memory")) && !json_is_null(j)) {
+                if (!api_size(r, j, "memory", &l->memory_bytes))
+                        return false;
+                if (l->memory_bytes < MIN_MEMORY) {
+                        http_reply_error(r, 400, "invalid_argument", "memory: at least 8M");
+                        return false;
+                }
+        }
+        if ((j = json_object_get(body, "swap")) && !json_is_null(j) &&
+            !api_size(r, j, "swap", &l->swap_bytes))
+                return false;
+        if ((j = json_object_get(body, "pids")) && !json_is_null(j) &&
+            !api_count(r, j, "pids", 4, 4194304, &l->pids))
+                return false;
+        return true;
+}
+
+static bool only_fields(struct request *r, json_t *body, const char *const *allowed)
+{
+        const char *k;
+        json_t *v;
+        json_object_foreach(body, k, v)
+        {
+                bool ok = false;
+                for (size_t i = 0; allowed[i] && !ok; i++)
+                        ok = strcmp(k, allowed[i]) == 0;
+                if (!ok) {
+                        http_reply_error(r, 400, "invalid_argument", "unknown field \"%.64s\"", k);
+                        return false;
+                }
+        }
+        return true;
+}
+
+void api_envs_create(struct request *r, struct engine *e)
+{
+        static const char *const fields[] = {"name", "kind", "image", "cpus", "memory", "swap",
+                                             "pids", "disk", "ttl", "env", "labels", "autostart",
+                                             "network", NULL};
+        json_t *body = req_json_object(r);
+        if (!body)
+                return;
+        struct env_spec spec = {.kind = KIND_SANDBOX,
+                                .limits = {CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED}};
+        json_t *j;
+        if (!only_fields(r, body, fields))
+                goto out;
+        j = json_object_get(body, "name");
+        if (!json_is_string(j) || !name_is_valid(json_string_value(j))) {
+                http_reply_error(r, 400, "invalid_argument",
+                                 "name: required; 1-63 letters, digits, '-', '_' or '.', "
+                                 "starting with a letter or digit");
+                goto out;
+        }
+        snprintf(spec.name, sizeof(spec.name), "%s", json_string_value(j));
+        if ((j = json_object_get(body, "kind"))) {
+                const char *k = json_string_value(j);
+                if (k && !strcmp(k, "computer"))
+                        spec.kind = KIND_COMPUTER;
+                else if (!k || strcmp(k, "sandbox")) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "kind: must be \"computer\" or \"sandbox\"");
+                        goto out;
+                }
+        }
+        snprintf(spec.image, sizeof(spec.image), "base");
+        if ((j = json_object_get(body, "image"))) {
+                if (!json_is_string(j) || !name_is_valid(json_string_value(j))) {
+                        http_reply_error(r, 400, "invalid_argument", "image: invalid image name");
+                        goto out;
+                }
+                snprintf(spec.image, sizeof(spec.image), "%s", json_string_value(j));
+        }
+        /* Safe defaults: a sandbox is small; every environment has a process limit. */
+        if (spec.kind == KIND_SANDBOX) {
+                spec.limits.cpu_millis = 1000;
+                spec.limits.memory_bytes = 512ull << 20;
+                spec.limits.pids = 256;
+                spec.ttl_s = DEFAULT_SANDBOX_TTL_S;
+        } else {
+                spec.limits.pids = 4096;
+        }
+        if (!parse_limits(r, body, &spec.limits))
+                goto out;
+        if ((j = json_object_get(body, "ttl")) && !json_is_null(j) &&
+            !api_duration(r, j, "ttl", &spec.ttl_s))
+                goto out;
+        if ((j = json_object_get(body, "disk")) && !json_is_null(j)) {
+                if (spec.kind == KIND_COMPUTER) {
+                        http_reply_error(r, 422, "unprocessable",
+                                         "disk: disk quotas for computers need the storage pool, "
+                                         "which this version does not have yet");
+                        goto out;
+                }
+                if (!api_size(r, j, "disk", &spec.tmp_bytes))
+                        goto out;
+                if (spec.tmp_bytes < (1u << 20)) {
+                        http_reply_error(r, 400, "invalid_argument", "disk: at least 1M");
+                        goto out;
+                }
+        }
+        if ((j = json_object_get(body, "env")) && !api_env_map(r, j, "env"))
+                goto out;
+        spec.env = j;
+        if ((j = json_object_get(body, "labels")) &&
+            !api_string_map(r, j, "labels", label_key_valid))
+                goto out;
+        spec.labels = j;
+        if ((j = json_object_get(body, "autostart"))) {
+                if (!json_is_boolean(j)) {
+                        http_reply_error(r, 400, "invalid_argument", "autostart: must be true or false");
+                        goto out;
+                }
+                spec.autostart = json_is_true(j);
+        }
+        if ((j = json_object_get(body, "network"))) {
+                json_t *mode = json_object_get(j, "mode");
+                if (!json_is_object(j) || (mode && !json_is_string(mode))) {
+                        http_reply_error(r, 400, "invalid_argument", "network: must be {\"mode\": ...}");
+                        goto out;
+                }
+                const char *m = mode ? json_string_value(mode) : "none";
+                if (strcmp(m, "none") != 0) {
+                        http_reply_error(r, 422, "unprocessable",
+                                         "network.mode: only \"none\" (loopback) is available in "
+                                         "this version");
+                        goto out;
+                }
+        }
+        char err[512] = "";
+        struct env *v;
+        int rc = engine_create(e, &spec, &v, err, sizeof(err));
+        if (rc < 0) {
+                log_warn("create %s failed: %s", spec.name, err);
+                http_reply_errno(r, rc, "%s", err);
+                goto out;
+        }
+        http_reply_json(r, 201, engine_env_json(e, v));
+out:
+        json_decref(body);
+}
+
+void api_envs_list(struct request *r, struct engine *e)
+{
+        const char *labels[32];
+        size_t n = req_query_all(r, "label", labels, ELEMENTSOF(labels));
+        json_t *arr = json_array();
+        for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v)) {
+                bool match = true;
+                for (size_t i = 0; i < n && match; i++) {
+                        char key[128];
+                        const char *eq = strchr(labels[i], '=');
+                        size_t klen = eq ? (size_t)(eq - labels[i]) : strlen(labels[i]);
+                        if (klen >= sizeof(key))
+                                klen = sizeof(key) - 1;
+                        memcpy(key, labels[i], klen);
+                        key[klen] = 0;
+                        match = eq ? env_has_label(v, key, eq + 1) : false;
+                }
+                if (match)
+                        json_array_append_new(arr, engine_env_json(e, v));
+        }
+        http_reply_json(r, 200, json_pack("{s:o}", "envs", arr));
+}
+
+void api_env_get(struct request *r, struct engine *e, struct env *v)
+{
+        http_reply_json(r, 200, engine_env_json(e, v));
+}
+
+void api_env_patch(struct request *r, struct engine *e, struct env *v)
+{
+        static const char *const fields[] = {"cpus", "memory", "swap", "pids", "ttl", "autostart",
+                                             NULL};
+        json_t *body = req_json_object(r);
+        if (!body)
+                return;
+        struct env_patch p = {0};
+        struct cgroup_limits l = {CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED};
+        json_t *j;
+        if (!only_fields(r, body, fields) || !parse_limits(r, body, &l))
+                goto out;
+        /* null clears a limit */
+        p.has_cpus = json_object_get(body, "cpus") != NULL;
+        p.cpus = l.cpu_millis;
+        p.has_memory = json_object_get(body, "memory") != NULL;
+        p.memory = l.memory_bytes;
+        p.has_swap = json_object_get(body, "swap") != NULL;
+        p.swap = l.swap_bytes;
+        p.has_pids = json_object_get(body, "pids") != NULL;
+        p.pids = l.pids;
+        if ((j = json_object_get(body, "ttl"))) {
+                p.has_ttl = true;
+                if (!json_is_null(j) && !api_duration(r, j, "ttl", &p.ttl_s))
+                        goto out;
+        }
+        if ((j = json_object_get(body, "autostart"))) {
+                if (!json_is_boolean(j)) {
+                        http_reply_error(r, 400, "invalid_argument", "autostart: must be true or false");
+                        goto out;
+                }
+                p.has_autostart = true;
+                p.autostart = json_is_true(j);
+        }
+        char err[512] = "";
+        int rc = engine_patch(e, v, &p, err, sizeof(err));
+        if (rc < 0)
+                http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
+        else
+                http_reply_json(r, 200, engine_env_json(e, v));
+out:
+        json_decref(body);
+}
+
+void api_env_delete(struct request *r, struct engine *e, struct env *v)
+{
+        const char *force = req_query(r, "force");
+        bool f = force && (!strcmp(force, "1") || !strcmp(force, "true"));
+        char name[64];
+        snprintf(name, sizeof(name), "%s", env_name(v));
+        int rc = engine_destroy(e, v, f);
+        if (rc == -EBUSY) {
+                http_reply_error(r, 409, "conflict",
+                                 "%s is running; stop it first or use force (rm -f)", name);
+                return;
+        }
+        if (rc < 0) {
+                http_reply_errno(r, rc, "%s: %s", name, strerror(-rc));
+                return;
+        }
+        http_reply_json(r, 200, json_pack("{s:s}", "deleted", name));
+}
+
+/* stop and restart answer once the environment has stopped (and started again). */
+struct action_ctx {
+        struct request *req;
+        struct engine *eng;
+        bool restart;
+};
+
+static void on_request_gone(void *data)
+{
+        struct action_ctx *c = data;
+        c->req = NULL;
+}
+
+static void on_stopped(struct env *v, void *data)
+{
+        struct action_ctx *c = data;
+        struct engine *e = c->eng;
+        if (!c->req) {
+                free(c);
+                return;
+        }
+        req_on_free(c->req, NULL, NULL);
+        if (!engine_find(e, env_name(v))) {
+                http_reply_error(c->req, 404, "not_found", "environment was removed");
+        } else if (c->restart) {
+                char err[512] = "";
+                int rc = engine_start(e, v, err, sizeof(err));
+                if (rc < 0)
+                        http_reply_errno(c->req, rc, "%s", err);
+                else
+                        http_reply_json(c->req, 200, engine_env_json(e, v));
+        } else {
+                http_reply_json(c->req, 200, engine_env_json(e, v));
+        }
+        free(c);
+}
+
+void api_env_action(struct request *r, struct engine *e, struct env *v, const char *action)
+{
+        if (!strcmp(action, "start")) {
+                char err[512] = "";
+                int rc = engine_start(e, v, err, sizeof(err));
+                if (rc < 0)
+                        http_reply_errno(r, rc, "%s", err);
+                else
+                        http_reply_json(r, 200, engine_env_json(e, v));
+                return;
+        }
+        uint64_t timeout = 10;
+        const char *t = req_query(r, "timeout");
+        if (t && parse_duration_s(t, &timeout) < 0) {
+                http_reply_error(r, 400, "invalid_argument", "timeout: invalid duration");
+                return;
+        }
+        if (timeout > 3600)
+                timeout = 3600;
+        struct action_ctx *c = calloc(1, sizeof(*c));
+        if (!c) {
+                http_reply_errno(r, -ENOMEM, "out of memory");
+                return;
+        }
+        *c = (struct action_ctx){.req = r, .eng = e, .restart = !strcmp(action, "restart")};
+        req_on_free(r, on_request_gone, c);
+        http_defer(r);
+        engine_stop(e, v, (unsigned)timeout, on_stopped, c);
+}

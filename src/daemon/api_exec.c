@@ -1,0 +1,366 @@
+/* POST /v1/envs/{name}/exec: buffered JSON result, or NDJSON stream as output arrives. */
+#include "daemon/api.h"
+#include "daemon/exec.h"
+#include "daemon/log.h"
+#include "lib/base64.h"
+#include "lib/util.h"
+
+#define MAX_ARGS 4096
+
+struct buf {
+        char *data;
+        size_t len, cap;
+};
+
+static bool buf_add(struct buf *b, const char *p, size_t n)
+{
+        if (b->len + n + 1 > b->cap) {
+                size_t cap = b->cap ? b->cap : 4096;
+                while (cap < b->len + n + 1)
+                        cap *= 2;
+                char *nd = realloc(b->data, cap);
+                if (!nd)
+                        return false;
+                b->data = nd;
+                b->cap = cap;
+        }
+        memcpy(b->data + b->len, p, n);
+        b->len += n;
+        b->data[b->len] = 0;
+        return true;
+}
+
+/* Text as a JSON string, or base64 when it is not valid UTF-8. */
+static json_t *text_or_base64(const char *p, size_t n, bool b64)
+{
+        if (!b64)
+                return json_stringn(p ? p : "", n);
+        char *enc = malloc(base64_encoded_size(n));
+        if (!enc)
+                return NULL;
+        size_t len = base64_encode(p, n, enc);
+        json_t *j = json_stringn(enc, len);
+        free(enc);
+        return j;
+}
+
+struct exec_ctx {
+        struct request *req;
+        struct engine *eng;
+        bool stream;
+        bool done;
+        int refs; /* the session and the HTTP response each hold one */
+        struct exec_session *session;
+        struct buf out, err; /* buffered mode: collected output */
+        struct buf pending;  /* stream mode: NDJSON not yet sent */
+        size_t pending_off;
+        char carry[2][4];    /* stream mode: an incomplete UTF-8 tail per stream */
+        size_t carry_len[2];
+};
+
+static void ctx_unref(struct exec_ctx *c)
+{
+        if (--c->refs > 0)
+                return;
+        free(c->out.data);
+        free(c->err.data);
+        free(c->pending.data);
+        free(c);
+}
+
+static void append_line(struct exec_ctx *c, json_t *j)
+{
+        char *line = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(j);
+        if (!line)
+                return;
+        buf_add(&c->pending, line, strlen(line));
+        buf_add(&c->pending, "\n", 1);
+        free(line);
+        http_stream_wake(c->req);
+}
+
+static void stream_chunk(struct exec_ctx *c, int stream, const char *p, size_t n)
+{
+        const char *key = stream == 1 ? "stdout" : "stderr";
+        int i = stream - 1;
+        char tmp[65536 + 8];
+        size_t len = 0;
+        /* Prepend the held-back tail so multi-byte characters are never split. */
+        memcpy(tmp, c->carry[i], c->carry_len[i]);
+        len = c->carry_len[i];
+        if (n > sizeof(tmp) - len)
+                n = sizeof(tmp) - len;
+        memcpy(tmp + len, p, n);
+        len += n;
+        size_t whole = utf8_whole_prefix(tmp, len);
+        if (len - whole > 3)
+                whole = len;
+        c->carry_len[i] = len - whole;
+        memcpy(c->carry[i], tmp + whole, c->carry_len[i]);
+        if (whole == 0)
+                return;
+        bool b64 = !utf8_valid(tmp, whole);
+        json_t *j = json_pack("{s:o}", key, text_or_base64(tmp, whole, b64));
+        if (j && b64)
+                json_object_set_new(j, "encoding", json_string("base64"));
+        append_line(c, j);
+}
+
+static void on_output(void *data, int stream, const char *p, size_t n)
+{
+        struct exec_ctx *c = data;
+        if (!c->req)
+                return;
+        if (c->stream) {
+                while (n > 0) {
+                        size_t k = n > 65536 ? 65536 : n;
+                        stream_chunk(c, stream, p, k);
+                        p += k;
+                        n -= k;
+                }
+        } else {
+                buf_add(stream == 1 ? &c->out : &c->err, p, n);
+        }
+}
+
+static void on_done(void *data, const struct exec_result *res)
+{
+        struct exec_ctx *c = data;
+        c->done = true;
+        c->session = NULL;
+        if (c->req) {
+                if (c->stream) {
+                        /* Flush held-back bytes of a truncated character as base64. */
+                        for (int i = 0; i < 2; i++)
+                                if (c->carry_len[i]) {
+                                        json_t *j = json_pack(
+                                                "{s:o,s:s}", i == 0 ? "stdout" : "stderr",
+                                                text_or_base64(c->carry[i], c->carry_len[i], true),
+                                                "encoding", "base64");
+                                        c->carry_len[i] = 0;
+                                        append_line(c, j);
+                                }
+                        append_line(c, json_pack("{s:i,s:I,s:b,s:b}", "exit_code", res->exit_code,
+                                                 "duration_ms", (json_int_t)res->duration_ms,
+                                                 "timed_out", res->timed_out, "truncated",
+                                                 res->truncated));
+                } else {
+                        bool b64 = !utf8_valid(c->out.data ? c->out.data : "", c->out.len) ||
+                                   !utf8_valid(c->err.data ? c->err.data : "", c->err.len);
+                        json_t *j = json_pack("{s:i,s:o,s:o,s:I,s:b,s:b}", "exit_code",
+                                              res->exit_code, "stdout",
+                                              text_or_base64(c->out.data, c->out.len, b64),
+                                              "stderr",
+                                              text_or_base64(c->err.data, c->err.len, b64),
+                                              "duration_ms", (json_int_t)res->duration_ms,
+                                              "timed_out", res->timed_out, "truncated",
+                                              res->truncated);
+                        if (j && b64)
+                                json_object_set_new(j, "encoding", json_string("base64"));
+                        req_on_free(c->req, NULL, NULL);
+                        http_reply_json(c->req, 200, j);
+                        c->req = NULL;
+                        c->refs--; /* the buffered reply no longer needs the context */
+                }
+        }
+        ctx_unref(c);
+}
+
+static const struct exec_callbacks callbacks = {.output = on_output, .done = on_done};
+
+static ssize_t stream_read(void *data, char *buf, size_t max)
+{
+        struct exec_ctx *c = data;
+        size_t avail = c->pending.len - c->pending_off;
+        if (avail == 0) {
+                c->pending.len = c->pending_off = 0;
+                return c->done ? -1 : 0;
+        }
+        size_t n = avail < max ? avail : max;
+        memcpy(buf, c->pending.data + c->pending_off, n);
+        c->pending_off += n;
+        return (ssize_t)n;
+}
+
+static void stream_closed(void *data)
+{
+        struct exec_ctx *c = data;
+        c->req = NULL;
+        if (c->session)
+                exec_detach(c->session);
+        /* The session's done callback still runs (detached sessions skip callbacks), so
+         * drop its reference here when it was detached. */
+        if (!c->done && c->session)
+                c->refs--;
+        ctx_unref(c);
+}
+
+static const struct http_stream_ops stream_ops = {.read = stream_read, .closed = stream_closed};
+
+static void on_buffered_request_gone(void *data)
+{
+        struct exec_ctx *c = data;
+        c->req = NULL;
+        if (c->session)
+                exec_detach(c->session);
+        if (!c->done && c->session)
+                c->refs--;
+        ctx_unref(c);
+}
+
+static bool parse_cmd(struct request *r, json_t *cmd, char ***ret)
+{
+        size_t n = json_array_size(cmd);
+        if (!json_is_array(cmd) || n == 0 || n > MAX_ARGS) {
+                http_reply_error(r, 400, "invalid_argument",
+                                 "cmd: must be a non-empty array of strings (at most %d)", MAX_ARGS);
+                return false;
+        }
+        char **argv = calloc(n + 1, sizeof(char *));
+        if (!argv) {
+                http_reply_errno(r, -ENOMEM, "out of memory");
+                return false;
+        }
+        for (size_t i = 0; i < n; i++) {
+                json_t *a = json_array_get(cmd, i);
+                if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a) ||
+                    (i == 0 && json_string_length(a) == 0)) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "cmd[%zu]: must be a string without NUL bytes", i);
+                        free(argv);
+                        return false;
+                }
+                argv[i] = (char *)json_string_value(a); /* borrowed from the body */
+        }
+        *ret = argv;
+        return true;
+}
+
+void api_env_exec(struct request *r, struct engine *e, struct env *v)
+{
+        static const char *const fields[] = {"cmd", "env", "cwd", "user", "stdin",
+                                             "stdin_encoding", "timeout", "max_output", "stream",
+                                             "tty", NULL};
+        json_t *body = req_json_object(r);
+        if (!body)
+                return;
+        struct exec_request rq = {.max_output = EXEC_DEFAULT_MAX_OUTPUT};
+        char **argv = NULL;
+        unsigned char *stdin_buf = NULL;
+        json_t *j;
+        const char *k;
+        json_object_foreach(body, k, j)
+        {
+                bool ok = false;
+                for (size_t i = 0; fields[i] && !ok; i++)
+                        ok = !strcmp(k, fields[i]);
+                if (!ok) {
+                        http_reply_error(r, 400, "invalid_argument", "unknown field \"%.64s\"", k);
+                        goto out;
+                }
+        }
+        if (json_is_true(json_object_get(body, "tty"))) {
+                http_reply_error(r, 422, "unprocessable",
+                                 "tty: interactive sessions use the WebSocket endpoint, which this "
+                                 "version does not have yet");
+                goto out;
+        }
+        if (!parse_cmd(r, json_object_get(body, "cmd"), &argv))
+                goto out;
+        rq.argv = argv;
+        if ((j = json_object_get(body, "env")) && !json_is_null(j)) {
+                if (!api_env_map(r, j, "env"))
+                        goto out;
+                rq.env = j;
+        }
+        if ((j = json_object_get(body, "cwd")) && !json_is_null(j)) {
+                const char *cwd = json_string_value(j);
+                if (!cwd || cwd[0] != '/' || strlen(cwd) > 4095 ||
+                    strlen(cwd) != json_string_length(j)) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "cwd: must be an absolute path inside the environment");
+                        goto out;
+                }
+                rq.cwd = cwd;
+        }
+        if ((j = json_object_get(body, "user")) && !json_is_null(j)) {
+                const char *u = json_string_value(j);
+                if (!u || !*u || strlen(u) > 64 || strlen(u) != json_string_length(j)) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "user: a user name, uid or uid:gid");
+                        goto out;
+                }
+                rq.user = u;
+        }
+        if ((j = json_object_get(body, "timeout")) && !json_is_null(j)) {
+                uint64_t s;
+                if (!api_duration(r, j, "timeout", &s))
+                        goto out;
+                rq.timeout_ms = s * 1000;
+        }
+        if ((j = json_object_get(body, "max_output")) && !json_is_null(j)) {
+                uint64_t m;
+                if (!api_size(r, j, "max_output", &m))
+                        goto out;
+                if (m > EXEC_MAX_OUTPUT_LIMIT) {
+                        http_reply_error(r, 400, "invalid_argument", "max_output: at most 256M");
+                        goto out;
+                }
+                rq.max_output = m;
+        }
+        if ((j = json_object_get(body, "stdin")) && !json_is_null(j)) {
+                if (!json_is_string(j)) {
+                        http_reply_error(r, 400, "invalid_argument", "stdin: must be a string");
+                        goto out;
+                }
+                json_t *enc = json_object_get(body, "stdin_encoding");
+                if (enc && !json_is_null(enc)) {
+                        if (!json_is_string(enc) || strcmp(json_string_value(enc), "base64")) {
+                                http_reply_error(r, 400, "invalid_argument",
+                                                 "stdin_encoding: only \"base64\"");
+                                goto out;
+                        }
+                        size_t len = json_string_length(j);
+                        stdin_buf = malloc(len / 4 * 3 + 4);
+                        long n = stdin_buf ? base64_decode(json_string_value(j), len, stdin_buf) : -1;
+                        if (n < 0) {
+                                http_reply_error(r, 400, "invalid_argument", "stdin: invalid base64");
+                                goto out;
+                        }
+                        rq.stdin_data = stdin_buf;
+                        rq.stdin_len = (size_t)n;
+                } else {
+                        rq.stdin_data = json_string_value(j);
+                        rq.stdin_len = json_string_length(j);
+                }
+        }
+        json_t *stream = json_object_get(body, "stream");
+        if (stream && !json_is_boolean(stream)) {
+                http_reply_error(r, 400, "invalid_argument", "stream: must be true or false");
+                goto out;
+        }
+        struct exec_ctx *c = calloc(1, sizeof(*c));
+        if (!c) {
+                http_reply_errno(r, -ENOMEM, "out of memory");
+                goto out;
+        }
+        *c = (struct exec_ctx){.req = r, .eng = e, .stream = json_is_true(stream), .refs = 2};
+        char err[512] = "";
+        int rc = exec_start(e, v, &rq, &callbacks, c, &c->session, err, sizeof(err));
+        if (rc < 0) {
+                free(c);
+                http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
+                goto out;
+        }
+        if (c->stream) {
+                http_reply_stream(r, 200, "application/x-ndjson", &stream_ops, c);
+        } else {
+                req_on_free(r, on_buffered_request_gone, c);
+                http_defer(r);
+        }
+out:
+        free(argv);
+        free(stdin_buf);
+        json_decref(body);
+}

@@ -1,0 +1,102 @@
+/* The engine: environments and images, their lifecycle and their durable records.
+ * The API layer calls only this interface (and exec.h); everything privileged or
+ * kernel-facing happens below it. */
+#pragma once
+#include "daemon/loop.h"
+#include "lib/cgroup.h"
+#include "lib/state.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+enum env_kind { KIND_COMPUTER, KIND_SANDBOX };
+
+#define DEFAULT_SANDBOX_TTL_S (60 * 60)
+#define DEFAULT_TMP_BYTES (256ull << 20)
+#define DEFAULT_SHM_BYTES (64ull << 20)
+#define MAX_ENVS 4096
+
+struct engine_config {
+        const char *root;         /* state directory */
+        const char *uid_registry; /* host-wide id range registry */
+        const char *version;
+        int init_fd;              /* paddock-init, opened once */
+        struct cgroup_manager *cgroups;
+        struct state *state;
+        struct loop *loop;
+};
+
+/* A validated create request. */
+struct env_spec {
+        char name[64];
+        enum env_kind kind;
+        char image[64];
+        struct cgroup_limits limits;
+        uint64_t ttl_s; /* 0 = none */
+        uint64_t tmp_bytes;
+        bool autostart;
+        json_t *env;    /* object of string values (borrowed) */
+        json_t *labels; /* object of string values (borrowed) */
+};
+
+struct engine;
+struct env;
+
+int engine_new(const struct engine_config *cfg, struct engine **ret);
+void engine_free(struct engine *e);
+/* Startup: adopt running environments, clean half-done work, destroy expired sandboxes,
+ * start autostart computers, arm the TTL sweep. */
+int engine_reconcile(struct engine *e);
+
+struct env *engine_find(struct engine *e, const char *name);
+/* Iterate: pass NULL to get the first. */
+struct env *engine_next(struct engine *e, struct env *prev);
+const char *env_name(const struct env *v);
+bool env_running(const struct env *v);
+enum env_kind env_kind(const struct env *v);
+bool env_has_label(const struct env *v, const char *key, const char *value);
+
+int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
+                  size_t errlen);
+int engine_start(struct engine *e, struct env *v, char *err, size_t errlen);
+/* Asynchronous stop: SIGTERM, then SIGKILL to the whole cgroup after timeout_s. done runs
+ * once the environment is stopped (at once if it already is). */
+typedef void (*env_done_fn)(struct env *v, void *data);
+void engine_stop(struct engine *e, struct env *v, unsigned timeout_s, env_done_fn done, void *data);
+/* Remove a stopped environment (or kill it first when force). */
+int engine_destroy(struct engine *e, struct env *v, bool force);
+
+struct env_patch {
+        bool has_cpus, has_memory, has_swap, has_pids, has_ttl, has_autostart;
+        uint64_t cpus, memory, swap, pids, ttl_s;
+        bool autostart;
+};
+int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, char *err,
+                 size_t errlen);
+
+json_t *engine_env_json(struct engine *e, struct env *v);
+json_t *engine_system_json(struct engine *e);
+
+/* Images. import runs the unpacking in a forked helper; done gets 0 or -errno + message. */
+typedef void (*image_done_fn)(int r, const char *msg, json_t *image, void *data);
+void engine_image_import(struct engine *e, const char *name, int archive_fd, image_done_fn done,
+                         void *data);
+json_t *engine_image_list(struct engine *e);
+int engine_image_delete(struct engine *e, const char *name, char *err, size_t errlen);
+bool engine_image_exists(struct engine *e, const char *name);
+
+/* Shared with images.c */
+const char *engine_root(struct engine *e);
+struct state *engine_state(struct engine *e);
+bool engine_image_in_use(struct engine *e, const char *name, int *ret_count);
+void engine_images_cleanup(struct engine *e); /* interrupted imports, at startup */
+
+/* For exec.c */
+struct loop *engine_loop(struct engine *e);
+struct cgroup_manager *engine_cgroups(struct engine *e);
+int env_pidfd(const struct env *v);
+unsigned env_next_exec_id(struct env *v);
+/* The environment's base variables (PATH, HOSTNAME, its env) as a NULL-terminated
+ * malloc'd array of "K=V" strings, with extra (an object) merged over them. */
+char **env_build_envp(const struct env *v, json_t *extra);
+void env_exec_ref(struct env *v, int delta);

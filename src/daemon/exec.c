@@ -1,0 +1,265 @@
+#include "daemon/exec.h"
+#include "daemon/log.h"
+#include "lib/join.h"
+#include "lib/util.h"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+
+static unsigned active_sessions;
+
+struct exec_session {
+        struct engine *eng;
+        char env[64];
+        char sub[32];
+        pid_t pid;
+        int pidfd;
+        int in_fd, out_fd, err_fd;
+        struct loop_source *pid_src, *in_src, *out_src, *err_src;
+        struct loop_timer *timer;
+        unsigned char *stdin_buf;
+        size_t stdin_len, stdin_off;
+        size_t max_output, output_total;
+        uint64_t started;
+        struct exec_result res;
+        const struct exec_callbacks *cb;
+        void *data;
+        bool exited;
+};
+
+static void close_src(struct loop_source **src, int *fd)
+{
+        loop_remove(*src);
+        *src = NULL;
+        if (*fd >= 0)
+                close(*fd);
+        *fd = -EBADF;
+}
+
+static void deliver(struct exec_session *s, int stream, const char *buf, size_t n)
+{
+        if (s->output_total >= s->max_output) {
+                s->res.truncated = true;
+                return;
+        }
+        if (n > s->max_output - s->output_total) {
+                n = s->max_output - s->output_total;
+                s->res.truncated = true;
+        }
+        s->output_total += n;
+        if (s->cb && s->cb->output)
+                s->cb->output(s->data, stream, buf, n);
+}
+
+/* Read what is there now; false at EOF or error. */
+static bool drain(struct exec_session *s, int stream)
+{
+        int fd = stream == 1 ? s->out_fd : s->err_fd;
+        char buf[65536];
+        for (int rounds = 0; fd >= 0 && rounds < 16; rounds++) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n > 0) {
+                        deliver(s, stream, buf, (size_t)n);
+                        continue;
+                }
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return true;
+                return false;
+        }
+        return true;
+}
+
+static void session_free(struct exec_session *s)
+{
+        close_src(&s->pid_src, &s->pidfd);
+        close_src(&s->in_src, &s->in_fd);
+        close_src(&s->out_src, &s->out_fd);
+        close_src(&s->err_src, &s->err_fd);
+        loop_cancel_timer(s->timer);
+        free(s->stdin_buf);
+        free(s);
+        active_sessions--;
+}
+
+static void finish(struct exec_session *s)
+{
+        /* Output written just before exit is already in the pipes: take it, then stop
+         * listening. Background processes that still hold the pipes get EPIPE later. */
+        drain(s, 1);
+        drain(s, 2);
+        s->res.duration_ms = now_ms() - s->started;
+        struct env *v = engine_find(s->eng, s->env);
+        if (v) {
+                env_exec_ref(v, -1);
+                /* Remove the per-exec cgroup if nothing of the exec is left in it. */
+                cgroup_env_prune(engine_cgroups(s->eng), s->env, s->sub);
+        }
+        if (s->cb && s->cb->done)
+                s->cb->done(s->data, &s->res);
+        session_free(s);
+}
+
+static void on_command_exit(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        struct exec_session *s = data;
+        siginfo_t si = {0};
+        if (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+                si.si_code = CLD_KILLED, si.si_status = SIGKILL;
+        s->res.exit_code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+        finish(s);
+}
+
+static void on_output(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        struct exec_session *s = data;
+        int stream = fd == s->out_fd ? 1 : 2;
+        if (!drain(s, stream)) {
+                if (stream == 1)
+                        close_src(&s->out_src, &s->out_fd);
+                else
+                        close_src(&s->err_src, &s->err_fd);
+        }
+}
+
+static void on_stdin(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        struct exec_session *s = data;
+        while (s->stdin_off < s->stdin_len) {
+                ssize_t n = write(s->in_fd, s->stdin_buf + s->stdin_off, s->stdin_len - s->stdin_off);
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return;
+                        break; /* EPIPE: the command does not read its input */
+                }
+                s->stdin_off += (size_t)n;
+        }
+        close_src(&s->in_src, &s->in_fd); /* EOF for the command */
+}
+
+static void on_timeout(struct loop_timer *t, void *data)
+{
+        struct exec_session *s = data;
+        s->timer = NULL;
+        s->res.timed_out = true;
+        /* The whole tree of this exec, including anything it put in the background. */
+        int r = cgroup_env_kill(engine_cgroups(s->eng), s->env, s->sub);
+        if (r < 0)
+                log_warn("%s: killing timed-out exec: %s", s->env, strerror(-r));
+        if (s->pidfd >= 0)
+                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+}
+
+void exec_detach(struct exec_session *s)
+{
+        if (s)
+                s->cb = NULL;
+}
+
+int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
+               const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
+               size_t errlen)
+{
+        if (!env_running(v)) {
+                snprintf(err, errlen, "%s is not running", env_name(v));
+                return -EBUSY;
+        }
+        if (active_sessions >= EXEC_MAX_ACTIVE) {
+                snprintf(err, errlen, "too many running execs (limit %d)", EXEC_MAX_ACTIVE);
+                return -EAGAIN;
+        }
+        struct exec_session *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        active_sessions++;
+        *s = (struct exec_session){.eng = e, .pidfd = -EBADF, .in_fd = -EBADF, .out_fd = -EBADF,
+                                   .err_fd = -EBADF, .cb = cb, .data = data,
+                                   .max_output = rq->max_output, .started = now_ms()};
+        snprintf(s->env, sizeof(s->env), "%s", env_name(v));
+        snprintf(s->sub, sizeof(s->sub), "exec-%u", env_next_exec_id(v));
+        if (rq->stdin_len) {
+                s->stdin_buf = malloc(rq->stdin_len);
+                if (!s->stdin_buf) {
+                        session_free(s);
+                        return -ENOMEM;
+                }
+                memcpy(s->stdin_buf, rq->stdin_data, rq->stdin_len);
+                s->stdin_len = rq->stdin_len;
+        }
+        int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+                int r = -errno;
+                for (int i = 0; i < 2; i++) {
+                        if (in[i] >= 0)
+                                close(in[i]);
+                        if (out[i] >= 0)
+                                close(out[i]);
+                }
+                session_free(s);
+                return r;
+        }
+        s->in_fd = in[1];
+        s->out_fd = out[0];
+        s->err_fd = errp[0];
+        char **envp = env_build_envp(v, rq->env);
+        struct join_config jc = {
+                .env_pidfd = env_pidfd(v),
+                .profile = env_kind(v) == KIND_SANDBOX ? PROFILE_SANDBOX : PROFILE_COMPUTER,
+                .cgroups = engine_cgroups(e),
+                .cgroup_name = s->env,
+                .cgroup_sub = s->sub,
+                .argv = rq->argv,
+                .envp = envp,
+                .cwd = rq->cwd ? rq->cwd : (env_kind(v) == KIND_SANDBOX ? "/workspace" : NULL),
+                .user = rq->user,
+                .stdin_fd = in[0],
+                .stdout_fd = out[1],
+                .stderr_fd = errp[1],
+        };
+        int r = envp ? env_join_exec(&jc, &s->pid, err, errlen) : -ENOMEM;
+        for (size_t i = 0; envp && envp[i]; i++)
+                free(envp[i]);
+        free(envp);
+        close(in[0]);
+        close(out[1]);
+        close(errp[1]);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
+        s->pidfd = sys_pidfd_open(s->pid, 0);
+        if (s->pidfd < 0) {
+                /* Cannot happen for our own unreaped child; keep the invariant anyway. */
+                r = s->pidfd;
+                kill(s->pid, SIGKILL);
+                waitpid(s->pid, NULL, 0);
+                snprintf(err, errlen, "pidfd: %s", strerror(-r));
+                session_free(s);
+                return r;
+        }
+        fcntl(s->in_fd, F_SETFL, O_NONBLOCK);
+        fcntl(s->out_fd, F_SETFL, O_NONBLOCK);
+        fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
+        struct loop *l = engine_loop(e);
+        r = loop_add_fd(l, s->pidfd, EPOLLIN, on_command_exit, s, &s->pid_src);
+        if (r >= 0)
+                r = loop_add_fd(l, s->out_fd, EPOLLIN, on_output, s, &s->out_src);
+        if (r >= 0)
+                r = loop_add_fd(l, s->err_fd, EPOLLIN, on_output, s, &s->err_src);
+        if (r >= 0 && s->stdin_len)
+                r = loop_add_fd(l, s->in_fd, EPOLLOUT, on_stdin, s, &s->in_src);
+        else if (r >= 0)
+                close_src(&s->in_src, &s->in_fd);
+        if (r < 0) {
+                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+                waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED);
+                snprintf(err, errlen, "watching the exec: %s", strerror(-r));
+                session_free(s);
+                return r;
+        }
+        if (rq->timeout_ms)
+                s->timer = loop_add_timer(l, rq->timeout_ms, on_timeout, s);
+        env_exec_ref(v, +1);
+        *ret = s;
+        return 0;
+}

@@ -1,0 +1,442 @@
+#include "daemon/http.h"
+#include "daemon/log.h"
+#include "lib/util.h"
+
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <sys/epoll.h>
+
+struct http_server {
+        struct MHD_Daemon *mhd;
+        struct loop *loop;
+        struct loop_source *src;
+        struct loop_timer *tick;
+        struct http_config cfg;
+};
+
+struct request {
+        struct http_server *srv;
+        struct MHD_Connection *conn;
+        char method[16];
+        char path[1024];
+        char *body;
+        size_t body_len, body_cap;
+        uint64_t upload_len;
+        int spool_fd;
+        bool too_large, dispatched, answered, suspended, bad_path;
+        /* stream state */
+        const struct http_stream_ops *sops;
+        void *sdata;
+        bool stream_waiting; /* suspended inside the reader for lack of data */
+        void (*on_free)(void *);
+        void *on_free_data;
+};
+
+const char *req_method(const struct request *r)
+{
+        return r->method;
+}
+
+const char *req_path(const struct request *r)
+{
+        return r->path;
+}
+
+const char *req_query(const struct request *r, const char *key)
+{
+        return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+struct query_iter {
+        const char *key;
+        const char **out;
+        size_t max, n;
+};
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+        struct query_iter *it = cls;
+        if (strcmp(key, it->key) == 0 && value && it->n < it->max)
+                it->out[it->n++] = value;
+        return MHD_YES;
+}
+
+size_t req_query_all(const struct request *r, const char *key, const char **out, size_t max)
+{
+        struct query_iter it = {.key = key, .out = out, .max = max};
+        MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, &it);
+        return it.n;
+}
+
+const char *req_body(const struct request *r, size_t *ret_len)
+{
+        *ret_len = r->body_len;
+        return r->body ? r->body : "";
+}
+
+int req_spool_fd(const struct request *r)
+{
+        return r->spool_fd;
+}
+
+json_t *req_json_object(struct request *r)
+{
+        if (r->body_len == 0)
+                return json_object();
+        json_error_t err;
+        json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &err);
+        if (!j) {
+                http_reply_error(r, 400, "invalid_argument", "request body is not valid JSON: %s",
+                                 err.text);
+                return NULL;
+        }
+        if (!json_is_object(j)) {
+                json_decref(j);
+                http_reply_error(r, 400, "invalid_argument", "request body must be a JSON object");
+                return NULL;
+        }
+        return j;
+}
+
+void req_on_free(struct request *r, void (*fn)(void *data), void *data)
+{
+        r->on_free = fn;
+        r->on_free_data = data;
+}
+
+static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
+{
+        if (!resp) {
+                log_error("http: out of memory building a response");
+                resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+                status = 500;
+        }
+        MHD_add_response_header(resp, "Server", "paddockd");
+        MHD_queue_response(r->conn, status, resp);
+        MHD_destroy_response(resp);
+        r->answered = true;
+        if (r->suspended) {
+                r->suspended = false;
+                MHD_resume_connection(r->conn);
+        }
+}
+
+void http_reply_json(struct request *r, unsigned status, json_t *body)
+{
+        if (r->answered) {
+                json_decref(body);
+                return;
+        }
+        char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(body);
+        size_t len = text ? strlen(text) : 0;
+        /* Newline-terminated: friendlier for curl users and line readers. */
+        char *buf = malloc(len + 2);
+        if (!buf) {
+                free(text);
+                queue(r, 500, NULL);
+                return;
+        }
+        memcpy(buf, text ? text : "", len);
+        buf[len++] = '\n';
+        free(text);
+        struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+        if (resp)
+                MHD_add_response_header(resp, "Content-Type", "application/json");
+        else
+                free(buf);
+        queue(r, status, resp);
+}
+
+static void reply_error_v(struct request *r, unsigned status, const char *code, const char *fmt,
+                          va_list ap)
+{
+        char msg[1024];
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+        http_reply_json(r, status, j);
+}
+
+void http_reply_error(struct request *r, unsigned status, const char *code, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        reply_error_v(r, status, code, fmt, ap);
+        va_end(ap);
+}
+
+void http_status_of_errno(int e, unsigned *ret_status, const char **ret_code)
+{
+        static const struct {
+                int err;
+                unsigned status;
+                const char *code;
+        } table[] = {
+                {-EINVAL, 400, "invalid_argument"}, {-ERANGE, 400, "invalid_argument"},
+                {-EACCES, 403, "forbidden"},        {-EPERM, 403, "forbidden"},
+                {-ENOENT, 404, "not_found"},        {-EEXIST, 409, "conflict"},
+                {-EBUSY, 409, "conflict"},          {-EALREADY, 409, "conflict"},
+                {-E2BIG, 413, "too_large"},         {-EFBIG, 413, "too_large"},
+                {-ENOEXEC, 422, "unprocessable"},   {-ENOSPC, 507, "insufficient_storage"},
+                {-EAGAIN, 503, "unavailable"},      {-EMFILE, 503, "unavailable"},
+                {-ENOMEM, 503, "unavailable"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (table[i].err == e) {
+                        *ret_status = table[i].status;
+                        *ret_code = table[i].code;
+                        return;
+                }
+        *ret_status = 500;
+        *ret_code = "internal";
+}
+
+void http_reply_errno(struct request *r, int e, const char *fmt, ...)
+{
+        unsigned status;
+        const char *code;
+        http_status_of_errno(e, &status, &code);
+        va_list ap;
+        va_start(ap, fmt);
+        reply_error_v(r, status, code, fmt, ap);
+        va_end(ap);
+}
+
+void http_defer(struct request *r)
+{
+        if (r->answered || r->suspended)
+                return;
+        r->suspended = true;
+        MHD_suspend_connection(r->conn);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        struct request *r = cls;
+        ssize_t n = r->sops->read(r->sdata, buf, max);
+        if (n > 0)
+                return n;
+        if (n < 0)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        /* Nothing ready: park the connection until the producer wakes it. */
+        if (!r->stream_waiting) {
+                r->stream_waiting = true;
+                MHD_suspend_connection(r->conn);
+        }
+        return 0;
+}
+
+static void stream_free(void *cls)
+{
+        struct request *r = cls;
+        if (r->sops && r->sops->closed) {
+                const struct http_stream_ops *ops = r->sops;
+                r->sops = NULL;
+                ops->closed(r->sdata);
+        }
+}
+
+void http_reply_stream(struct request *r, unsigned status, const char *content_type,
+                       const struct http_stream_ops *ops, void *data)
+{
+        if (r->answered)
+                return;
+        r->sops = ops;
+        r->sdata = data;
+        struct MHD_Response *resp =
+                MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, stream_reader, r,
+                                                  stream_free);
+        if (resp)
+                MHD_add_response_header(resp, "Content-Type", content_type);
+        queue(r, status, resp);
+}
+
+void http_stream_wake(struct request *r)
+{
+        if (r && r->stream_waiting) {
+                r->stream_waiting = false;
+                MHD_resume_connection(r->conn);
+        }
+}
+
+static bool spool_open(struct request *r)
+{
+        r->spool_fd = open(r->srv->cfg.spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        return r->spool_fd >= 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+        struct http_server *srv = cls;
+        struct request *r = *con_cls;
+
+        if (!r) {
+                r = calloc(1, sizeof(*r));
+                if (!r)
+                        return MHD_NO;
+                r->srv = srv;
+                r->conn = conn;
+                r->spool_fd = -EBADF;
+                snprintf(r->method, sizeof(r->method), "%s", method);
+                if (strlen(url) >= sizeof(r->path))
+                        r->bad_path = true;
+                snprintf(r->path, sizeof(r->path), "%s", url);
+                *con_cls = r;
+                if (srv->cfg.wants_spool && srv->cfg.wants_spool(method, url) && !spool_open(r))
+                        log_warn("http: cannot open a spool file in %s: %m", srv->cfg.spool_dir);
+                const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+                uint64_t limit = r->spool_fd >= 0 ? HTTP_MAX_UPLOAD : HTTP_MAX_BODY;
+                if (cl && strtoull(cl, NULL, 10) > limit) {
+                        http_reply_error(r, 413, "too_large",
+                                         "request body exceeds the limit of %llu bytes",
+                                         (unsigned long long)limit);
+                        return MHD_YES;
+                }
+                return MHD_YES;
+        }
+
+        if (*upload_size > 0) {
+                size_t n = *upload_size;
+                *upload_size = 0;
+                if (r->answered || r->too_large)
+                        return MHD_YES;
+                if (r->spool_fd >= 0) {
+                        r->upload_len += n;
+                        if (r->upload_len > HTTP_MAX_UPLOAD || write_all(r->spool_fd, upload_data, n) < 0)
+                                r->too_large = true;
+                        return MHD_YES;
+                }
+                if (r->body_len + n > HTTP_MAX_BODY) {
+                        r->too_large = true;
+                        free(r->body);
+                        r->body = NULL;
+                        r->body_len = r->body_cap = 0;
+                        return MHD_YES;
+                }
+                if (r->body_len + n + 1 > r->body_cap) {
+                        size_t cap = r->body_cap ? r->body_cap : 4096;
+                        while (cap < r->body_len + n + 1)
+                                cap *= 2;
+                        char *nb = realloc(r->body, cap);
+                        if (!nb) {
+                                r->too_large = true;
+                                return MHD_YES;
+                        }
+                        r->body = nb;
+                        r->body_cap = cap;
+                }
+                memcpy(r->body + r->body_len, upload_data, n);
+                r->body_len += n;
+                r->body[r->body_len] = 0;
+                return MHD_YES;
+        }
+
+        /* Whole request received (or resumed after a deferred answer). */
+        if (r->answered || r->dispatched)
+                return MHD_YES;
+        r->dispatched = true;
+        if (r->too_large) {
+                if (r->spool_fd >= 0)
+                        http_reply_error(r, 413, "too_large", "upload failed or exceeds the limit");
+                else
+                        http_reply_error(r, 413, "too_large",
+                                         "request body exceeds the limit of %u bytes", HTTP_MAX_BODY);
+                return MHD_YES;
+        }
+        if (r->bad_path) {
+                http_reply_error(r, 414, "too_large", "request path too long");
+                return MHD_YES;
+        }
+        if (r->spool_fd >= 0)
+                lseek(r->spool_fd, 0, SEEK_SET);
+        srv->cfg.handler(r, srv->cfg.ctx);
+        if (!r->answered && !r->suspended) {
+                log_error("http: handler for %s %s gave no answer", r->method, r->path);
+                http_reply_error(r, 500, "internal", "no response");
+        }
+        return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        struct request *r = *con_cls;
+        if (!r)
+                return;
+        *con_cls = NULL;
+        if (r->on_free)
+                r->on_free(r->on_free_data);
+        if (r->spool_fd >= 0)
+                close(r->spool_fd);
+        free(r->body);
+        free(r);
+}
+
+static void on_mhd_ready(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        struct http_server *srv = data;
+        MHD_run(srv->mhd);
+}
+
+static void on_tick(struct loop_timer *t, void *data)
+{
+        struct http_server *srv = data;
+        MHD_run(srv->mhd);
+        srv->tick = loop_add_timer(srv->loop, 1000, on_tick, srv);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        char msg[512];
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        size_t n = strlen(msg);
+        while (n && msg[n - 1] == '\n')
+                msg[--n] = 0;
+        log_debug("libmicrohttpd: %s", msg);
+}
+
+int http_server_start(struct loop *loop, const struct http_config *cfg, struct http_server **ret)
+{
+        struct http_server *srv = calloc(1, sizeof(*srv));
+        if (!srv)
+                return -ENOMEM;
+        srv->loop = loop;
+        srv->cfg = *cfg;
+        srv->mhd = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                on_request, srv, MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
+                (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+        if (!srv->mhd) {
+                free(srv);
+                return -EIO;
+        }
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        int r = info ? loop_add_fd(loop, info->epoll_fd, EPOLLIN, on_mhd_ready, srv, &srv->src)
+                     : -EIO;
+        if (r < 0) {
+                MHD_stop_daemon(srv->mhd);
+                free(srv);
+                return r;
+        }
+        /* A slow tick covers MHD's own housekeeping; readiness drives everything else. */
+        srv->tick = loop_add_timer(loop, 1000, on_tick, srv);
+        *ret = srv;
+        return 0;
+}
+
+void http_server_stop(struct http_server *s)
+{
+        if (!s)
+                return;
+        loop_remove(s->src);
+        loop_cancel_timer(s->tick);
+        MHD_stop_daemon(s->mhd);
+        free(s);
+}

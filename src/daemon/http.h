@@ -1,0 +1,71 @@
+/* HTTP/1.1 server glue on libmicrohttpd, driven by our epoll loop (MHD in external-epoll mode,
+ * no threads). Handlers receive a request with its whole (size-limited) body and answer at
+ * once, later (the connection is suspended meanwhile), or with a stream. */
+#pragma once
+#include "daemon/loop.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define HTTP_MAX_BODY (8u << 20)          /* JSON requests: 8 MiB */
+#define HTTP_MAX_UPLOAD (64ull << 30)     /* image uploads, spooled to a file: 64 GiB */
+#define HTTP_MAX_CONNECTIONS 512
+
+struct http_server;
+struct request;
+
+typedef void (*http_handler_fn)(struct request *req, void *ctx);
+/* Decide at header time whether a request's body is spooled to a file (uploads). */
+typedef bool (*http_spool_fn)(const char *method, const char *path);
+
+struct http_config {
+        int listen_fd;
+        const char *spool_dir;
+        http_handler_fn handler;
+        http_spool_fn wants_spool;
+        void *ctx;
+};
+
+int http_server_start(struct loop *loop, const struct http_config *cfg, struct http_server **ret);
+void http_server_stop(struct http_server *s);
+
+const char *req_method(const struct request *r);
+const char *req_path(const struct request *r);
+const char *req_query(const struct request *r, const char *key);
+/* All values of a repeated query key (e.g. label=a=b&label=c=d); returns count. */
+size_t req_query_all(const struct request *r, const char *key, const char **out, size_t max);
+const char *req_body(const struct request *r, size_t *ret_len);
+/* The spooled upload: an fd positioned at 0 (owned by the request). */
+int req_spool_fd(const struct request *r);
+/* Parse the body as a JSON object. An empty body gives {}. On error replies 400 and returns
+ * NULL. */
+json_t *req_json_object(struct request *r);
+
+/* Replies. Each request gets exactly one; later calls are ignored. */
+void http_reply_json(struct request *r, unsigned status, json_t *body /* stolen */);
+void http_reply_error(struct request *r, unsigned status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* -errno to status and code (the one table of the daemon). */
+void http_reply_errno(struct request *r, int neg_errno, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void http_status_of_errno(int neg_errno, unsigned *ret_status, const char **ret_code);
+
+/* Answer later: the handler returns, the connection waits; any http_reply_* resumes it. */
+void http_defer(struct request *r);
+
+/* Streaming responses (chunked). read() copies up to max bytes and returns the count, 0 when
+ * nothing is ready yet, -1 at the end. Call http_stream_wake() when new data is ready.
+ * closed() runs once when the connection is done (finished or client gone). */
+struct http_stream_ops {
+        ssize_t (*read)(void *data, char *buf, size_t max);
+        void (*closed)(void *data);
+};
+void http_reply_stream(struct request *r, unsigned status, const char *content_type,
+                       const struct http_stream_ops *ops, void *data);
+void http_stream_wake(struct request *r);
+
+/* Called when the request is freed (answered or connection gone); deferred work must drop
+ * its pointer to r. */
+void req_on_free(struct request *r, void (*fn)(void *data), void *data);

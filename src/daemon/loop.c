@@ -1,0 +1,180 @@
+#include "daemon/loop.h"
+#include "lib/util.h"
+
+#include <sys/epoll.h>
+
+struct loop_source {
+        struct loop *loop;
+        int fd;
+        loop_io_fn fn;
+        void *data;
+        bool dead;
+        struct loop_source *next_dead;
+};
+
+struct loop_timer {
+        struct loop *loop;
+        uint64_t deadline;
+        loop_timer_fn fn;
+        void *data;
+        struct loop_timer *next;
+};
+
+struct loop {
+        int epfd;
+        bool quit;
+        struct loop_source *dead;
+        struct loop_timer *timers;
+};
+
+int loop_new(struct loop **ret)
+{
+        struct loop *l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        l->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (l->epfd < 0) {
+                int r = -errno;
+                free(l);
+                return r;
+        }
+        *ret = l;
+        return 0;
+}
+
+static void free_dead(struct loop *l)
+{
+        while (l->dead) {
+                struct loop_source *s = l->dead;
+                l->dead = s->next_dead;
+                free(s);
+        }
+}
+
+void loop_free(struct loop *l)
+{
+        if (!l)
+                return;
+        free_dead(l);
+        while (l->timers) {
+                struct loop_timer *t = l->timers;
+                l->timers = t->next;
+                free(t);
+        }
+        close(l->epfd);
+        free(l);
+}
+
+void loop_quit(struct loop *l)
+{
+        l->quit = true;
+}
+
+int loop_add_fd(struct loop *l, int fd, uint32_t events, loop_io_fn fn, void *data,
+                struct loop_source **ret)
+{
+        struct loop_source *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *s = (struct loop_source){.loop = l, .fd = fd, .fn = fn, .data = data};
+        struct epoll_event ev = {.events = events, .data.ptr = s};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+                int r = -errno;
+                free(s);
+                return r;
+        }
+        if (ret)
+                *ret = s;
+        return 0;
+}
+
+int loop_set_events(struct loop_source *s, uint32_t events)
+{
+        struct epoll_event ev = {.events = events, .data.ptr = s};
+        return epoll_ctl(s->loop->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0 ? -errno : 0;
+}
+
+void loop_remove(struct loop_source *s)
+{
+        if (!s || s->dead)
+                return;
+        epoll_ctl(s->loop->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+        s->dead = true;
+        s->next_dead = s->loop->dead;
+        s->loop->dead = s;
+}
+
+struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_fn fn, void *data)
+{
+        struct loop_timer *t = calloc(1, sizeof(*t));
+        if (!t)
+                return NULL;
+        *t = (struct loop_timer){.loop = l, .deadline = now_ms() + after_ms, .fn = fn, .data = data};
+        t->next = l->timers;
+        l->timers = t;
+        return t;
+}
+
+void loop_cancel_timer(struct loop_timer *t)
+{
+        if (!t)
+                return;
+        for (struct loop_timer **p = &t->loop->timers; *p; p = &(*p)->next)
+                if (*p == t) {
+                        *p = t->next;
+                        free(t);
+                        return;
+                }
+}
+
+static int next_timeout(struct loop *l)
+{
+        if (!l->timers)
+                return -1;
+        uint64_t now = now_ms(), min = UINT64_MAX;
+        for (struct loop_timer *t = l->timers; t; t = t->next)
+                if (t->deadline < min)
+                        min = t->deadline;
+        return min <= now ? 0 : (int)(min - now > 60000 ? 60000 : min - now);
+}
+
+static void run_timers(struct loop *l)
+{
+        uint64_t now = now_ms();
+        /* Fire one due timer per scan: a callback may add or cancel others. */
+        for (;;) {
+                struct loop_timer *due = NULL;
+                for (struct loop_timer *t = l->timers; t; t = t->next)
+                        if (t->deadline <= now) {
+                                due = t;
+                                break;
+                        }
+                if (!due)
+                        return;
+                loop_timer_fn fn = due->fn;
+                void *data = due->data;
+                loop_cancel_timer(due);
+                fn(NULL, data);
+        }
+}
+
+int loop_run(struct loop *l)
+{
+        struct epoll_event evs[64];
+        while (!l->quit) {
+                int n = epoll_wait(l->epfd, evs, (int)ELEMENTSOF(evs), next_timeout(l));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                for (int i = 0; i < n; i++) {
+                        struct loop_source *s = evs[i].data.ptr;
+                        if (!s->dead)
+                                s->fn(s, s->fd, evs[i].events, s->data);
+                }
+                run_timers(l);
+                free_dead(l);
+        }
+        return 0;
+}

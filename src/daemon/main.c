@@ -1,0 +1,301 @@
+/* paddockd: the Paddock daemon. One process, one thread, one epoll loop. */
+#include "daemon/api.h"
+#include "daemon/engine.h"
+#include "daemon/http.h"
+#include "daemon/log.h"
+#include "daemon/loop.h"
+#include "lib/util.h"
+
+#include <getopt.h>
+#include <grp.h>
+#include <libgen.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#define PADDOCK_VERSION "0.1.0"
+
+struct options {
+        const char *root;
+        const char *socket;
+        const char *init;
+        const char *uid_registry;
+        bool debug;
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f, "Usage: paddockd [--root DIR] [--socket PATH] [--init PATH] [--uid-registry DIR]\n"
+                   "                [--debug] [--version]\n"
+                   "  --root DIR          state directory (env PADDOCK_ROOT, default /var/lib/paddock)\n"
+                   "  --socket PATH       API socket (env PADDOCK_SOCKET, default "
+                   "/run/paddock/paddock.sock)\n"
+                   "  --init PATH         paddock-init binary (default: next to paddockd)\n"
+                   "  --uid-registry DIR  host-wide id range claims (default /var/lib/paddock-uids)\n");
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+        static const struct option longopts[] = {
+                {"root", required_argument, NULL, 'r'},    {"socket", required_argument, NULL, 's'},
+                {"init", required_argument, NULL, 'i'},    {"uid-registry", required_argument, NULL, 'u'},
+                {"debug", no_argument, NULL, 'd'},         {"version", no_argument, NULL, 'V'},
+                {"help", no_argument, NULL, 'h'},          {0},
+        };
+        o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
+        o->socket = getenv("PADDOCK_SOCKET") ? getenv("PADDOCK_SOCKET") : "/run/paddock/paddock.sock";
+        o->uid_registry = getenv("PADDOCK_UID_REGISTRY") ? getenv("PADDOCK_UID_REGISTRY")
+                                                         : "/var/lib/paddock-uids";
+        int c;
+        while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'r': o->root = optarg; break;
+                case 's': o->socket = optarg; break;
+                case 'i': o->init = optarg; break;
+                case 'u': o->uid_registry = optarg; break;
+                case 'd': o->debug = true; break;
+                case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
+                case 'h': usage(stdout); exit(0);
+                default: usage(stderr); return -EINVAL;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "paddockd: unexpected argument: %s\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* The state directory goes into overlay mount options: keep it a plain absolute path. */
+static int prepare_root(const char *root, char *ret, size_t len)
+{
+        int r = mkdir_p_at(AT_FDCWD, root, 0711);
+        if (r < 0)
+                return r;
+        if (!realpath(root, ret))
+                return -errno;
+        if (strlen(ret) > len / 2 || strpbrk(ret, ",:\\\n\t"))
+                return -EINVAL;
+        chmod(ret, 0711);
+        static const char *const subs[] = {"envs", "images", "tmp"};
+        for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
+                char p[4200];
+                snprintf(p, sizeof(p), "%s/%s", ret, subs[i]);
+                if (mkdir(p, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        return 0;
+}
+
+static int lock_root(const char *root)
+{
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/paddockd.lock", root);
+        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                int r = -errno;
+                close(fd);
+                return r == -EWOULDBLOCK ? -EBUSY : r;
+        }
+        return fd; /* held for the daemon's lifetime */
+}
+
+static int open_socket(const char *path)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        char dir[sizeof(sa.sun_path)];
+        snprintf(dir, sizeof(dir), "%s", path);
+        mkdir_p_at(AT_FDCWD, dirname(dir), 0755);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode)) {
+                        close(fd);
+                        return -EEXIST;
+                }
+                /* A live daemon answers; a stale socket file from a crash does not. */
+                int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+                if (probe >= 0)
+                        close(probe);
+                if (live) {
+                        close(fd);
+                        return -EADDRINUSE;
+                }
+                unlink(path);
+        }
+        mode_t old = umask(0117);
+        int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        umask(old);
+        if (r < 0 || listen(fd, 128) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        struct group *g = getgrnam("paddock");
+        if (g)
+                (void)!chown(path, 0, g->gr_gid);
+        chmod(path, 0660);
+        return fd;
+}
+
+static int open_init(const char *given)
+{
+        char path[4096];
+        if (given) {
+                snprintf(path, sizeof(path), "%s", given);
+        } else {
+                char self[4096];
+                ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+                if (n < 0)
+                        return -errno;
+                self[n] = 0;
+                snprintf(path, sizeof(path), "%s/paddock-init", dirname(self));
+                if (access(path, X_OK) < 0)
+                        snprintf(path, sizeof(path), "/usr/lib/paddock/paddock-init");
+        }
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return fd;
+}
+
+static uint32_t fnv1a(const char *s)
+{
+        uint32_t h = 2166136261u;
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        return h;
+}
+
+static void on_signal(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        struct signalfd_siginfo si;
+        if (read(fd, &si, sizeof(si)) == sizeof(si)) {
+                log_info("received signal %u, shutting down (environments keep running)",
+                         si.ssi_signo);
+                loop_quit(data);
+        }
+}
+
+int main(int argc, char **argv)
+{
+        struct options o = {0};
+        if (parse_options(argc, argv, &o) < 0)
+                return 2;
+        if (o.debug)
+                log_set_level(LOG_DEBUG);
+        if (geteuid() != 0) {
+                fprintf(stderr, "paddockd: must run as root (it creates namespaces and cgroups)\n");
+                return 1;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        char root[4096];
+        int r = prepare_root(o.root, root, sizeof(root));
+        if (r < 0) {
+                log_error("state directory %s: %s", o.root,
+                          r == -EINVAL ? "must be a plain path without , : or \\" : strerror(-r));
+                return 1;
+        }
+        int lock = lock_root(root);
+        if (lock < 0) {
+                log_error("%s: %s", root,
+                          lock == -EBUSY ? "another paddockd already uses this state directory"
+                                         : strerror(-lock));
+                return 1;
+        }
+        int init_fd = open_init(o.init);
+        if (init_fd < 0) {
+                log_error("cannot open paddock-init (%s): %s", o.init ? o.init : "next to paddockd",
+                          strerror(-init_fd));
+                return 1;
+        }
+        char dbpath[4200], spool[4200], subtree[64];
+        snprintf(dbpath, sizeof(dbpath), "%s/paddock.db", root);
+        snprintf(spool, sizeof(spool), "%s/tmp", root);
+        snprintf(subtree, sizeof(subtree), "paddock-%08x", fnv1a(root));
+
+        struct state *state = NULL;
+        if ((r = state_open(dbpath, &state)) < 0) {
+                log_error("state database %s: %s", dbpath, strerror(-r));
+                return 1;
+        }
+        struct cgroup_manager *cg = NULL;
+        if ((r = cgroup_manager_new("/sys/fs/cgroup", "/proc/self/cgroup", subtree, &cg)) < 0) {
+                log_error("cgroups: %s", strerror(-r));
+                return 1;
+        }
+        struct loop *loop = NULL;
+        if ((r = loop_new(&loop)) < 0) {
+                log_error("event loop: %s", strerror(-r));
+                return 1;
+        }
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0 || loop_add_fd(loop, sfd, EPOLLIN, on_signal, loop, NULL) < 0) {
+                log_error("signals: %m");
+                return 1;
+        }
+        struct engine_config ec = {.root = root,
+                                   .uid_registry = o.uid_registry,
+                                   .version = PADDOCK_VERSION,
+                                   .init_fd = init_fd,
+                                   .cgroups = cg,
+                                   .state = state,
+                                   .loop = loop};
+        struct engine *engine = NULL;
+        if ((r = engine_new(&ec, &engine)) < 0) {
+                log_error("loading state: %s", strerror(-r));
+                return 1;
+        }
+        engine_images_cleanup(engine);
+        engine_reconcile(engine);
+
+        int lfd = open_socket(o.socket);
+        if (lfd < 0) {
+                log_error("socket %s: %s", o.socket,
+                          lfd == -EADDRINUSE ? "another paddockd is listening there"
+                                             : strerror(-lfd));
+                return 1;
+        }
+        struct http_config hc = {.listen_fd = lfd,
+                                 .spool_dir = spool,
+                                 .handler = api_handle,
+                                 .wants_spool = api_wants_spool,
+                                 .ctx = engine};
+        struct http_server *http = NULL;
+        if ((r = http_server_start(loop, &hc, &http)) < 0) {
+                log_error("http server: %s", strerror(-r));
+                return 1;
+        }
+        log_info("paddockd %s ready: root %s, socket %s, cgroups %s", PADDOCK_VERSION, root,
+                 o.socket, cgroup_mode_name(cgroup_manager_mode(cg)));
+        r = loop_run(loop);
+        http_server_stop(http);
+        close(lfd);
+        unlink(o.socket);
+        engine_free(engine);
+        cgroup_manager_free(cg);
+        state_close(state);
+        loop_free(loop);
+        close(sfd);
+        close(init_fd);
+        close(lock);
+        return r < 0 ? 1 : 0;
+}
