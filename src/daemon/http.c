@@ -11,6 +11,7 @@ struct http_server {
         struct loop *loop;
         struct loop_source *src;
         struct loop_timer *tick;
+        struct loop_timer *kick;
         struct http_config cfg;
 };
 
@@ -105,6 +106,34 @@ void req_on_free(struct request *r, void (*fn)(void *data), void *data)
         r->on_free_data = data;
 }
 
+static void on_kick(struct loop_timer *t, void *data);
+
+/* Run MHD, then honour its own idea of when it must run next: after the last chunk of a
+ * stream it has work left that no fd event will announce. */
+static void run_mhd(struct http_server *srv)
+{
+        MHD_run(srv->mhd);
+        MHD_UNSIGNED_LONG_LONG ms;
+        if (!srv->kick && MHD_get_timeout(srv->mhd, &ms) == MHD_YES && ms < 1000)
+                srv->kick = loop_add_timer(srv->loop, ms, on_kick, srv);
+}
+
+static void on_kick(struct loop_timer *t, void *data)
+{
+        struct http_server *srv = data;
+        srv->kick = NULL;
+        run_mhd(srv);
+}
+
+/* A resumed connection is processed by the next MHD_run(); in external-epoll mode nothing
+ * else wakes MHD for it, so run it right after the current loop iteration. */
+static void resume(struct request *r)
+{
+        MHD_resume_connection(r->conn);
+        if (!r->srv->kick)
+                r->srv->kick = loop_add_timer(r->srv->loop, 0, on_kick, r->srv);
+}
+
 static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
 {
         if (!resp) {
@@ -118,7 +147,7 @@ static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
         r->answered = true;
         if (r->suspended) {
                 r->suspended = false;
-                MHD_resume_connection(r->conn);
+                resume(r);
         }
 }
 
@@ -256,7 +285,7 @@ void http_stream_wake(struct request *r)
 {
         if (r && r->stream_waiting) {
                 r->stream_waiting = false;
-                MHD_resume_connection(r->conn);
+                resume(r);
         }
 }
 
@@ -378,14 +407,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void on_mhd_ready(struct loop_source *s, int fd, uint32_t events, void *data)
 {
-        struct http_server *srv = data;
-        MHD_run(srv->mhd);
+        run_mhd(data);
 }
 
 static void on_tick(struct loop_timer *t, void *data)
 {
         struct http_server *srv = data;
-        MHD_run(srv->mhd);
+        run_mhd(srv);
         srv->tick = loop_add_timer(srv->loop, 1000, on_tick, srv);
 }
 
@@ -437,6 +465,7 @@ void http_server_stop(struct http_server *s)
                 return;
         loop_remove(s->src);
         loop_cancel_timer(s->tick);
+        loop_cancel_timer(s->kick);
         MHD_stop_daemon(s->mhd);
         free(s);
 }

@@ -738,6 +738,17 @@ int cgroup_env_set_limits(struct cgroup_manager *m, const char *env, const struc
         return m->ops->set_limits(m, env, l);
 }
 
+/* Per-exec sub-groups exist only to kill one exec's process tree, so they are made only in the
+ * hierarchy that can kill a group: the unified one (v2, hybrid) or the freezer (pure v1).
+ * Elsewhere the process joins the env group itself. Each v1 mkdir costs about a millisecond and
+ * kernel memory, and exec is a hot path. */
+static bool hier_tracks_subs(const struct cgroup_manager *m, const struct cg_hier *h)
+{
+        if (m->mode == CGROUP_V2 || h->unified)
+                return true;
+        return m->mode == CGROUP_V1 && cg_has_token(h->controllers, "freezer", ",");
+}
+
 int cgroup_env_attach(struct cgroup_manager *m, const char *env, const char *sub, pid_t pid)
 {
         if (!names_valid(env, sub) || pid < 0)
@@ -749,7 +760,8 @@ int cgroup_env_attach(struct cgroup_manager *m, const char *env, const char *sub
          * last on hybrid: it carries no limits, only kill/freeze. */
         for (size_t i = 0; i < m->n_hier; i++) {
                 _cleanup_close_ int fd = -EBADF;
-                int r = cg_open_group(&m->hier[i], env, sub, true, &fd);
+                const char *s = sub && hier_tracks_subs(m, &m->hier[i]) ? sub : NULL;
+                int r = cg_open_group(&m->hier[i], env, s, true, &fd);
                 if (r < 0)
                         return r;
                 r = cg_write(fd, "cgroup.procs", buf);
