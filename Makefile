@@ -54,10 +54,15 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a tests/unit/unit.h
 check: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init $(DESTDIR)$(PREFIX)/bin/
+
 clean:
 	rm -rf $(BUILD)
 
 format:
 	clang-format -i src/*/*.c src/*/*.h tests/unit/*.c tests/unit/*.h
 
-.PHONY: all check clean format
+.PHONY: all check clean format install

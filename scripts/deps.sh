@@ -1,0 +1,19 @@
+#!/bin/sh
+# Install what Paddock needs on Debian 12 / Ubuntu 24.04. `--test` adds the test tools.
+set -eu
+pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
+      libarchive-dev libmicrohttpd-dev libcurl4-openssl-dev busybox-static iproute2 util-linux
+      tar curl"
+[ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest"
+[ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"
+missing=""
+for p in $pkgs; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+        echo "paddock: installing$missing"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q || true
+        # shellcheck disable=SC2086
+        apt-get install -y -q --no-install-recommends $missing
+fi

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Paddock's whole test suite: dependencies, a -Werror build, C unit tests (also under
+# ASan/UBSan), and the pytest integration tests against real daemons, as root.
+set -eu
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "run as root: the tests create namespaces and cgroups" >&2; exit 1; }
+./scripts/deps.sh --test
+make -j"$(nproc)" WERROR=-Werror
+echo "== unit tests"
+make check
+echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+make -j"$(nproc)" BUILD=build/asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" check
+echo "== integration tests"
+PADDOCK_BUILD="$PWD/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration "$@"
