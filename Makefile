@@ -9,7 +9,7 @@ SAN     ?=
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
-PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive
+PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables
 PKGS_DAEMON := $(PKGS_LIB) libmicrohttpd
 PKGS_CLI    := libcurl jansson
 cflags_of = $(shell pkg-config --cflags $(1))

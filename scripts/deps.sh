@@ -2,7 +2,8 @@
 # Install what Paddock needs on Debian 12 / Ubuntu 24.04. `--test` adds the test tools.
 set -eu
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
-      libarchive-dev libmicrohttpd-dev libcurl4-openssl-dev busybox-static iproute2 util-linux
+      libarchive-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
+      busybox-static iproute2 util-linux
       tar curl"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"

@@ -27,6 +27,15 @@ static int ensure_mount_points(void)
                 if (mkdir(d, mode) < 0 && errno != EEXIST)
                         return -errno;
         }
+        /* A regular /etc/resolv.conf for the daemon's resolver to be bound onto. */
+        struct stat st;
+        if (fstatat(AT_FDCWD, "etc/resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            !S_ISREG(st.st_mode) && unlink("etc/resolv.conf") < 0)
+                return -errno;
+        int fd = open("etc/resolv.conf", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        close(fd);
         return 0;
 }
 

@@ -241,6 +241,26 @@ static int mask_proc(int root_fd)
         return 0;
 }
 
+/* The daemon's resolver for this environment. Skipped when the image has no regular
+ * /etc/resolv.conf to cover (a symlink there is never followed). */
+static int bind_resolv_conf(int root_fd, const char *host_file)
+{
+        _cleanup_close_ int target = open_in_root(root_fd, "etc/resolv.conf", O_PATH);
+        if (target < 0)
+                return 0;
+        struct stat st;
+        if (fstat(target, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        _cleanup_close_ int t = open_tree(AT_FDCWD, host_file, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (t < 0)
+                return -errno;
+        struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                           MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+        if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return -errno;
+        return attach(t, target);
+}
+
 static int enter_root(int root_fd)
 {
         /* pivot_root(".", ".") stacks the old root on top of the new one; detaching "."
@@ -314,6 +334,9 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
         }
         step = "mask /proc and /sys";
         if ((r = mask_proc(root)) < 0)
+                goto fail;
+        step = "/etc/resolv.conf";
+        if (c->resolv_conf && (r = bind_resolv_conf(root, c->resolv_conf)) < 0)
                 goto fail;
         step = "pivot_root";
         if ((r = enter_root(root)) < 0)

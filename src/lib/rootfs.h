@@ -21,6 +21,7 @@ struct rootfs_config {
         uint32_t uid_base;        /* host id of the environment's root */
         uint64_t tmp_bytes;       /* sandbox: size of /tmp and of /workspace */
         uint64_t shm_bytes;       /* size of /dev/shm */
+        const char *resolv_conf;  /* host file bound read-only on /etc/resolv.conf, or NULL */
 };
 
 /* Assemble and pivot into the root. On failure *ret_step names the step that failed. */

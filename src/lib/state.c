@@ -25,6 +25,14 @@ static const char *const migrations[] = {
         "  name TEXT PRIMARY KEY,"
         "  created_at INTEGER NOT NULL,"
         "  size INTEGER NOT NULL);",
+        /* 2: networking — each environment's address; published ports. */
+        "ALTER TABLE envs ADD COLUMN ip TEXT NOT NULL DEFAULT '';"
+        "CREATE TABLE ports ("
+        "  proto TEXT NOT NULL,"
+        "  host_port INTEGER NOT NULL,"
+        "  env TEXT NOT NULL REFERENCES envs(name) ON DELETE CASCADE,"
+        "  port INTEGER NOT NULL,"
+        "  PRIMARY KEY (proto, host_port));",
 };
 
 static int sql_err(int rc)
@@ -134,6 +142,7 @@ static int bind_env(sqlite3_stmt *st, const struct env_row *e)
         sqlite3_bind_int64(st, 9, e->expires_at);
         sqlite3_bind_int(st, 10, e->autostart);
         sqlite3_bind_text(st, 11, e->spec ? e->spec : "{}", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 12, e->ip, -1, SQLITE_STATIC);
         return 0;
 }
 
@@ -156,8 +165,8 @@ int state_env_insert(struct state *s, const struct env_row *e)
 {
         return run_stmt(s,
                         "INSERT INTO envs (name, kind, image, status, uid_base, pid, pid_start,"
-                        " created_at, expires_at, autostart, spec)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                        " created_at, expires_at, autostart, spec, ip)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                         e);
 }
 
@@ -165,7 +174,7 @@ int state_env_update(struct state *s, const struct env_row *e)
 {
         return run_stmt(s,
                         "UPDATE envs SET kind=?2, image=?3, status=?4, uid_base=?5, pid=?6,"
-                        " pid_start=?7, created_at=?8, expires_at=?9, autostart=?10, spec=?11"
+                        " pid_start=?7, created_at=?8, expires_at=?9, autostart=?10, spec=?11, ip=?12"
                         " WHERE name=?1",
                         e);
 }
@@ -200,7 +209,7 @@ int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n)
         sqlite3_stmt *st;
         int rc = sqlite3_prepare_v2(s->db,
                                     "SELECT name, kind, image, status, uid_base, pid, pid_start,"
-                                    " created_at, expires_at, autostart, spec FROM envs"
+                                    " created_at, expires_at, autostart, spec, ip FROM envs"
                                     " ORDER BY created_at, name",
                                     -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -228,6 +237,7 @@ int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n)
                 e->autostart = sqlite3_column_int(st, 9) != 0;
                 const unsigned char *spec = sqlite3_column_text(st, 10);
                 e->spec = strdup(spec ? (const char *)spec : "{}");
+                copy_text(e->ip, sizeof(e->ip), sqlite3_column_text(st, 11));
         }
         sqlite3_finalize(st);
         if (rc != SQLITE_DONE) {
@@ -287,6 +297,76 @@ int state_image_list(struct state *s, struct image_row **ret, size_t *ret_n)
                 copy_text(rows[n].name, sizeof(rows[n].name), sqlite3_column_text(st, 0));
                 rows[n].created_at = sqlite3_column_int64(st, 1);
                 rows[n].size = (uint64_t)sqlite3_column_int64(st, 2);
+                n++;
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+                free(rows);
+                return sql_err(rc);
+        }
+        *ret = rows;
+        *ret_n = n;
+        return 0;
+}
+
+int state_port_insert(struct state *s, const struct port_row *p)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(
+                s->db, "INSERT INTO ports (proto, host_port, env, port) VALUES (?1, ?2, ?3, ?4)",
+                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        sqlite3_bind_text(st, 1, p->proto, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, p->host_port);
+        sqlite3_bind_text(st, 3, p->env, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 4, p->port);
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        return sql_err(rc);
+}
+
+int state_port_delete(struct state *s, const char *proto, uint16_t host_port)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(s->db, "DELETE FROM ports WHERE proto=?1 AND host_port=?2", -1,
+                                    &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        sqlite3_bind_text(st, 1, proto, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, host_port);
+        rc = sqlite3_step(st);
+        int changes = sqlite3_changes(s->db);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+                return sql_err(rc);
+        return changes > 0 ? 0 : -ENOENT;
+}
+
+int state_port_list(struct state *s, const char *env, struct port_row **ret, size_t *ret_n)
+{
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(s->db,
+                                    "SELECT proto, host_port, env, port FROM ports"
+                                    " WHERE ?1 IS NULL OR env=?1 ORDER BY host_port, proto",
+                                    -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sql_err(rc);
+        if (env)
+                sqlite3_bind_text(st, 1, env, -1, SQLITE_STATIC);
+        struct port_row *rows = NULL;
+        size_t n = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct port_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
+                if (!nr) {
+                        rc = SQLITE_NOMEM;
+                        break;
+                }
+                rows = nr;
+                copy_text(rows[n].proto, sizeof(rows[n].proto), sqlite3_column_text(st, 0));
+                rows[n].host_port = (uint16_t)sqlite3_column_int(st, 1);
+                copy_text(rows[n].env, sizeof(rows[n].env), sqlite3_column_text(st, 2));
+                rows[n].port = (uint16_t)sqlite3_column_int(st, 3);
                 n++;
         }
         sqlite3_finalize(st);

@@ -19,6 +19,14 @@ struct env_row {
         int64_t expires_at;   /* unix seconds, 0 = never */
         bool autostart;
         char *spec;           /* JSON: limits, env, labels, network, ttl (owned) */
+        char ip[16];          /* IPv4 address when networked, else "" */
+};
+
+struct port_row {
+        char proto[4]; /* "tcp" | "udp" */
+        uint16_t host_port;
+        char env[64];
+        uint16_t port;
 };
 
 struct image_row {
@@ -36,6 +44,11 @@ int state_env_delete(struct state *s, const char *name);
 /* All rows, ordered by creation; free with state_env_rows_free. */
 int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n);
 void state_env_rows_free(struct env_row *rows, size_t n);
+
+int state_port_insert(struct state *s, const struct port_row *p); /* -EEXIST if taken */
+int state_port_delete(struct state *s, const char *proto, uint16_t host_port);
+/* env NULL = all environments. */
+int state_port_list(struct state *s, const char *env, struct port_row **ret, size_t *ret_n);
 
 int state_image_insert(struct state *s, const struct image_row *i);
 int state_image_delete(struct state *s, const char *name);

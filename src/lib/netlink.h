@@ -1,0 +1,39 @@
+/* Links, addresses, routes and traffic shaping over rtnetlink (libmnl). No `ip`/`tc` at run time.
+ *
+ * Network model (DESIGN §8): routed veth per environment. The host side of every environment's
+ * veth carries the same gateway address (e.g. 10.77.0.1/32, like Calico's 169.254.1.1) and a
+ * /32 route to the environment's address; the environment side ("eth0") carries the
+ * environment's address /32, an on-link route to the gateway and a default route via it. The
+ * daemon's DNS resolver listens on the gateway address. */
+#pragma once
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct veth_config {
+        const char *host_ifname; /* e.g. "pdk3a9f0c1" (<= 15 chars) */
+        const char *env_ifname;  /* "eth0" */
+        int env_netns_fd;        /* the environment's network namespace */
+        struct in_addr gateway;  /* host side, shared by all environments */
+        struct in_addr addr;     /* the environment's address */
+        unsigned mtu;            /* 0 = default (1500) */
+};
+
+/* Create the pair in the caller's network namespace, move the peer into env_netns_fd, configure
+ * both sides as described above and set them up. On failure nothing is left behind. */
+int netlink_veth_create(const struct veth_config *c);
+/* Delete a link in the caller's namespace; -ENODEV if absent. */
+int netlink_link_delete(const char *ifname);
+bool netlink_link_exists(const char *ifname);
+/* Names of links in the caller's namespace starting with prefix (for orphan cleanup). Caller
+ * frees each name and the array. */
+int netlink_links_with_prefix(const char *prefix, char ***ret_names, size_t *ret_n);
+/* Bring "lo" up inside netns_fd (or the caller's namespace when netns_fd < 0). */
+int netlink_loopback_up(int netns_fd);
+
+/* Bandwidth shaping on the host side of an environment's veth, in bits per second; 0 removes
+ * the limit. egress = traffic leaving the environment (shaped on the host veth's ingress via an
+ * ifb device "<host_ifname>i" and mirred redirect); ingress = traffic to the environment
+ * (tbf/htb root qdisc on the host veth). Changeable at any time. */
+int tc_set_bandwidth(const char *host_ifname, uint64_t egress_bps, uint64_t ingress_bps);
