@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* The host part is never resolved: CURLOPT_UNIX_SOCKET_PATH decides where we connect. */
-#define BASE_URL "http://paddock"
+#define BASE_URL "http://localhost"
 /* A buffered response larger than this is not something paddockd sends; refuse to hoard it. */
 #define MAX_BUFFERED_BODY (64u << 20)
 

@@ -51,10 +51,15 @@ static int value_of(char c)
 
 long base64_decode(const char *in, size_t len, unsigned char *out)
 {
-        /* Padding only at the end; unpadded input is accepted too. */
-        while (len > 0 && in[len - 1] == '=')
+        /* Padding only at the end, at most two, and only to complete a 4-character group;
+         * unpadded input is accepted too. */
+        size_t pad = 0;
+        while (len > 0 && in[len - 1] == '=' && pad < 3) {
                 len--;
-        if (len % 4 == 1)
+                pad++;
+        }
+        if (pad > 2 || len % 4 == 1 || (pad && (len + pad) % 4 != 0) ||
+            (pad && len % 4 == 0))
                 return -1;
         size_t n = 0;
         uint32_t acc = 0;

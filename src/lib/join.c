@@ -53,6 +53,14 @@ int passwd_lookup(const char *path, const char *user, uid_t *ret_uid, gid_t *ret
         if (n < 0)
                 return (int)n;
         buf[n] = 0;
+        /* A line cut by the size limit is not a line: drop it. */
+        if ((size_t)n == sizeof(buf) - 1) {
+                char *last = strrchr(buf, '\n');
+                if (last)
+                        last[1] = 0;
+                else
+                        buf[0] = 0;
+        }
         size_t ulen = strlen(user);
         unsigned want_uid = 0;
         bool by_id = parse_id(user, ulen, &want_uid);

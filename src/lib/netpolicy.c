@@ -92,9 +92,9 @@ int netpolicy_rule_parse(const char *s, struct allow_rule *ret)
         }
         while (strlen(h) > 1 && h[strlen(h) - 1] == '.')
                 ((char *)h)[strlen(h) - 1] = 0;
-        if (!hostname_valid(h))
+        if (!hostname_valid(h) || strlen(h) >= sizeof(r.host))
                 return -EINVAL;
-        snprintf(r.host, sizeof(r.host), "%s", h);
+        memcpy(r.host, h, strlen(h) + 1);
         *ret = r;
         return 0;
 }

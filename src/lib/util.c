@@ -58,6 +58,8 @@ int write_file_at(int dirfd, const char *name, const char *value)
 
 int read_file_at(int dirfd, const char *name, size_t max, char **ret)
 {
+        if (max == 0)
+                return -EINVAL;
         _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;
@@ -201,7 +203,7 @@ int proc_start_time(pid_t pid, uint64_t *ret)
         if (!p)
                 return -EIO;
         p++;
-        for (int field = 2; field < 22; field++) {
+        for (int field = 3; field < 22; field++) {
                 p = strchr(p + 1, ' ');
                 if (!p)
                         return -EIO;
