@@ -134,7 +134,7 @@ void api_handle(struct request *r, void *ctx)
         const char *m = req_method(r);
         bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST");
 
-        if (n < 2 || n > 4 || strcmp(seg[0], "v1") != 0) {
+        if (n < 2 || n > 5 || strcmp(seg[0], "v1") != 0) {
                 http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                 return;
         }
@@ -171,15 +171,24 @@ void api_handle(struct request *r, void *ctx)
                         method_not_allowed(r);
                 return;
         }
-        if (n == 4 && !post) {
-                method_not_allowed(r);
+        if (n >= 4 && !strcmp(seg[3], "ports")) {
+                struct env *v = find_env(r, e, seg[2]);
+                if (!v)
+                        return;
+                if (n == 4 && (get || post))
+                        api_env_ports(r, e, v, NULL);
+                else if (n == 5 && !strcmp(m, "DELETE"))
+                        api_env_ports(r, e, v, seg[4]);
+                else
+                        method_not_allowed(r);
                 return;
         }
-        if (n == 3 && !get && strcmp(m, "PATCH") && strcmp(m, "DELETE")) {
-                method_not_allowed(r);
+        if (n == 5) {
+                http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                 return;
         }
-        static const char *const actions[] = {"start", "stop", "restart", "exec", NULL};
+        static const char *const actions[] = {"start", "stop",  "restart", "exec",
+                                              "pause", "resume", NULL};
         if (n == 4) {
                 bool known = false;
                 for (size_t i = 0; actions[i]; i++)
@@ -188,6 +197,14 @@ void api_handle(struct request *r, void *ctx)
                         http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                         return;
                 }
+        }
+        if (n == 4 && !post) {
+                method_not_allowed(r);
+                return;
+        }
+        if (n == 3 && !get && strcmp(m, "PATCH") && strcmp(m, "DELETE")) {
+                method_not_allowed(r);
+                return;
         }
         struct env *v = find_env(r, e, seg[2]);
         if (!v)

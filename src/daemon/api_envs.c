@@ -66,6 +66,110 @@ bool api_env_map(struct request *r, json_t *j, const char *field)
         return api_string_map(r, j, field, env_key_valid);
 }
 
+/* network: {"mode": "none|open|allow", "allow": ["host[:port]", "*.domain", "cidr[:port]"],
+ * "bandwidth": {"egress": "10mbit", "ingress": ...} or "bandwidth": "10mbit", "links": [..]} */
+bool api_network(struct request *r, json_t *j, struct netpolicy *p)
+{
+        if (!json_is_object(j)) {
+                http_reply_error(r, 400, "invalid_argument", "network: must be an object");
+                return false;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(j, k, v)
+        {
+                if (strcmp(k, "mode") && strcmp(k, "allow") && strcmp(k, "bandwidth") &&
+                    strcmp(k, "links")) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "network: unknown field \"%.64s\"", k);
+                        return false;
+                }
+        }
+        json_t *mode = json_object_get(j, "mode");
+        if (mode && (!json_is_string(mode) ||
+                     netpolicy_mode_parse(json_string_value(mode), &p->mode) < 0)) {
+                http_reply_error(r, 400, "invalid_argument",
+                                 "network.mode: must be \"none\", \"open\" or \"allow\"");
+                return false;
+        }
+        json_t *allow = json_object_get(j, "allow");
+        if (allow && !json_is_null(allow)) {
+                size_t n = json_array_size(allow);
+                if (!json_is_array(allow) || n > NETPOLICY_MAX_RULES) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "network.allow: an array of at most %d rules",
+                                         NETPOLICY_MAX_RULES);
+                        return false;
+                }
+                free(p->rules);
+                p->rules = calloc(n ? n : 1, sizeof(*p->rules));
+                p->n_rules = 0;
+                if (!p->rules) {
+                        http_reply_errno(r, -ENOMEM, "out of memory");
+                        return false;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        const char *rule = json_string_value(json_array_get(allow, i));
+                        if (!rule || netpolicy_rule_parse(rule, &p->rules[p->n_rules]) < 0) {
+                                http_reply_error(r, 400, "invalid_argument",
+                                                 "network.allow[%zu]: use host[:port], "
+                                                 "*.domain[:port] or a.b.c.d[/n][:port]", i);
+                                return false;
+                        }
+                        p->n_rules++;
+                }
+                if (!mode)
+                        p->mode = NET_ALLOW;
+        }
+        json_t *bw = json_object_get(j, "bandwidth");
+        if (bw && !json_is_null(bw)) {
+                json_t *eg = json_is_object(bw) ? json_object_get(bw, "egress") : bw;
+                json_t *in = json_is_object(bw) ? json_object_get(bw, "ingress") : bw;
+                char text[64];
+                for (int i = 0; i < 2; i++) {
+                        json_t *x = i ? in : eg;
+                        uint64_t *out = i ? &p->ingress_bps : &p->egress_bps;
+                        if (!x || json_is_null(x))
+                                continue;
+                        if (json_is_integer(x) && json_integer_value(x) >= 0)
+                                *out = (uint64_t)json_integer_value(x);
+                        else if (!json_is_string(x) ||
+                                 snprintf(text, sizeof(text), "%s", json_string_value(x)) >= 64 ||
+                                 parse_rate_bps(text, out) < 0) {
+                                http_reply_error(r, 400, "invalid_argument",
+                                                 "network.bandwidth: a rate like 10mbit, 500kbit, 1gbit");
+                                return false;
+                        }
+                }
+        }
+        json_t *links = json_object_get(j, "links");
+        if (links && !json_is_null(links)) {
+                size_t n = json_array_size(links);
+                if (!json_is_array(links) || n > NETPOLICY_MAX_LINKS) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "network.links: an array of environment names");
+                        return false;
+                }
+                free(p->links);
+                p->links = calloc(n ? n : 1, sizeof(*p->links));
+                p->n_links = 0;
+                if (!p->links) {
+                        http_reply_errno(r, -ENOMEM, "out of memory");
+                        return false;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        const char *l = json_string_value(json_array_get(links, i));
+                        if (!l || !name_is_valid(l)) {
+                                http_reply_error(r, 400, "invalid_argument",
+                                                 "network.links[%zu]: invalid environment name", i);
+                                return false;
+                        }
+                        snprintf(p->links[p->n_links++], 64, "%s", l);
+                }
+        }
+        return true;
+}
+
 static bool parse_limits(struct request *r, json_t *body, struct cgroup_limits *l)
 {
         json_t *j;
@@ -187,23 +291,15 @@ void api_envs_create(struct request *r, struct engine *e)
                 }
                 spec.autostart = json_is_true(j);
         }
-        if ((j = json_object_get(body, "network"))) {
-                json_t *mode = json_object_get(j, "mode");
-                if (!json_is_object(j) || (mode && !json_is_string(mode))) {
-                        http_reply_error(r, 400, "invalid_argument", "network: must be {\"mode\": ...}");
-                        goto out;
-                }
-                const char *m = mode ? json_string_value(mode) : "none";
-                if (strcmp(m, "none") != 0) {
-                        http_reply_error(r, 422, "unprocessable",
-                                         "network.mode: only \"none\" (loopback) is available in "
-                                         "this version");
-                        goto out;
-                }
-        }
+        spec.net.mode = spec.kind == KIND_COMPUTER && engine_has_network(e) ? NET_OPEN : NET_NONE;
+        if ((j = json_object_get(body, "network")) && !json_is_null(j) &&
+            !api_network(r, j, &spec.net))
+                goto out;
         char err[512] = "";
         struct env *v;
         int rc = engine_create(e, &spec, &v, err, sizeof(err));
+        spec.net.rules = NULL; /* moved into the environment, or freed with it */
+        spec.net.links = NULL;
         if (rc < 0) {
                 log_warn("create %s failed: %s", spec.name, err);
                 http_reply_errno(r, rc, "%s", err);
@@ -211,6 +307,7 @@ void api_envs_create(struct request *r, struct engine *e)
         }
         http_reply_json(r, 201, engine_env_json(e, v));
 out:
+        netpolicy_clear(&spec.net);
         json_decref(body);
 }
 
@@ -245,7 +342,7 @@ void api_env_get(struct request *r, struct engine *e, struct env *v)
 void api_env_patch(struct request *r, struct engine *e, struct env *v)
 {
         static const char *const fields[] = {"cpus", "memory", "swap", "pids", "ttl", "autostart",
-                                             NULL};
+                                             "network", NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
@@ -276,13 +373,38 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v)
                 p.has_autostart = true;
                 p.autostart = json_is_true(j);
         }
+        if ((j = json_object_get(body, "network"))) {
+                /* Start from the current policy: fields not given keep their value. */
+                const struct netpolicy *cur = env_netpolicy(v);
+                p.net.mode = cur->mode;
+                p.net.egress_bps = cur->egress_bps;
+                p.net.ingress_bps = cur->ingress_bps;
+                p.net.rules = calloc(cur->n_rules ? cur->n_rules : 1, sizeof(*p.net.rules));
+                p.net.links = calloc(cur->n_links ? cur->n_links : 1, sizeof(*p.net.links));
+                if (!p.net.rules || !p.net.links) {
+                        http_reply_errno(r, -ENOMEM, "out of memory");
+                        goto out;
+                }
+                memcpy(p.net.rules, cur->rules, cur->n_rules * sizeof(*p.net.rules));
+                memcpy(p.net.links, cur->links, cur->n_links * sizeof(*p.net.links));
+                p.net.n_rules = cur->n_rules;
+                p.net.n_links = cur->n_links;
+                if (!api_network(r, j, &p.net))
+                        goto out;
+                p.has_net = true;
+        }
         char err[512] = "";
         int rc = engine_patch(e, v, &p, err, sizeof(err));
+        if (p.has_net) {
+                p.net.rules = NULL; /* moved into the environment */
+                p.net.links = NULL;
+        }
         if (rc < 0)
                 http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
         else
                 http_reply_json(r, 200, engine_env_json(e, v));
 out:
+        netpolicy_clear(&p.net);
         json_decref(body);
 }
 
@@ -344,6 +466,16 @@ static void on_stopped(struct env *v, void *data)
 
 void api_env_action(struct request *r, struct engine *e, struct env *v, const char *action)
 {
+        if (!strcmp(action, "pause") || !strcmp(action, "resume")) {
+                int rc = engine_pause(e, v, action[0] == 'p');
+                if (rc == -EBUSY)
+                        http_reply_error(r, 409, "conflict", "%s is not running", env_name(v));
+                else if (rc < 0)
+                        http_reply_errno(r, rc, "%s: %s", action, strerror(-rc));
+                else
+                        http_reply_json(r, 200, engine_env_json(e, v));
+                return;
+        }
         if (!strcmp(action, "start")) {
                 char err[512] = "";
                 int rc = engine_start(e, v, err, sizeof(err));

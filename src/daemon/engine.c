@@ -4,13 +4,16 @@
  * A row found in "creating" or "deleting" at startup is a half-done operation and is rolled
  * back (everything it may have made is removed). */
 #include "daemon/engine.h"
+#include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/network.h"
 #include "lib/confine.h"
 #include "lib/parse.h"
 #include "lib/spawn.h"
 #include "lib/userns.h"
 #include "lib/util.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,10 +36,14 @@ struct env {
         uint64_t ttl_s, tmp_bytes;
         json_t *vars;   /* environment variables */
         json_t *labels;
+        struct netpolicy net;
+        struct in_addr addr; /* 0 until the environment first needs an address */
+        char cgname[80];
         int pidfd;
         bool is_child; /* we are its parent and must reap it */
         struct loop_source *exit_src;
         bool stopping;
+        bool paused;
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;
@@ -49,9 +56,11 @@ struct engine {
         struct env *envs;
         size_t n_envs;
         struct loop_timer *sweep;
+        struct network *net; /* NULL: networking unavailable, every env is "none" */
 };
 
 static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *data);
+static void env_kill_sync(struct engine *e, struct env *v);
 
 /* ---- small accessors ------------------------------------------------------------------- */
 
@@ -64,6 +73,8 @@ bool env_running(const struct env *v)
 {
         return v->pidfd >= 0;
 }
+
+int engine_pause(struct engine *e, struct env *v, bool pause);
 
 enum env_kind env_kind(const struct env *v)
 {
@@ -119,6 +130,18 @@ static const char *kind_name(enum env_kind k)
         return k == KIND_COMPUTER ? "computer" : "sandbox";
 }
 
+/* cgroup directory of an environment: prefixed so that no name ("memory", "tasks", "cpu.x")
+ * can collide with a cgroup interface file. */
+const char *env_cgroup(const struct env *v)
+{
+        return v->cgname;
+}
+
+static void cgroup_name_of(const char *name, char out[80])
+{
+        snprintf(out, 80, "env-%s", name);
+}
+
 static int env_dir(const struct engine *e, const char *name, const char *sub, char *buf, size_t len)
 {
         int n = snprintf(buf, len, "%s/envs/%s%s%s", e->cfg.root, name, sub ? "/" : "", sub ? sub : "");
@@ -142,15 +165,54 @@ static uint64_t limit_of(json_t *j)
         return json_is_integer(j) ? (uint64_t)json_integer_value(j) : CG_UNLIMITED;
 }
 
+json_t *netpolicy_json(const struct netpolicy *p)
+{
+        json_t *allow = json_array(), *links = json_array();
+        for (size_t i = 0; i < p->n_rules; i++) {
+                char buf[300];
+                netpolicy_rule_format(&p->rules[i], buf, sizeof(buf));
+                json_array_append_new(allow, json_string(buf));
+        }
+        for (size_t i = 0; i < p->n_links; i++)
+                json_array_append_new(links, json_string(p->links[i]));
+        return json_pack("{s:s,s:o,s:o,s:{s:I,s:I}}", "mode", netpolicy_mode_name(p->mode),
+                         "allow", allow, "links", links, "bandwidth", "egress",
+                         (json_int_t)p->egress_bps, "ingress", (json_int_t)p->ingress_bps);
+}
+
+/* Stored policies were validated when they were accepted; bad entries are skipped. */
+static void netpolicy_load(struct netpolicy *p, json_t *j)
+{
+        netpolicy_clear(p);
+        if (netpolicy_mode_parse(json_string_value(json_object_get(j, "mode")), &p->mode) < 0)
+                p->mode = NET_NONE;
+        json_t *allow = json_object_get(j, "allow"), *links = json_object_get(j, "links");
+        size_t n = json_array_size(allow), m = json_array_size(links);
+        p->rules = calloc(n ? n : 1, sizeof(*p->rules));
+        p->links = calloc(m ? m : 1, sizeof(*p->links));
+        for (size_t i = 0; p->rules && i < n && p->n_rules < NETPOLICY_MAX_RULES; i++)
+                if (netpolicy_rule_parse(json_string_value(json_array_get(allow, i)),
+                                         &p->rules[p->n_rules]) >= 0)
+                        p->n_rules++;
+        for (size_t i = 0; p->links && i < m && p->n_links < NETPOLICY_MAX_LINKS; i++) {
+                const char *l = json_string_value(json_array_get(links, i));
+                if (l && strlen(l) < 64)
+                        snprintf(p->links[p->n_links++], 64, "%s", l);
+        }
+        json_t *bw = json_object_get(j, "bandwidth");
+        p->egress_bps = (uint64_t)json_integer_value(json_object_get(bw, "egress"));
+        p->ingress_bps = (uint64_t)json_integer_value(json_object_get(bw, "ingress"));
+}
+
 static char *spec_dump(const struct env *v)
 {
-        json_t *j = json_pack("{s:{s:o,s:o,s:o,s:o},s:O,s:O,s:I,s:I,s:{s:s}}", "limits",
+        json_t *j = json_pack("{s:{s:o,s:o,s:o,s:o},s:O,s:O,s:I,s:I,s:o}", "limits",
                               "cpu_millis", limit_json(v->limits.cpu_millis), "memory",
                               limit_json(v->limits.memory_bytes), "swap",
                               limit_json(v->limits.swap_bytes), "pids",
                               limit_json(v->limits.pids), "env", v->vars, "labels", v->labels,
                               "ttl", (json_int_t)v->ttl_s, "tmp_size", (json_int_t)v->tmp_bytes,
-                              "network", "mode", "none");
+                              "network", netpolicy_json(&v->net));
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         return s;
@@ -174,6 +236,9 @@ static void spec_load(struct env *v)
         v->tmp_bytes = (uint64_t)json_integer_value(json_object_get(j, "tmp_size"));
         if (!v->tmp_bytes)
                 v->tmp_bytes = DEFAULT_TMP_BYTES;
+        netpolicy_load(&v->net, json_object_get(j, "network"));
+        if (inet_pton(AF_INET, v->row.ip, &v->addr) != 1)
+                v->addr.s_addr = 0;
         json_decref(j);
 }
 
@@ -191,6 +256,7 @@ static void env_free(struct env *v)
 {
         if (!v)
                 return;
+        netpolicy_clear(&v->net);
         json_decref(v->vars);
         json_decref(v->labels);
         free(v->row.spec);
@@ -270,6 +336,146 @@ static void envp_free(char **arr)
         free(arr);
 }
 
+/* ---- networking -------------------------------------------------------------------------- */
+
+static int alloc_addr(struct engine *e, struct in_addr *ret)
+{
+        struct in_addr gw = network_gateway(e->net);
+        /* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. */
+        for (uint32_t h = ntohl(gw.s_addr) + 1;; h++) {
+                struct in_addr a = {.s_addr = htonl(h)};
+                struct in_addr next = {.s_addr = htonl(h + 1)};
+                if (!network_in_subnet(e->net, a) || !network_in_subnet(e->net, next))
+                        return -ENOSPC; /* h+1 outside means h is the broadcast address */
+                bool used = false;
+                for (struct env *v = e->envs; v && !used; v = v->next)
+                        used = v->addr.s_addr == a.s_addr;
+                if (!used) {
+                        *ret = a;
+                        return 0;
+                }
+        }
+}
+
+static bool policy_links(const struct env *v, const char *name)
+{
+        for (size_t i = 0; i < v->net.n_links; i++)
+                if (strcmp(v->net.links[i], name) == 0)
+                        return true;
+        return false;
+}
+
+/* Addresses v may talk to: those it links and those that link it (links are symmetric). */
+static size_t link_addrs(struct engine *e, const struct env *v, struct in_addr *out, size_t max)
+{
+        size_t n = 0;
+        for (struct env *o = e->envs; o && n < max; o = o->next)
+                if (o != v && o->addr.s_addr &&
+                    (policy_links(v, o->row.name) || policy_links(o, v->row.name)))
+                        out[n++] = o->addr;
+        return n;
+}
+
+static int env_netns_fd(const struct env *v)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%lld/ns/net", (long long)v->row.pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        /* The pidfd pins the process: if it is still alive, the pid was not reused. */
+        if (sys_pidfd_send_signal(v->pidfd, 0, 0) < 0) {
+                close(fd);
+                return -ESRCH;
+        }
+        return fd;
+}
+
+static int ensure_addr(struct engine *e, struct env *v)
+{
+        if (v->addr.s_addr)
+                return 0;
+        int r = alloc_addr(e, &v->addr);
+        if (r < 0)
+                return r;
+        inet_ntop(AF_INET, &v->addr, v->row.ip, sizeof(v->row.ip));
+        return 0;
+}
+
+/* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
+static int env_net_up(struct engine *e, struct env *v, bool adopt, char *err, size_t errlen)
+{
+        if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
+                return 0;
+        int r = ensure_addr(e, v);
+        if (r < 0) {
+                snprintf(err, errlen, "no free address in the environments' subnet");
+                return r;
+        }
+        struct in_addr links[NETPOLICY_MAX_LINKS * 2];
+        size_t nl = link_addrs(e, v, links, ELEMENTSOF(links));
+        char ifname[16];
+        network_ifname(e->net, v->row.name, ifname);
+        if (adopt && network_link_present(e->net, v->row.name))
+                return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl, err,
+                                          errlen);
+        _cleanup_close_ int ns = env_netns_fd(v);
+        if (ns < 0) {
+                snprintf(err, errlen, "network namespace: %s", strerror(-ns));
+                return ns;
+        }
+        return network_env_up(e->net, v->row.name, ns, v->addr, &v->net, links, nl, err, errlen);
+}
+
+/* Environments linked with v apply their firewall again (their peer's address changed). */
+static void reapply_linked(struct engine *e, struct env *v)
+{
+        for (struct env *o = e->envs; o; o = o->next) {
+                if (o == v || o->pidfd < 0 || o->net.mode == NET_NONE)
+                        continue;
+                if (!policy_links(o, v->row.name) && !policy_links(v, o->row.name))
+                        continue;
+                char err[256];
+                struct in_addr links[NETPOLICY_MAX_LINKS * 2];
+                size_t nl = link_addrs(e, o, links, ELEMENTSOF(links));
+                if (network_env_update(e->net, o->row.name, o->addr, &o->net, links, nl, err,
+                                       sizeof(err)) < 0)
+                        log_warn("%s: updating links: %s", o->row.name, err);
+        }
+}
+
+static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *name, size_t len)
+{
+        struct engine *e = ctx;
+        for (struct env *v = e->envs; v; v = v->next)
+                if (v->pidfd >= 0 && v->addr.s_addr == a.s_addr) {
+                        snprintf(name, len, "%s", v->row.name);
+                        return &v->net;
+                }
+        return NULL;
+}
+
+void engine_set_network(struct engine *e, struct network *n)
+{
+        e->net = n;
+}
+
+struct network_envs engine_network_envs(struct engine *e)
+{
+        return (struct network_envs){.by_addr = env_by_addr, .ctx = e};
+}
+
+static void write_resolv_conf(struct engine *e, const char *dir)
+{
+        char path[4200], text[64];
+        snprintf(path, sizeof(path), "%s/resolv.conf", dir);
+        struct in_addr gw = e->net ? network_gateway(e->net) : (struct in_addr){0};
+        snprintf(text, sizeof(text), "nameserver %s\n", e->net ? inet_ntoa(gw) : "127.0.0.1");
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0)
+                (void)!write(fd, text, strlen(text));
+}
+
 /* ---- start / exit ------------------------------------------------------------------------ */
 
 static int env_watch(struct engine *e, struct env *v)
@@ -288,7 +494,7 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 snprintf(err, errlen, "image %s is missing", v->row.image);
                 return -ENOEXEC;
         }
-        r = cgroup_env_create(e->cfg.cgroups, v->row.name, &v->limits);
+        r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
         if (r < 0) {
                 snprintf(err, errlen, "cgroup: %s", strerror(-r));
                 return r;
@@ -297,9 +503,12 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
         r = userns_create(v->row.uid_base, UID_RANGE_SIZE, &userns);
         if (r < 0) {
                 snprintf(err, errlen, "user namespace: %s", strerror(-r));
-                cgroup_env_destroy(e->cfg.cgroups, v->row.name, NULL);
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
                 return r;
         }
+        char resolv[4200];
+        write_resolv_conf(e, dir);
+        snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
         char **envp = env_build_envp(v, NULL);
         struct spawn_config sc = {
                 .hostname = v->row.name,
@@ -310,9 +519,10 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                            .userns_fd = userns,
                            .uid_base = v->row.uid_base,
                            .tmp_bytes = v->tmp_bytes,
-                           .shm_bytes = DEFAULT_SHM_BYTES},
+                           .shm_bytes = DEFAULT_SHM_BYTES,
+                           .resolv_conf = resolv},
                 .cgroups = e->cfg.cgroups,
-                .cgroup_name = v->row.name,
+                .cgroup_name = v->cgname,
                 .init_fd = e->cfg.init_fd,
                 .init_envp = envp,
         };
@@ -320,7 +530,7 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
         r = env_spawn(&sc, &res, err, errlen);
         envp_free(envp);
         if (r < 0) {
-                cgroup_env_destroy(e->cfg.cgroups, v->row.name, NULL);
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
                 return r;
         }
         v->pidfd = res.pidfd;
@@ -328,6 +538,11 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
         v->row.pid = res.pid;
         v->row.pid_start = res.start_time;
         snprintf(v->row.status, sizeof(v->row.status), "running");
+        r = env_net_up(e, v, false, err, errlen);
+        if (r < 0) {
+                env_kill_sync(e, v);
+                return r;
+        }
         r = env_watch(e, v);
         if (r >= 0)
                 r = env_save(e, v);
@@ -366,11 +581,17 @@ static void env_mark_stopped(struct engine *e, struct env *v)
         loop_cancel_timer(v->kill_timer);
         v->kill_timer = NULL;
         v->stopping = false;
-        int r = cgroup_env_destroy(e->cfg.cgroups, v->row.name, NULL);
+        /* Commands exec'd into it are our children (CLONE_PARENT): the pid namespace's end
+         * killed them; reap them so the cgroup can empty. */
+        exec_reap_env(v->row.name, 1000);
+        int r = cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
         if (r < 0 && r != -ENOENT)
                 log_warn("%s: removing cgroups: %s", v->row.name, strerror(-r));
+        if (e->net && v->net.mode != NET_NONE)
+                network_env_down(e->net, v->row.name);
         v->row.pid = 0;
         v->row.pid_start = 0;
+        v->paused = false;
         snprintf(v->row.status, sizeof(v->row.status), "stopped");
         r = env_save(e, v);
         if (r < 0)
@@ -390,10 +611,18 @@ static void env_kill_sync(struct engine *e, struct env *v)
 {
         if (v->pidfd < 0)
                 return;
-        cgroup_env_kill(e->cfg.cgroups, v->row.name, NULL);
+        if (v->paused)
+                engine_pause(e, v, false);
+        /* Killing PID 1 ends the pid namespace: the kernel kills everything else in it. PID 1
+         * finishes exiting only once every process of the namespace is reaped, and the commands
+         * exec'd into it are our children (CLONE_PARENT): reap them while waiting. */
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
-        struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
-        poll(&p, 1, 5000);
+        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
+                exec_reap_env(v->row.name, 0);
+                struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
+                if (poll(&p, 1, 10) > 0)
+                        break;
+        }
         env_mark_stopped(e, v);
         notify_waiters(v);
 }
@@ -403,7 +632,7 @@ static void on_kill_timer(struct loop_timer *t, void *data)
         struct env *v = data;
         v->kill_timer = NULL;
         log_info("%s: did not stop in time, killing", v->row.name);
-        cgroup_env_kill(v->eng->cfg.cgroups, v->row.name, NULL);
+        /* The end of PID 1 ends its pid namespace: the kernel kills everything in it. */
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
 }
 
@@ -425,11 +654,33 @@ void engine_stop(struct engine *e, struct env *v, unsigned timeout_s, env_done_f
                 return;
         v->stopping = true;
         log_info("%s: stopping", v->row.name);
+        if (v->paused)
+                engine_pause(e, v, false);
         if (timeout_s == 0 || sys_pidfd_send_signal(v->pidfd, SIGTERM, 0) < 0)
                 on_kill_timer(NULL, v);
         else
                 v->kill_timer = loop_add_timer(e->cfg.loop, (uint64_t)timeout_s * 1000,
                                                on_kill_timer, v);
+}
+
+int engine_pause(struct engine *e, struct env *v, bool pause)
+{
+        if (v->pidfd < 0)
+                return -EBUSY;
+        if (v->paused == pause)
+                return 0;
+        int r = cgroup_env_freeze(e->cfg.cgroups, v->cgname, pause);
+        if (r < 0)
+                return r;
+        v->paused = pause;
+        snprintf(v->row.status, sizeof(v->row.status), "%s", pause ? "paused" : "running");
+        log_info("%s: %s", v->row.name, pause ? "paused" : "resumed");
+        return env_save(e, v);
+}
+
+bool env_paused(const struct env *v)
+{
+        return v->paused;
 }
 
 int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
@@ -449,8 +700,9 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
 /* Remove everything an environment may own on the host; safe to repeat. */
 static void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
 {
-        char dir[4096];
-        cgroup_env_destroy(e->cfg.cgroups, name, NULL);
+        char dir[4096], cg[80];
+        cgroup_name_of(name, cg);
+        cgroup_env_destroy(e->cfg.cgroups, cg, NULL);
         if (env_dir(e, name, NULL, dir, sizeof(dir)) >= 0) {
                 int r = rm_rf_at(AT_FDCWD, dir);
                 if (r < 0)
@@ -515,7 +767,16 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
         v->tmp_bytes = spec->tmp_bytes ? spec->tmp_bytes : DEFAULT_TMP_BYTES;
         v->vars = spec->env ? json_deep_copy(spec->env) : json_object();
         v->labels = spec->labels ? json_deep_copy(spec->labels) : json_object();
+        v->net = spec->net; /* moved: the caller's arrays now belong to the environment */
+        if (!e->net && v->net.mode != NET_NONE) {
+                snprintf(err, errlen, "networking is not available on this daemon (see its log)");
+                v->net.rules = NULL;
+                v->net.links = NULL;
+                env_free(v);
+                return -ENOEXEC;
+        }
         snprintf(v->row.name, sizeof(v->row.name), "%s", spec->name);
+        cgroup_name_of(v->row.name, v->cgname);
         snprintf(v->row.kind, sizeof(v->row.kind), "%s", kind_name(spec->kind));
         snprintf(v->row.image, sizeof(v->row.image), "%s", spec->image);
         snprintf(v->row.status, sizeof(v->row.status), "creating");
@@ -567,6 +828,15 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
         }
         snprintf(v->row.status, sizeof(v->row.status), "deleting");
         env_save(e, v);
+        if (e->net) {
+                struct port_row *ports = NULL;
+                size_t np = 0;
+                if (state_port_list(e->cfg.state, v->row.name, &ports, &np) >= 0)
+                        for (size_t i = 0; i < np; i++)
+                                network_port_remove(e->net, ports[i].proto, ports[i].host_port);
+                free(ports);
+                network_env_down(e->net, v->row.name);
+        }
         env_remove_artifacts(e, v->row.name, v->row.uid_base);
         int r = state_env_delete(e->cfg.state, v->row.name);
         if (r < 0)
@@ -591,7 +861,7 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
         if (p->has_pids)
                 l.pids = p->pids;
         if (v->pidfd >= 0) {
-                int r = cgroup_env_set_limits(e->cfg.cgroups, v->row.name, &l);
+                int r = cgroup_env_set_limits(e->cfg.cgroups, v->cgname, &l);
                 if (r < 0) {
                         snprintf(err, errlen, "applying limits: %s", strerror(-r));
                         return r;
@@ -604,7 +874,105 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
         }
         if (p->has_autostart)
                 v->row.autostart = p->autostart;
+        if (p->has_net) {
+                if (!e->net && p->net.mode != NET_NONE) {
+                        snprintf(err, errlen, "networking is not available on this daemon");
+                        return -ENOEXEC;
+                }
+                enum net_mode old = v->net.mode;
+                netpolicy_clear(&v->net);
+                v->net = p->net;
+                int r = 0;
+                if (v->pidfd >= 0 && e->net) {
+                        if (v->net.mode == NET_NONE && old != NET_NONE)
+                                network_env_down(e->net, v->row.name);
+                        else if (v->net.mode != NET_NONE && old == NET_NONE)
+                                r = env_net_up(e, v, false, err, errlen);
+                        else if (v->net.mode != NET_NONE)
+                                r = env_net_up(e, v, true, err, errlen);
+                        reapply_linked(e, v);
+                }
+                int q = env_save(e, v);
+                return r < 0 ? r : q;
+        }
         return env_save(e, v);
+}
+
+bool engine_has_network(const struct engine *e)
+{
+        return e->net != NULL;
+}
+
+const struct netpolicy *env_netpolicy(const struct env *v)
+{
+        return &v->net;
+}
+
+int engine_port_add(struct engine *e, struct env *v, const char *proto, uint16_t host_port,
+                    uint16_t port, char *err, size_t errlen)
+{
+        if (!e->net || v->net.mode == NET_NONE) {
+                snprintf(err, errlen, "%s has no network (mode none): publish needs open or allow",
+                         v->row.name);
+                return -ENOEXEC;
+        }
+        int r = ensure_addr(e, v);
+        if (r < 0) {
+                snprintf(err, errlen, "no free address");
+                return r;
+        }
+        struct port_row row = {.host_port = host_port, .port = port};
+        snprintf(row.proto, sizeof(row.proto), "%s", proto);
+        snprintf(row.env, sizeof(row.env), "%s", v->row.name);
+        env_save(e, v);
+        r = state_port_insert(e->cfg.state, &row);
+        if (r < 0) {
+                if (r == -EEXIST)
+                        snprintf(err, errlen, "host port %u/%s is already published", host_port,
+                                 proto);
+                else
+                        snprintf(err, errlen, "recording the port: %s", strerror(-r));
+                return r;
+        }
+        r = network_port_add(e->net, v->row.name, proto, host_port, v->addr, port);
+        if (r < 0) {
+                state_port_delete(e->cfg.state, proto, host_port);
+                snprintf(err, errlen, "firewall: %s", strerror(-r));
+        }
+        return r;
+}
+
+int engine_port_remove(struct engine *e, struct env *v, const char *proto, uint16_t host_port)
+{
+        struct port_row *rows = NULL;
+        size_t n = 0;
+        int r = state_port_list(e->cfg.state, v->row.name, &rows, &n);
+        if (r < 0)
+                return r;
+        bool found = false;
+        for (size_t i = 0; i < n; i++)
+                found |= rows[i].host_port == host_port && !strcmp(rows[i].proto, proto);
+        free(rows);
+        if (!found)
+                return -ENOENT;
+        if (e->net)
+                network_port_remove(e->net, proto, host_port);
+        return state_port_delete(e->cfg.state, proto, host_port);
+}
+
+json_t *engine_ports_json(struct engine *e, struct env *v)
+{
+        json_t *arr = json_array();
+        struct port_row *rows = NULL;
+        size_t n = 0;
+        if (state_port_list(e->cfg.state, v->row.name, &rows, &n) < 0)
+                return arr;
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, json_pack("{s:s,s:i,s:i}", "proto", rows[i].proto,
+                                                     "host_port", rows[i].host_port, "port",
+                                                     rows[i].port));
+        free(rows);
+        return arr;
 }
 
 /* ---- JSON views ---------------------------------------------------------------------------- */
@@ -634,7 +1002,7 @@ json_t *engine_env_json(struct engine *e, struct env *v)
         json_int_t ooms = 0;
         if (v->pidfd >= 0) {
                 struct cgroup_stats st;
-                if (cgroup_env_stats(e->cfg.cgroups, v->row.name, &st) >= 0) {
+                if (cgroup_env_stats(e->cfg.cgroups, v->cgname, &st) >= 0) {
                         usage = json_pack("{s:I,s:I,s:I,s:I,s:I}", "memory",
                                           (json_int_t)st.memory_current, "memory_peak",
                                           (json_int_t)st.memory_peak, "pids",
@@ -645,14 +1013,25 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                 }
         }
         const char *state = v->stopping ? "stopping" : v->row.status;
-        return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:O,s:O,s:{s:s},s:I,s:I,"
+        json_t *net = netpolicy_json(&v->net);
+        json_object_set_new(net, "ip", v->addr.s_addr ? json_string(v->row.ip) : json_null());
+        if (e->net && v->addr.s_addr) {
+                struct in_addr gw = network_gateway(e->net);
+                json_object_set_new(net, "gateway", json_string(inet_ntoa(gw)));
+        }
+        json_object_set_new(net, "denied",
+                            json_integer(e->net && v->pidfd >= 0 && v->net.mode != NET_NONE
+                                                 ? (json_int_t)network_env_denied(e->net, v->row.name)
+                                                 : 0));
+        json_object_set_new(net, "ports", engine_ports_json(e, v));
+        return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:O,s:O,s:o,s:I,s:I,"
                          "s:o,s:I}",
                          "name", v->row.name, "kind", v->row.kind, "image", v->row.image, "state",
                          state, "pid", v->row.pid ? json_integer(v->row.pid) : json_null(),
                          "created_at", time_json(v->row.created_at), "expires_at",
                          time_json(v->row.expires_at), "limits", limits, "usage", usage,
                          "oom_kills", ooms, "autostart", v->row.autostart, "labels", v->labels,
-                         "env", v->vars, "network", "mode", "none", "uid_base",
+                         "env", v->vars, "network", net, "uid_base",
                          (json_int_t)v->row.uid_base, "uid_count", (json_int_t)UID_RANGE_SIZE,
                          "ttl", v->ttl_s ? json_integer((json_int_t)v->ttl_s) : json_null(),
                          "tmp_size", (json_int_t)v->tmp_bytes);
@@ -668,7 +1047,7 @@ json_t *engine_system_json(struct engine *e)
                          cgroup_mode_name(cgroup_manager_mode(e->cfg.cgroups)), "landlock_abi",
                          landlock_abi(), "idmapped_mounts", 1, "storage_driver", "overlay",
                          "root", e->cfg.root, "envs", (json_int_t)e->n_envs, "running",
-                         (json_int_t)running, "network", "none");
+                         (json_int_t)running, "network", e->net ? "routed" : "unavailable");
 }
 
 /* ---- startup, reconcile, TTL ----------------------------------------------------------------- */
@@ -698,6 +1077,7 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
                 v->row = rows[i];
                 rows[i].spec = NULL; /* moved */
                 v->kind = strcmp(v->row.kind, "computer") == 0 ? KIND_COMPUTER : KIND_SANDBOX;
+                cgroup_name_of(v->row.name, v->cgname);
                 spec_load(v);
                 env_append(e, v);
         }
@@ -773,13 +1153,41 @@ static bool known_env(struct engine *e, const char *name)
 }
 
 /* Leftovers of environments that have no record: cgroups, directories, id claims. */
+static void remove_network_orphans(struct engine *e)
+{
+        if (!e->net)
+                return;
+        const char **keep = calloc(e->n_envs + 1, sizeof(char *));
+        size_t n = 0;
+        if (!keep)
+                return;
+        for (struct env *v = e->envs; v; v = v->next)
+                if (v->pidfd >= 0 && v->net.mode != NET_NONE)
+                        keep[n++] = v->row.name;
+        network_remove_orphans(e->net, keep, n);
+        free(keep);
+        /* Published ports of every environment are (re)installed: the table may be new. */
+        struct port_row *ports = NULL;
+        size_t np = 0;
+        if (state_port_list(e->cfg.state, NULL, &ports, &np) >= 0)
+                for (size_t i = 0; i < np; i++) {
+                        struct env *v = engine_find(e, ports[i].env);
+                        if (v && v->addr.s_addr)
+                                network_port_add(e->net, v->row.name, ports[i].proto,
+                                                 ports[i].host_port, v->addr, ports[i].port);
+                }
+        free(ports);
+}
+
 static void remove_orphans(struct engine *e)
 {
+        remove_network_orphans(e);
         char **names = NULL;
         size_t n = 0;
         if (cgroup_list_envs(e->cfg.cgroups, &names, &n) >= 0) {
                 for (size_t i = 0; i < n; i++) {
-                        if (!known_env(e, names[i])) {
+                        bool ours = strncmp(names[i], "env-", 4) == 0;
+                        if (!ours || !known_env(e, names[i] + 4)) {
                                 log_info("removing orphaned cgroup %s", names[i]);
                                 cgroup_env_destroy(e->cfg.cgroups, names[i], NULL);
                         }
@@ -825,7 +1233,7 @@ int engine_reconcile(struct engine *e)
                 if (strcmp(v->row.status, "creating") == 0 || strcmp(v->row.status, "deleting") == 0) {
                         log_info("%s: rolling back an interrupted %s", v->row.name,
                                  v->row.status[0] == 'c' ? "create" : "delete");
-                        cgroup_env_kill(e->cfg.cgroups, v->row.name, NULL);
+                        cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
                         env_remove_artifacts(e, v->row.name, v->row.uid_base);
                         state_env_delete(e->cfg.state, v->row.name);
                         env_unlink(e, v);
@@ -835,13 +1243,17 @@ int engine_reconcile(struct engine *e)
                 char owner[4200];
                 owner_note(e, v->row.name, owner, sizeof(owner));
                 idrange_reclaim(e->cfg.uid_registry, owner, v->row.uid_base);
-                if (strcmp(v->row.status, "running") == 0) {
+                if (!strcmp(v->row.status, "running") || !strcmp(v->row.status, "paused")) {
+                        v->paused = !strcmp(v->row.status, "paused");
                         if (env_adopt(e, v) >= 0) {
                                 log_info("%s: re-adopted running environment (pid %lld)",
                                          v->row.name, (long long)v->row.pid);
+                                char err[512];
+                                if (env_net_up(e, v, true, err, sizeof(err)) < 0)
+                                        log_error("%s: restoring its network: %s", v->row.name, err);
                         } else {
                                 log_info("%s: PID 1 is gone; marking stopped", v->row.name);
-                                cgroup_env_kill(e->cfg.cgroups, v->row.name, NULL);
+                                cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
                                 env_mark_stopped(e, v);
                         }
                 }

@@ -3,6 +3,8 @@
  * kernel-facing happens below it. */
 #pragma once
 #include "daemon/loop.h"
+#include "daemon/network.h"
+#include "lib/netpolicy.h"
 #include "lib/cgroup.h"
 #include "lib/state.h"
 
@@ -37,6 +39,7 @@ struct env_spec {
         bool autostart;
         json_t *env;    /* object of string values (borrowed) */
         json_t *labels; /* object of string values (borrowed) */
+        struct netpolicy net; /* moved into the environment by engine_create */
 };
 
 struct engine;
@@ -63,18 +66,35 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen);
  * once the environment is stopped (at once if it already is). */
 typedef void (*env_done_fn)(struct env *v, void *data);
 void engine_stop(struct engine *e, struct env *v, unsigned timeout_s, env_done_fn done, void *data);
+/* Freeze / thaw every process of a running environment. */
+int engine_pause(struct engine *e, struct env *v, bool pause);
+bool env_paused(const struct env *v);
 /* Remove a stopped environment (or kill it first when force). */
 int engine_destroy(struct engine *e, struct env *v, bool force);
 
 struct env_patch {
-        bool has_cpus, has_memory, has_swap, has_pids, has_ttl, has_autostart;
+        bool has_cpus, has_memory, has_swap, has_pids, has_ttl, has_autostart, has_net;
         uint64_t cpus, memory, swap, pids, ttl_s;
         bool autostart;
+        struct netpolicy net; /* with has_net: replaces the policy (moved) */
 };
 int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, char *err,
                  size_t errlen);
 
 json_t *engine_env_json(struct engine *e, struct env *v);
+json_t *netpolicy_json(const struct netpolicy *p);
+bool engine_has_network(const struct engine *e);
+const struct netpolicy *env_netpolicy(const struct env *v);
+
+/* Networking is attached after both exist (the resolver asks the engine about addresses). */
+void engine_set_network(struct engine *e, struct network *n);
+struct network_envs engine_network_envs(struct engine *e);
+
+/* Published ports. */
+int engine_port_add(struct engine *e, struct env *v, const char *proto, uint16_t host_port,
+                    uint16_t port, char *err, size_t errlen);
+int engine_port_remove(struct engine *e, struct env *v, const char *proto, uint16_t host_port);
+json_t *engine_ports_json(struct engine *e, struct env *v);
 json_t *engine_system_json(struct engine *e);
 
 /* Images. import runs the unpacking in a forked helper; done gets 0 or -errno + message. */
@@ -95,6 +115,7 @@ void engine_images_cleanup(struct engine *e); /* interrupted imports, at startup
 struct loop *engine_loop(struct engine *e);
 struct cgroup_manager *engine_cgroups(struct engine *e);
 int env_pidfd(const struct env *v);
+const char *env_cgroup(const struct env *v); /* its cgroup directory name */
 unsigned env_next_exec_id(struct env *v);
 /* The environment's base variables (PATH, HOSTNAME, its env) as a NULL-terminated
  * malloc'd array of "K=V" strings, with extra (an object) merged over them. */

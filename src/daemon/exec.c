@@ -3,15 +3,18 @@
 #include "lib/join.h"
 #include "lib/util.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
 
 static unsigned active_sessions;
+static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
 struct exec_session {
         struct engine *eng;
         char env[64];
+        char cg[80];
         char sub[32];
         pid_t pid;
         int pidfd;
@@ -25,7 +28,8 @@ struct exec_session {
         struct exec_result res;
         const struct exec_callbacks *cb;
         void *data;
-        bool exited;
+        bool reaped; /* collected early by exec_reap_env; res.exit_code is set */
+        struct exec_session *next;
 };
 
 static void close_src(struct loop_source **src, int *fd)
@@ -72,6 +76,11 @@ static bool drain(struct exec_session *s, int stream)
 
 static void session_free(struct exec_session *s)
 {
+        for (struct exec_session **p = &sessions; *p; p = &(*p)->next)
+                if (*p == s) {
+                        *p = s->next;
+                        break;
+                }
         close_src(&s->pid_src, &s->pidfd);
         close_src(&s->in_src, &s->in_fd);
         close_src(&s->out_src, &s->out_fd);
@@ -93,7 +102,7 @@ static void finish(struct exec_session *s)
         if (v) {
                 env_exec_ref(v, -1);
                 /* Remove the per-exec cgroup if nothing of the exec is left in it. */
-                cgroup_env_prune(engine_cgroups(s->eng), s->env, s->sub);
+                cgroup_env_prune(engine_cgroups(s->eng), s->cg, s->sub);
         }
         if (s->cb && s->cb->done)
                 s->cb->done(s->data, &s->res);
@@ -103,10 +112,12 @@ static void finish(struct exec_session *s)
 static void on_command_exit(struct loop_source *src, int fd, uint32_t events, void *data)
 {
         struct exec_session *s = data;
-        siginfo_t si = {0};
-        if (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
-                si.si_code = CLD_KILLED, si.si_status = SIGKILL;
-        s->res.exit_code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+        if (!s->reaped) {
+                siginfo_t si = {0};
+                if (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+                        si.si_code = CLD_KILLED, si.si_status = SIGKILL;
+                s->res.exit_code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+        }
         finish(s);
 }
 
@@ -143,11 +154,30 @@ static void on_timeout(struct loop_timer *t, void *data)
         s->timer = NULL;
         s->res.timed_out = true;
         /* The whole tree of this exec, including anything it put in the background. */
-        int r = cgroup_env_kill(engine_cgroups(s->eng), s->env, s->sub);
+        int r = cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
         if (r < 0)
                 log_warn("%s: killing timed-out exec: %s", s->env, strerror(-r));
         if (s->pidfd >= 0)
                 sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+}
+
+void exec_reap_env(const char *env, unsigned wait_ms)
+{
+        uint64_t deadline = now_ms() + wait_ms;
+        for (struct exec_session *s = sessions; s; s = s->next) {
+                if (s->reaped || s->pidfd < 0 || strcmp(s->env, env) != 0)
+                        continue;
+                uint64_t now = now_ms();
+                struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+                if (poll(&p, 1, now < deadline ? (int)(deadline - now) : 0) <= 0)
+                        continue;
+                siginfo_t si = {0};
+                if (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
+                        s->reaped = true;
+                        s->res.exit_code =
+                                si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+                }
+        }
 }
 
 void exec_detach(struct exec_session *s)
@@ -160,8 +190,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
                size_t errlen)
 {
-        if (!env_running(v)) {
-                snprintf(err, errlen, "%s is not running", env_name(v));
+        if (!env_running(v) || env_paused(v)) {
+                snprintf(err, errlen, "%s is %s", env_name(v), env_paused(v) ? "paused" : "not running");
                 return -EBUSY;
         }
         if (active_sessions >= EXEC_MAX_ACTIVE) {
@@ -176,6 +206,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                                    .err_fd = -EBADF, .cb = cb, .data = data,
                                    .max_output = rq->max_output, .started = now_ms()};
         snprintf(s->env, sizeof(s->env), "%s", env_name(v));
+        snprintf(s->cg, sizeof(s->cg), "%s", env_cgroup(v));
         snprintf(s->sub, sizeof(s->sub), "exec-%u", env_next_exec_id(v));
         if (rq->stdin_len) {
                 s->stdin_buf = malloc(rq->stdin_len);
@@ -206,7 +237,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 .env_pidfd = env_pidfd(v),
                 .profile = env_kind(v) == KIND_SANDBOX ? PROFILE_SANDBOX : PROFILE_COMPUTER,
                 .cgroups = engine_cgroups(e),
-                .cgroup_name = s->env,
+                .cgroup_name = s->cg,
                 .cgroup_sub = s->sub,
                 .argv = rq->argv,
                 .envp = envp,
@@ -260,6 +291,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         if (rq->timeout_ms)
                 s->timer = loop_add_timer(l, rq->timeout_ms, on_timeout, s);
         env_exec_ref(v, +1);
+        s->next = sessions;
+        sessions = s;
         *ret = s;
         return 0;
 }

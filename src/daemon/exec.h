@@ -39,5 +39,8 @@ struct exec_session;
 int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
                size_t errlen);
+/* PID 1 of env is gone, so every exec in it is dying: collect those processes now (waiting up
+ * to wait_ms in all), so that no zombie keeps the environment's cgroup busy. */
+void exec_reap_env(const char *env, unsigned wait_ms);
 /* The client is gone: the command keeps running, its output is dropped. */
 void exec_detach(struct exec_session *s);

@@ -4,8 +4,10 @@
 #include "daemon/http.h"
 #include "daemon/log.h"
 #include "daemon/loop.h"
+#include "daemon/network.h"
 #include "lib/util.h"
 
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <grp.h>
 #include <libgen.h>
@@ -24,6 +26,9 @@ struct options {
         const char *socket;
         const char *init;
         const char *uid_registry;
+        const char *subnet;
+        const char *resolv_conf;
+        bool no_network;
         bool debug;
 };
 
@@ -35,7 +40,10 @@ static void usage(FILE *f)
                    "  --socket PATH       API socket (env PADDOCK_SOCKET, default "
                    "/run/paddock/paddock.sock)\n"
                    "  --init PATH         paddock-init binary (default: next to paddockd)\n"
-                   "  --uid-registry DIR  host-wide id range claims (default /var/lib/paddock-uids)\n");
+                   "  --uid-registry DIR  host-wide id range claims (default /var/lib/paddock-uids)\n"
+                   "  --subnet CIDR       environments' addresses (default 10.77.0.0/16)\n"
+                   "  --resolv-conf PATH  upstream DNS servers (default /etc/resolv.conf)\n"
+                   "  --no-network        loopback only for every environment\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -44,10 +52,14 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"root", required_argument, NULL, 'r'},    {"socket", required_argument, NULL, 's'},
                 {"init", required_argument, NULL, 'i'},    {"uid-registry", required_argument, NULL, 'u'},
                 {"debug", no_argument, NULL, 'd'},         {"version", no_argument, NULL, 'V'},
+                {"subnet", required_argument, NULL, 'n'},  {"resolv-conf", required_argument, NULL, 'R'},
+                {"no-network", no_argument, NULL, 'N'},
                 {"help", no_argument, NULL, 'h'},          {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
         o->socket = getenv("PADDOCK_SOCKET") ? getenv("PADDOCK_SOCKET") : "/run/paddock/paddock.sock";
+        o->subnet = "10.77.0.0/16";
+        o->resolv_conf = "/etc/resolv.conf";
         o->uid_registry = getenv("PADDOCK_UID_REGISTRY") ? getenv("PADDOCK_UID_REGISTRY")
                                                          : "/var/lib/paddock-uids";
         int c;
@@ -58,6 +70,9 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'i': o->init = optarg; break;
                 case 'u': o->uid_registry = optarg; break;
                 case 'd': o->debug = true; break;
+                case 'n': o->subnet = optarg; break;
+                case 'R': o->resolv_conf = optarg; break;
+                case 'N': o->no_network = true; break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
                 default: usage(stderr); return -EINVAL;
@@ -179,6 +194,53 @@ static uint32_t fnv1a(const char *s)
         return h;
 }
 
+static int parse_cidr(const char *s, struct in_addr *addr, uint8_t *prefix)
+{
+        char buf[32];
+        const char *slash = strchr(s, '/');
+        if (!slash || (size_t)(slash - s) >= sizeof(buf))
+                return -EINVAL;
+        memcpy(buf, s, (size_t)(slash - s));
+        buf[slash - s] = 0;
+        char *end;
+        unsigned long p = strtoul(slash + 1, &end, 10);
+        if (*end || p < 8 || p > 28 || inet_pton(AF_INET, buf, addr) != 1)
+                return -EINVAL;
+        uint32_t mask = ~0u << (32 - p);
+        if (ntohl(addr->s_addr) & ~mask)
+                return -EINVAL;
+        *prefix = (uint8_t)p;
+        return 0;
+}
+
+/* Networking is optional: without nftables or with port 53 taken on the gateway address the
+ * daemon still runs, and every environment is loopback-only. */
+static struct network *start_network(const struct options *o, struct loop *loop, const char *root,
+                                     struct engine *engine)
+{
+        struct network_config nc = {.loop = loop,
+                                    .root = root,
+                                    .table = "paddock",
+                                    .resolv_conf = o->resolv_conf};
+        if (parse_cidr(o->subnet, &nc.subnet, &nc.prefix) < 0) {
+                log_error("--subnet %s: use a network address like 10.77.0.0/16 (/8../28)",
+                          o->subnet);
+                exit(2);
+        }
+        /* Routing environments' traffic needs forwarding in this network namespace. */
+        if (write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ip_forward", "1") < 0)
+                log_warn("cannot enable net.ipv4.ip_forward: %m");
+        struct network_envs envs = engine_network_envs(engine);
+        struct network *net = NULL;
+        char err[512] = "";
+        int r = network_new(&nc, &envs, &net, err, sizeof(err));
+        if (r < 0) {
+                log_warn("networking unavailable (%s): environments get loopback only", err);
+                return NULL;
+        }
+        return net;
+}
+
 static void on_signal(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         struct signalfd_siginfo si;
@@ -264,6 +326,10 @@ int main(int argc, char **argv)
                 log_error("loading state: %s", strerror(-r));
                 return 1;
         }
+        struct network *net = NULL;
+        if (!o.no_network)
+                net = start_network(&o, loop, root, engine);
+        engine_set_network(engine, net);
         engine_images_cleanup(engine);
         engine_reconcile(engine);
 
@@ -291,6 +357,7 @@ int main(int argc, char **argv)
         close(lfd);
         unlink(o.socket);
         engine_free(engine);
+        network_free(net);
         cgroup_manager_free(cg);
         state_close(state);
         loop_free(loop);

@@ -7,7 +7,9 @@
  * host is dropped), forward (filter: traffic from each environment's veth jumps to its own
  * chain; traffic to an environment is accepted only if established/related, or from a linked
  * environment, or DNATed by a published port). Per environment: chain "env_<name>" and sets
- * "allow4_<name>" (ipv4_addr . inet_service, timeout, for DNS-learned and listed addresses).
+ * "allow4_<name>" (ipv4_addr, timeout: learned addresses, any port) and "allowp4_<name>"
+ * (ipv4_addr . inet_service, timeout: learned address+port); listed CIDRs are rules.
+ * <name> is escaped for nft ('_' -> "__", '.' -> "_d", '-' -> "_h").
  *
  * Modes: none (no veth exists, nothing here); open (drop to RFC1918, CGNAT 100.64/10,
  * link-local incl. 169.254.169.254, 100.100.100.200, loopback, multicast, the environments'
@@ -45,6 +47,8 @@ struct nft_env {
 int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in_addr resolver,
              struct nft **ret);
 void nft_close(struct nft *n);
+/* Text of libnftables' last error on n (NULL after a success); valid until the next call. */
+const char *nft_last_error(struct nft *n);
 /* Delete the whole table (daemon uninstall / tests). */
 int nft_destroy_table(struct nft *n);
 /* Install or replace everything for one environment, atomically. */

@@ -1,0 +1,238 @@
+#include "daemon/network.h"
+#include "daemon/dns.h"
+#include "daemon/log.h"
+#include "lib/netlink.h"
+#include "lib/nft.h"
+#include "lib/util.h"
+
+#include <arpa/inet.h>
+
+struct network {
+        struct network_config cfg;
+        struct network_envs envs;
+        struct in_addr gateway;
+        uint32_t hash_seed;
+        struct nft *nft;
+        struct dns_resolver *dns;
+};
+
+static uint32_t fnv1a(uint32_t h, const char *s)
+{
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        return h;
+}
+
+void network_ifname(const struct network *n, const char *env, char out[16])
+{
+        snprintf(out, 16, "pdk%08x", fnv1a(n->hash_seed, env));
+}
+
+struct in_addr network_gateway(const struct network *n)
+{
+        return n->gateway;
+}
+
+bool network_in_subnet(const struct network *n, struct in_addr a)
+{
+        uint32_t mask = n->cfg.prefix ? ~0u << (32 - n->cfg.prefix) : 0;
+        return (ntohl(a.s_addr) & mask) == ntohl(n->cfg.subnet.s_addr);
+}
+
+/* DNS policy: open environments get everything forwarded; allow environments only their
+ * names, with every answer added to their firewall set before the reply leaves. */
+static enum dns_verdict dns_decide(void *ctx, struct in_addr src, const char *qname,
+                                   uint16_t qtype, char *env, size_t env_len, uint16_t *port)
+{
+        struct network *n = ctx;
+        const struct netpolicy *p = n->envs.by_addr(n->envs.ctx, src, env, env_len);
+        if (!p || p->mode == NET_NONE)
+                return DNS_REFUSE;
+        if (p->mode == NET_OPEN)
+                return DNS_FORWARD;
+        return netpolicy_allows_name(p, qname, port) ? DNS_FORWARD_LEARN : DNS_NXDOMAIN;
+}
+
+static void dns_learned(void *ctx, const char *env, struct in_addr addr, uint16_t port,
+                        uint32_t ttl)
+{
+        struct network *n = ctx;
+        int r = nft_env_allow_addr(n->nft, env, addr, port, ttl < 5 ? 5 : ttl);
+        if (r < 0)
+                log_warn("%s: allowing resolved address: %s", env, strerror(-r));
+}
+
+static const struct dns_policy dns_policy = {.decide = dns_decide, .learned = dns_learned};
+
+int network_new(const struct network_config *c, const struct network_envs *envs,
+                struct network **ret, char *err, size_t errlen)
+{
+        struct network *n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        n->cfg = *c;
+        n->envs = *envs;
+        n->hash_seed = fnv1a(2166136261u, c->root);
+        n->gateway.s_addr = htonl(ntohl(c->subnet.s_addr) + 1);
+        int r = nft_open(c->table, c->subnet, c->prefix, n->gateway, &n->nft);
+        if (r < 0) {
+                snprintf(err, errlen, "nftables table %s: %s", c->table, strerror(-r));
+                free(n);
+                return r;
+        }
+        r = dns_resolver_start(c->loop, n->gateway, 53, c->resolv_conf, &dns_policy, n, &n->dns);
+        if (r < 0) {
+                snprintf(err, errlen, "DNS resolver on %s:53: %s", inet_ntoa(n->gateway),
+                         strerror(-r));
+                nft_close(n->nft);
+                free(n);
+                return r;
+        }
+        *ret = n;
+        return 0;
+}
+
+void network_free(struct network *n)
+{
+        if (!n)
+                return;
+        dns_resolver_stop(n->dns);
+        nft_close(n->nft); /* the table stays: running environments keep their policy */
+        free(n);
+}
+
+static int apply_policy(struct network *n, const char *env, struct in_addr addr,
+                        const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                        char *err, size_t errlen)
+{
+        char ifname[16];
+        network_ifname(n, env, ifname);
+        struct nft_cidr_rule cidrs[NETPOLICY_MAX_RULES];
+        struct nft_env e = {.name = env,
+                            .host_ifname = ifname,
+                            .addr = addr,
+                            .mode = p->mode,
+                            .cidrs = cidrs,
+                            .n_cidrs = netpolicy_cidrs(p, cidrs, NETPOLICY_MAX_RULES),
+                            .links = links,
+                            .n_links = n_links};
+        int r = nft_env_apply(n->nft, &e);
+        if (r < 0) {
+                snprintf(err, errlen, "firewall: %s", strerror(-r));
+                return r;
+        }
+        if (p->mode == NET_NONE)
+                return 0;
+        r = tc_set_bandwidth(ifname, p->egress_bps, p->ingress_bps);
+        if (r < 0)
+                snprintf(err, errlen, "bandwidth: %s", strerror(-r));
+        return r;
+}
+
+int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
+                   const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                   char *err, size_t errlen)
+{
+        if (p->mode == NET_NONE)
+                return 0;
+        char ifname[16];
+        network_ifname(n, env, ifname);
+        if (netlink_link_exists(ifname))
+                netlink_link_delete(ifname);
+        struct veth_config vc = {.host_ifname = ifname,
+                                 .env_ifname = "eth0",
+                                 .env_netns_fd = netns_fd,
+                                 .gateway = n->gateway,
+                                 .addr = addr};
+        int r = netlink_veth_create(&vc);
+        if (r < 0) {
+                snprintf(err, errlen, "network link: %s", strerror(-r));
+                return r;
+        }
+        r = apply_policy(n, env, addr, p, links, n_links, err, errlen);
+        if (r < 0)
+                network_env_down(n, env);
+        return r;
+}
+
+int network_env_update(struct network *n, const char *env, struct in_addr addr,
+                       const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                       char *err, size_t errlen)
+{
+        return apply_policy(n, env, addr, p, links, n_links, err, errlen);
+}
+
+void network_env_down(struct network *n, const char *env)
+{
+        char ifname[16], ifb[20];
+        network_ifname(n, env, ifname);
+        snprintf(ifb, sizeof(ifb), "%si", ifname);
+        netlink_link_delete(ifname);
+        netlink_link_delete(ifb);
+        int r = nft_env_remove(n->nft, env);
+        if (r < 0 && r != -ENOENT)
+                log_warn("%s: removing firewall chain: %s", env, strerror(-r));
+}
+
+uint64_t network_env_denied(struct network *n, const char *env)
+{
+        uint64_t v = 0;
+        nft_env_denied(n->nft, env, &v);
+        return v;
+}
+
+int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,
+                     struct in_addr addr, uint16_t port)
+{
+        return nft_port_add(n->nft, env, proto, host_port, addr, port);
+}
+
+int network_port_remove(struct network *n, const char *proto, uint16_t host_port)
+{
+        return nft_port_remove(n->nft, proto, host_port);
+}
+
+void network_remove_orphans(struct network *n, const char *const *keep, size_t n_keep)
+{
+        char **names = NULL;
+        size_t count = 0;
+        if (nft_env_list(n->nft, &names, &count) >= 0) {
+                for (size_t i = 0; i < count; i++) {
+                        bool known = false;
+                        for (size_t k = 0; k < n_keep && !known; k++)
+                                known = strcmp(names[i], keep[k]) == 0;
+                        if (!known) {
+                                log_info("removing orphaned firewall chain of %s", names[i]);
+                                nft_env_remove(n->nft, names[i]);
+                        }
+                        free(names[i]);
+                }
+                free(names);
+        }
+        if (netlink_links_with_prefix("pdk", &names, &count) < 0)
+                return;
+        for (size_t i = 0; i < count; i++) {
+                bool known = false;
+                for (size_t k = 0; k < n_keep && !known; k++) {
+                        char ifname[16];
+                        network_ifname(n, keep[k], ifname);
+                        known = strncmp(names[i], ifname, strlen(ifname)) == 0;
+                }
+                /* Only interfaces of this daemon's naming (same hash seed) are ours to delete;
+                 * we cannot tell, so only delete when no live env claims it and it has our
+                 * exact shape. */
+                if (!known && strlen(names[i]) >= 11) {
+                        log_info("removing orphaned interface %s", names[i]);
+                        netlink_link_delete(names[i]);
+                }
+                free(names[i]);
+        }
+        free(names);
+}
+
+bool network_link_present(struct network *n, const char *env)
+{
+        char ifname[16];
+        network_ifname(n, env, ifname);
+        return netlink_link_exists(ifname);
+}

@@ -1,0 +1,56 @@
+/* Networking of environments (DESIGN §8): addresses, the routed veth, the firewall table, the
+ * DNS resolver and bandwidth. The engine calls this; it calls lib/netlink, lib/nft and dns. */
+#pragma once
+#include "daemon/loop.h"
+#include "lib/netpolicy.h"
+
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+
+struct network;
+
+struct network_config {
+        struct loop *loop;
+        const char *root;        /* names host interfaces uniquely per state directory */
+        struct in_addr subnet;   /* default 10.77.0.0/16 */
+        uint8_t prefix;
+        const char *table;       /* nftables table, default "paddock" */
+        const char *resolv_conf; /* upstream resolvers, default /etc/resolv.conf */
+};
+
+/* What the network layer needs to know about environments (implemented by the engine). */
+struct network_envs {
+        /* The running environment with this address, or NULL; fills its policy. */
+        const struct netpolicy *(*by_addr)(void *ctx, struct in_addr a, char *name, size_t len);
+        void *ctx;
+};
+
+int network_new(const struct network_config *c, const struct network_envs *envs,
+                struct network **ret, char *err, size_t errlen);
+void network_free(struct network *n);
+struct in_addr network_gateway(const struct network *n);
+bool network_in_subnet(const struct network *n, struct in_addr a);
+/* Host-side interface name of an environment ("pdk" + 8 hex digits). */
+void network_ifname(const struct network *n, const char *env, char out[16]);
+
+/* Bring an environment's network up (veth into its netns, firewall chain, bandwidth). */
+int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
+                   const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                   char *err, size_t errlen);
+/* Change the policy of an environment whose network is up (firewall + bandwidth). */
+int network_env_update(struct network *n, const char *env, struct in_addr addr,
+                       const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                       char *err, size_t errlen);
+/* Remove host-side pieces (veth if still there, ifb, firewall chain). Idempotent. */
+void network_env_down(struct network *n, const char *env);
+uint64_t network_env_denied(struct network *n, const char *env);
+
+int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,
+                     struct in_addr addr, uint16_t port);
+int network_port_remove(struct network *n, const char *proto, uint16_t host_port);
+
+bool network_link_present(struct network *n, const char *env);
+
+/* Startup: remove host interfaces and firewall chains of environments not in keep[]. */
+void network_remove_orphans(struct network *n, const char *const *keep, size_t n_keep);

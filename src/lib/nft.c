@@ -1,0 +1,875 @@
+/* Paddock's nftables table, driven through libnftables (never the nft binary).
+ *
+ * Every change is ruleset text generated here from validated input only (names checked against
+ * fixed alphabets, addresses printed by inet_ntop, numbers by printf) and handed to ONE
+ * nft_run_cmd_from_buffer() call: libnftables sends all its commands as one netlink batch, which
+ * the kernel applies as one transaction — all of it or none of it. Reads use JSON output, parsed
+ * with jansson. Only "table inet <table>" is ever named; there is no "flush ruleset" here.
+ *
+ * Layout (names as created; <e> is the encoded environment name, see env_encode()):
+ *
+ *   set forbidden4        ipv4_addr, interval: RFC1918, CGNAT, link-local (metadata
+ *                         169.254.169.254), 100.100.100.200, loopback, 0/8, multicast, class E
+ *                         and the environments' subnet. Filled by nft_open().
+ *   map envs              iifname -> verdict "jump env_<e>": each environment's traffic is
+ *                         dispatched to its own chain in one lookup.
+ *   map envctr            iifname -> counter "denied_<e>": drops in the input chain are counted
+ *                         per environment too.
+ *   map pub_tcp, pub_udp  host port -> address . port (DNAT targets), element comment
+ *                         "env:<name>" so an environment's ports go away with it.
+ *   chain prerouting      nat, dstnat: published ports, for addresses of this host only.
+ *   chain output          nat, -100: the same for connections made by the host itself, except to
+ *                         127.0.0.0/8 (DNAT of a loopback-sourced packet to another host needs
+ *                         route_localnet, which we do not turn on: use a non-loopback address).
+ *   chain postrouting     nat, srcnat: masquerade the subnet out of every non-environment link.
+ *   chain input           filter, 0, policy accept (a shared host): from "pdk*" only DNS to the
+ *                         resolver and replies to the host's own connections; rest dropped.
+ *   chain forward         filter, 0, policy accept: from "pdk*" -> vmap @envs (a veth without an
+ *                         entry is dropped); to "pdk*" only established/related or DNATed.
+ *   chain env_<e>         per environment (comment "env:<name>"), see env_chain_rules().
+ *   sets allow4_<e>       ipv4_addr, timeout: learned addresses, any port.
+ *        allowp4_<e>      ipv4_addr . inet_service, timeout: learned address + port pairs.
+ *   counter denied_<e>    every drop of this environment's traffic.
+ *
+ * Costs: one netlink batch per call; nft_env_apply/nft_env_remove first list the small maps
+ * (envs, envctr, pub_*) to find stale entries, and nft_env_list lists chain headers only.
+ * A struct nft is not thread-safe: calls on it must be serialized, and one process should own
+ * a table (the listing-then-changing in apply/remove assumes nobody else edits it meanwhile). */
+#include "lib/nft.h"
+#include "lib/util.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <linux/netlink.h>
+#include <nftables/libnftables.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+
+#define ENV_NAME_MAX 63
+#define ENV_ENC_MAX  (2 * ENV_NAME_MAX) /* every character may take two */
+#define OBJ_NAME_MAX (8 + ENV_ENC_MAX)  /* "allowp4_" + encoded; kernel limit is 255 */
+#define TABLE_MAX    32
+#define IFNAME_MAX   15
+#define TTL_MAX_S    86400u /* learned addresses live one day at most */
+#define VETH_PREFIX  "pdk"
+
+struct nft {
+        struct nft_ctx *ctx;
+        char table[TABLE_MAX + 1];
+        uint32_t subnet; /* host order, masked */
+        uint32_t mask;   /* host order */
+        char *error;     /* text of the last libnftables error, or NULL */
+};
+
+/* Names of one environment's objects. */
+struct env_names {
+        char name[ENV_NAME_MAX + 1];
+        char chain[OBJ_NAME_MAX + 1];
+        char allow4[OBJ_NAME_MAX + 1];
+        char allowp4[OBJ_NAME_MAX + 1];
+        char counter[OBJ_NAME_MAX + 1];
+};
+
+/* ---------------------------------------------------------------- validation and names */
+
+static bool env_name_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || c == '-';
+}
+
+static bool env_name_valid(const char *s)
+{
+        if (!s)
+                return false;
+        size_t len = strnlen(s, ENV_NAME_MAX + 1);
+        if (len == 0 || len > ENV_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!env_name_char(s[i]))
+                        return false;
+        return true;
+}
+
+/* Host side veth: the rules match "pdk*", so anything else would escape them. */
+static bool ifname_valid(const char *s)
+{
+        if (!s)
+                return false;
+        size_t len = strnlen(s, IFNAME_MAX + 1);
+        if (len <= strlen(VETH_PREFIX) || len > IFNAME_MAX || strncmp(s, VETH_PREFIX, 3) != 0)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!env_name_char(s[i]))
+                        return false;
+        return true;
+}
+
+static bool table_name_valid(const char *s)
+{
+        if (!s)
+                return false;
+        size_t len = strnlen(s, TABLE_MAX + 1);
+        if (len == 0 || len > TABLE_MAX || !isalpha((unsigned char)s[0]))
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+                        return false;
+        return true;
+}
+
+/* Environment names may hold '.' and '-', which we keep out of nft identifiers. Rather than
+ * mapping them to '_' plus a hash (which two crafted names could still collide on), escape
+ * injectively: '_' -> "__", '.' -> "_d", '-' -> "_h". Distinct names give distinct chains,
+ * and the real name can be read back from the chain name alone (nft 1.0.6's JSON output omits
+ * chain comments, so the "env:<name>" comment is for people reading `nft list`). */
+static int env_encode(const char *name, char ret[static ENV_ENC_MAX + 1])
+{
+        if (!env_name_valid(name))
+                return -EINVAL;
+        size_t o = 0;
+        for (const char *p = name; *p; p++) {
+                if (*p == '_' || *p == '.' || *p == '-') {
+                        ret[o++] = '_';
+                        ret[o++] = *p == '_' ? '_' : *p == '.' ? 'd' : 'h';
+                } else
+                        ret[o++] = *p;
+        }
+        ret[o] = 0;
+        return 0;
+}
+
+static bool env_decode(const char *enc, char ret[static ENV_NAME_MAX + 1])
+{
+        size_t o = 0;
+        for (const char *p = enc; *p; p++) {
+                char c = *p;
+                if (c == '_') {
+                        p++;
+                        c = *p == '_' ? '_' : *p == 'd' ? '.' : *p == 'h' ? '-' : 0;
+                        if (!c)
+                                return false;
+                } else if (!isalnum((unsigned char)c))
+                        return false;
+                if (o >= ENV_NAME_MAX)
+                        return false;
+                ret[o++] = c;
+        }
+        ret[o] = 0;
+        return o > 0;
+}
+
+static int env_names(const char *name, struct env_names *ret)
+{
+        char enc[ENV_ENC_MAX + 1];
+        int r = env_encode(name, enc);
+        if (r < 0)
+                return r;
+        snprintf(ret->name, sizeof(ret->name), "%s", name);
+        snprintf(ret->chain, sizeof(ret->chain), "env_%s", enc);
+        snprintf(ret->allow4, sizeof(ret->allow4), "allow4_%s", enc);
+        snprintf(ret->allowp4, sizeof(ret->allowp4), "allowp4_%s", enc);
+        snprintf(ret->counter, sizeof(ret->counter), "denied_%s", enc);
+        return 0;
+}
+
+static const char *ip4(struct in_addr a, char buf[static INET_ADDRSTRLEN])
+{
+        return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+static uint32_t prefix_mask(uint8_t prefix)
+{
+        return prefix == 0 ? 0 : 0xffffffffu << (32 - prefix);
+}
+
+static bool in_subnet(const struct nft *n, struct in_addr a)
+{
+        return (ntohl(a.s_addr) & n->mask) == n->subnet;
+}
+
+/* ---------------------------------------------------------------- text buffer */
+
+struct sbuf {
+        char *s;
+        size_t len, cap;
+        bool oom;
+};
+
+static void sbuf_done(struct sbuf *b)
+{
+        free(b->s);
+}
+
+static void sb(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb(struct sbuf *b, const char *fmt, ...)
+{
+        if (b->oom)
+                return;
+        for (;;) {
+                va_list ap;
+                va_start(ap, fmt);
+                int k = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+                va_end(ap);
+                if (k < 0) {
+                        b->oom = true;
+                        return;
+                }
+                if (b->s && b->len + (size_t)k < b->cap) {
+                        b->len += (size_t)k;
+                        return;
+                }
+                size_t cap = b->cap ? b->cap : 1024;
+                while (cap <= b->len + (size_t)k)
+                        cap *= 2;
+                char *s = realloc(b->s, cap);
+                if (!s) {
+                        b->oom = true;
+                        return;
+                }
+                b->s = s;
+                b->cap = cap;
+        }
+}
+
+/* ---------------------------------------------------------------- running commands */
+
+static void set_error(struct nft *n, const char *text)
+{
+        free(n->error);
+        n->error = text && *text ? strdup(text) : NULL;
+}
+
+/* libnftables reports kernel errors as "Could not process rule: <strerror>" and cache lookups
+ * as "Error: <strerror>"; give the caller the errno where it is one it can act on (-ENOENT:
+ * no such environment/port, -EEXIST: port taken, -EPERM: not privileged). Anything else: the
+ * text did not parse (-EINVAL, a bug here) or the kernel refused it for another reason. */
+static int errno_from_text(const char *err)
+{
+        static const int known[] = {ENOENT,     EEXIST,       EBUSY,  EPERM,  ENOMEM,
+                                    ENOBUFS,    ENOSPC,       E2BIG,  ERANGE, EMSGSIZE,
+                                    EOPNOTSUPP, EAFNOSUPPORT, EACCES, EINVAL};
+        if (!err || !*err)
+                return -EIO;
+        for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                if (strstr(err, strerror(known[i])))
+                        return -known[i];
+        if (strstr(err, "Could not process rule"))
+                return -EIO;
+        return -EINVAL;
+}
+
+/* Run one buffer of commands (one kernel transaction). With ret_out, JSON output is asked for
+ * and returned (malloc'd). */
+static int run(struct nft *n, const char *cmds, char **ret_out)
+{
+        nft_ctx_output_set_flags(n->ctx, ret_out ? NFT_CTX_OUTPUT_JSON : 0);
+        int rc = nft_run_cmd_from_buffer(n->ctx, cmds);
+        /* Fetching a buffer also rewinds it: read both every time, so no stale text lingers. */
+        const char *out = nft_ctx_get_output_buffer(n->ctx);
+        const char *err = nft_ctx_get_error_buffer(n->ctx);
+        if (rc != 0) {
+                set_error(n, err);
+                return errno_from_text(err);
+        }
+        set_error(n, NULL);
+        if (ret_out) {
+                char *s = strdup(out ? out : "");
+                if (!s)
+                        return -ENOMEM;
+                *ret_out = s;
+        }
+        return 0;
+}
+
+static int run_sbuf(struct nft *n, struct sbuf *b)
+{
+        if (b->oom)
+                return -ENOMEM;
+        if (!b->s)
+                return 0;
+        return run(n, b->s, NULL);
+}
+
+/* jansson's own json_decrefp() takes NULL. */
+#define _cleanup_json_ _cleanup_(json_decrefp)
+
+/* Run a list command; return its "nftables" array (owned by *ret_root). */
+static int list_json(struct nft *n, const char *cmd, json_t **ret_root, json_t **ret_items)
+{
+        _cleanup_free_ char *out = NULL;
+        int r = run(n, cmd, &out);
+        if (r < 0)
+                return r;
+        json_t *root = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+        json_t *items = root ? json_object_get(root, "nftables") : NULL;
+        if (!json_is_array(items)) {
+                if (root)
+                        json_decref(root);
+                set_error(n, "unexpected JSON output from libnftables");
+                return -EIO;
+        }
+        *ret_root = root;
+        *ret_items = items;
+        return 0;
+}
+
+/* The "elem" array of map <name> in our table (NULL when empty). */
+static int list_map(struct nft *n, const char *map, json_t **ret_root, json_t **ret_elems)
+{
+        struct sbuf b = {0};
+        sb(&b, "list map inet %s %s", n->table, map);
+        if (b.oom) {
+                sbuf_done(&b);
+                return -ENOMEM;
+        }
+        json_t *root, *items;
+        int r = list_json(n, b.s, &root, &items);
+        sbuf_done(&b);
+        if (r < 0)
+                return r;
+        json_t *elems = NULL;
+        size_t i;
+        json_t *it;
+        json_array_foreach(items, i, it)
+        {
+                json_t *m = json_object_get(it, "map");
+                if (m)
+                        elems = json_object_get(m, "elem");
+        }
+        *ret_root = root;
+        *ret_elems = json_is_array(elems) ? elems : NULL;
+        return 0;
+}
+
+/* libnftables opens its netlink socket in nft_ctx_new() without SOCK_CLOEXEC and offers no way
+ * to ask for it; mark every netfilter netlink socket of ours that lacks the flag. (A fork+exec
+ * in another thread between the two calls could still inherit it; open at startup.) */
+static void netfilter_sockets_cloexec(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+                if (*end || fd < 0 || fd == dirfd(d))
+                        continue;
+                int fl = fcntl((int)fd, F_GETFD);
+                if (fl < 0 || (fl & FD_CLOEXEC))
+                        continue;
+                int v;
+                socklen_t l = sizeof(v);
+                if (getsockopt((int)fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_NETLINK)
+                        continue;
+                l = sizeof(v);
+                if (getsockopt((int)fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0 ||
+                    v != NETLINK_NETFILTER)
+                        continue;
+                (void)fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
+        }
+        closedir(d);
+}
+
+/* ---------------------------------------------------------------- table */
+
+static const char *const forbidden4[] = {
+    "0.0.0.0/8",      "10.0.0.0/8",    "100.64.0.0/10",  "100.100.100.200", "127.0.0.0/8",
+    "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4",     "240.0.0.0/4",
+};
+
+/* Base chains are (re)created and flushed in the same transaction that refills them, so
+ * re-running nft_open (daemon restart, changed subnet or resolver) swaps the rules atomically
+ * and leaves per-environment chains, sets, counters and the maps' entries alone. */
+static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, const char *resolver)
+{
+        sb(b, "add table inet %s\n", t);
+
+        sb(b, "add set inet %s forbidden4 { type ipv4_addr; flags interval; auto-merge; }\n", t);
+        sb(b, "flush set inet %s forbidden4\n", t);
+        sb(b, "add element inet %s forbidden4 { ", t);
+        for (size_t i = 0; i < ELEMENTSOF(forbidden4); i++)
+                sb(b, "%s, ", forbidden4[i]);
+        sb(b, "%s }\n", subnet);
+
+        sb(b, "add map inet %s envs { type ifname : verdict; }\n", t);
+        sb(b, "add map inet %s envctr { type ifname : counter; }\n", t);
+        sb(b, "add map inet %s pub_tcp { type inet_service : ipv4_addr . inet_service; }\n", t);
+        sb(b, "add map inet %s pub_udp { type inet_service : ipv4_addr . inet_service; }\n", t);
+
+        static const struct {
+                const char *name, *spec;
+        } chains[] = {
+            {"prerouting", "type nat hook prerouting priority dstnat; policy accept;"},
+            {"output", "type nat hook output priority -100; policy accept;"},
+            {"postrouting", "type nat hook postrouting priority srcnat; policy accept;"},
+            {"input", "type filter hook input priority 0; policy accept;"},
+            {"forward", "type filter hook forward priority 0; policy accept;"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(chains); i++) {
+                sb(b, "add chain inet %s %s { %s }\n", t, chains[i].name, chains[i].spec);
+                sb(b, "flush chain inet %s %s\n", t, chains[i].name);
+        }
+
+        /* Published ports: only for this host's own addresses, or a connection from an
+         * environment (or anything routed through the host) to some remote host:PORT would be
+         * redirected too. */
+        sb(b,
+           "add rule inet %s prerouting fib daddr type local dnat ip to tcp dport map @pub_tcp\n",
+           t);
+        sb(b,
+           "add rule inet %s prerouting fib daddr type local dnat ip to udp dport map @pub_udp\n",
+           t);
+        sb(b,
+           "add rule inet %s output ip daddr != 127.0.0.0/8 fib daddr type local "
+           "dnat ip to tcp dport map @pub_tcp\n",
+           t);
+        sb(b,
+           "add rule inet %s output ip daddr != 127.0.0.0/8 fib daddr type local "
+           "dnat ip to udp dport map @pub_udp\n",
+           t);
+
+        sb(b,
+           "add rule inet %s postrouting ip saddr %s oifname != \"" VETH_PREFIX "*\" masquerade\n",
+           t, subnet);
+
+#define RULE_IN "add rule inet %s input iifname \"" VETH_PREFIX "*\" "
+        sb(b, RULE_IN "ip daddr %s udp dport 53 accept\n", t, resolver);
+        sb(b, RULE_IN "ip daddr %s tcp dport 53 accept\n", t, resolver);
+        sb(b, RULE_IN "ct state established,related accept\n", t);
+        sb(b, RULE_IN "counter name iifname map @envctr drop\n", t);
+        sb(b, RULE_IN "counter drop\n", t);
+#undef RULE_IN
+#define RULE_FI "add rule inet %s forward iifname \"" VETH_PREFIX "*\" "
+#define RULE_FO "add rule inet %s forward oifname \"" VETH_PREFIX "*\" "
+        sb(b, RULE_FI "iifname vmap @envs\n", t);
+        sb(b, RULE_FI "counter drop\n", t); /* a veth without an environment entry: fail closed */
+        sb(b, RULE_FO "meta nfproto ipv6 drop\n", t);
+        sb(b, RULE_FO "ct state established,related accept\n", t);
+        sb(b, RULE_FO "ct status dnat accept\n", t);
+        sb(b, RULE_FO "counter drop\n", t);
+#undef RULE_FI
+#undef RULE_FO
+}
+
+int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in_addr resolver,
+             struct nft **ret)
+{
+        if (!table_name_valid(table) || prefix == 0 || prefix > 32 || !ret)
+                return -EINVAL;
+
+        struct nft *n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        snprintf(n->table, sizeof(n->table), "%s", table);
+        n->mask = prefix_mask(prefix);
+        n->subnet = ntohl(subnet.s_addr) & n->mask;
+
+        n->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (!n->ctx) {
+                free(n);
+                return -ENOMEM;
+        }
+        netfilter_sockets_cloexec();
+        if (nft_ctx_buffer_output(n->ctx) < 0 || nft_ctx_buffer_error(n->ctx) < 0) {
+                nft_close(n);
+                return -ENOMEM;
+        }
+
+        char net[INET_ADDRSTRLEN], res[INET_ADDRSTRLEN], subnet_s[INET_ADDRSTRLEN + 4];
+        snprintf(subnet_s, sizeof(subnet_s), "%s/%u", ip4((struct in_addr){htonl(n->subnet)}, net),
+                 prefix);
+        struct sbuf b = {0};
+        base_ruleset(&b, n->table, subnet_s, ip4(resolver, res));
+        int r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        if (r < 0) {
+                nft_close(n);
+                return r;
+        }
+        *ret = n;
+        return 0;
+}
+
+void nft_close(struct nft *n)
+{
+        if (!n)
+                return;
+        if (n->ctx)
+                nft_ctx_free(n->ctx);
+        free(n->error);
+        free(n);
+}
+
+const char *nft_last_error(struct nft *n)
+{
+        return n ? n->error : NULL;
+}
+
+int nft_destroy_table(struct nft *n)
+{
+        if (!n)
+                return -EINVAL;
+        /* "add" first: deleting a table that is already gone is not an error here. */
+        struct sbuf b = {0};
+        sb(&b, "add table inet %s\ndelete table inet %s\n", n->table, n->table);
+        int r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        return r;
+}
+
+/* ---------------------------------------------------------------- environments */
+
+/* Per-environment chain. Order matters:
+ *   1. IPv6 (environments get none) and spoofed sources: drop, counted;
+ *   2. replies of connections already accepted: accept;
+ *   3. linked environments: accept (they are inside the subnet, which 4 drops);
+ *   4. forbidden ranges: drop, counted — before any allow rule, so an allowed name that resolves
+ *      to a private or metadata address stays blocked;
+ *   5. open: accept; allow: learned addresses, learned address.port pairs, listed CIDR[:port],
+ *      then drop, counted. */
+static void env_chain_rules(struct sbuf *b, const char *t, const struct env_names *nm,
+                            const struct nft_env *e)
+{
+        char a[INET_ADDRSTRLEN];
+        const char *ch = nm->chain, *ctr = nm->counter;
+
+        sb(b, "add rule inet %s %s meta nfproto ipv6 counter name %s drop\n", t, ch, ctr);
+        sb(b, "add rule inet %s %s ip saddr != %s counter name %s drop\n", t, ch, ip4(e->addr, a),
+           ctr);
+        sb(b, "add rule inet %s %s ct state established,related accept\n", t, ch);
+        if (e->n_links > 0) {
+                sb(b, "add rule inet %s %s ip daddr { ", t, ch);
+                for (size_t i = 0; i < e->n_links; i++)
+                        sb(b, "%s%s", i ? ", " : "", ip4(e->links[i], a));
+                sb(b, " } accept\n");
+        }
+        sb(b, "add rule inet %s %s ip daddr @forbidden4 counter name %s drop\n", t, ch, ctr);
+
+        if (e->mode == NET_OPEN) {
+                sb(b, "add rule inet %s %s accept\n", t, ch);
+                return;
+        }
+        sb(b, "add rule inet %s %s ip daddr @%s accept\n", t, ch, nm->allow4);
+        sb(b, "add rule inet %s %s meta l4proto { tcp, udp } ip daddr . th dport @%s accept\n", t,
+           ch, nm->allowp4);
+        /* Listed CIDRs are rules, not an interval set: they may overlap, and timeouts (needed by
+         * the learned sets) and intervals do not mix well on older kernels. */
+        for (size_t i = 0; i < e->n_cidrs; i++) {
+                const struct nft_cidr_rule *c = &e->cidrs[i];
+                sb(b, "add rule inet %s %s", t, ch);
+                if (c->prefix > 0) {
+                        struct in_addr net = {
+                            htonl(ntohl(c->addr.s_addr) & prefix_mask(c->prefix))};
+                        sb(b, " ip daddr %s/%u", ip4(net, a), c->prefix);
+                } else
+                        sb(b, " meta nfproto ipv4");
+                if (c->port)
+                        sb(b, " meta l4proto { tcp, udp } th dport %u", c->port);
+                sb(b, " accept\n");
+        }
+        sb(b, "add rule inet %s %s counter name %s drop\n", t, ch, ctr);
+}
+
+/* Key of element i of a listed map: ["key", data] or [{"elem": {"val": key, ...}}, data]. */
+static json_t *elem_key(json_t *pair, json_t **ret_comment)
+{
+        json_t *k = json_array_get(pair, 0);
+        json_t *el = json_object_get(k, "elem");
+        if (ret_comment)
+                *ret_comment = el ? json_object_get(el, "comment") : NULL;
+        return el ? json_object_get(el, "val") : k;
+}
+
+/* Append "delete element" commands for entries of an ifname map: those whose key is ifname
+ * (about to be re-added) and those whose data is ours (stale: the environment's veth got
+ * another name, or it is going away). which: "envs" (data {"jump": {"target": chain}}) or
+ * "envctr" (data "counter name"). */
+static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, const char *ours,
+                               const char *ifname)
+{
+        json_t *root, *elems;
+        int r = list_map(n, map, &root, &elems);
+        if (r < 0)
+                return r;
+        size_t i;
+        json_t *pair;
+        json_array_foreach(elems, i, pair)
+        {
+                const char *key = json_string_value(elem_key(pair, NULL));
+                json_t *data = json_array_get(pair, 1);
+                const char *target = json_is_string(data)
+                                         ? json_string_value(data)
+                                         : json_string_value(json_object_get(
+                                               json_object_get(data, "jump"), "target"));
+                if (!key || !ifname_valid(key))
+                        continue;
+                if ((ifname && strcmp(key, ifname) == 0) || (target && strcmp(target, ours) == 0))
+                        sb(b, "delete element inet %s %s { \"%s\" }\n", n->table, map, key);
+        }
+        json_decref(root);
+        return 0;
+}
+
+/* Append "delete element" commands for the published ports of an environment. */
+static int drop_env_ports(struct nft *n, struct sbuf *b, const char *map, const char *name)
+{
+        json_t *root, *elems;
+        int r = list_map(n, map, &root, &elems);
+        if (r < 0)
+                return r;
+        char want[ENV_NAME_MAX + 5];
+        snprintf(want, sizeof(want), "env:%s", name);
+        size_t i;
+        json_t *pair;
+        json_array_foreach(elems, i, pair)
+        {
+                json_t *comment;
+                json_t *key = elem_key(pair, &comment);
+                const char *c = json_string_value(comment);
+                if (json_is_integer(key) && c && strcmp(c, want) == 0)
+                        sb(b, "delete element inet %s %s { %lld }\n", n->table, map,
+                           (long long)json_integer_value(key));
+        }
+        json_decref(root);
+        return 0;
+}
+
+int nft_env_apply(struct nft *n, const struct nft_env *e)
+{
+        if (!n || !e)
+                return -EINVAL;
+        if (e->mode == NET_NONE)
+                return nft_env_remove(n, e->name);
+        if (e->mode != NET_OPEN && e->mode != NET_ALLOW)
+                return -EINVAL;
+
+        struct env_names nm;
+        int r = env_names(e->name, &nm);
+        if (r < 0)
+                return r;
+        if (!ifname_valid(e->host_ifname) || !in_subnet(n, e->addr) || (e->n_links && !e->links) ||
+            (e->n_cidrs && !e->cidrs))
+                return -EINVAL;
+        /* A link is another environment: never a way to open a forbidden range. */
+        for (size_t i = 0; i < e->n_links; i++)
+                if (!in_subnet(n, e->links[i]))
+                        return -EINVAL;
+        for (size_t i = 0; i < e->n_cidrs; i++)
+                if (e->cidrs[i].prefix > 32)
+                        return -EINVAL;
+
+        const char *t = n->table;
+        struct sbuf b = {0};
+        /* The counter survives re-applies (denied totals across daemon restarts); the learned
+         * sets do not: "replace everything" must revoke addresses a previous allow list let in.
+         * The chain is flushed and refilled in the same transaction, so no packet ever sees a
+         * half-built or empty chain. */
+        sb(&b, "add counter inet %s %s\n", t, nm.counter);
+        sb(&b, "add set inet %s %s { type ipv4_addr; flags timeout; }\n", t, nm.allow4);
+        sb(&b, "flush set inet %s %s\n", t, nm.allow4);
+        sb(&b, "add set inet %s %s { type ipv4_addr . inet_service; flags timeout; }\n", t,
+           nm.allowp4);
+        sb(&b, "flush set inet %s %s\n", t, nm.allowp4);
+        sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm.chain, nm.name);
+        sb(&b, "flush chain inet %s %s\n", t, nm.chain);
+        env_chain_rules(&b, t, &nm, e);
+        r = drop_ifname_entries(n, &b, "envs", nm.chain, e->host_ifname);
+        if (r >= 0)
+                r = drop_ifname_entries(n, &b, "envctr", nm.counter, e->host_ifname);
+        if (r < 0) {
+                sbuf_done(&b);
+                return r;
+        }
+        sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, e->host_ifname, nm.chain);
+        sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, e->host_ifname, nm.counter);
+        r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        return r;
+}
+
+/* Removing an environment that has nothing here is not an error (orphan cleanup and
+ * NET_NONE re-applies are idempotent): "add" before each "delete" makes it so. */
+int nft_env_remove(struct nft *n, const char *name)
+{
+        if (!n)
+                return -EINVAL;
+        struct env_names nm;
+        int r = env_names(name, &nm);
+        if (r < 0)
+                return r;
+        const char *t = n->table;
+        struct sbuf b = {0};
+        /* References first: map entries jumping to the chain or naming the counter. */
+        r = drop_ifname_entries(n, &b, "envs", nm.chain, NULL);
+        if (r >= 0)
+                r = drop_ifname_entries(n, &b, "envctr", nm.counter, NULL);
+        if (r >= 0)
+                r = drop_env_ports(n, &b, "pub_tcp", nm.name);
+        if (r >= 0)
+                r = drop_env_ports(n, &b, "pub_udp", nm.name);
+        if (r < 0) {
+                sbuf_done(&b);
+                return r;
+        }
+        sb(&b, "add chain inet %s %s\ndelete chain inet %s %s\n", t, nm.chain, t, nm.chain);
+        sb(&b, "add set inet %s %s { type ipv4_addr; flags timeout; }\n", t, nm.allow4);
+        sb(&b, "delete set inet %s %s\n", t, nm.allow4);
+        sb(&b, "add set inet %s %s { type ipv4_addr . inet_service; flags timeout; }\n", t,
+           nm.allowp4);
+        sb(&b, "delete set inet %s %s\n", t, nm.allowp4);
+        sb(&b, "add counter inet %s %s\ndelete counter inet %s %s\n", t, nm.counter, t, nm.counter);
+        r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        return r;
+}
+
+/* A new answer replaces the element's timeout (delete + add in one transaction; the leading
+ * add makes the delete valid when the element is new). The kernel would otherwise keep the old
+ * expiry on a plain "add". The most recent answer wins, even if shorter. */
+int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16_t port,
+                       uint32_t ttl_s)
+{
+        if (!n)
+                return -EINVAL;
+        struct env_names nm;
+        int r = env_names(name, &nm);
+        if (r < 0)
+                return r;
+        uint32_t ttl = ttl_s < 1 ? 1 : ttl_s > TTL_MAX_S ? TTL_MAX_S : ttl_s;
+        char as[INET_ADDRSTRLEN], key[INET_ADDRSTRLEN + 10];
+        ip4(a, as);
+        if (port)
+                snprintf(key, sizeof(key), "%s . %u", as, port);
+        else
+                snprintf(key, sizeof(key), "%s", as);
+        const char *set = port ? nm.allowp4 : nm.allow4, *t = n->table;
+
+        struct sbuf b = {0};
+        sb(&b, "add element inet %s %s { %s }\n", t, set, key);
+        sb(&b, "delete element inet %s %s { %s }\n", t, set, key);
+        sb(&b, "add element inet %s %s { %s timeout %us }\n", t, set, key, ttl);
+        r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        return r;
+}
+
+int nft_env_denied(struct nft *n, const char *name, uint64_t *ret_packets)
+{
+        if (!n || !ret_packets)
+                return -EINVAL;
+        struct env_names nm;
+        int r = env_names(name, &nm);
+        if (r < 0)
+                return r;
+        struct sbuf b = {0};
+        sb(&b, "list counter inet %s %s", n->table, nm.counter);
+        if (b.oom) {
+                sbuf_done(&b);
+                return -ENOMEM;
+        }
+        json_t *root, *items;
+        r = list_json(n, b.s, &root, &items);
+        sbuf_done(&b);
+        if (r < 0)
+                return r;
+        _cleanup_json_ json_t *owner = root;
+        size_t i;
+        json_t *it;
+        json_array_foreach(items, i, it)
+        {
+                json_t *c = json_object_get(it, "counter");
+                json_t *p = json_object_get(c, "packets");
+                if (c && json_is_integer(p) && json_integer_value(p) >= 0) {
+                        *ret_packets = (uint64_t)json_integer_value(p);
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n)
+{
+        if (!n || !ret_names || !ret_n)
+                return -EINVAL;
+        /* Chain headers only (no rules, no set elements): cheap even with many environments. */
+        json_t *root, *items;
+        int r = list_json(n, "list chains inet", &root, &items);
+        if (r < 0)
+                return r;
+        _cleanup_json_ json_t *owner = root;
+
+        size_t cnt = 0, i;
+        char **names = calloc(json_array_size(items) + 1, sizeof(char *));
+        if (!names)
+                return -ENOMEM;
+        json_t *it;
+        json_array_foreach(items, i, it)
+        {
+                json_t *c = json_object_get(it, "chain");
+                const char *tbl = json_string_value(json_object_get(c, "table"));
+                const char *fam = json_string_value(json_object_get(c, "family"));
+                const char *cn = json_string_value(json_object_get(c, "name"));
+                char real[ENV_NAME_MAX + 1];
+                if (!tbl || !fam || !cn || strcmp(tbl, n->table) != 0 || strcmp(fam, "inet") != 0 ||
+                    strncmp(cn, "env_", 4) != 0 || !env_decode(cn + 4, real))
+                        continue;
+                names[cnt] = strdup(real);
+                if (!names[cnt]) {
+                        for (size_t k = 0; k < cnt; k++)
+                                free(names[k]);
+                        free(names);
+                        return -ENOMEM;
+                }
+                cnt++;
+        }
+        *ret_names = names;
+        *ret_n = cnt;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- published ports */
+
+static const char *port_map(const char *proto)
+{
+        if (!proto)
+                return NULL;
+        if (strcmp(proto, "tcp") == 0)
+                return "pub_tcp";
+        if (strcmp(proto, "udp") == 0)
+                return "pub_udp";
+        return NULL;
+}
+
+/* Same port to the same target again: no-op. Port already published elsewhere: -EEXIST. */
+int nft_port_add(struct nft *n, const char *env, const char *proto, uint16_t host_port,
+                 struct in_addr addr, uint16_t port)
+{
+        const char *map = port_map(proto);
+        if (!n || !map || !env_name_valid(env) || host_port == 0 || port == 0)
+                return -EINVAL;
+        if (!in_subnet(n, addr))
+                return -EINVAL;
+        char a[INET_ADDRSTRLEN];
+        struct sbuf b = {0};
+        sb(&b, "add element inet %s %s { %u comment \"env:%s\" : %s . %u }\n", n->table, map,
+           host_port, env, ip4(addr, a), port);
+        int r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        return r;
+}
+
+int nft_port_remove(struct nft *n, const char *proto, uint16_t host_port)
+{
+        const char *map = port_map(proto);
+        if (!n || !map || host_port == 0)
+                return -EINVAL;
+        struct sbuf b = {0};
+        sb(&b, "delete element inet %s %s { %u }\n", n->table, map, host_port);
+        int r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        return r;
+}

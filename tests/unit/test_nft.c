@@ -1,0 +1,878 @@
+/* Unit tests of src/lib/nft.c, as root.
+ *
+ * Every test runs in a child that first unshare(CLONE_NEWNET)s: nftables tables are per network
+ * namespace, so the host's firewall is never touched. Behavioural tests build a small topology
+ * inside that namespace with iproute2 (tests may shell out; the library may not):
+ *
+ *   env netns            test netns ("host", holds the table)        internet netns
+ *   eth0 10.77.0.2/32 -- pdktest1 10.77.0.1/32                       lo: 198.51.100.1 (allowed)
+ *   default via .0.1     uplink0 192.0.2.1/24 ----------------------- eth0 192.0.2.2/24
+ *   listens :8080 "env"  routes 198.51.100.1 203.0.113.1                 lo: 203.0.113.1
+ *   (env2: 10.77.0.3     169.254.169.254 10.1.2.3 via 192.0.2.2          lo: 169.254.169.254,
+ *    behind pdktest2)    listens :53 :9999 "host"                        lo: 10.1.2.3 (private)
+ *                                                                    listens :80 :81 "net",
+ *                                                                    :82 says the peer address
+ *
+ * Listeners answer with their tag, so a connection proves which host it reached. Blocked
+ * connections are dropped (no RST), so every connect gives up after 500 ms. Listener children
+ * die with the test child (PR_SET_PDEATHSIG) and are killed explicitly as well.
+ *
+ * NFT_TEST_DUMP=1 prints the generated table for an open and an allow environment. */
+#include "lib/nft.h"
+#include "lib/util.h"
+#include "unit.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <nftables/libnftables.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+static char table[32];
+
+static struct in_addr A(const char *s) {
+        struct in_addr a = {0};
+        if (inet_pton(AF_INET, s, &a) != 1)
+                abort();
+        return a;
+}
+
+/* ---------------------------------------------------------------- namespaces and processes */
+
+/* Run body in a forked child inside a fresh network namespace; its failures count here. */
+static void
+in_netns(void (*body)(void))
+{
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) {
+                unit_failures++;
+                return;
+        }
+        if (pid == 0) {
+                (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+                unit_failures = 0; /* this test's own, not those of earlier tests */
+                if (unshare(CLONE_NEWNET) < 0) {
+                        fprintf(stderr, "  unshare(CLONE_NEWNET): %m\n");
+                        _exit(1);
+                }
+                snprintf(table, sizeof(table), "pdktest_%d", (int)getpid());
+                body();
+                fflush(stdout);
+                fflush(stderr);
+                _exit(unit_failures ? 1 : 0);
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                unit_failures++;
+}
+
+#define NETNS_TEST(name)                                                                           \
+        static void name##_body(void);                                                             \
+        static void name(void)                                                                     \
+        {                                                                                          \
+                in_netns(name##_body);                                                             \
+        }                                                                                          \
+        static void name##_body(void)
+
+static int enter_netns_of(pid_t pid)
+{
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)pid);
+        _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+                return -errno;
+        return 0;
+}
+
+/* sh -c in the network namespace of pid (0: ours); returns the exit status. */
+static int sh(pid_t ns_pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int sh(pid_t ns_pid, const char *fmt, ...)
+{
+        char cmd[2048];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0)
+                return -1;
+        if (pid == 0) {
+                if (ns_pid > 0 && enter_netns_of(ns_pid) < 0)
+                        _exit(126);
+                execl("/bin/sh", "sh", "-ec", cmd, (char *)NULL);
+                _exit(127);
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+        if (rc != 0)
+                fprintf(stderr, "  command failed (%d): %s\n", rc, cmd);
+        return rc;
+}
+
+/* A child that (in a new network namespace when asked) listens on TCP ports of every address
+ * and greets each connection with tag — on port 82, with the peer's address instead (to see
+ * masquerading). Returns once it listens. */
+static pid_t spawn_listener(bool new_netns, const char *tag, const uint16_t *ports, size_t n)
+{
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -1;
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0)
+                return -1;
+        if (pid == 0) {
+                (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+                close(p[0]);
+                if (new_netns && unshare(CLONE_NEWNET) < 0)
+                        _exit(1);
+                struct pollfd pfd[8];
+                for (size_t i = 0; i < n && i < ELEMENTSOF(pfd); i++) {
+                        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                        int one = 1;
+                        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                                 .sin_port = htons(ports[i])};
+                        if (s < 0 ||
+                            setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+                            bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 64) < 0)
+                                _exit(1);
+                        pfd[i] = (struct pollfd){.fd = s, .events = POLLIN};
+                }
+                if (write(p[1], "r", 1) != 1)
+                        _exit(1);
+                close(p[1]);
+                for (;;) {
+                        if (poll(pfd, n, -1) < 0)
+                                continue;
+                        for (size_t i = 0; i < n; i++) {
+                                if (!(pfd[i].revents & POLLIN))
+                                        continue;
+                                struct sockaddr_in peer;
+                                socklen_t pl = sizeof(peer);
+                                int c =
+                                    accept4(pfd[i].fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+                                if (c < 0)
+                                        continue;
+                                char pa[INET_ADDRSTRLEN] = "?";
+                                inet_ntop(AF_INET, &peer.sin_addr, pa, sizeof(pa));
+                                const char *say = ports[i] == 82 ? pa : tag;
+                                (void)write_all(c, say, strlen(say));
+                                close(c);
+                        }
+                }
+        }
+        close(p[1]);
+        char c;
+        ssize_t k = read(p[0], &c, 1);
+        close(p[0]);
+        if (k != 1) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                return -1;
+        }
+        return pid;
+}
+
+static void reap(pid_t *pid)
+{
+        if (*pid > 0) {
+                kill(*pid, SIGKILL);
+                waitpid(*pid, NULL, 0);
+                *pid = 0;
+        }
+}
+
+/* From the network namespace of ns_pid (0: ours), connect to addr:port within 500 ms and read
+ * the greeting; true if it is want. */
+static bool reach(pid_t ns_pid, const char *addr, uint16_t port, const char *want)
+{
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0)
+                return false;
+        if (pid == 0) {
+                if (ns_pid > 0 && enter_netns_of(ns_pid) < 0)
+                        _exit(2);
+                int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                struct sockaddr_in sa = {
+                    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = A(addr)};
+                if (s < 0)
+                        _exit(2);
+                if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+                        _exit(1);
+                struct pollfd pfd = {.fd = s, .events = POLLOUT};
+                if (poll(&pfd, 1, 500) != 1)
+                        _exit(1);
+                int err = 0;
+                socklen_t l = sizeof(err);
+                if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err != 0)
+                        _exit(1);
+                char buf[16] = {0};
+                size_t got = 0;
+                while (got < strlen(want)) {
+                        pfd = (struct pollfd){.fd = s, .events = POLLIN};
+                        if (poll(&pfd, 1, 500) != 1)
+                                _exit(1);
+                        ssize_t k = read(s, buf + got, sizeof(buf) - 1 - got);
+                        if (k <= 0)
+                                break;
+                        got += (size_t)k;
+                }
+                _exit(strcmp(buf, want) == 0 ? 0 : 1);
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* From the network namespace of ns_pid, send one UDP datagram from src to dst:port. */
+static bool send_udp(pid_t ns_pid, const char *src, const char *dst, uint16_t port)
+{
+        pid_t pid = fork();
+        if (pid < 0)
+                return false;
+        if (pid == 0) {
+                if (ns_pid > 0 && enter_netns_of(ns_pid) < 0)
+                        _exit(2);
+                int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr = A(src)};
+                struct sockaddr_in to = {
+                    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = A(dst)};
+                if (s < 0 || bind(s, (struct sockaddr *)&from, sizeof(from)) < 0 ||
+                    sendto(s, "x", 1, 0, (struct sockaddr *)&to, sizeof(to)) != 1)
+                        _exit(1);
+                _exit(0);
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* ---------------------------------------------------------------- topology */
+
+struct topo {
+        pid_t env, env2, net, host;
+};
+
+static void topo_down(struct topo *t)
+{
+        reap(&t->env);
+        reap(&t->env2);
+        reap(&t->net);
+        reap(&t->host);
+}
+
+static int add_env_netns(struct topo *t, pid_t *slot, const char *tag, const char *veth,
+                         const char *addr)
+{
+        static const uint16_t env_ports[] = {8080};
+        *slot = spawn_listener(true, tag, env_ports, ELEMENTSOF(env_ports));
+        if (*slot < 0)
+                return -1;
+        if (sh(0, "ip link add %s type veth peer name eth0 netns %d", veth, (int)*slot) ||
+            sh(0, "ip addr add 10.77.0.1/32 dev %s; ip link set %s up; ip route add %s/32 dev %s",
+               veth, veth, addr, veth) ||
+            sh(*slot,
+               "ip link set lo up; ip addr add %s/32 dev eth0; ip link set eth0 up; "
+               "ip route add 10.77.0.1/32 dev eth0; ip route add default via 10.77.0.1 dev eth0",
+               addr))
+                return -1;
+        return 0;
+}
+
+static int topo_up(struct topo *t, bool env2)
+{
+        static const uint16_t net_ports[] = {80, 81, 82}, host_ports[] = {53, 9999};
+        *t = (struct topo){0};
+        if (sh(0, "ip link set lo up") ||
+            write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ip_forward", "1") < 0)
+                return -1;
+        if (add_env_netns(t, &t->env, "env", "pdktest1", "10.77.0.2") < 0)
+                return -1;
+        if (env2 && add_env_netns(t, &t->env2, "env2", "pdktest2", "10.77.0.3") < 0)
+                return -1;
+        t->net = spawn_listener(true, "net", net_ports, ELEMENTSOF(net_ports));
+        t->host = spawn_listener(false, "host", host_ports, ELEMENTSOF(host_ports));
+        if (t->net < 0 || t->host < 0)
+                return -1;
+        if (sh(0, "ip link add uplink0 type veth peer name eth0 netns %d", (int)t->net) ||
+            sh(0, "ip addr add 192.0.2.1/24 dev uplink0; ip link set uplink0 up") ||
+            sh(t->net, "ip link set lo up; ip addr add 192.0.2.2/24 dev eth0; ip link set eth0 up; "
+                       "for a in 198.51.100.1 203.0.113.1 169.254.169.254 10.1.2.3; do "
+                       "ip addr add $a/32 dev lo; done; ip route add 10.77.0.0/16 via 192.0.2.1") ||
+            sh(0, "for a in 198.51.100.1 203.0.113.1 169.254.169.254 10.1.2.3; do "
+                  "ip route add $a/32 via 192.0.2.2; done"))
+                return -1;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- reading the table back */
+
+static json_t *nft_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *nft_json(const char *fmt, ...)
+{
+        char cmd[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
+        if (!c)
+                return NULL;
+        nft_ctx_buffer_output(c);
+        nft_ctx_buffer_error(c);
+        nft_ctx_output_set_flags(c, NFT_CTX_OUTPUT_JSON);
+        json_t *root = NULL;
+        if (nft_run_cmd_from_buffer(c, cmd) == 0)
+                root = json_loads(nft_ctx_get_output_buffer(c), JSON_DISABLE_EOF_CHECK, NULL);
+        nft_ctx_free(c);
+        return root;
+}
+
+static void dump_table(const char *what)
+{
+        if (!getenv("NFT_TEST_DUMP"))
+                return;
+        struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
+        nft_ctx_buffer_output(c);
+        nft_ctx_buffer_error(c);
+        char cmd[64];
+        snprintf(cmd, sizeof(cmd), "list table inet %s", table);
+        if (nft_run_cmd_from_buffer(c, cmd) == 0)
+                printf("---- %s\n%s", what, nft_ctx_get_output_buffer(c));
+        nft_ctx_free(c);
+}
+
+/* Object of kind ("chain", "set", "map", "counter") named name in our table, from root. */
+static json_t *find_obj(json_t *root, const char *kind, const char *name)
+{
+        size_t i;
+        json_t *it;
+        json_array_foreach(json_object_get(root, "nftables"), i, it)
+        {
+                json_t *o = json_object_get(it, kind);
+                const char *t = json_string_value(json_object_get(o, "table"));
+                const char *nm = json_string_value(json_object_get(o, "name"));
+                if (o && t && nm && strcmp(t, table) == 0 && strcmp(nm, name) == 0)
+                        return o;
+        }
+        return NULL;
+}
+
+static bool table_has(const char *kind, const char *name)
+{
+        json_t *root = nft_json("list table inet %s", table);
+        bool r = root && find_obj(root, kind, name);
+        if (root)
+                json_decref(root);
+        return r;
+}
+
+static size_t rules_in_chain(const char *chain)
+{
+        json_t *root = nft_json("list chain inet %s %s", table, chain);
+        size_t n = 0, i;
+        json_t *it;
+        json_array_foreach(json_object_get(root, "nftables"), i, it)
+        {
+                if (json_object_get(it, "rule"))
+                        n++;
+        }
+        if (root)
+                json_decref(root);
+        return n;
+}
+
+/* Number of elements of a map/set in our table (-1: no such object). */
+static long elems(const char *kind, const char *name)
+{
+        json_t *root = nft_json("list %s inet %s %s", kind, table, name);
+        json_t *o = root ? find_obj(root, kind, name) : NULL;
+        long n = o ? (long)json_array_size(json_object_get(o, "elem")) : -1;
+        if (root)
+                json_decref(root);
+        return n;
+}
+
+static bool table_exists(void)
+{
+        json_t *root = nft_json("list table inet %s", table);
+        if (root)
+                json_decref(root);
+        return root != NULL;
+}
+
+static uint64_t denied(struct nft *n, const char *name)
+{
+        uint64_t v = UINT64_MAX;
+        CHECK_EQ_INT(nft_env_denied(n, name, &v), 0);
+        return v;
+}
+
+static struct nft *open_test_table(void)
+{
+        struct nft *n = NULL;
+        int r = nft_open(table, A("10.77.0.0"), 16, A("10.77.0.1"), &n);
+        CHECK_EQ_INT(r, 0);
+        if (r < 0)
+                fprintf(stderr, "  nft: %s\n", n ? nft_last_error(n) : "(no handle)");
+        return n;
+}
+
+static struct nft_env env_open(const char *name)
+{
+        return (struct nft_env){
+            .name = name, .host_ifname = "pdktest1", .addr = A("10.77.0.2"), .mode = NET_OPEN};
+}
+
+/* ---------------------------------------------------------------- tests */
+
+NETNS_TEST(test_nft_open__idempotent_and_confined)
+{
+        /* Someone else's table: must survive everything we do. */
+        struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
+        nft_ctx_buffer_error(c);
+        CHECK_EQ_INT(nft_run_cmd_from_buffer(c, "add table inet other\n"
+                                                "add chain inet other keep\n"),
+                     0);
+        nft_ctx_free(c);
+
+        struct nft *n = open_test_table();
+        if (!n)
+                return;
+        CHECK(table_has("chain", "prerouting"));
+        CHECK(table_has("chain", "output"));
+        CHECK(table_has("chain", "postrouting"));
+        CHECK(table_has("chain", "input"));
+        CHECK(table_has("chain", "forward"));
+        CHECK(table_has("set", "forbidden4"));
+        CHECK(table_has("map", "envs"));
+        CHECK_EQ_INT(rules_in_chain("input"), 5);
+        CHECK_EQ_INT(rules_in_chain("forward"), 6);
+
+        struct nft_env e = env_open("keep.me");
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK_EQ_INT(nft_port_add(n, "keep.me", "tcp", 8888, A("10.77.0.2"), 8080), 0);
+        nft_close(n);
+
+        /* Daemon restart: re-open keeps environments, ports and the rule counts stay the same. */
+        n = open_test_table();
+        if (!n)
+                return;
+        CHECK(table_has("chain", "env_keep_dme"));
+        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK_EQ_INT(elems("map", "pub_tcp"), 1);
+        CHECK_EQ_INT(rules_in_chain("input"), 5);
+        CHECK_EQ_INT(rules_in_chain("forward"), 6);
+        CHECK_EQ_INT(rules_in_chain("prerouting"), 2);
+        /* Re-applying the same environment is fine too. */
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK_EQ_INT(elems("map", "envs"), 1);
+
+        CHECK_EQ_INT(nft_destroy_table(n), 0);
+        CHECK(!table_exists());
+        CHECK_EQ_INT(nft_destroy_table(n), 0);
+        json_t *other = nft_json("list chain inet other keep");
+        CHECK(other != NULL);
+        if (other)
+                json_decref(other);
+        nft_close(n);
+}
+
+NETNS_TEST(test_nft_names__validation)
+{
+        struct nft *n = NULL;
+        CHECK_EQ_INT(nft_open("bad;table", A("10.77.0.0"), 16, A("10.77.0.1"), &n), -EINVAL);
+        CHECK_EQ_INT(nft_open("t", A("10.77.0.0"), 33, A("10.77.0.1"), &n), -EINVAL);
+        CHECK(n == NULL);
+        n = open_test_table();
+        if (!n)
+                return;
+
+        static const char *const bad_names[] = {
+            "",
+            "a b",
+            "x;flush ruleset",
+            "a\"b",
+            "a\nb",
+            "a/b",
+            "a*",
+            "0123456789012345678901234567890123456789012345678901234567890123",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad_names); i++) {
+                struct nft_env e = env_open(bad_names[i]);
+                CHECK_EQ_INT(nft_env_apply(n, &e), -EINVAL);
+                CHECK_EQ_INT(nft_env_remove(n, bad_names[i]), -EINVAL);
+                CHECK_EQ_INT(nft_env_allow_addr(n, bad_names[i], A("1.2.3.4"), 0, 5), -EINVAL);
+        }
+        struct nft_env e = env_open("ok");
+        e.host_ifname = "eth9"; /* not "pdk*": the base rules would not see it */
+        CHECK_EQ_INT(nft_env_apply(n, &e), -EINVAL);
+        e.host_ifname = "pdk\"; drop";
+        CHECK_EQ_INT(nft_env_apply(n, &e), -EINVAL);
+        e = env_open("ok");
+        e.addr = A("192.168.1.2"); /* outside the subnet: not masqueraded, not ours */
+        CHECK_EQ_INT(nft_env_apply(n, &e), -EINVAL);
+        e = env_open("ok");
+        struct in_addr link = A("169.254.169.254");
+        e.links = &link;
+        e.n_links = 1;
+        CHECK_EQ_INT(nft_env_apply(n, &e), -EINVAL);
+        CHECK_EQ_INT(nft_port_add(n, "ok", "sctp", 1, A("10.77.0.2"), 1), -EINVAL);
+        CHECK_EQ_INT(nft_port_add(n, "ok", "tcp", 0, A("10.77.0.2"), 1), -EINVAL);
+
+        /* Missing objects come back as -ENOENT, with libnftables' text kept. */
+        uint64_t v;
+        CHECK_EQ_INT(nft_env_denied(n, "nobody", &v), -ENOENT);
+        CHECK(nft_last_error(n) != NULL);
+        CHECK_EQ_INT(nft_env_allow_addr(n, "nobody", A("1.2.3.4"), 0, 5), -ENOENT);
+        CHECK_EQ_INT(nft_port_remove(n, "tcp", 4444), -ENOENT);
+        CHECK_EQ_INT(nft_env_remove(n, "nobody"), 0);
+        CHECK(nft_last_error(n) == NULL);
+
+        /* Names that a '.'/'-' -> '_' mapping would merge stay apart and read back exactly. */
+        static const char *const names[] = {"a.b", "a-b", "a_b", "a_db", "A.b-c_d"};
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                struct nft_env x = env_open(names[i]);
+                char ifn[16];
+                snprintf(ifn, sizeof(ifn), "pdkn%zu", i);
+                x.host_ifname = ifn;
+                CHECK_EQ_INT(nft_env_apply(n, &x), 0);
+        }
+        char **list = NULL;
+        size_t cnt = 0;
+        CHECK_EQ_INT(nft_env_list(n, &list, &cnt), 0);
+        CHECK_EQ_INT(cnt, ELEMENTSOF(names));
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                bool found = false;
+                for (size_t k = 0; k < cnt; k++)
+                        found |= strcmp(list[k], names[i]) == 0;
+                CHECK(found);
+        }
+        for (size_t k = 0; k < cnt; k++)
+                free(list[k]);
+        free(list);
+        CHECK_EQ_INT(elems("map", "envs"), (long)ELEMENTSOF(names));
+        nft_destroy_table(n);
+        nft_close(n);
+}
+
+NETNS_TEST(test_nft_open_mode__behaviour)
+{
+        struct topo t;
+        struct nft *n = open_test_table();
+        if (!n || topo_up(&t, false) < 0) {
+                CHECK(!"setup");
+                goto out;
+        }
+        /* Without an environment entry, the veth is dropped entirely (fail closed). */
+        CHECK(!reach(t.env, "198.51.100.1", 80, "net"));
+        CHECK(!reach(t.env, "10.77.0.1", 9999, "host"));
+
+        struct nft_env e = env_open("box");
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        dump_table("open environment \"box\"");
+        CHECK(table_has("chain", "env_box"));
+        CHECK(table_has("counter", "denied_box"));
+        CHECK_EQ_INT(denied(n, "box"), 0);
+
+        CHECK(reach(t.env, "198.51.100.1", 80, "net"));
+        CHECK(reach(t.env, "203.0.113.1", 81, "net"));
+        CHECK(reach(t.env, "192.0.2.2", 80, "net")); /* the uplink peer: public-ish, allowed */
+        uint64_t before = denied(n, "box");
+        CHECK(!reach(t.env, "169.254.169.254", 80, "net"));
+        CHECK(!reach(t.env, "10.1.2.3", 80, "net"));
+        uint64_t after = denied(n, "box");
+        CHECK(after > before);
+        /* The host: only DNS to the resolver address. */
+        CHECK(reach(t.env, "10.77.0.1", 53, "host"));
+        before = after;
+        CHECK(!reach(t.env, "10.77.0.1", 9999, "host"));
+        CHECK(!reach(t.env, "192.0.2.1", 9999, "host"));
+        CHECK(!reach(t.env, "192.0.2.1", 53, "host"));
+        CHECK(denied(n, "box") > before);
+        /* Nothing from outside reaches the environment unless published. */
+        CHECK(!reach(t.net, "10.77.0.2", 8080, "env"));
+        /* A spoofed source (here another address of the subnet) is dropped and counted, even to an
+         * allowed destination. */
+        CHECK_EQ_INT(sh(t.env, "ip addr add 10.77.0.50/32 dev eth0"), 0);
+        before = denied(n, "box");
+        CHECK(send_udp(t.env, "10.77.0.2", "198.51.100.1", 80));
+        usleep(100 * 1000);
+        CHECK_EQ_INT(denied(n, "box"), before);
+        CHECK(send_udp(t.env, "10.77.0.50", "198.51.100.1", 80));
+        usleep(100 * 1000);
+        CHECK_EQ_INT(denied(n, "box"), before + 1);
+        /* Masqueraded: the internet side sees the host's uplink address. */
+        CHECK(reach(t.env, "198.51.100.1", 82, "192.0.2.1"));
+        /* The host itself can still reach the environment. */
+        CHECK(reach(0, "10.77.0.2", 8080, "env"));
+out:
+        topo_down(&t);
+        if (n) {
+                nft_destroy_table(n);
+                nft_close(n);
+        }
+}
+
+NETNS_TEST(test_nft_allow_mode__behaviour)
+{
+        struct topo t;
+        struct nft *n = open_test_table();
+        if (!n || topo_up(&t, false) < 0) {
+                CHECK(!"setup");
+                goto out;
+        }
+        struct nft_cidr_rule cidrs[] = {
+            {.addr = A("198.51.100.1"), .prefix = 32, .port = 80},
+            {.addr = A("10.1.2.0"), .prefix = 24, .port = 0}, /* forbidden wins */
+        };
+        struct nft_env e = env_open("box");
+        e.mode = NET_ALLOW;
+        e.cidrs = cidrs;
+        e.n_cidrs = ELEMENTSOF(cidrs);
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK_EQ_INT(nft_env_allow_addr(n, "box", A("192.0.2.99"), 443, 600), 0);
+        dump_table("allow environment \"box\" (cidrs 198.51.100.1/32:80, 10.1.2.0/24; learned "
+                   "192.0.2.99:443)");
+        CHECK(table_has("set", "allow4_box"));
+        CHECK(table_has("set", "allowp4_box"));
+
+        CHECK(reach(t.env, "198.51.100.1", 80, "net"));
+        uint64_t before = denied(n, "box");
+        CHECK(!reach(t.env, "198.51.100.1", 81, "net"));
+        CHECK(!reach(t.env, "203.0.113.1", 80, "net"));
+        CHECK(!reach(t.env, "10.1.2.3", 80, "net"));
+        CHECK(denied(n, "box") >= before + 3);
+
+        /* A learned address, any port, for 2 s; then blocked again. */
+        CHECK_EQ_INT(nft_env_allow_addr(n, "box", A("203.0.113.1"), 0, 2), 0);
+        CHECK_EQ_INT(elems("set", "allow4_box"), 1);
+        CHECK(reach(t.env, "203.0.113.1", 80, "net"));
+        CHECK(reach(t.env, "203.0.113.1", 81, "net"));
+        usleep(3200 * 1000);
+        CHECK(!reach(t.env, "203.0.113.1", 80, "net"));
+
+        /* Re-adding refreshes the timeout rather than failing or keeping the old one. */
+        CHECK_EQ_INT(nft_env_allow_addr(n, "box", A("203.0.113.1"), 0, 1), 0);
+        CHECK_EQ_INT(nft_env_allow_addr(n, "box", A("203.0.113.1"), 0, 600), 0);
+        usleep(1500 * 1000);
+        CHECK(reach(t.env, "203.0.113.1", 80, "net"));
+
+        /* Address + port. */
+        CHECK_EQ_INT(nft_env_allow_addr(n, "box", A("198.51.100.1"), 81, 600), 0);
+        CHECK(reach(t.env, "198.51.100.1", 81, "net"));
+
+        /* An allowed name resolving to a metadata or private address stays blocked. */
+        CHECK_EQ_INT(nft_env_allow_addr(n, "box", A("169.254.169.254"), 0, 600), 0);
+        CHECK_EQ_INT(nft_env_allow_addr(n, "box", A("10.1.2.3"), 80, 600), 0);
+        CHECK(!reach(t.env, "169.254.169.254", 80, "net"));
+        CHECK(!reach(t.env, "10.1.2.3", 80, "net"));
+
+        /* Re-applying (config change) revokes learned addresses. */
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK_EQ_INT(elems("set", "allow4_box"), 0);
+        CHECK(!reach(t.env, "203.0.113.1", 80, "net"));
+        CHECK(reach(t.env, "198.51.100.1", 80, "net"));
+
+        /* Switching to open in place. */
+        e.mode = NET_OPEN;
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK(reach(t.env, "203.0.113.1", 80, "net"));
+        CHECK(!reach(t.env, "169.254.169.254", 80, "net"));
+out:
+        topo_down(&t);
+        if (n) {
+                nft_destroy_table(n);
+                nft_close(n);
+        }
+}
+
+NETNS_TEST(test_nft_ports__behaviour)
+{
+        struct topo t;
+        struct nft *n = open_test_table();
+        if (!n || topo_up(&t, false) < 0) {
+                CHECK(!"setup");
+                goto out;
+        }
+        struct nft_env e = env_open("box");
+        e.mode = NET_ALLOW; /* published ports work whatever the egress policy */
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+
+        CHECK(!reach(t.net, "192.0.2.1", 8888, "env"));
+        CHECK_EQ_INT(nft_port_add(n, "box", "tcp", 8888, A("10.77.0.2"), 8080), 0);
+        CHECK_EQ_INT(nft_port_add(n, "box", "tcp", 8888, A("10.77.0.2"), 8080), 0);
+        CHECK_EQ_INT(nft_port_add(n, "box", "tcp", 8888, A("10.77.0.9"), 8080), -EEXIST);
+        CHECK_EQ_INT(nft_port_add(n, "box", "udp", 8888, A("10.77.0.2"), 8080), 0);
+        /* From outside, to the host's address. */
+        CHECK(reach(t.net, "192.0.2.1", 8888, "env"));
+        /* From the host itself (output nat), via a non-loopback address. */
+        CHECK(reach(0, "192.0.2.1", 8888, "env"));
+        /* Only this host's addresses: a connection routed through the host to some other
+         * address:8888 is not redirected to the environment. */
+        CHECK(!reach(0, "198.51.100.1", 8888, "env"));
+        CHECK(!reach(t.net, "10.77.0.99", 8888, "env"));
+        /* The direct address still is not reachable from outside. */
+        CHECK(!reach(t.net, "10.77.0.2", 8080, "env"));
+
+        CHECK_EQ_INT(nft_port_remove(n, "tcp", 8888), 0);
+        CHECK(!reach(t.net, "192.0.2.1", 8888, "env"));
+        CHECK_EQ_INT(nft_port_remove(n, "tcp", 8888), -ENOENT);
+
+        /* Ports go away with their environment. */
+        CHECK_EQ_INT(nft_port_add(n, "box", "tcp", 8889, A("10.77.0.2"), 8080), 0);
+        CHECK_EQ_INT(nft_port_add(n, "other", "tcp", 8890, A("10.77.0.5"), 80), 0);
+        CHECK_EQ_INT(elems("map", "pub_tcp"), 2);
+        CHECK_EQ_INT(nft_env_remove(n, "box"), 0);
+        CHECK_EQ_INT(elems("map", "pub_tcp"), 1);
+        CHECK_EQ_INT(elems("map", "pub_udp"), 0);
+out:
+        topo_down(&t);
+        if (n) {
+                nft_destroy_table(n);
+                nft_close(n);
+        }
+}
+
+NETNS_TEST(test_nft_links__behaviour)
+{
+        struct topo t;
+        struct nft *n = open_test_table();
+        if (!n || topo_up(&t, true) < 0) {
+                CHECK(!"setup");
+                goto out;
+        }
+        struct nft_env a = env_open("a"), b = env_open("b");
+        b.host_ifname = "pdktest2";
+        b.addr = A("10.77.0.3");
+        CHECK_EQ_INT(nft_env_apply(n, &a), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &b), 0);
+        CHECK(!reach(t.env, "10.77.0.3", 8080, "env2"));
+        CHECK(!reach(t.env2, "10.77.0.2", 8080, "env"));
+
+        struct in_addr to_b = A("10.77.0.3"), to_a = A("10.77.0.2");
+        a.links = &to_b;
+        a.n_links = 1;
+        b.links = &to_a;
+        b.n_links = 1;
+        b.mode = NET_ALLOW;
+        CHECK_EQ_INT(nft_env_apply(n, &a), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &b), 0);
+        CHECK(reach(t.env, "10.77.0.3", 8080, "env2"));
+        CHECK(reach(t.env2, "10.77.0.2", 8080, "env"));
+        /* Unlinking one side cuts new connections from it. */
+        b.links = NULL;
+        b.n_links = 0;
+        CHECK_EQ_INT(nft_env_apply(n, &b), 0);
+        CHECK(!reach(t.env2, "10.77.0.2", 8080, "env"));
+        CHECK(reach(t.env, "10.77.0.3", 8080, "env2"));
+out:
+        topo_down(&t);
+        if (n) {
+                nft_destroy_table(n);
+                nft_close(n);
+        }
+}
+
+NETNS_TEST(test_nft_none_list_destroy)
+{
+        struct topo t;
+        struct nft *n = open_test_table();
+        if (!n || topo_up(&t, false) < 0) {
+                CHECK(!"setup");
+                goto out;
+        }
+        struct nft_env e = env_open("web-1.prod");
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        struct nft_env other = env_open("other");
+        other.host_ifname = "pdkother";
+        other.addr = A("10.77.0.7");
+        CHECK_EQ_INT(nft_env_apply(n, &other), 0);
+        CHECK_EQ_INT(nft_port_add(n, "web-1.prod", "tcp", 8888, A("10.77.0.2"), 8080), 0);
+        CHECK(reach(t.env, "198.51.100.1", 80, "net"));
+
+        char **list = NULL;
+        size_t cnt = 0;
+        CHECK_EQ_INT(nft_env_list(n, &list, &cnt), 0);
+        CHECK_EQ_INT(cnt, 2);
+        bool web = false, oth = false;
+        for (size_t i = 0; i < cnt; i++) {
+                web |= strcmp(list[i], "web-1.prod") == 0;
+                oth |= strcmp(list[i], "other") == 0;
+                free(list[i]);
+        }
+        free(list);
+        CHECK(web && oth);
+
+        /* Mode none: everything of the environment goes, the other stays. */
+        e.mode = NET_NONE;
+        e.host_ifname = NULL;
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK(!table_has("chain", "env_web_h1_dprod"));
+        CHECK(!table_has("set", "allow4_web_h1_dprod"));
+        CHECK(!table_has("set", "allowp4_web_h1_dprod"));
+        CHECK(!table_has("counter", "denied_web_h1_dprod"));
+        CHECK(table_has("chain", "env_other"));
+        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK_EQ_INT(elems("map", "envctr"), 1);
+        CHECK_EQ_INT(elems("map", "pub_tcp"), 0);
+        /* Its veth, if one were left behind, is dropped by the fail-closed rule. */
+        CHECK(!reach(t.env, "198.51.100.1", 80, "net"));
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0); /* idempotent */
+
+        CHECK_EQ_INT(nft_env_list(n, &list, &cnt), 0);
+        CHECK_EQ_INT(cnt, 1);
+        if (cnt == 1)
+                CHECK_EQ_STR(list[0], "other");
+        for (size_t i = 0; i < cnt; i++)
+                free(list[i]);
+        free(list);
+
+        CHECK_EQ_INT(nft_destroy_table(n), 0);
+        CHECK(!table_exists());
+        json_t *all = nft_json("list ruleset");
+        CHECK(all && json_array_size(json_object_get(all, "nftables")) == 1); /* metainfo only */
+        if (all)
+                json_decref(all);
+        CHECK_EQ_INT(nft_env_list(n, &list, &cnt), 0);
+        CHECK_EQ_INT(cnt, 0);
+        free(list);
+out:
+        topo_down(&t);
+        if (n)
+                nft_close(n);
+}
+
+int main(void)
+{
+        if (geteuid() != 0) {
+                printf("skip test_nft: needs root\n");
+                return 0;
+        }
+        RUN(test_nft_open__idempotent_and_confined);
+        RUN(test_nft_names__validation);
+        RUN(test_nft_open_mode__behaviour);
+        RUN(test_nft_allow_mode__behaviour);
+        RUN(test_nft_ports__behaviour);
+        RUN(test_nft_links__behaviour);
+        RUN(test_nft_none_list_destroy);
+        UNIT_EXIT();
+}
