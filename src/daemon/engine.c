@@ -1115,6 +1115,8 @@ static int env_adopt(struct engine *e, struct env *v)
         uint64_t st;
         if (v->row.pid <= 0 || proc_start_time((pid_t)v->row.pid, &st) < 0 || st != v->row.pid_start)
                 return -ESRCH;
+        if (proc_is_zombie((pid_t)v->row.pid))
+                return -ESRCH; /* exited, not yet reaped by its new parent */
         int fd = sys_pidfd_open((pid_t)v->row.pid, 0);
         if (fd < 0)
                 return fd;
@@ -1139,7 +1141,8 @@ static void sweep_expired(struct loop_timer *t, void *data)
         int64_t now = wall_s();
         for (struct env *v = e->envs, *next; v; v = next) {
                 next = v->next;
-                if (v->row.expires_at && v->row.expires_at <= now && v->active_execs == 0) {
+                /* Running execs do not extend the life of an expired environment. */
+                if (v->row.expires_at && v->row.expires_at <= now) {
                         log_info("%s: time to live expired", v->row.name);
                         engine_destroy(e, v, true);
                 }

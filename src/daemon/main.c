@@ -358,6 +358,7 @@ int main(int argc, char **argv)
         unlink(o.socket);
         engine_free(engine);
         network_free(net);
+        cgroup_manager_remove_if_empty(cg);
         cgroup_manager_free(cg);
         state_close(state);
         loop_free(loop);

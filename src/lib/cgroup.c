@@ -657,6 +657,19 @@ fail:
         return r;
 }
 
+void cgroup_manager_remove_if_empty(struct cgroup_manager *m)
+{
+        for (size_t i = 0; i < m->n_hier; i++) {
+                if (m->hier[i].subtree_fd < 0)
+                        continue;
+                _cleanup_close_ int parent =
+                        openat(m->hier[i].subtree_fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                /* rmdir refuses a group with children or processes: that is the check. */
+                if (parent >= 0)
+                        unlinkat(parent, m->subtree, AT_REMOVEDIR);
+        }
+}
+
 void cgroup_manager_free(struct cgroup_manager *m)
 {
         if (!m)

@@ -37,6 +37,8 @@ struct cgroup_manager;
 int cgroup_manager_new(const char *sysfs_root, const char *self_cgroup, const char *subtree,
                        struct cgroup_manager **ret);
 void cgroup_manager_free(struct cgroup_manager *m);
+/* At shutdown: remove the daemon's subtree where no environment group is left in it. */
+void cgroup_manager_remove_if_empty(struct cgroup_manager *m);
 enum cgroup_mode cgroup_manager_mode(const struct cgroup_manager *m);
 const char *cgroup_mode_name(enum cgroup_mode mode);
 

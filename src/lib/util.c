@@ -286,3 +286,18 @@ void reset_signals(void)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
 }
+
+bool proc_is_zombie(pid_t pid)
+{
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return true;
+        ssize_t n = read_full(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return true;
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}

@@ -85,6 +85,8 @@ int64_t wall_s(void);
 /* Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat).
  * Together with the pid this identifies one process across pid reuse. */
 int proc_start_time(pid_t pid, uint64_t *ret);
+/* Has the process exited (zombie or gone)? */
+bool proc_is_zombie(pid_t pid);
 
 /* Thin syscall wrappers glibc 2.36 lacks. */
 int sys_pidfd_open(pid_t pid, unsigned flags);
