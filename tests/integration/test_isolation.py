@@ -142,7 +142,8 @@ def test_two_daemons_get_disjoint_id_ranges(make_daemon, shared_registry):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_network_is_loopback_only_and_up(daemon, kind):
-    create(daemon, "n1", kind)
+    """Mode none (the sandbox default; computers default to open) is loopback only."""
+    create(daemon, "n1", kind, "--net", "none")
     dev = daemon.sh("n1", "cat /proc/net/dev")
     ifaces = [l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l]
     assert ifaces == ["lo"], dev
