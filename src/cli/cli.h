@@ -36,6 +36,8 @@ int cmd_inspect(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_lifecycle(struct cli *cli, int argc, char **argv); /* start stop restart pause resume */
 int cmd_update(struct cli *cli, int argc, char **argv);
+int cmd_net(struct cli *cli, int argc, char **argv);
+int cmd_port(struct cli *cli, int argc, char **argv);
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);

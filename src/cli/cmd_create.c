@@ -3,6 +3,7 @@
  * user typed: the daemon parses them and names the field it rejects. */
 #include "cli/cli.h"
 #include "cli/envpath.h"
+#include "cli/netopts.h"
 #include "cli/opts.h"
 #include "cli/output.h"
 
@@ -19,9 +20,6 @@ enum {
         OPT_SWAP,
         OPT_PIDS,
         OPT_DISK,
-        OPT_NET,
-        OPT_ALLOW,
-        OPT_BANDWIDTH,
         OPT_TTL,
         OPT_ENV,
         OPT_LABEL,
@@ -42,9 +40,18 @@ static const char create_help[] =
     "  --swap SIZE           swap allowed on top of memory\n"
     "  --pids N              most processes at once\n"
     "  --disk SIZE           disk size limit\n"
-    "  --net MODE            network: none, allow or open\n"
-    "  --allow HOST[:PORT]   a destination --net allow lets through (repeatable)\n"
-    "  --bandwidth RATE      bandwidth each way, e.g. 10mbit\n"
+    "  --net MODE            network: none (loopback only), open (internet, never the host\n"
+    "                        or private ranges) or allow (only --allow destinations);\n"
+    "                        default open for a computer, none for a sandbox\n"
+    "  --allow RULE          a destination --net allow lets through: HOST[:PORT],\n"
+    "                        *.DOMAIN[:PORT] or A.B.C.D[/N][:PORT] (repeatable; implies\n"
+    "                        --net allow when --net is not given)\n"
+    "  --bandwidth RATE      bandwidth each way, e.g. 10mbit, 500kbit, 1gbit\n"
+    "  --egress-bandwidth RATE\n"
+    "                        upload only (wins over --bandwidth)\n"
+    "  --ingress-bandwidth RATE\n"
+    "                        download only (wins over --bandwidth)\n"
+    "  --link NAME           may talk to environment NAME, and it to this one (repeatable)\n"
     "  --ttl DURATION        destroy after e.g. 90s, 30m, 24h (0: never)\n"
     "  --env K=V             environment variable of every process (repeatable)\n"
     "  --label K=V           label to select environments by (repeatable)\n"
@@ -63,7 +70,9 @@ static const char update_help[] =
     "  --ttl DURATION        destroy this long from now (0: never)\n"
     "  --autostart           start again whenever paddockd starts\n"
     "  --no-autostart        do not\n"
-    "  --json                print the updated environment as JSON\n";
+    "  --json                print the updated environment as JSON\n"
+    "\n"
+    "Network policy, bandwidth and links: 'paddock net NAME [OPTIONS]'.\n";
 
 #define LIMIT_OPTIONS                                                                              \
         {"cpus", required_argument, NULL, OPT_CPUS},                                               \
@@ -80,9 +89,8 @@ static const struct option create_options[] = {
     {"sandbox", no_argument, NULL, OPT_SANDBOX},
     {"image", required_argument, NULL, OPT_IMAGE},
     {"disk", required_argument, NULL, OPT_DISK},
-    {"net", required_argument, NULL, OPT_NET},
-    {"allow", required_argument, NULL, OPT_ALLOW},
-    {"bandwidth", required_argument, NULL, OPT_BANDWIDTH},
+    {"net", required_argument, NULL, OPT_NET_MODE},
+    NET_OPTIONS,
     {"env", required_argument, NULL, OPT_ENV},
     {"label", required_argument, NULL, OPT_LABEL},
     LIMIT_OPTIONS,
@@ -181,31 +189,6 @@ static int create_option(json_t *body, int c, const char *verb)
                 if (set_string(body, "disk", optarg) < 0)
                         return usage_error(verb, "--disk value is not valid UTF-8");
                 return -1;
-        case OPT_NET: {
-                json_t *net = child_object(body, "network");
-                if (!net || set_string(net, "mode", optarg) < 0)
-                        return usage_error(verb, "bad value for --net");
-                return -1;
-        }
-        case OPT_ALLOW: {
-                json_t *net = child_object(body, "network");
-                json_t *allow = net ? json_object_get(net, "allow") : NULL;
-                if (net && !allow) {
-                        allow = json_array();
-                        json_object_set_new(net, "allow", allow);
-                }
-                if (!allow || json_array_append_new(allow, json_string(optarg)) < 0)
-                        return usage_error(verb, "bad value for --allow");
-                return -1;
-        }
-        case OPT_BANDWIDTH: {
-                json_t *net = child_object(body, "network");
-                json_t *bw = net ? child_object(net, "bandwidth") : NULL;
-                if (!bw || set_string(bw, "egress", optarg) < 0 ||
-                    set_string(bw, "ingress", optarg) < 0)
-                        return usage_error(verb, "bad value for --bandwidth");
-                return -1;
-        }
         case OPT_ENV:
         case OPT_LABEL: {
                 const char *key = c == OPT_ENV ? "env" : "labels";
@@ -235,11 +218,14 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 {
         const char *verb = "create";
         json_t *body = json_object();
+        struct netopts net = {};
         int r, c;
 
         opts_reset();
         while ((c = getopt_long(argc, argv, ":h", create_options, NULL)) != -1) {
-                r = create_option(body, c, verb);
+                r = netopts_option(&net, c, verb);
+                if (r == 0)
+                        r = create_option(body, c, verb);
                 if (r == 0)
                         r = opts_common(cli, c, argv, verb, create_help);
                 if (r >= 0)
@@ -254,10 +240,19 @@ int cmd_create(struct cli *cli, int argc, char **argv)
                 goto out;
         }
         const char *name = argv[optind];
-        json_t *network = json_object_get(body, "network");
-        /* --allow alone means --net allow. */
-        if (network && json_object_get(network, "allow") && !json_object_get(network, "mode"))
-                json_object_set_new(network, "mode", json_string("allow"));
+        bool no_network;
+        json_t *network = netopts_json(&net, verb, &no_network);
+        if (!network && !no_network) {
+                r = EXIT_USAGE;
+                goto out;
+        }
+        if (network) {
+                /* --allow alone means --net allow (the daemon's rule too; said here so the
+                 * request reads as what it does). */
+                if (json_object_get(network, "allow") && !json_object_get(network, "mode"))
+                        json_object_set_new(network, "mode", json_string("allow"));
+                json_object_set_new(body, "network", network);
+        }
         /* The name first, for whoever reads the request in a log. */
         json_t *full = json_object();
         if (set_string(full, "name", name) < 0) {
@@ -278,6 +273,7 @@ int cmd_create(struct cli *cli, int argc, char **argv)
                 r = EXIT_OK;
         }
 out:
+        netopts_done(&net);
         json_decref(body);
         return r;
 }

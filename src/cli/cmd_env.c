@@ -20,7 +20,8 @@ enum {
 static const char ls_help[] =
     "Usage: paddock ls [--label K=V]... [--json]\n"
     "\n"
-    "List environments.\n"
+    "List environments: name, kind, state, IP address (- when it has none), image, limits,\n"
+    "age and expiry.\n"
     "\n"
     "  --label K=V   only those with this label (repeatable: all must match)\n"
     "  --json        print the daemon's answer as JSON\n";
@@ -105,12 +106,14 @@ static const char *number_cell(const json_t *v, char *buf, size_t len)
 static int add_env_row(struct table *t, const json_t *env, time_t now)
 {
         const json_t *limits = json_object_get(env, "limits");
+        const json_t *net = json_object_get(env, "network");
         char cpus[32], mem[32], pids[32], created[32], expires[32];
         time_t ts;
         const char *cells[] = {
             json_string_value(json_object_get(env, "name")),
             json_string_value(json_object_get(env, "kind")),
             json_string_value(json_object_get(env, "state")),
+            json_string_value(json_object_get(net, "ip")), /* null before it has one */
             json_string_value(json_object_get(env, "image")),
             number_cell(json_object_get(limits, "cpus"), cpus, sizeof(cpus)),
             size_cell(json_object_get(limits, "memory"), mem, sizeof(mem)),
@@ -127,8 +130,8 @@ static int add_env_row(struct table *t, const json_t *env, time_t now)
 
 static int print_env_table(const json_t *envs)
 {
-        static const char *const headers[] = {"NAME",   "KIND", "STATE",   "IMAGE",  "CPUS",
-                                              "MEMORY", "PIDS", "CREATED", "EXPIRES"};
+        static const char *const headers[] = {"NAME", "KIND",   "STATE", "IP",      "IMAGE",
+                                              "CPUS", "MEMORY", "PIDS",  "CREATED", "EXPIRES"};
         struct table *t = table_new(headers, ELEMENTSOF(headers));
         if (!t)
                 goto oom;

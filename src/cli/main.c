@@ -21,7 +21,8 @@ static const struct verb verbs[] = {
     {"rm", cmd_rm},           {"start", cmd_lifecycle},
     {"stop", cmd_lifecycle},  {"restart", cmd_lifecycle},
     {"pause", cmd_lifecycle}, {"resume", cmd_lifecycle},
-    {"update", cmd_update},   {"exec", cmd_exec},
+    {"update", cmd_update},   {"net", cmd_net},
+    {"port", cmd_port},       {"exec", cmd_exec},
     {"image", cmd_image},     {"system", cmd_system},
     {"daemon", cmd_daemon},
 };
@@ -40,6 +41,10 @@ static const char overview[] =
     "  pause|resume NAME...         freeze and thaw\n"
     "  rm [-f] NAME...              destroy\n"
     "  exec NAME [OPTIONS] -- CMD   run a command inside, exit with its exit code\n"
+    "\n"
+    "Network:\n"
+    "  net NAME [OPTIONS]           show or change network mode, allow list, links, bandwidth\n"
+    "  port add|ls|rm NAME ...      publish environment ports on the host\n"
     "\n"
     "Images and daemon:\n"
     "  image ls|import|rm           manage root filesystem images\n"

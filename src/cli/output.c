@@ -125,6 +125,30 @@ const char *human_size(uint64_t bytes, char *buf, size_t len)
         return buf;
 }
 
+const char *human_rate(uint64_t bps, char *buf, size_t len)
+{
+        static const struct {
+                uint64_t div;
+                const char *unit;
+        } units[] = {{1000000000, "gbit"}, {1000000, "mbit"}, {1000, "kbit"}};
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+                if (bps < units[i].div)
+                        continue;
+                /* Up to three decimals, so any rate typed as "1.5mbit" reads back the same. */
+                char num[32];
+                snprintf(num, sizeof(num), "%.3f", (double)bps / (double)units[i].div);
+                char *end = num + strlen(num);
+                while (end[-1] == '0')
+                        *--end = 0;
+                if (end[-1] == '.')
+                        *--end = 0;
+                snprintf(buf, len, "%s%s", num, units[i].unit);
+                return buf;
+        }
+        snprintf(buf, len, "%" PRIu64 "bit", bps);
+        return buf;
+}
+
 static const char *human_span(int64_t s, char *buf, size_t len, const char *pre, const char *post)
 {
         if (s < 60)

@@ -24,6 +24,8 @@ void table_free(struct table *t);
 
 /* "512M", "1.5G", "12K", "100B": binary units, at most one decimal. */
 const char *human_size(uint64_t bytes, char *buf, size_t len);
+/* Bits per second as the daemon's rate units read: "10mbit", "1.5gbit", "500kbit", "64bit". */
+const char *human_rate(uint64_t bps, char *buf, size_t len);
 /* "just now", "42s ago", "5m ago", "3h ago", "2d ago" / "in 55m", "expired". */
 const char *human_ago(time_t t, time_t now, char *buf, size_t len);
 const char *human_until(time_t t, time_t now, char *buf, size_t len);

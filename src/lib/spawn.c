@@ -58,17 +58,18 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
         if (getppid() == 1)
                 _exit(1);
 
-        /* PID 1 must not hold the daemon's stdio (its log file, its terminal). */
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-                child_fail(report_fd, "stdio", -errno);
-        close(null);
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, NULL, 0)) < 0)
                 child_fail(report_fd, "join cgroup", r);
         if (unshare(CLONE_NEWCGROUP) < 0)
                 child_fail(report_fd, "cgroup namespace", -errno);
         if ((r = rootfs_enter(&c->rootfs, &step)) < 0)
                 child_fail(report_fd, step, r);
+        /* PID 1 must not hold the daemon's stdio (its log file, its terminal): the
+         * environment's own /dev/null instead. */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+                child_fail(report_fd, "stdio", -errno);
+        close(null);
         if (sethostname(c->hostname, strlen(c->hostname)) < 0)
                 child_fail(report_fd, "hostname", -errno);
         if ((r = loopback_up()) < 0)

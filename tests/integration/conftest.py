@@ -136,7 +136,10 @@ def find_cgroup_dirs(name, maxdepth=4):
 
 
 def env_cgroup_dirs(subtree_dirs, env):
-    return [os.path.join(d, env) for d in subtree_dirs if os.path.isdir(os.path.join(d, env))]
+    """The daemon names an environment's cgroup "env-<name>" (so no name can clash with a
+    cgroup interface file)."""
+    name = "env-" + env
+    return [os.path.join(d, name) for d in subtree_dirs if os.path.isdir(os.path.join(d, name))]
 
 
 def _rmdir_tree(path):
@@ -159,7 +162,8 @@ def _rmdir_tree(path):
 class Daemon:
     """One private paddockd. Use through the `daemon` / `make_daemon` fixtures."""
 
-    def __init__(self, image_dir, uid_registry=None, import_image=True):
+    def __init__(self, image_dir, uid_registry=None, import_image=True, extra_args=()):
+        self.extra_args = [str(a) for a in extra_args]  # more paddockd flags, on every start
         self.tmp = tempfile.mkdtemp(prefix="paddock-it-", dir="/var/tmp")
         os.chmod(self.tmp, 0o711)
         self.root = os.path.join(self.tmp, "root")
@@ -188,7 +192,7 @@ class Daemon:
         try:
             self.proc = subprocess.Popen(
                 ["nsenter", "--net=" + self.netns_path, PADDOCKD, "--root", self.root,
-                 "--socket", self.sock, "--uid-registry", self.uids],
+                 "--socket", self.sock, "--uid-registry", self.uids] + self.extra_args,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True)
         finally:
             log.close()
@@ -505,7 +509,8 @@ def image_dir():
 
 @pytest.fixture
 def make_daemon(image_dir):
-    """Factory: make_daemon(uid_registry=None) -> a started Daemon with image "base".
+    """Factory: make_daemon(uid_registry=None, extra_args=()) -> a started Daemon with image
+    "base"; extra_args are more paddockd flags (kept across restarts).
     Everything it made is removed at the end of the test, and leaks fail the test."""
     made = []
 

@@ -53,7 +53,12 @@ def test_create_computer_and_sandbox_inspect_fields(daemon):
         assert before - 1 <= ts(e["created_at"]) <= after + 1
         assert set(e["limits"]) >= {"cpus", "memory", "swap", "pids"}
         assert e["uid_count"] == 65536 and e["uid_base"] > 0
-        assert e["network"] == {"mode": "none"}
+        # sandboxes default to loopback only; computers to open (NAT) with an address
+        net = e["network"]
+        if name == "sand1":
+            assert net["mode"] == "none" and net["ip"] is None
+        else:
+            assert net["mode"] == "open" and net["ip"].startswith("10.77.")
         assert e["autostart"] is False
         assert e["oom_kills"] == 0
 

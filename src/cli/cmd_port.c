@@ -1,0 +1,267 @@
+/* paddock port add NAME HOSTPORT:PORT[/tcp|/udp]... | ls NAME | rm NAME HOSTPORT[/tcp|/udp]...
+ *
+ * Published ports: connections to HOSTPORT on the host go to PORT of the environment (DNAT in
+ * the daemon's firewall table). Every operand is checked before anything is sent, so a typo
+ * in the third of three changes nothing; after that, add and rm go on past a refused one and
+ * exit 1 if any was. */
+#include "cli/cli.h"
+#include "cli/envpath.h"
+#include "cli/opts.h"
+#include "cli/output.h"
+#include "lib/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char port_help[] =
+    "Usage: paddock port COMMAND NAME ...\n"
+    "\n"
+    "Publish ports of an environment on the host (it needs network mode open or allow).\n"
+    "\n"
+    "  add NAME HOSTPORT:PORT[/tcp|/udp]...   host port HOSTPORT goes to PORT inside\n"
+    "  ls NAME                                list published ports\n"
+    "  rm NAME HOSTPORT[/tcp|/udp]...         stop publishing\n"
+    "\n"
+    "  --json                                 print the daemon's answer as JSON\n";
+
+static const char port_add_help[] =
+    "Usage: paddock port add NAME HOSTPORT:PORT[/tcp|/udp]...\n"
+    "\n"
+    "Publish PORT of environment NAME as HOSTPORT on the host (tcp unless /udp is given).\n"
+    "Ports are 1-65535. Prints each published HOSTPORT:PORT/PROTO.\n";
+
+static const char port_ls_help[] = "Usage: paddock port ls NAME [--json]\n"
+                                   "\n"
+                                   "List the ports of NAME published on the host.\n";
+
+static const char port_rm_help[] =
+    "Usage: paddock port rm NAME HOSTPORT[/tcp|/udp]...\n"
+    "\n"
+    "Stop publishing host port HOSTPORT (tcp unless /udp is given). Prints each one removed.\n";
+
+static const struct option common_options[] = {
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+struct port_spec {
+        unsigned host_port, port; /* port 0 when not given (rm) */
+        const char *proto;
+};
+
+/* A port number: 1-65535, decimal digits only. */
+static bool parse_port(const char *s, size_t len, unsigned *ret)
+{
+        if (len == 0 || len > 5 || strspn(s, "0123456789") < len)
+                return false;
+        unsigned v = 0;
+        for (size_t i = 0; i < len; i++)
+                v = v * 10 + (unsigned)(s[i] - '0');
+        if (v == 0 || v > 65535)
+                return false;
+        *ret = v;
+        return true;
+}
+
+/* "H:P[/proto]" (with_target) or "H[/proto]". A usage error names what is wrong. */
+static int parse_spec(const char *verb, const char *arg, bool with_target, struct port_spec *ret)
+{
+        const char *form = with_target ? "HOSTPORT:PORT[/tcp|/udp]" : "HOSTPORT[/tcp|/udp]";
+        struct port_spec s = {.proto = "tcp"};
+        const char *slash = strchr(arg, '/');
+        size_t len = slash ? (size_t)(slash - arg) : strlen(arg);
+        if (slash) {
+                if (strcmp(slash + 1, "tcp") == 0)
+                        s.proto = "tcp";
+                else if (strcmp(slash + 1, "udp") == 0)
+                        s.proto = "udp";
+                else
+                        return usage_error(verb, "'%s': protocol is tcp or udp", arg);
+        }
+        const char *colon = memchr(arg, ':', len);
+        if (with_target && !colon)
+                return usage_error(verb, "'%s': want %s", arg, form);
+        if (!with_target && colon)
+                return usage_error(verb, "'%s': want %s (only the host port)", arg, form);
+        size_t hlen = colon ? (size_t)(colon - arg) : len;
+        if (!parse_port(arg, hlen, &s.host_port))
+                return usage_error(verb, "'%s': host port must be a number 1-65535", arg);
+        if (colon && !parse_port(colon + 1, len - hlen - 1, &s.port))
+                return usage_error(verb, "'%s': port must be a number 1-65535", arg);
+        *ret = s;
+        return -1;
+}
+
+/* Options of a subcommand: only the common ones. -1 to go on with operands from optind. */
+static int parse_sub(struct cli *cli, int argc, char **argv, const char *verb, const char *help)
+{
+        int c;
+        opts_reset();
+        while ((c = getopt_long(argc, argv, ":h", common_options, NULL)) != -1) {
+                int r = opts_common(cli, c, argv, verb, help);
+                if (r >= 0)
+                        return r;
+        }
+        return -1;
+}
+
+/* add and rm: NAME, then one or more specs, all parsed before the first request. */
+static int port_change(struct cli *cli, int argc, char **argv, bool add)
+{
+        const char *verb = add ? "port add" : "port rm";
+        int r = parse_sub(cli, argc, argv, verb, add ? port_add_help : port_rm_help);
+        if (r >= 0)
+                return r;
+        if (optind >= argc)
+                return usage_error(verb, "missing NAME");
+        if (argc - optind < 2)
+                return usage_error(verb, "missing %s", add ? "HOSTPORT:PORT" : "HOSTPORT");
+        const char *name = argv[optind];
+        size_t n = (size_t)(argc - optind - 1);
+        struct port_spec *specs = calloc(n, sizeof(*specs));
+        if (!specs)
+                return EXIT_FAIL;
+        for (size_t i = 0; i < n; i++) {
+                r = parse_spec(verb, argv[optind + 1 + i], add, &specs[i]);
+                if (r >= 0)
+                        goto out;
+        }
+
+        r = EXIT_FAIL;
+        struct client *client = cli_client(cli);
+        if (!client)
+                goto out;
+        r = EXIT_OK;
+        for (size_t i = 0; i < n; i++) {
+                const struct port_spec *s = &specs[i];
+                char suffix[32], query[16];
+                char *path = NULL;
+                json_t *body = NULL;
+                struct response resp = {};
+                if (add) {
+                        path = env_path(client, name, "ports", NULL);
+                        body = json_pack("{s:i,s:i,s:s}", "host_port", (int)s->host_port, "port",
+                                         (int)s->port, "proto", s->proto);
+                } else {
+                        snprintf(suffix, sizeof(suffix), "ports/%u", s->host_port);
+                        snprintf(query, sizeof(query), "proto=%s", s->proto);
+                        path = env_path(client, name, suffix, query);
+                }
+                if (!path || (add && !body) ||
+                    client_call(client, add ? "POST" : "DELETE", path, body, &resp) < 0) {
+                        r = EXIT_FAIL;
+                } else if (cli->json) {
+                        output_raw(&resp);
+                } else if (add) {
+                        printf("%u:%u/%s\n", s->host_port, s->port, s->proto);
+                } else {
+                        printf("%u/%s\n", s->host_port, s->proto);
+                }
+                fflush(stdout);
+                response_done(&resp);
+                json_decref(body);
+                free(path);
+        }
+out:
+        free(specs);
+        return r;
+}
+
+static int port_add(struct cli *cli, int argc, char **argv)
+{
+        return port_change(cli, argc, argv, true);
+}
+
+static int port_rm(struct cli *cli, int argc, char **argv)
+{
+        return port_change(cli, argc, argv, false);
+}
+
+static int port_ls(struct cli *cli, int argc, char **argv)
+{
+        const char *verb = "port ls";
+        int r = parse_sub(cli, argc, argv, verb, port_ls_help);
+        if (r >= 0)
+                return r;
+        if (optind >= argc)
+                return usage_error(verb, "missing NAME");
+        if (argc - optind > 1)
+                return usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
+
+        struct client *client = cli_client(cli);
+        char *path = client ? env_path(client, argv[optind], "ports", NULL) : NULL;
+        struct response resp = {};
+        r = EXIT_FAIL;
+        if (!path || client_call(client, "GET", path, NULL, &resp) < 0)
+                goto out;
+        if (cli->json) {
+                output_raw(&resp);
+                r = EXIT_OK;
+                goto out;
+        }
+        const json_t *ports = json_object_get(resp.json, "ports");
+        if (!json_is_array(ports)) {
+                fprintf(stderr, "paddock: unexpected answer from paddockd (no \"ports\" list)\n");
+                goto out;
+        }
+        static const char *const headers[] = {"HOST", "PORT", "PROTO"};
+        struct table *t = table_new(headers, ELEMENTSOF(headers));
+        r = t ? EXIT_OK : EXIT_FAIL;
+        size_t i;
+        const json_t *p;
+        json_array_foreach(ports, i, p)
+        {
+                char host[16], port[16];
+                snprintf(host, sizeof(host), "%lld",
+                         (long long)json_integer_value(json_object_get(p, "host_port")));
+                snprintf(port, sizeof(port), "%lld",
+                         (long long)json_integer_value(json_object_get(p, "port")));
+                const char *cells[] = {host, port, json_string_value(json_object_get(p, "proto"))};
+                if (!t || table_add(t, cells) < 0) {
+                        r = EXIT_FAIL;
+                        break;
+                }
+        }
+        if (r == EXIT_OK)
+                table_print(t);
+        else
+                fprintf(stderr, "paddock: out of memory\n");
+        table_free(t);
+out:
+        response_done(&resp);
+        free(path);
+        return r;
+}
+
+int cmd_port(struct cli *cli, int argc, char **argv)
+{
+        static const struct {
+                const char *name;
+                int (*run)(struct cli *, int, char **);
+        } subs[] = {
+            {"add", port_add}, {"ls", port_ls},     {"list", port_ls},
+            {"rm", port_rm},   {"remove", port_rm},
+        };
+        /* Options before the subcommand: only the common ones ("paddock port --json ls X"). */
+        int i = 1;
+        for (; i < argc && argv[i][0] == '-'; i++) {
+                if (strcmp(argv[i], "--json") == 0) {
+                        cli->json = true;
+                } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                        fputs(port_help, stdout);
+                        return EXIT_OK;
+                } else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+                        cli->socket_path = argv[++i];
+                        cli->socket_from_cmdline = true;
+                } else {
+                        return usage_error("port", "unknown option '%s'", argv[i]);
+                }
+        }
+        if (i >= argc)
+                return usage_error("port", "missing COMMAND (add, ls or rm)");
+        for (size_t k = 0; k < ELEMENTSOF(subs); k++)
+                if (strcmp(argv[i], subs[k].name) == 0)
+                        return subs[k].run(cli, argc - i, argv + i);
+        return usage_error("port", "unknown command '%s'", argv[i]);
+}

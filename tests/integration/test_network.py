@@ -1,0 +1,759 @@
+"""Networking (DESIGN.md §8): none / open / allow policies, the daemon's DNS resolver, links,
+bandwidth, published ports and cleanup, against a fake internet.
+
+Every daemon runs in its own network namespace (conftest). Here a second namespace, the "fake
+internet" inet-<id>, is wired to it by a veth pair (documentation ranges only):
+
+    daemon netns  inet0 203.0.113.1/24  ── veth ──  up0 203.0.113.2/24  inet-<id>
+    default route via 203.0.113.2                    lo: 198.51.100.10   web server ("allowed")
+                                                         198.51.100.20   web server ("blocked")
+                                                         169.254.169.254 metadata
+                                                         10.9.9.9        a private address
+                                                         198.51.100.53   DNS server
+
+The daemon gets --resolv-conf with "nameserver 198.51.100.53", so its resolver on the gateway
+(10.77.0.1:53) forwards there. Every server answers with its own address ("hello from A:P").
+No packet of these tests leaves namespaces made for them.
+"""
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import pid_alive, wait_for
+
+ALLOWED = "198.51.100.10"     # allowed.test, api.allowed.test
+BLOCKED = "198.51.100.20"     # blocked.test
+META = "169.254.169.254"      # meta.test
+PRIVATE = "10.9.9.9"
+FAKE_DNS = "198.51.100.53"
+UPLINK = "203.0.113.1"        # the daemon's netns side of the fake internet's veth
+INET_UPLINK = "203.0.113.2"
+GATEWAY = "10.77.0.1"         # default --subnet 10.77.0.0/16
+BULK = 4 << 20                # bytes per bandwidth measurement
+
+_ids = itertools.count()
+
+SERVERS = r"""
+import json, socket, struct, sys, threading, time
+
+results_path, ready_path, bulk = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lock = threading.Lock()
+
+
+def record(**kw):
+    with lock:
+        with open(results_path, "a") as f:
+            f.write(json.dumps(kw) + "\n")
+
+
+def listen(addr, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(64)
+    return s
+
+
+def serve(sock, handler):
+    def loop():
+        while True:
+            c, peer = sock.accept()
+            threading.Thread(target=handler, args=(c, peer), daemon=True).start()
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def http(c, peer):
+    local = "%s:%d" % c.getsockname()
+    try:
+        c.settimeout(2)
+        buf = b""
+        try:
+            while b"\r\n\r\n" not in buf and len(buf) < 65536:
+                b = c.recv(4096)
+                if not b:
+                    break
+                buf += b
+        except socket.timeout:
+            pass
+        body = ("hello from %s\n" % local).encode()
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                  b"Connection: close\r\n\r\n%s" % (len(body), body))
+        c.shutdown(socket.SHUT_WR)
+        c.settimeout(5)
+        while c.recv(4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        c.close()
+    record(kind="http", local=local, peer=peer[0])
+
+
+def source(c, peer):
+    try:
+        chunk = b"x" * 65536
+        left = bulk
+        while left > 0:
+            n = c.send(chunk[:min(left, len(chunk))])
+            left -= n
+        c.shutdown(socket.SHUT_WR)
+        c.settimeout(30)
+        while c.recv(4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        c.close()
+    record(kind="source", peer=peer[0], sent=bulk - left)
+
+
+def sink(c, peer):
+    n, t0, t1 = 0, None, None
+    try:
+        c.settimeout(60)
+        while True:
+            b = c.recv(262144)
+            if not b:
+                break
+            now = time.monotonic()
+            if t0 is None:
+                t0 = now
+            t1 = now
+            n += len(b)
+    except OSError:
+        pass
+    finally:
+        c.close()
+    record(kind="sink", peer=peer[0], bytes=n, secs=(t1 - t0) if t0 is not None else 0)
+
+
+ZONE = {"allowed.test": "198.51.100.10", "api.allowed.test": "198.51.100.10",
+        "blocked.test": "198.51.100.20", "meta.test": "169.254.169.254"}
+
+
+def dns_answer(q):
+    if len(q) < 12:
+        return None
+    qid, flags, qd = struct.unpack("!HHH", q[:6])
+    if flags & 0x8000 or qd != 1:
+        return None
+    i, labels = 12, []
+    while i < len(q) and q[i]:
+        labels.append(q[i + 1:i + 1 + q[i]].decode(errors="replace").lower())
+        i += 1 + q[i]
+    end = i + 5
+    if end > len(q):
+        return None
+    qtype, qclass = struct.unpack("!HH", q[i + 1:end])
+    name = ".".join(labels)
+    question = q[12:end]
+    rflags = 0x8400 | (flags & 0x0100) | 0x0080  # QR AA RD(copied) RA
+    record(kind="dns", name=name, qtype=qtype)
+    if name not in ZONE:
+        return struct.pack("!HHHHHH", qid, rflags | 3, 1, 0, 0, 0) + question
+    if qtype != 1 or qclass != 1:
+        return struct.pack("!HHHHHH", qid, rflags, 1, 0, 0, 0) + question
+    rr = struct.pack("!HHHIH", 0xC00C, 1, 1, 30, 4) + socket.inet_aton(ZONE[name])
+    return struct.pack("!HHHHHH", qid, rflags, 1, 1, 0, 0) + question + rr
+
+
+def dns(sock):
+    while True:
+        q, peer = sock.recvfrom(4096)
+        a = dns_answer(q)
+        if a:
+            sock.sendto(a, peer)
+
+
+for addr, port in (("198.51.100.10", 80), ("198.51.100.10", 8080), ("198.51.100.20", 80),
+                   ("198.51.100.20", 8080), ("169.254.169.254", 80), ("10.9.9.9", 80)):
+    serve(listen(addr, port), http)
+serve(listen("198.51.100.10", 9000), source)
+serve(listen("198.51.100.10", 9001), sink)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("198.51.100.53", 53))
+threading.Thread(target=dns, args=(u,), daemon=True).start()
+open(ready_path, "w").close()
+while True:
+    time.sleep(3600)
+"""
+
+# A TCP service of the daemon's own network namespace (what "the host" is to an environment).
+HOST_SERVICE = r"""
+import socket, sys, threading
+socks = []
+for addr in sys.argv[2:]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.IPPROTO_IP, 15, 1)  # IP_FREEBIND
+    s.bind((addr, 8080))
+    s.listen(16)
+    socks.append(s)
+def serve(s):
+    while True:
+        c, _ = s.accept()
+        try:
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 13\r\n\r\nhost service\n")
+        finally:
+            c.close()
+for s in socks:
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+open(sys.argv[1], "w").close()
+threading.Event().wait()
+"""
+
+
+def sh(*cmd, check=True):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    out = p.stdout.decode(errors="replace")
+    if check and p.returncode != 0:
+        raise AssertionError("%s exited %d: %s%s" % (" ".join(cmd), p.returncode, out,
+                                                      p.stderr.decode(errors="replace")))
+    return out
+
+
+class Internet:
+    """The fake internet: a netns with servers, attached to one daemon's netns."""
+
+    def __init__(self):
+        self.ns = "inet-%d-%d" % (os.getpid(), next(_ids))
+        self.tmp = tempfile.mkdtemp(prefix="paddock-it-inet-", dir="/var/tmp")
+        self.resolv_conf = os.path.join(self.tmp, "resolv.conf")
+        with open(self.resolv_conf, "w") as f:
+            f.write("nameserver %s\n" % FAKE_DNS)
+        self.results = os.path.join(self.tmp, "results.jsonl")
+        self.proc = None
+        script = os.path.join(self.tmp, "servers.py")
+        with open(script, "w") as f:
+            f.write(SERVERS)
+        ready = os.path.join(self.tmp, "ready")
+        sh("ip", "netns", "add", self.ns)
+        try:
+            self.ip("link", "set", "lo", "up")
+            for a in (ALLOWED, BLOCKED, META, PRIVATE, FAKE_DNS):
+                self.ip("addr", "add", a + "/32", "dev", "lo")
+            with open(os.path.join(self.tmp, "servers.log"), "wb") as log:
+                self.proc = subprocess.Popen(
+                    ["ip", "netns", "exec", self.ns, "/usr/bin/python3", script, self.results,
+                     ready, str(BULK)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+            wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None, 10,
+                     what="fake internet servers")
+            assert self.proc.poll() is None, self.server_log()
+        except BaseException:
+            self.close()
+            raise
+
+    def ip(self, *args):
+        return sh("ip", "-n", self.ns, *args)
+
+    def run(self, *cmd, check=False):
+        """A command inside the fake internet; returns the CompletedProcess (text)."""
+        return subprocess.run(["ip", "netns", "exec", self.ns] + list(cmd), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=60, check=check, text=True)
+
+    def attach(self, daemon):
+        """Wire the daemon's netns to this one; default route of the daemon's netns via us."""
+        self.ip("link", "add", "up0", "type", "veth", "peer", "name", "inet0", "netns",
+                daemon.netns)
+        self.ip("addr", "add", INET_UPLINK + "/24", "dev", "up0")
+        self.ip("link", "set", "up0", "up")
+        dn = ("ip", "-n", daemon.netns)
+        sh(*dn, "link", "set", "lo", "up")
+        sh(*dn, "addr", "add", UPLINK + "/24", "dev", "inet0")
+        sh(*dn, "link", "set", "inet0", "up")
+        sh(*dn, "route", "add", "default", "via", INET_UPLINK)
+
+    def records(self, kind=None):
+        try:
+            with open(self.results) as f:
+                recs = [json.loads(l) for l in f if l.strip()]
+        except FileNotFoundError:
+            return []
+        return [r for r in recs if kind is None or r["kind"] == kind]
+
+    def server_log(self):
+        try:
+            with open(os.path.join(self.tmp, "servers.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # our own child (ip netns exec has become python3)
+            self.proc.wait(10)
+        subprocess.run(["ip", "netns", "delete", self.ns], stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def internet():
+    i = Internet()
+    yield i
+    i.close()
+
+
+@pytest.fixture
+def ndaemon(make_daemon, internet):
+    """A daemon whose upstream DNS and default route are the fake internet."""
+    d = make_daemon(extra_args=["--resolv-conf", internet.resolv_conf])
+    internet.attach(d)
+    return d
+
+
+@pytest.fixture
+def host_service(ndaemon):
+    """TCP listeners on 203.0.113.1:8080 and 10.77.0.1:8080 in the daemon's netns."""
+    tmp = tempfile.mkdtemp(prefix="paddock-it-hostsvc-", dir="/var/tmp")
+    ready = os.path.join(tmp, "ready")
+    p = subprocess.Popen(["nsenter", "--net=" + ndaemon.netns_path, "/usr/bin/python3", "-c",
+                          HOST_SERVICE, ready, UPLINK, GATEWAY],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(ready) or p.poll() is not None, 10, what="host service")
+        assert p.poll() is None
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def create(d, name, kind="computer", network=None, **extra):
+    body = {"name": name, "kind": kind}
+    if network is not None:
+        body["network"] = network
+    body.update(extra)
+    r = d.api("POST", "/v1/envs", body)
+    assert r.status == 201, r
+    return r.json
+
+
+def patch_net(d, name, network):
+    r = d.api("PATCH", "/v1/envs/" + name, {"network": network})
+    assert r.status == 200, r
+    return r.json
+
+
+def netinfo(d, name):
+    return d.inspect(name)["network"]
+
+
+def denied(d, name):
+    return netinfo(d, name)["denied"]
+
+
+def wget(url, t=2):
+    return "wget -q -O - -T %d %s" % (t, url)
+
+
+def probe(d, env, checks, timeout=60):
+    """Run shell snippets in parallel inside env: {name: (exit_code, output)}."""
+    names = list(checks)
+    lines = ["d=$(mktemp -d)"]
+    for i, n in enumerate(names):
+        lines.append("{ ( %s ) >$d/%d 2>&1 </dev/null; echo $? >$d/%d.rc; } &" % (checks[n], i, i))
+    lines.append("wait")
+    for i in range(len(names)):
+        lines.append('echo "@@@%d $(cat $d/%d.rc)"; cat $d/%d; echo' % (i, i, i))
+    lines.append("rm -rf $d")
+    res = d.exec(env, ["sh", "-c", "\n".join(lines)], timeout=timeout)
+    assert res["exit_code"] == 0, res
+    parts = re.split(r"^@@@(\d+) (\d+)\n", res["stdout"], flags=re.M)
+    out = {}
+    for i in range(1, len(parts), 3):
+        out[names[int(parts[i])]] = (int(parts[i + 1]), parts[i + 2][:-1])
+    assert set(out) == set(names), res
+    return out
+
+
+def reached(result, addr_port):
+    rc, out = result
+    return rc == 0 and ("hello from %s" % addr_port) in out
+
+
+def failed(result):
+    rc, out = result
+    return rc != 0 and "hello from" not in out
+
+
+def resolved(result, name, addr):
+    rc, out = result
+    return rc == 0 and re.search(r"Name:\s*%s\s*\nAddress:\s*%s\b" % (re.escape(name), re.escape(addr)),
+                                 out) is not None
+
+
+def daemon_links(d):
+    out = sh("ip", "-n", d.netns, "-o", "link", "show")
+    return [l.split(":")[1].strip().split("@")[0] for l in out.splitlines()]
+
+
+def pdk_links(d):
+    return [l for l in daemon_links(d) if l.startswith("pdk")]
+
+
+def env_chains(d):
+    out = sh("ip", "netns", "exec", d.netns, "nft", "list", "table", "inet", "paddock")
+    return re.findall(r"^\s*chain (env_\S+)", out, flags=re.M)
+
+
+def start_httpd(d, env, port, text=None):
+    """busybox httpd inside env, serving "hello from <text>"."""
+    text = text or env
+    d.sh(env, "mkdir -p /tmp/www%d && echo 'hello from %s' > /tmp/www%d/index.html && "
+              "httpd -p %d -h /tmp/www%d </dev/null >/dev/null 2>&1" % (port, text, port, port, port))
+
+
+def ifaces(d, env):
+    dev = d.sh(env, "cat /proc/net/dev")
+    return sorted(l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l)
+
+
+# --------------------------------------------------------------------------- modes
+
+
+def test_none_is_loopback_only(ndaemon):
+    d = ndaemon
+    create(d, "sb", kind="sandbox")  # sandboxes default to none
+    net = netinfo(d, "sb")
+    assert net["mode"] == "none" and net["ip"] is None, net
+    assert ifaces(d, "sb") == ["lo"]
+    assert d.sh("sb", "ip route; ip -4 addr show scope global").strip() == ""
+    t0 = time.monotonic()
+    r = probe(d, "sb", {"ip": wget("http://%s/" % ALLOWED, 3),
+                        "dns": "nslookup allowed.test"})
+    took = time.monotonic() - t0
+    assert failed(r["ip"]) and "unreachable" in r["ip"][1].lower(), r
+    assert r["dns"][0] != 0 and ALLOWED not in r["dns"][1], r
+    assert took < 2.5, "no route should fail at once, took %.1fs: %s" % (took, r)
+    assert pdk_links(d) == [] and env_chains(d) == []
+
+
+def test_open_reaches_internet_but_nothing_private(ndaemon, internet):
+    d = ndaemon
+    create(d, "pc")  # computers default to open
+    net = netinfo(d, "pc")
+    assert net["mode"] == "open" and net["gateway"] == GATEWAY, net
+    assert net["ip"].startswith("10.77.") and net["ip"] != GATEWAY, net
+    assert ifaces(d, "pc") == ["eth0", "lo"]
+    before = net["denied"]
+    r = probe(d, "pc", {
+        "ip": wget("http://%s/" % ALLOWED, 5),
+        "name": wget("http://allowed.test/", 5),
+        "lookup": "nslookup allowed.test",
+        "blocked_site": wget("http://blocked.test/", 5),  # open: any public address
+        "meta": wget("http://%s/" % META),
+        "meta_name": wget("http://meta.test/"),
+        "private": wget("http://%s/" % PRIVATE),
+    })
+    assert reached(r["ip"], ALLOWED + ":80"), r
+    assert reached(r["name"], ALLOWED + ":80"), r
+    assert resolved(r["lookup"], "allowed.test", ALLOWED), r
+    assert reached(r["blocked_site"], BLOCKED + ":80"), r
+    for k in ("meta", "meta_name", "private"):
+        assert failed(r[k]), (k, r)
+    # the servers saw the daemon's uplink address (masquerade), never the env's own
+    peers = {x["peer"] for x in internet.records("http")}
+    assert peers == {UPLINK}, internet.records("http")
+    assert not any(x["local"].startswith((META, PRIVATE)) for x in internet.records("http"))
+    assert denied(d, "pc") > before
+
+
+def test_open_cannot_reach_host_services(ndaemon, host_service):
+    d = ndaemon
+    create(d, "pc")
+    # the listeners are up: the daemon's netns itself reaches both
+    for a in (UPLINK, GATEWAY):
+        out = sh("ip", "netns", "exec", d.netns, "/bin/busybox", "wget", "-q", "-O", "-", "-T", "3",
+                 "http://%s:8080/" % a)
+        assert out == "host service\n", (a, out)
+    before = denied(d, "pc")
+    r = probe(d, "pc", {
+        "uplink": wget("http://%s:8080/" % UPLINK),
+        "gateway": wget("http://%s:8080/" % GATEWAY),
+        "dns": "nslookup allowed.test",  # the resolver on the gateway is the one exception
+    })
+    assert r["uplink"][0] != 0 and "host service" not in r["uplink"][1], r
+    assert r["gateway"][0] != 0 and "host service" not in r["gateway"][1], r
+    assert resolved(r["dns"], "allowed.test", ALLOWED), r
+    assert denied(d, "pc") > before
+
+
+def test_open_environments_cannot_reach_each_other(ndaemon):
+    d = ndaemon
+    a = create(d, "pa")
+    b = create(d, "pb")
+    ipa, ipb = a["network"]["ip"], b["network"]["ip"]
+    assert ipa != ipb
+    start_httpd(d, "pa", 8000)
+    start_httpd(d, "pb", 8000)
+    # each one's server works locally
+    assert d.sh("pa", wget("http://%s:8000/" % ipa)) == "hello from pa\n"
+    before = denied(d, "pa"), denied(d, "pb")
+    ra = probe(d, "pa", {"b": wget("http://%s:8000/" % ipb)})
+    rb = probe(d, "pb", {"a": wget("http://%s:8000/" % ipa)})
+    assert failed(ra["b"]) and "hello from pb" not in ra["b"][1], ra
+    assert failed(rb["a"]) and "hello from pa" not in rb["a"][1], rb
+    assert denied(d, "pa") > before[0] and denied(d, "pb") > before[1]
+
+
+def test_allow_by_name(ndaemon):
+    d = ndaemon
+    e = create(d, "al", network={"mode": "allow", "allow": ["allowed.test:80"]})
+    assert e["network"]["mode"] == "allow" and e["network"]["allow"] == ["allowed.test:80"], e
+    before = denied(d, "al")
+    r = probe(d, "al", {
+        "name": wget("http://allowed.test/", 5),
+        "lookup": "nslookup allowed.test",
+        "other_name": "nslookup blocked.test",
+        "sub": "nslookup api.allowed.test",
+    })
+    assert reached(r["name"], ALLOWED + ":80"), r
+    assert resolved(r["lookup"], "allowed.test", ALLOWED), r
+    # names not on the list: NXDOMAIN, and nothing resolved
+    for k in ("other_name", "sub"):
+        assert r[k][0] != 0 and "NXDOMAIN" in r[k][1] and "198.51.100" not in r[k][1], (k, r)
+    r = probe(d, "al", {
+        "other_port": wget("http://allowed.test:8080/"),
+        "other_port_ip": wget("http://%s:8080/" % ALLOWED),
+        "blocked_ip": wget("http://%s/" % BLOCKED),
+        "blocked_name": wget("http://blocked.test/"),
+        "private": wget("http://%s/" % PRIVATE),
+    })
+    for k, v in r.items():
+        assert failed(v), (k, r)
+    assert "bad address" in r["blocked_name"][1], r  # never resolved
+    assert denied(d, "al") > before
+
+
+def test_allow_cidr(ndaemon):
+    d = ndaemon
+    create(d, "ac", network={"mode": "allow", "allow": ["%s/32:80" % BLOCKED]})
+    r = probe(d, "ac", {
+        "cidr": wget("http://%s/" % BLOCKED, 5),
+        "cidr_other_port": wget("http://%s:8080/" % BLOCKED),
+        "elsewhere": wget("http://%s/" % ALLOWED),
+        "name": "nslookup allowed.test",
+    })
+    assert reached(r["cidr"], BLOCKED + ":80"), r
+    assert failed(r["cidr_other_port"]) and failed(r["elsewhere"]), r
+    assert r["name"][0] != 0 and ALLOWED not in r["name"][1], r
+
+
+def test_allowed_name_of_forbidden_address_stays_blocked(ndaemon):
+    d = ndaemon
+    create(d, "am", network={"mode": "allow", "allow": ["meta.test"]})
+    before = denied(d, "am")
+    r = probe(d, "am", {"lookup": "nslookup meta.test"})
+    assert resolved(r["lookup"], "meta.test", META), r
+    r = probe(d, "am", {"name": wget("http://meta.test/"), "ip": wget("http://%s/" % META)})
+    assert failed(r["name"]) and failed(r["ip"]), r
+    assert denied(d, "am") > before
+
+
+@pytest.mark.parametrize("mode", ["open", "allow"])
+def test_other_resolvers_are_unreachable(ndaemon, internet, mode):
+    d = ndaemon
+    net = {"mode": mode}
+    if mode == "allow":
+        net["allow"] = ["allowed.test"]
+    create(d, "dn", network=net)
+    r = probe(d, "dn", {
+        "daemon": "nslookup allowed.test",
+        "direct": "timeout 4 nslookup allowed.test %s" % FAKE_DNS,
+        "direct_tcp": "echo | nc -w 2 %s 53 && echo connected" % FAKE_DNS,
+    })
+    assert resolved(r["daemon"], "allowed.test", ALLOWED), r
+    assert r["direct"][0] != 0 and ALLOWED not in r["direct"][1], \
+        "a DNS query to another resolver got through in %s mode: %s" % (mode, r)
+    assert "connected" not in r["direct_tcp"][1], r
+
+
+def test_switch_modes_while_running(ndaemon):
+    d = ndaemon
+    create(d, "sw", kind="sandbox")
+    pid = d.inspect("sw")["pid"]
+    assert failed(probe(d, "sw", {"x": wget("http://%s/" % ALLOWED)})["x"])
+
+    e = patch_net(d, "sw", {"mode": "open"})
+    assert e["network"]["mode"] == "open" and e["network"]["ip"], e
+    r = probe(d, "sw", {"ip": wget("http://%s/" % ALLOWED, 5), "name": wget("http://blocked.test/", 5)})
+    assert reached(r["ip"], ALLOWED + ":80") and reached(r["name"], BLOCKED + ":80"), r
+
+    e = patch_net(d, "sw", {"mode": "allow", "allow": ["allowed.test:80"]})
+    assert e["network"]["mode"] == "allow", e
+    r = probe(d, "sw", {"name": wget("http://allowed.test/", 5),
+                        "blocked": wget("http://%s/" % BLOCKED),
+                        "blocked_name": "nslookup blocked.test"})
+    assert reached(r["name"], ALLOWED + ":80"), r
+    assert failed(r["blocked"]) and "NXDOMAIN" in r["blocked_name"][1], r
+
+    e = patch_net(d, "sw", {"mode": "open"})
+    r = probe(d, "sw", {"blocked": wget("http://%s/" % BLOCKED, 5)})
+    assert reached(r["blocked"], BLOCKED + ":80"), r
+
+    e = patch_net(d, "sw", {"mode": "none"})
+    assert e["network"]["mode"] == "none", e
+    assert ifaces(d, "sw") == ["lo"]
+    assert failed(probe(d, "sw", {"x": wget("http://%s/" % ALLOWED)})["x"])
+    assert pdk_links(d) == [] and env_chains(d) == []
+    # all of it without a restart
+    assert d.inspect("sw")["pid"] == pid and d.inspect("sw")["status"] == "running"
+
+
+def test_links(ndaemon):
+    d = ndaemon
+    a = create(d, "la")
+    b = create(d, "lb", network={"links": ["la"]})
+    c = create(d, "lc")
+    ips = {n: e["network"]["ip"] for n, e in (("la", a), ("lb", b), ("lc", c))}
+    assert b["network"]["links"] == ["la"], b
+    for n in ips:
+        start_httpd(d, n, 8000)
+    url = lambda n: wget("http://%s:8000/" % ips[n])
+    ra = probe(d, "la", {"lb": url("lb"), "lc": url("lc")})
+    rb = probe(d, "lb", {"la": url("la"), "lc": url("lc")})
+    rc = probe(d, "lc", {"la": url("la"), "lb": url("lb")})
+    assert ra["lb"] == (0, "hello from lb\n"), ra
+    assert rb["la"] == (0, "hello from la\n"), rb
+    assert failed(ra["lc"]) and failed(rb["lc"]), (ra, rb)
+    assert failed(rc["la"]) and failed(rc["lb"]), rc
+
+
+# --------------------------------------------------------------------------- bandwidth
+
+
+def measure(d, env, internet):
+    """(ingress, egress) goodput in Mbit/s of BULK bytes over one TCP connection each."""
+    out = d.sh(env, "read a _ </proc/uptime; n=$(nc %s 9000 </dev/null | wc -c); "
+                    "read b _ </proc/uptime; echo $a $b $n" % ALLOWED, timeout=60)
+    a, b, n = out.split()
+    assert int(n) == BULK, out
+    ingress = BULK * 8 / (float(b) - float(a)) / 1e6
+    seen = len(internet.records("sink"))
+    d.sh(env, "dd if=/dev/zero bs=65536 count=%d 2>/dev/null | nc %s 9001 >/dev/null"
+              % (BULK // 65536, ALLOWED), timeout=60)
+    rec = wait_for(lambda: internet.records("sink")[seen:], 10, what="sink result")[0]
+    assert rec["bytes"] == BULK, rec
+    egress = BULK * 8 / rec["secs"] / 1e6
+    return ingress, egress
+
+
+def test_bandwidth(ndaemon, internet):
+    d = ndaemon
+    e = create(d, "bw", network={"bandwidth": {"egress": "8mbit", "ingress": "8mbit"}})
+    assert e["network"]["bandwidth"] == {"egress": 8000000, "ingress": 8000000}, e["network"]
+    ingress, egress = measure(d, "bw", internet)
+    assert 8 * 0.85 <= ingress <= 8 * 1.15, "ingress %.2f Mbit/s, want 8 +-15%%" % ingress
+    assert 8 * 0.85 <= egress <= 8 * 1.15, "egress %.2f Mbit/s, want 8 +-15%%" % egress
+
+    patch_net(d, "bw", {"bandwidth": {"egress": "16mbit", "ingress": "16mbit"}})
+    ingress, egress = measure(d, "bw", internet)
+    assert 16 * 0.85 <= ingress <= 16 * 1.15, "ingress %.2f Mbit/s, want 16 +-15%%" % ingress
+    assert 16 * 0.85 <= egress <= 16 * 1.15, "egress %.2f Mbit/s, want 16 +-15%%" % egress
+
+
+# --------------------------------------------------------------------------- published ports
+
+
+def from_internet(internet, url, t=3):
+    p = internet.run("/bin/busybox", "wget", "-q", "-O", "-", "-T", str(t), url)
+    return p.returncode, p.stdout
+
+
+def test_published_port_survives_daemon_restart(ndaemon, internet):
+    d = ndaemon
+    create(d, "web")
+    start_httpd(d, "web", 80, "web")
+    url = "http://%s:8081/" % UPLINK
+    rc, out = from_internet(internet, url)
+    assert rc != 0 and "hello" not in out, out  # nothing published yet
+
+    r = d.api("POST", "/v1/envs/web/ports", {"host_port": 8081, "port": 80})
+    assert r.status == 201, r
+    assert r.json == {"proto": "tcp", "host_port": 8081, "port": 80}, r.json
+    assert from_internet(internet, url) == (0, "hello from web\n")
+    want = [{"proto": "tcp", "host_port": 8081, "port": 80}]
+
+    d.restart(kill=True)
+    r = d.api("GET", "/v1/envs/web/ports")
+    assert r.status == 200 and r.json["ports"] == want, r
+    assert from_internet(internet, url) == (0, "hello from web\n")
+    # and the environment's own traffic still flows after the restart
+    assert reached(probe(d, "web", {"x": wget("http://allowed.test/", 5)})["x"], ALLOWED + ":80")
+
+    r = d.api("DELETE", "/v1/envs/web/ports/8081?proto=tcp")
+    assert r.status == 200, r
+    rc, out = from_internet(internet, url)
+    assert rc != 0 and "hello" not in out, out
+    assert d.api("GET", "/v1/envs/web/ports").json["ports"] == []
+
+
+# --------------------------------------------------------------------------- cleanup
+
+
+def test_rm_removes_link_and_chain(ndaemon):
+    d = ndaemon
+    create(d, "gone")
+    create(d, "stays")
+    assert len(pdk_links(d)) >= 2 and len(env_chains(d)) == 2, (daemon_links(d), env_chains(d))
+    d.cli("rm", "-f", "gone")
+    d.cli("rm", "-f", "stays")
+    assert pdk_links(d) == [], daemon_links(d)
+    assert env_chains(d) == []
+    assert "inet0" in daemon_links(d)  # not ours: left alone
+
+
+def test_env_that_died_while_daemon_was_down_is_cleaned_up(ndaemon):
+    d = ndaemon
+    e = create(d, "dies")
+    create(d, "lives")
+    pid = e["pid"]
+    assert len(env_chains(d)) == 2
+    d.kill9()
+    os.kill(pid, signal.SIGKILL)  # PID 1 of the environment, started by our daemon
+    wait_for(lambda: not pid_alive(pid), 10, what="PID 1 to die")
+    d.start()
+    assert d.inspect("dies")["status"] == "stopped"
+    chains = env_chains(d)
+    assert chains == ["env_lives"], chains
+    ifname = "pdk%08x" % fnv1a_seeded(d, "dies")
+    assert not any(l.startswith(ifname) for l in daemon_links(d)), daemon_links(d)
+    assert len(pdk_links(d)) >= 1
+    assert reached(probe(d, "lives", {"x": wget("http://%s/" % ALLOWED, 5)})["x"], ALLOWED + ":80")
+
+
+def fnv1a_seeded(d, name):
+    """network_ifname(): FNV-1a of the name, seeded with FNV-1a of the daemon's root."""
+    h = 2166136261
+    for b in os.path.realpath(d.root).encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    for b in name.encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def test_no_ipv6(ndaemon):
+    d = ndaemon
+    create(d, "v6")
+    out = d.sh("v6", "cat /proc/net/if_inet6 2>/dev/null; echo ===; ip -6 route 2>&1; echo ===; "
+                     "ip -6 addr 2>&1")
+    inet6, route6, addr6 = out.split("===\n")
+    assert inet6.strip() == "", out
+    assert "default" not in route6 and "eth0" not in route6, out
+    assert "inet6" not in addr6, out
+    r = probe(d, "v6", {"x": "wget -q -O - -T 2 http://[2001:db8::1]/"})
+    assert r["x"][0] != 0, r
