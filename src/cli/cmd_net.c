@@ -92,8 +92,9 @@ static void print_network(const json_t *env)
                rate_cell(json_object_get(bw, "ingress"), in, sizeof(in)));
         const json_t *denied = json_object_get(net, "denied");
         if (json_is_integer(denied))
-                printf("%-*s%lld packets\n", LABEL_WIDTH, "denied",
-                       (long long)json_integer_value(denied));
+                printf("%-*s%lld packet%s\n", LABEL_WIDTH, "denied",
+                       (long long)json_integer_value(denied),
+                       json_integer_value(denied) == 1 ? "" : "s");
         else
                 printf("%-*s-\n", LABEL_WIDTH, "denied");
 

@@ -88,14 +88,15 @@ bool api_count(struct request *r, json_t *j, const char *field, uint64_t min, ui
         return true;
 }
 
-/* Split "/v1/envs/NAME/ACTION" into at most 5 segments. */
-static size_t split_path(const char *path, char seg[5][128])
+/* Split "/v1/envs/NAME/processes/ID/ACTION" into at most 6 segments. */
+#define MAX_SEGMENTS 6
+static size_t split_path(const char *path, char seg[MAX_SEGMENTS][128])
 {
         size_t n = 0;
         const char *p = path;
         while (*p == '/')
                 p++;
-        while (*p && n < 5) {
+        while (*p && n < MAX_SEGMENTS) {
                 const char *end = strchr(p, '/');
                 size_t len = end ? (size_t)(end - p) : strlen(p);
                 if (len >= 128)
@@ -103,13 +104,15 @@ static size_t split_path(const char *path, char seg[5][128])
                 memcpy(seg[n], p, len);
                 seg[n][len] = 0;
                 n++;
-                if (!end)
+                if (!end) {
+                        p += len;
                         break;
+                }
                 p = end + 1;
                 if (!*p)
                         break;
         }
-        return *p && n == 5 ? 99 : n;
+        return *p && n == MAX_SEGMENTS ? 99 : n;
 }
 
 static void method_not_allowed(struct request *r)
@@ -129,12 +132,12 @@ static struct env *find_env(struct request *r, struct engine *e, const char *nam
 void api_handle(struct request *r, void *ctx)
 {
         struct engine *e = ctx;
-        char seg[5][128];
+        char seg[MAX_SEGMENTS][128];
         size_t n = split_path(req_path(r), seg);
         const char *m = req_method(r);
         bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST");
 
-        if (n < 2 || n > 5 || strcmp(seg[0], "v1") != 0) {
+        if (n < 2 || n > MAX_SEGMENTS || strcmp(seg[0], "v1") != 0) {
                 http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                 return;
         }
@@ -169,6 +172,17 @@ void api_handle(struct request *r, void *ctx)
                         api_envs_create(r, e);
                 else
                         method_not_allowed(r);
+                return;
+        }
+        /* Background processes: /v1/envs/NAME/processes[/ID[/output|wait|signal]] */
+        if (n >= 4 && !strcmp(seg[3], "processes")) {
+                struct env *v = find_env(r, e, seg[2]);
+                if (v)
+                        api_env_processes(r, e, v, n >= 5 ? seg[4] : NULL, n >= 6 ? seg[5] : NULL);
+                return;
+        }
+        if (n == 6) {
+                http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                 return;
         }
         if (n >= 4 && !strcmp(seg[3], "ports")) {

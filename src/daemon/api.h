@@ -18,6 +18,9 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v);
 /* GET/POST /v1/envs/{name}/ports, DELETE /v1/envs/{name}/ports/{host_port}?proto=tcp */
 void api_env_ports(struct request *r, struct engine *e, struct env *v, const char *host_port);
 bool api_network(struct request *r, json_t *j, struct netpolicy *p);
+/* /v1/envs/{name}/processes[/{id}[/output|wait|signal]] */
+void api_env_processes(struct request *r, struct engine *e, struct env *v, const char *id,
+                       const char *action);
 void api_images_list(struct request *r, struct engine *e);
 void api_images_import(struct request *r, struct engine *e);
 void api_image_delete(struct request *r, struct engine *e, const char *name);

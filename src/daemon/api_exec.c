@@ -2,6 +2,7 @@
 #include "daemon/api.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/procs.h"
 #include "lib/base64.h"
 #include "lib/util.h"
 
@@ -241,7 +242,7 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
 {
         static const char *const fields[] = {"cmd", "env", "cwd", "user", "stdin",
                                              "stdin_encoding", "timeout", "max_output", "stream",
-                                             "tty", NULL};
+                                             "tty", "detach", NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
@@ -334,6 +335,23 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
                         rq.stdin_data = json_string_value(j);
                         rq.stdin_len = json_string_length(j);
                 }
+        }
+        json_t *detach = json_object_get(body, "detach");
+        if (detach && !json_is_boolean(detach)) {
+                http_reply_error(r, 400, "invalid_argument", "detach: must be true or false");
+                goto out;
+        }
+        if (json_is_true(detach)) {
+                char err[512] = "";
+                unsigned id;
+                if (!json_object_get(body, "max_output"))
+                        rq.max_output = SIZE_MAX; /* the per-process ring buffer bounds memory */
+                int rc = procs_start(e, v, &rq, &id, err, sizeof(err));
+                if (rc < 0)
+                        http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
+                else
+                        http_reply_json(r, 201, proc_json(procs_find(env_name(v), id)));
+                goto out;
         }
         json_t *stream = json_object_get(body, "stream");
         if (stream && !json_is_boolean(stream)) {

@@ -57,7 +57,13 @@ struct engine {
         size_t n_envs;
         struct loop_timer *sweep;
         struct network *net; /* NULL: networking unavailable, every env is "none" */
+        void (*destroyed)(const char *name);
 };
+
+void engine_set_destroy_hook(struct engine *e, void (*fn)(const char *name))
+{
+        e->destroyed = fn;
+}
 
 static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *data);
 static void env_kill_sync(struct engine *e, struct env *v);
@@ -842,6 +848,8 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
         if (r < 0)
                 log_error("%s: deleting record: %s", v->row.name, strerror(-r));
         log_info("%s: destroyed", v->row.name);
+        if (e->destroyed)
+                e->destroyed(v->row.name);
         env_unlink(e, v);
         notify_waiters(v);
         env_free(v);

@@ -105,6 +105,9 @@ json_t *engine_image_list(struct engine *e);
 int engine_image_delete(struct engine *e, const char *name, char *err, size_t errlen);
 bool engine_image_exists(struct engine *e, const char *name);
 
+/* Called with the name of every environment destroyed (the API layer drops its records). */
+void engine_set_destroy_hook(struct engine *e, void (*fn)(const char *name));
+
 /* Shared with images.c */
 const char *engine_root(struct engine *e);
 struct state *engine_state(struct engine *e);

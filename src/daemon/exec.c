@@ -180,6 +180,11 @@ void exec_reap_env(const char *env, unsigned wait_ms)
         }
 }
 
+int exec_signal(struct exec_session *s, int sig)
+{
+        return s->pidfd >= 0 ? sys_pidfd_send_signal(s->pidfd, sig, 0) : -ESRCH;
+}
+
 void exec_detach(struct exec_session *s)
 {
         if (s)

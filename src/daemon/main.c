@@ -5,6 +5,7 @@
 #include "daemon/log.h"
 #include "daemon/loop.h"
 #include "daemon/network.h"
+#include "daemon/procs.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -330,6 +331,7 @@ int main(int argc, char **argv)
         if (!o.no_network)
                 net = start_network(&o, loop, root, engine);
         engine_set_network(engine, net);
+        engine_set_destroy_hook(engine, procs_drop_env);
         engine_images_cleanup(engine);
         engine_reconcile(engine);
 
