@@ -6,6 +6,7 @@
 #include "daemon/loop.h"
 #include "daemon/network.h"
 #include "daemon/procs.h"
+#include "lib/confine.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -264,6 +265,11 @@ int main(int argc, char **argv)
                 return 1;
         }
         signal(SIGPIPE, SIG_IGN);
+        int sr = seccomp_precompile();
+        if (sr < 0) {
+                log_error("compiling the seccomp profiles: %s", strerror(-sr));
+                return 1;
+        }
         char root[4096];
         int r = prepare_root(o.root, root, sizeof(root));
         if (r < 0) {

@@ -31,6 +31,8 @@ int landlock_apply_sandbox_exec(int exec_fd);
  * with namespace flags, clone3 (ENOSYS, so libc uses clone), the mount family, keyctl, bpf,
  * io_uring, perf_event_open, userfaultfd. */
 int seccomp_apply(enum confine_profile p);
+/* Compile both profiles once (the daemon, at start); seccomp_apply then loads the cached BPF. */
+int seccomp_precompile(void);
 /* Write the profile as libseccomp pseudo-filter-code text (for tests and `paddock system`). */
 int confine_export_pfc(enum confine_profile p, int fd);
 

@@ -14,7 +14,11 @@
 #include "lib/util.h"
 
 #include <sched.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
 
@@ -263,8 +267,49 @@ static int build_filter(enum confine_profile p, scmp_filter_ctx *ret)
         return 0;
 }
 
+/* Compiled BPF per profile. libseccomp compiles a filter in user space each time (several ms);
+ * the daemon compiles both once at start and every fork inherits the result. */
+static struct sock_filter *compiled[2];
+static size_t compiled_len[2];
+
+int seccomp_precompile(void)
+{
+        for (int p = 0; p < 2; p++) {
+                __attribute__((cleanup(seccomp_releasep))) scmp_filter_ctx ctx = NULL;
+                int r = build_filter((enum confine_profile)p, &ctx);
+                if (r < 0)
+                        return r;
+                _cleanup_close_ int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                r = seccomp_export_bpf(ctx, fd);
+                if (r < 0)
+                        return r;
+                off_t size = lseek(fd, 0, SEEK_END);
+                if (size <= 0 || size % (off_t)sizeof(struct sock_filter) ||
+                    size > (off_t)(BPF_MAXINSNS * sizeof(struct sock_filter)))
+                        return -EIO;
+                struct sock_filter *prog = malloc((size_t)size);
+                if (!prog)
+                        return -ENOMEM;
+                if (pread(fd, prog, (size_t)size, 0) != size) {
+                        free(prog);
+                        return -EIO;
+                }
+                free(compiled[p]);
+                compiled[p] = prog;
+                compiled_len[p] = (size_t)size / sizeof(struct sock_filter);
+        }
+        return 0;
+}
+
 int seccomp_apply(enum confine_profile p)
 {
+        if ((p == PROFILE_COMPUTER || p == PROFILE_SANDBOX) && compiled[p]) {
+                struct sock_fprog fprog = {.len = (unsigned short)compiled_len[p],
+                                           .filter = compiled[p]};
+                return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0 ? -errno : 0;
+        }
         __attribute__((cleanup(seccomp_releasep))) scmp_filter_ctx ctx = NULL;
         int r = build_filter(p, &ctx);
         if (r < 0)

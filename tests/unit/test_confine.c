@@ -634,6 +634,21 @@ static void test_confine_seccomp__export_pfc(void)
         CHECK_EQ_INT(confine_export_pfc((enum confine_profile)42, STDOUT_FILENO), -EINVAL);
 }
 
+/* The daemon compiles the filters once and children load the cached BPF: same behaviour. */
+static void test_confine_seccomp__precompiled_same_behaviour(void)
+{
+        CHECK_EQ_INT(seccomp_precompile(), 0);
+        enum confine_profile profiles[] = {PROFILE_SANDBOX, PROFILE_COMPUTER};
+        for (size_t i = 0; i < ELEMENTSOF(profiles); i++) {
+                CHECK_CHILD_OK(run_child(child_profile_probes, &profiles[i]));
+                int st = run_child(child_int80, &profiles[i]);
+                CHECK(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS);
+        }
+        CHECK_CHILD_OK(run_child(child_sandbox_state, NULL));
+        CHECK_CHILD_OK(run_child(child_sandbox_exec, NULL));
+        CHECK_CHILD_OK(run_child(child_computer_state, NULL));
+}
+
 int main(void)
 {
         if (geteuid() != 0) {
@@ -650,5 +665,6 @@ int main(void)
         RUN(test_confine_seccomp__foreign_abi_kills);
         RUN(test_confine_landlock__writes_only_to_scratch);
         RUN(test_confine_seccomp__export_pfc);
+        RUN(test_confine_seccomp__precompiled_same_behaviour); /* last: it fills the cache */
         UNIT_EXIT();
 }
