@@ -39,6 +39,12 @@ int cmd_update(struct cli *cli, int argc, char **argv);
 int cmd_net(struct cli *cli, int argc, char **argv);
 int cmd_port(struct cli *cli, int argc, char **argv);
 int cmd_exec(struct cli *cli, int argc, char **argv);
+int cmd_ps(struct cli *cli, int argc, char **argv); /* background processes: cmd_procs.c */
+int cmd_logs(struct cli *cli, int argc, char **argv);
+int cmd_kill(struct cli *cli, int argc, char **argv);
+int cmd_wait(struct cli *cli, int argc, char **argv);
+int cmd_forget(struct cli *cli, int argc, char **argv);
+int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);
 int cmd_daemon(struct cli *cli, int argc, char **argv);

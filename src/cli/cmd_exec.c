@@ -1,19 +1,18 @@
 /* paddock exec NAME [OPTIONS] [--] CMD [ARG...]: run a command in an environment and exit with
  * its exit code.
  *
- * The request asks for "stream":true, so the daemon answers with NDJSON as output arrives:
- * {"stdout":..} / {"stderr":..} (base64 with "encoding":"base64" when not UTF-8) and a last
- * {"exit_code":..,"timed_out":..}. Each chunk is written to fd 1 or 2 the moment its line is
- * complete, with no stdio buffering in between, so a long-running command shows progress live.
+ * The request asks for "stream":true, so the daemon answers with NDJSON as output arrives,
+ * written out live by procout.c. With -d the request asks for "detach":true instead: the daemon
+ * answers 201 with the background process it started (see cmd_procs.c) and we exit at once.
  *
  * Options are read up to the first operand that is not an option after NAME (or up to "--"),
  * so `paddock exec box ls -l` runs `ls -l`. */
 #include "lib/base64.h"
 #include "cli/cli.h"
 #include "cli/envpath.h"
-#include "cli/lines.h"
 #include "cli/opts.h"
 #include "cli/output.h"
+#include "cli/procout.h"
 #include "lib/util.h"
 
 #include <signal.h>
@@ -25,8 +24,6 @@
  * room for the rest of the request (command, environment). */
 #define API_BODY_MAX (8u << 20)
 #define STDIN_MAX    ((API_BODY_MAX - (64u << 10)) / 4 * 3)
-/* The longest NDJSON line accepted from the daemon (its chunks are far smaller). */
-#define LINE_MAX_BYTES (64u << 20)
 
 enum {
         OPT_TIMEOUT = OPT_FIRST_VERB_OPTION,
@@ -39,6 +36,8 @@ static const char exec_help[] =
     "Run a command in an environment, showing its output as it comes, and exit with the\n"
     "command's exit code (128+N when killed by signal N).\n"
     "\n"
+    "  -d, --detach          run it in the background: print its process id and exit 0 at\n"
+    "                        once (see paddock ps, logs, wait, kill)\n"
     "  -i, --interactive     send all of standard input to the command (up to ~6 MiB)\n"
     "  -t, --tty             a terminal (not supported yet)\n"
     "  -e, --env K=V         environment variable (repeatable; -e K passes K's value here)\n"
@@ -46,9 +45,11 @@ static const char exec_help[] =
     "  -u, --user USER       user name or UID[:GID] to run as (default root)\n"
     "  --timeout DURATION    kill the command after e.g. 30s or 10m\n"
     "  --max-output SIZE     most output kept, e.g. 16M\n"
-    "  --json                wait, then print the whole result as JSON\n";
+    "  --json                wait, then print the whole result as JSON (with -d: the\n"
+    "                        process object)\n";
 
 static const struct option exec_options[] = {
+    {"detach", no_argument, NULL, 'd'},
     {"interactive", no_argument, NULL, 'i'},
     {"tty", no_argument, NULL, 't'},
     {"env", required_argument, NULL, 'e'},
@@ -61,24 +62,17 @@ static const struct option exec_options[] = {
 };
 
 struct exec_opts {
-        bool interactive, tty;
+        bool detach, interactive, tty;
         const char *timeout;
         json_t *body;
-};
-
-/* What the stream said, and whether writing it out failed. */
-struct exec_run {
-        struct lines lines;
-        bool have_exit, timed_out, truncated;
-        int exit_code;
-        long long duration_ms;
-        bool broken_pipe;
-        bool failed;
 };
 
 static int exec_option(struct exec_opts *o, int c)
 {
         switch (c) {
+        case 'd':
+                o->detach = true;
+                return -1;
         case 'i':
                 o->interactive = true;
                 return -1;
@@ -133,7 +127,7 @@ static int parse_exec_args(struct cli *cli, int argc, char **argv, struct exec_o
         opts_reset();
         for (int round = 0; round < 2; round++) {
                 int last = optind > 0 ? optind : 1, c;
-                while ((c = getopt_long(argc, argv, "+:hite:w:u:", exec_options, NULL)) != -1) {
+                while ((c = getopt_long(argc, argv, "+:hdite:w:u:", exec_options, NULL)) != -1) {
                         int r = exec_option(o, c);
                         if (r == 0)
                                 r = opts_common(cli, c, argv, "exec", exec_help);
@@ -232,101 +226,8 @@ static int attach_stdin(json_t *body)
         return 0;
 }
 
-/* Write one output chunk to fd, decoding base64 first when the line said so. */
-static int emit(struct exec_run *x, int fd, const json_t *chunk, bool base64)
-{
-        const char *s = json_string_value(chunk);
-        size_t len = json_string_length(chunk);
-        if (!s || len == 0)
-                return 0;
-        unsigned char *decoded = NULL;
-        if (base64) {
-                decoded = malloc(len / 4 * 3 + 3);
-                if (!decoded)
-                        return -ENOMEM;
-                long n = base64_decode(s, len, decoded);
-                if (n < 0) {
-                        free(decoded);
-                        fprintf(stderr, "paddock: exec: bad base64 output from paddockd\n");
-                        x->failed = true;
-                        return -EPROTO;
-                }
-                s = (const char *)decoded;
-                len = (size_t)n;
-        }
-        int r = write_all(fd, s, len);
-        free(decoded);
-        if (r == -EPIPE) {
-                x->broken_pipe = true; /* whoever read our output is gone: stop quietly */
-                return r;
-        }
-        if (r < 0) {
-                fprintf(stderr, "paddock: exec: cannot write output: %s\n", strerror(-r));
-                x->failed = true;
-        }
-        return r;
-}
-
-static int on_line(char *line, size_t len, void *userdata)
-{
-        struct exec_run *x = userdata;
-        while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
-                len--;
-        if (len == 0)
-                return 0;
-        json_error_t err;
-        json_t *j = json_loadb(line, len, JSON_ALLOW_NUL, &err);
-        if (!json_is_object(j)) {
-                fprintf(stderr, "paddock: exec: unreadable output line from paddockd: %s\n",
-                        j ? "not an object" : err.text);
-                json_decref(j);
-                x->failed = true;
-                return -EPROTO;
-        }
-        int r = 0;
-        const json_t *error = json_object_get(j, "error");
-        if (error) {
-                const char *msg = json_string_value(json_object_get(error, "message"));
-                fprintf(stderr, "paddock: %s\n", msg ? msg : "exec failed");
-                x->failed = true;
-                r = -EPROTO;
-                goto out;
-        }
-        const char *enc = json_string_value(json_object_get(j, "encoding"));
-        bool b64 = enc && strcmp(enc, "base64") == 0;
-        r = emit(x, STDOUT_FILENO, json_object_get(j, "stdout"), b64);
-        if (r >= 0)
-                r = emit(x, STDERR_FILENO, json_object_get(j, "stderr"), b64);
-        if (r < 0)
-                goto out;
-        const json_t *code = json_object_get(j, "exit_code");
-        if (json_is_integer(code)) {
-                x->have_exit = true;
-                json_int_t c = json_integer_value(code);
-                x->exit_code = c < 0 || c > 255 ? 255 : (int)c;
-                x->timed_out = json_is_true(json_object_get(j, "timed_out"));
-                x->truncated = json_is_true(json_object_get(j, "truncated"));
-                x->duration_ms = (long long)json_integer_value(json_object_get(j, "duration_ms"));
-        }
-out:
-        json_decref(j);
-        return r;
-}
-
-static bool on_data(const char *data, size_t len, void *userdata)
-{
-        struct exec_run *x = userdata;
-        int r = lines_feed(&x->lines, data, len, on_line, x);
-        if (r == -E2BIG || r == -ENOMEM) {
-                fprintf(stderr, "paddock: exec: %s\n",
-                        r == -E2BIG ? "output line from paddockd is too long" : "out of memory");
-                x->failed = true;
-        }
-        return r >= 0;
-}
-
 /* The end of a run: what the stream's last line said, on stderr, and the exit code. */
-static int finish(const struct exec_run *x, const struct exec_opts *o)
+static int finish(const struct procout *x, const struct exec_opts *o)
 {
         if (x->truncated)
                 fprintf(stderr, "paddock: exec: output was truncated (see --max-output)\n");
@@ -346,53 +247,77 @@ static int finish(const struct exec_run *x, const struct exec_opts *o)
 static int run_streamed(struct client *client, const char *path, const char *body,
                         const struct exec_opts *o)
 {
-        struct exec_run x = {.lines = {.max = LINE_MAX_BYTES}};
+        struct procout x;
+        procout_init(&x, "exec");
         struct request req = {
             .method = "POST",
             .path = path,
             .body = body,
             .body_len = strlen(body),
-            .sink = on_data,
-            .sink_data = &x,
         };
-        struct response resp = {};
         int r = EXIT_FAIL;
-        if (client_perform(client, &req, &resp) < 0) {
+        if (procout_perform(client, &req, &x) < 0) {
                 if (x.broken_pipe)
                         r = 128 + SIGPIPE;
-                goto out;
-        }
-        if (resp.status < 200 || resp.status >= 300) {
-                client_print_error(&resp);
-                goto out;
-        }
-        if (lines_finish(&x.lines, on_line, &x) < 0) {
-                if (x.broken_pipe)
-                        r = 128 + SIGPIPE;
-                goto out;
-        }
-        if (!x.have_exit) {
+        } else if (!x.have_exit) {
                 fprintf(stderr, "paddock: exec: paddockd ended the output stream without an "
                                 "exit code\n");
-                goto out;
+        } else {
+                r = finish(&x, o);
         }
-        r = finish(&x, o);
-out:
-        response_done(&resp);
-        lines_done(&x.lines);
+        procout_done(&x);
         return r;
 }
 
+/* POST the request, buffering the answer. -1 after printing why. */
+static int post_buffered(struct client *client, const char *path, const char *body,
+                         struct response *ret)
+{
+        struct request req = {
+            .method = "POST",
+            .path = path,
+            .body = body,
+            .body_len = strlen(body),
+        };
+        struct response resp = {};
+        if (client_perform(client, &req, &resp) < 0)
+                return -1;
+        if (resp.status < 200 || resp.status >= 300) {
+                client_print_error(&resp);
+                response_done(&resp);
+                return -1;
+        }
+        *ret = resp;
+        return 0;
+}
+
 /* --json: one buffered request; print the daemon's answer, still exit with the command's code. */
-static int run_buffered(struct client *client, const char *path, const json_t *body)
+static int run_buffered(struct client *client, const char *path, const char *body)
 {
         struct response resp = {};
-        if (client_call(client, "POST", path, body, &resp) < 0)
+        if (post_buffered(client, path, body, &resp) < 0)
                 return EXIT_FAIL;
         output_raw(&resp);
         json_int_t c = json_integer_value(json_object_get(resp.json, "exit_code"));
         response_done(&resp);
         return c < 0 || c > 255 ? 255 : (int)c;
+}
+
+/* -d: the daemon answers 201 with the process object as soon as the command has started. */
+static int run_detached(struct client *client, const char *path, const char *body, bool json)
+{
+        struct response resp = {};
+        if (post_buffered(client, path, body, &resp) < 0)
+                return EXIT_FAIL;
+        const json_t *id = json_object_get(resp.json, "id");
+        if (json)
+                output_raw(&resp);
+        else if (json_is_integer(id))
+                printf("%lld\n", (long long)json_integer_value(id));
+        else
+                output_raw(&resp); /* not what we expect: show what it is */
+        response_done(&resp);
+        return EXIT_OK;
 }
 
 int cmd_exec(struct cli *cli, int argc, char **argv)
@@ -417,7 +342,10 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
                         r = usage_error("exec", "argument '%s' is not valid UTF-8", argv[i]);
                         goto out;
                 }
-        json_object_set_new(o.body, "stream", json_boolean(!cli->json));
+        if (o.detach)
+                json_object_set_new(o.body, "detach", json_true());
+        else
+                json_object_set_new(o.body, "stream", json_boolean(!cli->json));
 
         r = EXIT_FAIL;
         if (o.interactive && attach_stdin(o.body) < 0)
@@ -428,10 +356,6 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
         path = env_path(client, name, "exec", NULL);
         if (!path)
                 goto out;
-        if (cli->json) {
-                r = run_buffered(client, path, o.body);
-                goto out;
-        }
         text = json_dumps(o.body, JSON_COMPACT);
         if (!text) {
                 fprintf(stderr, "paddock: out of memory\n");
@@ -442,7 +366,12 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
                                 "accepts\n");
                 goto out;
         }
-        r = run_streamed(client, path, text, &o);
+        if (o.detach)
+                r = run_detached(client, path, text, cli->json);
+        else if (cli->json)
+                r = run_buffered(client, path, text);
+        else
+                r = run_streamed(client, path, text, &o);
 out:
         free(text);
         free(path);

@@ -8,11 +8,10 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/output.h"
+#include "cli/tarproc.h"
 #include "lib/util.h"
 
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 
 static const char image_help[] =
@@ -113,32 +112,9 @@ static int image_ls(struct cli *cli, int argc, char **argv)
 /* The upload's source: a file, stdin, or the read end of tar's stdout. */
 struct tar_source {
         int fd;
-        pid_t tar_pid; /* > 0 while a tar child runs */
+        struct tarproc tar; /* tar.pid > 0 while a tar child runs; fd is then tar.fd */
         const char *what;
 };
-
-/* Reap tar; 0 when it exited 0. quiet when the upload failed anyway: tar then dies of the
- * closed pipe, which is no news. */
-static int wait_tar(struct tar_source *s, bool quiet)
-{
-        int status;
-        pid_t pid = s->tar_pid;
-        s->tar_pid = 0;
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -1;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                return 0;
-        if (quiet)
-                return -1;
-        if (WIFEXITED(status))
-                fprintf(stderr, "paddock: image import: tar failed with exit status %d\n",
-                        WEXITSTATUS(status));
-        else if (WIFSIGNALED(status))
-                fprintf(stderr, "paddock: image import: tar killed by signal %d\n",
-                        WTERMSIG(status));
-        return -1;
-}
 
 static ssize_t read_source(char *buf, size_t len, void *userdata)
 {
@@ -153,41 +129,13 @@ static ssize_t read_source(char *buf, size_t len, void *userdata)
                         return -1;
                 }
                 /* At the end of tar's output, only a clean exit lets the upload complete. */
-                if (n == 0 && s->tar_pid > 0 && wait_tar(s, false) < 0)
-                        return -1;
+                if (n == 0 && s->tar.pid > 0) {
+                        s->fd = -1; /* closed by tar_finish */
+                        if (tar_finish(&s->tar, false) < 0)
+                                return -1;
+                }
                 return n;
         }
-}
-
-/* Start `tar -C dir --numeric-owner -cf - .` with its stdout on a pipe; no shell. */
-static int spawn_tar(const char *dir, struct tar_source *s)
-{
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-        pid_t pid = fork();
-        if (pid < 0) {
-                int r = -errno;
-                close(p[0]);
-                close(p[1]);
-                return r;
-        }
-        if (pid == 0) {
-                /* dup2 clears close-on-exec on the copy; everything else of ours is closed. */
-                if (dup2(p[1], STDOUT_FILENO) < 0)
-                        _exit(127);
-                close_fds_from(3, NULL, 0);
-                signal(SIGPIPE, SIG_DFL);
-                char *const args[] = {"tar", "-C", (char *)dir, "--numeric-owner",
-                                      "-cf", "-",  ".",         NULL};
-                execvp("tar", args);
-                fprintf(stderr, "paddock: image import: cannot run tar: %s\n", strerror(errno));
-                _exit(127);
-        }
-        close(p[1]);
-        s->fd = p[0];
-        s->tar_pid = pid;
-        return 0;
 }
 
 static int image_import(struct cli *cli, int argc, char **argv)
@@ -202,7 +150,7 @@ static int image_import(struct cli *cli, int argc, char **argv)
                 return usage_error(verb, "unexpected argument '%s'", argv[optind + 2]);
         const char *name = argv[optind], *src = argv[optind + 1];
 
-        struct tar_source s = {.fd = -1, .what = src};
+        struct tar_source s = {.fd = -1, .tar = {.fd = -1}, .what = src};
         int64_t size = -1; /* unknown: chunked */
         struct stat st;
         if (strcmp(src, "-") == 0) {
@@ -212,12 +160,13 @@ static int image_import(struct cli *cli, int argc, char **argv)
                 fprintf(stderr, "paddock: image import: %s: %s\n", src, strerror(errno));
                 return EXIT_FAIL;
         } else if (S_ISDIR(st.st_mode)) {
-                r = spawn_tar(src, &s);
+                r = tar_create(src, verb, &s.tar);
                 if (r < 0) {
                         fprintf(stderr, "paddock: image import: cannot start tar: %s\n",
                                 strerror(-r));
                         return EXIT_FAIL;
                 }
+                s.fd = s.tar.fd;
                 s.what = "tar's output";
         } else {
                 s.fd = open(src, O_RDONLY | O_CLOEXEC);
@@ -263,10 +212,13 @@ out:
         response_done(&resp);
         free(path);
         free(esc);
-        if (s.fd > STDIN_FILENO)
-                close(s.fd); /* a tar still writing now gets EPIPE and ends */
-        if (s.tar_pid > 0 && wait_tar(&s, r != EXIT_OK) < 0)
-                r = EXIT_FAIL;
+        if (s.tar.pid > 0) {
+                /* A tar still writing now gets EPIPE and ends. */
+                if (tar_finish(&s.tar, r != EXIT_OK) < 0)
+                        r = EXIT_FAIL;
+        } else if (s.fd > STDIN_FILENO) {
+                close(s.fd);
+        }
         return r;
 }
 

@@ -23,6 +23,9 @@ static const struct verb verbs[] = {
     {"pause", cmd_lifecycle}, {"resume", cmd_lifecycle},
     {"update", cmd_update},   {"net", cmd_net},
     {"port", cmd_port},       {"exec", cmd_exec},
+    {"ps", cmd_ps},           {"logs", cmd_logs},
+    {"kill", cmd_kill},       {"wait", cmd_wait},
+    {"forget", cmd_forget},   {"cp", cmd_cp},
     {"image", cmd_image},     {"system", cmd_system},
     {"daemon", cmd_daemon},
 };
@@ -41,6 +44,14 @@ static const char overview[] =
     "  pause|resume NAME...         freeze and thaw\n"
     "  rm [-f] NAME...              destroy\n"
     "  exec NAME [OPTIONS] -- CMD   run a command inside, exit with its exit code\n"
+    "  cp SRC DST                   copy files and directories in or out (NAME:/path)\n"
+    "\n"
+    "Background processes (exec -d):\n"
+    "  ps NAME                      list them\n"
+    "  logs NAME ID [-f]            print (or follow) the output of one\n"
+    "  kill NAME ID... [-s SIGNAL]  signal them (default TERM)\n"
+    "  wait NAME ID                 wait for one, exit with its exit code\n"
+    "  forget NAME ID...            drop records of finished ones\n"
     "\n"
     "Network:\n"
     "  net NAME [OPTIONS]           show or change network mode, allow list, links, bandwidth\n"

@@ -409,7 +409,8 @@ static int ensure_addr(struct engine *e, struct env *v)
 }
 
 /* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
-static int env_net_up(struct engine *e, struct env *v, bool adopt, char *err, size_t errlen)
+static int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
+                      size_t errlen)
 {
         if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
                 return 0;
@@ -423,8 +424,8 @@ static int env_net_up(struct engine *e, struct env *v, bool adopt, char *err, si
         char ifname[16];
         network_ifname(e->net, v->row.name, ifname);
         if (adopt && network_link_present(e->net, v->row.name))
-                return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl, err,
-                                          errlen);
+                return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl,
+                                          flush_learned, err, errlen);
         _cleanup_close_ int ns = env_netns_fd(v);
         if (ns < 0) {
                 snprintf(err, errlen, "network namespace: %s", strerror(-ns));
@@ -444,8 +445,8 @@ static void reapply_linked(struct engine *e, struct env *v)
                 char err[256];
                 struct in_addr links[NETPOLICY_MAX_LINKS * 2];
                 size_t nl = link_addrs(e, o, links, ELEMENTSOF(links));
-                if (network_env_update(e->net, o->row.name, o->addr, &o->net, links, nl, err,
-                                       sizeof(err)) < 0)
+                if (network_env_update(e->net, o->row.name, o->addr, &o->net, links, nl, false,
+                                       err, sizeof(err)) < 0)
                         log_warn("%s: updating links: %s", o->row.name, err);
         }
 }
@@ -544,11 +545,13 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
         v->row.pid = res.pid;
         v->row.pid_start = res.start_time;
         snprintf(v->row.status, sizeof(v->row.status), "running");
-        r = env_net_up(e, v, false, err, errlen);
+        r = env_net_up(e, v, false, true, err, errlen);
         if (r < 0) {
                 env_kill_sync(e, v);
                 return r;
         }
+        if (e->net && v->net.mode != NET_NONE)
+                reapply_linked(e, v); /* links are symmetric: peers accept the new address */
         r = env_watch(e, v);
         if (r >= 0)
                 r = env_save(e, v);
@@ -819,6 +822,8 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 return r;
         }
         env_append(e, v);
+        if (e->net && v->net.mode != NET_NONE)
+                reapply_linked(e, v); /* now that it is listed, peers see its address */
         log_info("%s: created %s from image %s (ids %u..%u)", v->row.name, v->row.kind,
                  v->row.image, v->row.uid_base, v->row.uid_base + UID_RANGE_SIZE - 1);
         *ret = v;
@@ -851,6 +856,9 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
         if (e->destroyed)
                 e->destroyed(v->row.name);
         env_unlink(e, v);
+        /* Peers that were linked with it drop its address: whoever gets it next is a stranger. */
+        if (e->net && v->addr.s_addr)
+                reapply_linked(e, v);
         notify_waiters(v);
         env_free(v);
         return 0;
@@ -888,6 +896,10 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                         return -ENOEXEC;
                 }
                 enum net_mode old = v->net.mode;
+                bool rules_changed = old != p->net.mode || v->net.n_rules != p->net.n_rules ||
+                                     (p->net.n_rules &&
+                                      memcmp(v->net.rules, p->net.rules,
+                                             p->net.n_rules * sizeof(*p->net.rules)) != 0);
                 netpolicy_clear(&v->net);
                 v->net = p->net;
                 int r = 0;
@@ -895,9 +907,9 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                         if (v->net.mode == NET_NONE && old != NET_NONE)
                                 network_env_down(e->net, v->row.name);
                         else if (v->net.mode != NET_NONE && old == NET_NONE)
-                                r = env_net_up(e, v, false, err, errlen);
+                                r = env_net_up(e, v, false, true, err, errlen);
                         else if (v->net.mode != NET_NONE)
-                                r = env_net_up(e, v, true, err, errlen);
+                                r = env_net_up(e, v, true, rules_changed, err, errlen);
                         reapply_linked(e, v);
                 }
                 int q = env_save(e, v);
@@ -1260,7 +1272,7 @@ int engine_reconcile(struct engine *e)
                                 log_info("%s: re-adopted running environment (pid %lld)",
                                          v->row.name, (long long)v->row.pid);
                                 char err[512];
-                                if (env_net_up(e, v, true, err, sizeof(err)) < 0)
+                                if (env_net_up(e, v, true, false, err, sizeof(err)) < 0)
                                         log_error("%s: restoring its network: %s", v->row.name, err);
                         } else {
                                 log_info("%s: PID 1 is gone; marking stopped", v->row.name);

@@ -103,7 +103,7 @@ void network_free(struct network *n)
 
 static int apply_policy(struct network *n, const char *env, struct in_addr addr,
                         const struct netpolicy *p, const struct in_addr *links, size_t n_links,
-                        char *err, size_t errlen)
+                        bool flush_learned, char *err, size_t errlen)
 {
         char ifname[16];
         network_ifname(n, env, ifname);
@@ -115,7 +115,8 @@ static int apply_policy(struct network *n, const char *env, struct in_addr addr,
                             .cidrs = cidrs,
                             .n_cidrs = netpolicy_cidrs(p, cidrs, NETPOLICY_MAX_RULES),
                             .links = links,
-                            .n_links = n_links};
+                            .n_links = n_links,
+                            .flush_learned = flush_learned};
         int r = nft_env_apply(n->nft, &e);
         if (r < 0) {
                 snprintf(err, errlen, "firewall: %s", strerror(-r));
@@ -149,7 +150,7 @@ int network_env_up(struct network *n, const char *env, int netns_fd, struct in_a
                 snprintf(err, errlen, "network link: %s", strerror(-r));
                 return r;
         }
-        r = apply_policy(n, env, addr, p, links, n_links, err, errlen);
+        r = apply_policy(n, env, addr, p, links, n_links, true, err, errlen);
         if (r < 0)
                 network_env_down(n, env);
         return r;
@@ -157,9 +158,9 @@ int network_env_up(struct network *n, const char *env, int netns_fd, struct in_a
 
 int network_env_update(struct network *n, const char *env, struct in_addr addr,
                        const struct netpolicy *p, const struct in_addr *links, size_t n_links,
-                       char *err, size_t errlen)
+                       bool flush_learned, char *err, size_t errlen)
 {
-        return apply_policy(n, env, addr, p, links, n_links, err, errlen);
+        return apply_policy(n, env, addr, p, links, n_links, flush_learned, err, errlen);
 }
 
 void network_env_down(struct network *n, const char *env)

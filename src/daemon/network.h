@@ -38,10 +38,11 @@ void network_ifname(const struct network *n, const char *env, char out[16]);
 int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
                    const struct netpolicy *p, const struct in_addr *links, size_t n_links,
                    char *err, size_t errlen);
-/* Change the policy of an environment whose network is up (firewall + bandwidth). */
+/* Change the policy of an environment whose network is up (firewall + bandwidth).
+ * flush_learned: the allow list changed, so addresses learned through DNS are forgotten. */
 int network_env_update(struct network *n, const char *env, struct in_addr addr,
                        const struct netpolicy *p, const struct in_addr *links, size_t n_links,
-                       char *err, size_t errlen);
+                       bool flush_learned, char *err, size_t errlen);
 /* Remove host-side pieces (veth if still there, ifb, firewall chain). Idempotent. */
 void network_env_down(struct network *n, const char *env);
 uint64_t network_env_denied(struct network *n, const char *env);

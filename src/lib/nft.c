@@ -548,6 +548,12 @@ static void env_chain_rules(struct sbuf *b, const char *t, const struct env_name
                 sb(b, " } accept\n");
         }
         sb(b, "add rule inet %s %s ip daddr @forbidden4 counter name %s drop\n", t, ch, ctr);
+        /* DNS (and DNS over TLS) only through the daemon's resolver, which is reached through
+         * the input chain: no resolving around the policy, no tunnelling through other
+         * resolvers. */
+        sb(b, "add rule inet %s %s meta l4proto { tcp, udp } th dport { 53, 853 } counter name %s "
+              "drop\n",
+           t, ch, ctr);
 
         if (e->mode == NET_OPEN) {
                 sb(b, "add rule inet %s %s accept\n", t, ch);
@@ -665,15 +671,18 @@ int nft_env_apply(struct nft *n, const struct nft_env *e)
         const char *t = n->table;
         struct sbuf b = {0};
         /* The counter survives re-applies (denied totals across daemon restarts); the learned
-         * sets do not: "replace everything" must revoke addresses a previous allow list let in.
+         * sets are emptied when the caller says the allow list changed (a new list must revoke
+         * what the old one let in) and kept otherwise (restart, bandwidth, links).
          * The chain is flushed and refilled in the same transaction, so no packet ever sees a
          * half-built or empty chain. */
         sb(&b, "add counter inet %s %s\n", t, nm.counter);
         sb(&b, "add set inet %s %s { type ipv4_addr; flags timeout; }\n", t, nm.allow4);
-        sb(&b, "flush set inet %s %s\n", t, nm.allow4);
+        if (e->flush_learned)
+                sb(&b, "flush set inet %s %s\n", t, nm.allow4);
         sb(&b, "add set inet %s %s { type ipv4_addr . inet_service; flags timeout; }\n", t,
            nm.allowp4);
-        sb(&b, "flush set inet %s %s\n", t, nm.allowp4);
+        if (e->flush_learned)
+                sb(&b, "flush set inet %s %s\n", t, nm.allowp4);
         sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm.chain, nm.name);
         sb(&b, "flush chain inet %s %s\n", t, nm.chain);
         env_chain_rules(&b, t, &nm, e);

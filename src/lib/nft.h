@@ -41,6 +41,7 @@ struct nft_env {
         size_t n_cidrs;
         const struct in_addr *links;       /* addresses of linked environments (both ways) */
         size_t n_links;
+        bool flush_learned;                /* the allow list changed: forget DNS-learned addresses */
 };
 
 /* Create (or re-create) the table; subnet e.g. 10.77.0.0/16; resolver = the gateway address. */

@@ -60,6 +60,11 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
 
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, NULL, 0)) < 0)
                 child_fail(report_fd, "join cgroup", r);
+        /* The network namespace belongs to the host's user namespace, so the environment's
+         * root has no CAP_NET_BIND_SERVICE there: let it bind low ports and ping anyway. */
+        if ((r = write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")) < 0)
+                child_fail(report_fd, "ip_unprivileged_port_start", r);
+        write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ping_group_range", "0 2147483647");
         if (unshare(CLONE_NEWCGROUP) < 0)
                 child_fail(report_fd, "cgroup namespace", -errno);
         if ((r = rootfs_enter(&c->rootfs, &step)) < 0)

@@ -1,0 +1,123 @@
+/* Files inside an environment: read, write, remove, list, stat, mkdir, move, tar out and in.
+ *
+ * Every operation runs in a short-lived helper forked from the daemon (files_spawn). The helper
+ * joins the environment's cgroup (a per-operation child group, so its page cache and I/O count
+ * against the environment), closes every fd it inherited except its own pipes and the upload,
+ * enters PID 1's mount namespace (which makes the environment's root its root and cwd) and then
+ * its user namespace, becomes uid/gid 0 there, makes itself non-dumpable and only then touches
+ * a path. Paths are user strings and the tree is the environment's to change at any time, so
+ * every path is resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) below an fd of
+ * "/", and walks below a directory go one component at a time with RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS. Even a lost race can therefore only land somewhere else inside the
+ * environment, never on the host: the helper's root *is* the environment's root, and it holds
+ * no host fd but the (read-only use of the) spooled upload.
+ *
+ * The helper never enters the environment's pid namespace, so no process inside can see it
+ * in /proc, ptrace it or reach its fds.
+ *
+ * Protocol: struct files_status messages on the status pipe (each smaller than PIPE_BUF, so
+ * atomic): FILES_READY before a data stream starts (read, archive out), FILES_DONE once at the
+ * end, with err < 0 on failure. List and stat send files_entry records on the data pipe; read
+ * sends the file's bytes and archive out a pax tar stream. */
+#pragma once
+#include "lib/cgroup.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FILES_PATH_MAX            4096 /* bytes, with the terminating NUL */
+#define FILES_DEFAULT_MAX_READ    (1ull << 30)
+#define FILES_MAX_WRITE           (4ull << 30)
+#define FILES_LIST_MAX            10000
+#define FILES_ARCHIVE_MAX_BYTES   (4ull << 30) /* regular-file bytes, in and out */
+#define FILES_ARCHIVE_MAX_ENTRIES 1000000
+#define FILES_ARCHIVE_MAX_DEPTH   256 /* directory levels below the archived path */
+
+enum files_op {
+        FILES_READ,
+        FILES_WRITE,
+        FILES_REMOVE,
+        FILES_LIST,
+        FILES_STAT,
+        FILES_MKDIR,
+        FILES_MOVE,
+        FILES_ARCHIVE_OUT,
+        FILES_ARCHIVE_IN,
+};
+
+struct files_request {
+        enum files_op op;
+        const char *path; /* normalized with files_path_normalize */
+        const char *to;   /* FILES_MOVE: the destination, normalized */
+        const char *user; /* owner of what is created: NULL = root; "name", "uid", "uid:gid" */
+        int upload_fd;    /* FILES_WRITE, FILES_ARCHIVE_IN: the body, read from offset 0 */
+        uint64_t max_bytes; /* FILES_READ: refuse larger files (EFBIG) */
+        int mode;         /* FILES_WRITE, FILES_MKDIR: permission bits, -1 = default */
+        bool parents;     /* FILES_WRITE, FILES_MKDIR, FILES_ARCHIVE_IN: create missing dirs */
+        bool recursive;   /* FILES_REMOVE */
+        bool overwrite;   /* FILES_MOVE: replace an existing destination */
+};
+
+enum files_phase { FILES_READY = 1, FILES_DONE = 2 };
+
+struct files_status {
+        int32_t err;    /* 0 or -errno */
+        uint32_t phase; /* enum files_phase */
+        uint64_t value; /* READY: the file's size; DONE: bytes read/written/archived */
+        uint64_t count; /* DONE: entries archived/extracted; list: 1 when truncated */
+        char msg[232];  /* NUL-terminated human text ("path: reason") */
+};
+
+enum files_type { FILES_T_FILE, FILES_T_DIR, FILES_T_SYMLINK, FILES_T_OTHER };
+
+/* One list/stat record on the data pipe, followed by name_len + target_len bytes. */
+struct files_entry {
+        uint32_t type; /* enum files_type */
+        uint32_t mode; /* permission bits (07777) */
+        uint64_t size;
+        int64_t mtime; /* seconds since the epoch */
+        uint32_t uid, gid; /* as seen inside the environment */
+        uint32_t name_len, target_len; /* name <= 255 bytes, target (symlinks) <= 4095 */
+};
+
+const char *files_type_name(uint32_t type);
+
+/* Parse the record at *off in buf (received data, untrusted sizes); advance *off. Returns 1 for
+ * a record, 0 at the end of buf, -EBADMSG for a malformed or cut record. ret_name/ret_target
+ * point into buf and are not NUL-terminated. */
+int files_entry_next(const void *buf, size_t len, size_t *off, struct files_entry *ret,
+                     const char **ret_name, const char **ret_target);
+
+/* "/a//b/./c/" -> "/a/b/c". Only absolute paths; ".." stays (the kernel resolves it, clamped
+ * at the environment's root). -EINVAL for a relative or empty path, -ENAMETOOLONG beyond
+ * FILES_PATH_MAX - 1 bytes or for a component over 255. out needs strlen(in) + 2 bytes. */
+int files_path_normalize(const char *in, char *out, size_t outlen);
+/* Split a normalized path into its parent (written to parent) and last component (pointing
+ * into path). -EINVAL for "/", which has no parent. The name may be "..": callers that create
+ * or remove something refuse it. */
+int files_path_split(const char *path, char *parent, size_t parent_len, const char **ret_name);
+
+/* Run rq with every path resolved below root_fd; report on status_fd (and data_fd). Returns 0
+ * or the -errno it reported. FILES_ARCHIVE_IN extracts with libarchive relative to the cwd, so
+ * it also needs the process root to be root_fd's directory (true in the helper). */
+int files_run(int root_fd, const struct files_request *rq, int status_fd, int data_fd);
+
+/* Where the helper goes: PID 1's pidfd and the per-operation cgroup (cgroups may be NULL). */
+struct files_target {
+        int env_pidfd;
+        struct cgroup_manager *cgroups;
+        const char *cgroup_name;
+        const char *cgroup_sub;
+};
+
+struct files_child {
+        int pidfd;     /* the helper, a child of the caller: reap it with waitid(P_PIDFD) */
+        int status_fd; /* read end of the status pipe */
+        int data_fd;   /* read end of the data pipe (list, stat, read, archive out), else -1 */
+};
+
+/* Fork the helper for rq. All returned fds are O_CLOEXEC and blocking. */
+int files_spawn(const struct files_target *t, const struct files_request *rq,
+                struct files_child *ret);
