@@ -1,16 +1,19 @@
 /* paddock cp SRC DST: copy between the host and an environment; exactly one side is NAME:/PATH.
  *
- *   host file -> env   PUT files?path=..&mode=.. with the file as the body (Content-Length),
- *                      or chunked from standard input ("-") or a pipe
+ *   host file -> env   PUT files?path=..&mode=..&parents=0 with the file as the body
+ *                      (Content-Length), or chunked from standard input ("-") or a pipe
  *   host dir  -> env   POST files/mkdir?parents=1, then PUT archive?path=.. with the output of
- *                      `tar -C DIR --numeric-owner -cf - .` (chunked; aborted if tar fails)
- *   env file  -> host  GET files?path=.. written to DST (or standard output) as it arrives
- *   env dir   -> host  GET archive?path=.. piped into `tar -C DST -xf -` (see tarproc.h)
+ *                      `tar -C DIR --numeric-owner -cf - .` (chunked; cut off if tar fails)
+ *   env file  -> host  GET files?path=.. written to DST (or standard output) as it arrives;
+ *                      beyond the 1 GiB files?path= serves, GET archive piped into `tar -xOf -`
+ *   env dir   -> host  GET archive?path=.. piped into `tar -C DST --strip-components=1 -xf -`
+ *                      (the daemon names the members after the directory itself)
  *
- * What SRC is and where it lands follow cp -r: a GET files/stat of the environment's side
- * decides. When DST is an existing directory, SRC goes into it under its own name (SRC/. means
- * "what SRC contains"); otherwise DST is the file, or the directory created to hold SRC's
- * contents. Nothing is buffered whole, so sizes are bounded only by the daemon's limits. */
+ * What SRC is and where it lands follow cp -r: GET files/stat on the environment's side
+ * decides, following symlinks at SRC itself (like cp -H). When DST is an existing directory,
+ * SRC goes into it under its own name (SRC/. means "what SRC contains"); otherwise DST is the
+ * file, or the directory created to hold SRC's contents. Nothing is buffered whole, so sizes
+ * are bounded only by the daemon's limits. */
 #include "cli/cli.h"
 #include "cli/envpath.h"
 #include "cli/opts.h"
@@ -19,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +30,7 @@
 #include <unistd.h>
 
 static const char cp_help[] =
-    "Usage: paddock cp SRC DST\n"
+    "Usage: paddock cp [-u USER] SRC DST\n"
     "\n"
     "Copy a file or a directory between the host and an environment. Exactly one of SRC and\n"
     "DST is NAME:/PATH (an absolute path inside environment NAME); the other is a host path,\n"
@@ -37,12 +41,19 @@ static const char cp_help[] =
     "tar stream: when DST is an existing directory, SRC is copied into it under its own name\n"
     "(SRC/. copies only what SRC contains); otherwise DST is created and gets SRC's contents.\n"
     "Copying a directory needs tar on this host; files copied out are owned by you, with your\n"
-    "umask applied and no set-id bits.\n";
+    "umask applied and no set-id bits. A symlink named as SRC is followed.\n"
+    "\n"
+    "  -u, --user USER   owner of what is created inside (user name or UID[:GID]; default\n"
+    "                    root)\n";
 
 static const struct option cp_options[] = {
+    {"user", required_argument, NULL, 'u'},
     CLI_COMMON_OPTIONS,
     {},
 };
+
+/* What GET files?path= serves at most; larger files come out through the archive route. */
+#define FILES_READ_MAX (1ull << 30)
 
 /* One side of the copy inside an environment. */
 struct remote {
@@ -53,6 +64,7 @@ struct remote {
 struct cp {
         struct client *client;
         struct remote r;
+        char *user_query; /* "user=ESCAPED" for what is created inside, or NULL */
 };
 
 /* "NAME:/PATH" is remote when NAME is not empty and has no '/' (so ./a:b and /x:y are host
@@ -110,11 +122,15 @@ static void oom(void)
         fprintf(stderr, "paddock: out of memory\n");
 }
 
-/* "/v1/envs/NAME/ROUTE?path=PATH[&extra]". NULL after saying so. */
-static char *files_url(struct cp *x, const char *route, const char *path, const char *extra)
+/* "/v1/envs/NAME/ROUTE?path=PATH[&extra][&user=USER]" (the user when something is created).
+ * NULL after saying so. */
+static char *files_url(struct cp *x, const char *route, const char *path, const char *extra,
+                       bool creates)
 {
+        const char *user = creates ? x->user_query : NULL;
         char *esc = client_escape(x->client, path), *query = NULL, *url = NULL;
-        if (esc && asprintf(&query, "path=%s%s%s", esc, extra ? "&" : "", extra ? extra : "") < 0)
+        if (esc && asprintf(&query, "path=%s%s%s%s%s", esc, extra ? "&" : "", extra ? extra : "",
+                            user ? "&" : "", user ? user : "") < 0)
                 query = NULL;
         free(esc);
         if (query)
@@ -129,7 +145,7 @@ static char *files_url(struct cp *x, const char *route, const char *path, const 
  * then holds its answer, for the message), -1 after printing why. */
 static int remote_stat(struct cp *x, const char *path, struct response *ret)
 {
-        char *url = files_url(x, "files/stat", path, NULL);
+        char *url = files_url(x, "files/stat", path, NULL, false);
         if (!url)
                 return -1;
         struct request req = {.method = "GET", .path = url};
@@ -221,7 +237,7 @@ static int call(struct cp *x, struct request *req)
 static int upload(struct cp *x, const char *route, const char *path, const char *extra,
                   struct upload *u, const char *content_type)
 {
-        char *url = files_url(x, route, path, extra);
+        char *url = files_url(x, route, path, extra, true);
         if (!url)
                 return -1;
         struct request req = {
@@ -240,7 +256,7 @@ static int upload(struct cp *x, const char *route, const char *path, const char 
 static int copy_file_in(struct cp *x, const char *src, const char *dst)
 {
         struct upload u = {.fd = STDIN_FILENO, .left = -1, .what = "standard input"};
-        char extra[32] = "";
+        char extra[48] = "parents=0"; /* like cp: the directory must exist */
         if (strcmp(src, "-") != 0) {
                 u.fd = open(src, O_RDONLY | O_CLOEXEC);
                 struct stat st;
@@ -253,9 +269,10 @@ static int copy_file_in(struct cp *x, const char *src, const char *dst)
                 if (S_ISREG(st.st_mode))
                         u.left = st.st_size;
                 u.what = src;
-                snprintf(extra, sizeof(extra), "mode=0%03o", (unsigned)(st.st_mode & 0777));
+                snprintf(extra, sizeof(extra), "parents=0&mode=0%03o",
+                         (unsigned)(st.st_mode & 0777));
         }
-        int r = upload(x, "files", dst, extra[0] ? extra : NULL, &u, "application/octet-stream");
+        int r = upload(x, "files", dst, extra, &u, "application/octet-stream");
         if (u.fd != STDIN_FILENO)
                 close(u.fd);
         return r;
@@ -268,7 +285,7 @@ static int copy_dir_in(struct cp *x, const char *src, const char *dst)
                                 "installed here\n");
                 return -1;
         }
-        char *url = files_url(x, "files/mkdir", dst, "parents=1");
+        char *url = files_url(x, "files/mkdir", dst, "parents=1", true);
         if (!url)
                 return -1;
         struct request mk = {.method = "POST", .path = url};
@@ -340,29 +357,38 @@ static int copy_in(struct cp *x, const char *src)
 
 /* ---- environment -> host ------------------------------------------------------------------ */
 
+enum download_kind {
+        DL_FILE,     /* GET files: the bytes themselves */
+        DL_TREE,     /* GET archive of a directory, extracted by tar into target */
+        DL_FILE_TAR, /* GET archive of one large file, its contents out of `tar -xOf -` */
+};
+
 /* A download: into a file opened when the first bytes arrive (so a refused request leaves
  * DST alone), standard output, or tar's stdin (whose directory is made at the same moment). */
 struct download {
+        enum download_kind kind;
         const char *target; /* NULL: standard output */
-        int mode;           /* for a created file */
-        int fd;
-        bool tar_mode, opened, tar_gone;
+        int mode;           /* for a created file; -1 default */
+        int out_fd;         /* the file (or 1) written to, or by tar -O */
+        int fd;             /* where the body goes: out_fd or tar's stdin */
         struct tarproc tar;
-        bool failed; /* said why */
+        bool opened, tar_gone;
+        bool broken_pipe; /* standard output's reader went away: stop quietly */
 };
 
 static int download_open(struct download *d)
 {
         d->opened = true;
-        if (d->tar_mode) {
-                int r = mkdir_p_at(AT_FDCWD, d->target, 0777);
+        int r = 0;
+        if (d->kind == DL_TREE) {
                 struct stat st;
+                r = mkdir_p_at(AT_FDCWD, d->target, 0777);
                 if (r == 0 && stat(d->target, &st) < 0)
                         r = -errno;
                 if (r == 0 && !S_ISDIR(st.st_mode))
                         r = -ENOTDIR;
                 if (r == 0)
-                        r = tar_extract(d->target, "cp", &d->tar);
+                        r = tar_extract(d->target, 1, -1, "cp", &d->tar);
                 if (r < 0) {
                         fprintf(stderr, "paddock: cp: %s: %s\n", d->target, strerror(-r));
                         return -1;
@@ -371,14 +397,23 @@ static int download_open(struct download *d)
                 return 0;
         }
         if (!d->target) {
-                d->fd = STDOUT_FILENO;
-                return 0;
+                d->out_fd = STDOUT_FILENO;
+        } else {
+                d->out_fd = open(d->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                                 d->mode >= 0 ? (mode_t)d->mode : 0666);
+                if (d->out_fd < 0) {
+                        fprintf(stderr, "paddock: cp: %s: %s\n", d->target, strerror(errno));
+                        return -1;
+                }
         }
-        d->fd = open(d->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                     d->mode >= 0 ? (mode_t)d->mode : 0666);
-        if (d->fd < 0) {
-                fprintf(stderr, "paddock: cp: %s: %s\n", d->target, strerror(errno));
-                return -1;
+        d->fd = d->out_fd;
+        if (d->kind == DL_FILE_TAR) {
+                r = tar_extract(NULL, 0, d->out_fd, "cp", &d->tar);
+                if (r < 0) {
+                        fprintf(stderr, "paddock: cp: cannot start tar: %s\n", strerror(-r));
+                        return -1;
+                }
+                d->fd = d->tar.fd;
         }
         return 0;
 }
@@ -386,33 +421,32 @@ static int download_open(struct download *d)
 static bool download_sink(const char *data, size_t len, void *userdata)
 {
         struct download *d = userdata;
-        if (!d->opened && download_open(d) < 0) {
-                d->failed = true;
+        if (!d->opened && download_open(d) < 0)
                 return false;
-        }
         if (d->tar_gone)
                 return true; /* tar stopped reading; its exit status will tell */
         int r = write_all(d->fd, data, len);
-        if (r == -EPIPE && d->tar_mode) {
+        if (r == -EPIPE && d->kind != DL_FILE) {
                 d->tar_gone = true;
                 return true;
+        }
+        if (r == -EPIPE && !d->target) {
+                d->broken_pipe = true;
+                return false;
         }
         if (r < 0) {
                 fprintf(stderr, "paddock: cp: cannot write %s: %s\n",
                         d->target ? d->target : "standard output", strerror(-r));
-                d->failed = true;
                 return false;
         }
         return true;
 }
 
-static int download(struct cp *x, const char *route, struct download *d)
+static int download(struct cp *x, const char *path, struct download *d)
 {
-        char *url = files_url(x, route, x->r.path, NULL);
+        char *url = files_url(x, d->kind == DL_FILE ? "files" : "archive", path, NULL, false);
         if (!url)
                 return -1;
-        d->fd = -1;
-        d->tar.fd = -1;
         struct request req = {
             .method = "GET",
             .path = url,
@@ -429,50 +463,102 @@ static int download(struct cp *x, const char *route, struct download *d)
         response_done(&resp);
         if (r == 0 && !d->opened && download_open(d) < 0) /* an empty file */
                 r = -1;
-        if (d->tar_mode) {
-                if (d->tar.pid > 0 && tar_finish(&d->tar, r < 0) < 0)
-                        r = -1;
-        } else if (d->fd > STDOUT_FILENO) {
-                if (close(d->fd) < 0 && r == 0) {
-                        fprintf(stderr, "paddock: cp: cannot write %s: %s\n", d->target,
-                                strerror(errno));
-                        r = -1;
-                }
+        if (d->tar.pid > 0 && tar_finish(&d->tar, r < 0) < 0)
+                r = -1;
+        if (d->out_fd > STDOUT_FILENO && close(d->out_fd) < 0 && r == 0) {
+                fprintf(stderr, "paddock: cp: cannot write %s: %s\n", d->target, strerror(errno));
+                r = -1;
         }
         return r;
+}
+
+/* dirname(path) + "/" + target, or target when absolute. malloc'd. */
+static char *link_resolve(const char *path, const char *target)
+{
+        if (target[0] == '/')
+                return strdup(target);
+        size_t len = strlen(path);
+        while (len > 1 && path[len - 1] == '/')
+                len--;
+        while (len > 0 && path[len - 1] != '/')
+                len--;
+        char *p = NULL;
+        if (asprintf(&p, "%.*s%s", (int)len, path, target) < 0)
+                return NULL;
+        return p;
+}
+
+/* Stat SRC, following symlinks at SRC itself: *ret_path is what they lead to (malloc'd) and
+ * *ret the stat of that. -1 after printing why. */
+static int stat_source(struct cp *x, char **ret_path, struct response *ret)
+{
+        char *path = strdup(x->r.path);
+        for (int hops = 0; path; hops++) {
+                struct response resp = {};
+                int r = remote_stat(x, path, &resp);
+                if (r == 0)
+                        client_print_error(&resp); /* no such environment, or no such file */
+                if (r <= 0) {
+                        response_done(&resp);
+                        free(path);
+                        return -1;
+                }
+                const char *type = json_string_value(json_object_get(resp.json, "type"));
+                const json_t *target = json_object_get(resp.json, "target");
+                if (!type || strcmp(type, "symlink") != 0) {
+                        *ret_path = path;
+                        *ret = resp;
+                        return 0;
+                }
+                if (hops == 40 || !json_is_string(target) ||
+                    json_object_get(resp.json, "encoding")) {
+                        fprintf(stderr, "paddock: cp: %s:%s: %s\n", x->r.env, x->r.path,
+                                hops == 40 ? "too many levels of symbolic links"
+                                           : "a symlink whose target is not UTF-8 text");
+                        response_done(&resp);
+                        free(path);
+                        return -1;
+                }
+                char *next = link_resolve(path, json_string_value(target));
+                response_done(&resp);
+                free(path);
+                path = next;
+        }
+        oom();
+        return -1;
 }
 
 static int copy_out(struct cp *x, const char *dst)
 {
         struct response resp = {};
-        int exists = remote_stat(x, x->r.path, &resp);
-        if (exists == 0)
-                client_print_error(&resp); /* no such environment, or no such file */
-        if (exists <= 0) {
-                response_done(&resp);
+        char *src = NULL;
+        if (stat_source(x, &src, &resp) < 0)
                 return -1;
-        }
         bool dir = stat_is_dir(resp.json);
         int mode = stat_mode(resp.json);
+        const json_t *size = json_object_get(resp.json, "size");
+        bool large = json_is_integer(size) && (uint64_t)json_integer_value(size) > FILES_READ_MAX;
         response_done(&resp);
 
+        int r = -1;
         bool to_stdout = strcmp(dst, "-") == 0;
-        if (dir && to_stdout) {
-                fprintf(stderr, "paddock: cp: %s:%s is a directory; '-' takes a single file\n",
-                        x->r.env, x->r.path);
-                return -1;
-        }
-        if (dir && !tar_available()) {
-                fprintf(stderr, "paddock: cp: copying a directory needs tar, which is not "
-                                "installed here\n");
-                return -1;
-        }
         char *target = NULL;
         struct stat st;
         int sr = to_stdout ? 0 : stat(dst, &st), serr = errno;
+        if (dir && to_stdout) {
+                fprintf(stderr, "paddock: cp: %s:%s is a directory; '-' takes a single file\n",
+                        x->r.env, x->r.path);
+                goto out;
+        }
+        if ((dir || large) && !tar_available()) {
+                fprintf(stderr, "paddock: cp: copying %s needs tar, which is not installed here\n",
+                        dir ? "a directory" : "a file over 1 GiB");
+                goto out;
+        }
         if (to_stdout) {
                 /* target stays NULL */
         } else if (sr == 0 && S_ISDIR(st.st_mode)) {
+                /* Into DST under SRC's own name (the link's name when SRC is a symlink). */
                 bool contents = false;
                 char *base = base_name(x->r.path, &contents);
                 target = !base ? NULL : dir && contents ? strdup(dst) : join(dst, base);
@@ -480,25 +566,45 @@ static int copy_out(struct cp *x, const char *dst)
         } else if (dir && (sr == 0 || serr != ENOENT)) {
                 fprintf(stderr, "paddock: cp: %s: %s\n", dst,
                         sr == 0 ? "exists and is not a directory" : strerror(serr));
-                return -1;
+                goto out;
         } else {
                 target = strdup(dst);
         }
         if (!to_stdout && !target) {
                 oom();
-                return -1;
+                goto out;
         }
-        struct download d = {.target = target, .mode = mode, .tar_mode = dir};
-        int r = download(x, dir ? "archive" : "files", &d);
+        struct download d = {
+            .kind = dir     ? DL_TREE
+                    : large ? DL_FILE_TAR
+                            : DL_FILE,
+            .target = target,
+            .mode = mode,
+            .out_fd = -1,
+            .fd = -1,
+            .tar = {.fd = -1},
+        };
+        r = download(x, src, &d);
+        if (d.broken_pipe)
+                r = 128 + SIGPIPE;
+out:
         free(target);
+        free(src);
         return r;
 }
 
 int cmd_cp(struct cli *cli, int argc, char **argv)
 {
+        const char *user = NULL;
         int c;
         opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", cp_options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":hu:", cp_options, NULL)) != -1) {
+                if (c == 'u') {
+                        if (!*optarg)
+                                return usage_error("cp", "-u wants a user name or UID[:GID]");
+                        user = optarg;
+                        continue;
+                }
                 int r = opts_common(cli, c, argv, "cp", cp_help);
                 if (r >= 0)
                         return r;
@@ -521,10 +627,23 @@ int cmd_cp(struct cli *cli, int argc, char **argv)
                 return usage_error("cp", "neither side is in an environment (NAME:/PATH)");
         if (!*(s ? dst : src))
                 return usage_error("cp", "empty host path");
+        if (user && s)
+                return usage_error("cp", "-u applies to copies into an environment");
 
         struct cp x = {.client = cli_client(cli), .r = s ? rs : rd};
         if (!x.client)
                 return EXIT_FAIL;
+        if (user) {
+                char *esc = client_escape(x.client, user);
+                if (!esc || asprintf(&x.user_query, "user=%s", esc) < 0) {
+                        x.user_query = NULL;
+                        free(esc);
+                        oom();
+                        return EXIT_FAIL;
+                }
+                free(esc);
+        }
         int r = s ? copy_out(&x, dst) : copy_in(&x, src);
-        return r < 0 ? EXIT_FAIL : EXIT_OK;
+        free(x.user_query);
+        return r < 0 ? EXIT_FAIL : r; /* 0, or 128+SIGPIPE */
 }

@@ -30,15 +30,16 @@ bool tar_available(void)
         return false;
 }
 
-/* Fork tar with args; child_fd (one end of a pipe) becomes its stdin or stdout. */
-static int spawn(char *const args[], int child_fd, int target_fd, const char *verb, pid_t *ret)
+/* Fork tar with args, its stdin and stdout replaced by in_fd and out_fd unless -1. */
+static int spawn(char *const args[], int in_fd, int out_fd, const char *verb, pid_t *ret)
 {
         pid_t pid = fork();
         if (pid < 0)
                 return -errno;
         if (pid == 0) {
                 /* dup2 clears close-on-exec on the copy; everything else of ours is closed. */
-                if (dup2(child_fd, target_fd) < 0)
+                if ((in_fd >= 0 && dup2(in_fd, STDIN_FILENO) < 0) ||
+                    (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0))
                         _exit(127);
                 close_fds_from(3, NULL, 0);
                 signal(SIGPIPE, SIG_DFL);
@@ -56,8 +57,8 @@ int tar_create(const char *dir, const char *verb, struct tarproc *t)
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
         char *const args[] = {"tar", "-C", (char *)dir, "--numeric-owner", "-cf", "-", ".", NULL};
-        pid_t pid;
-        int r = spawn(args, p[1], STDOUT_FILENO, verb, &pid);
+        pid_t pid = 0;
+        int r = spawn(args, -1, p[1], verb, &pid);
         close(p[1]);
         if (r < 0) {
                 close(p[0]);
@@ -67,15 +68,31 @@ int tar_create(const char *dir, const char *verb, struct tarproc *t)
         return 0;
 }
 
-int tar_extract(const char *dir, const char *verb, struct tarproc *t)
+int tar_extract(const char *dir, int strip, int out_fd, const char *verb, struct tarproc *t)
 {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
-        char *const args[] = {"tar", "-C", (char *)dir, "--no-same-owner", "--no-same-permissions",
-                              "-xf", "-",  NULL};
-        pid_t pid;
-        int r = spawn(args, p[0], STDIN_FILENO, verb, &pid);
+        char strip_arg[32];
+        snprintf(strip_arg, sizeof(strip_arg), "--strip-components=%d", strip);
+        char *args[10];
+        size_t n = 0;
+        args[n++] = "tar";
+        if (dir) {
+                args[n++] = "-C";
+                args[n++] = (char *)dir;
+                args[n++] = "--no-same-owner";
+                args[n++] = "--no-same-permissions";
+                if (strip > 0)
+                        args[n++] = strip_arg;
+                args[n++] = "-xf";
+        } else {
+                args[n++] = "-xOf";
+        }
+        args[n++] = "-";
+        args[n] = NULL;
+        pid_t pid = 0;
+        int r = spawn(args, p[0], dir ? -1 : out_fd, verb, &pid);
         close(p[0]);
         if (r < 0) {
                 close(p[1]);

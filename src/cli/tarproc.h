@@ -17,11 +17,12 @@ bool tar_available(void);
 /* `tar -C dir --numeric-owner -cf - .`: the archive of dir's contents, readable from t->fd. */
 int tar_create(const char *dir, const char *verb, struct tarproc *t);
 
-/* `tar -C dir --no-same-owner --no-same-permissions -xf -`: what is written to t->fd is
- * extracted into dir, owned by us and with our umask applied, never with set-id bits, whoever
- * runs the CLI. GNU tar refuses members with ".." and absolute names, and defers symlinks that
- * point outside, so an archive from an environment cannot write outside dir. */
-int tar_extract(const char *dir, const char *verb, struct tarproc *t);
+/* `tar -C dir --no-same-owner --no-same-permissions [--strip-components=N] -xf -`: what is
+ * written to t->fd is extracted into dir, owned by us and with our umask applied, never with
+ * set-id bits, whoever runs the CLI. GNU tar refuses members with ".." and absolute names, and
+ * defers symlinks that point outside, so an archive from an environment cannot write outside
+ * dir. With dir NULL, `tar -xOf -` instead: the archive's file contents go to out_fd. */
+int tar_extract(const char *dir, int strip, int out_fd, const char *verb, struct tarproc *t);
 
 /* Close our end (if still open) and reap tar. 0 when it exited 0; else -1, after saying how it
  * ended unless quiet (when the transfer failed anyway, tar dying of it is no news). */
