@@ -3,8 +3,10 @@
 and the report. Measures and prints; never asserts.
 
 Subcommands (all write JSON results to --out, or to WORK/<row>.json for suite):
-  suite        all time rows, interleaved in blocks (the default mode of run.sh)
-  http-cycle   (a) create -> first exec `true` -> destroy, per cycle; create part alone
+  suite        all time rows, interleaved in blocks (the default mode of run.sh), with
+               (e) the cycle with networking and (f) the files API against its peers
+  http-cycle   (a) create -> first exec `true` -> destroy, per cycle; create part alone;
+               --network open: (e)
   http-exec    (c) exec `true` into a running sandbox, buffered mode
   memory       (d) memory per idle sandbox with --count idle sandboxes; daemon RSS growth
   cmd-time     time a command with a subprocess.run loop (used when hyperfine is missing)
@@ -19,11 +21,14 @@ import json
 import math
 import os
 import platform
+import random
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 
 
 # ---------------------------------------------------------------- HTTP on a unix socket
@@ -53,9 +58,7 @@ class Client:
         self.conn = UnixHTTPConnection(sock)
         self.connects = 0
 
-    def request(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+    def _send(self, method, path, data, headers):
         if not self.keepalive:
             headers["Connection"] = "close"
         try:
@@ -72,17 +75,151 @@ class Client:
             raw = resp.read()
         if not self.keepalive:
             self.conn.close()
-        try:
-            obj = json.loads(raw) if raw else None
-        except ValueError:
-            obj = {"raw": raw[:200].decode("latin-1")}
-        return resp.status, obj
+        return resp.status, raw
+
+    def request(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        status, raw = self._send(method, path, data, headers)
+        return status, parse_json(raw)
+
+    def raw(self, method, path, data=None):
+        """A request whose body (if any) is raw bytes, as the files API takes them; returns
+        (status, the response body as bytes)."""
+        headers = {"Content-Type": "application/octet-stream"} if data is not None else {}
+        return self._send(method, path, data, headers)
 
     def total_connects(self):
         return self.connects + self.conn.connects
 
     def close(self):
         self.conn.close()
+
+
+class RawResponse:
+    def __init__(self, status, headers, buf, segments):
+        self.status = status
+        self.headers = headers
+        self._buf = buf
+        self._segments = segments  # (offset, length) of the body's pieces in buf
+
+    @property
+    def body(self):
+        """The body as bytes (assembled on first use, after the caller stopped its clock)."""
+        if self._buf is not None:
+            mv = memoryview(self._buf)
+            self._body = b"".join(mv[o:o + n] for o, n in self._segments)
+            mv.release()
+            self._buf = self._segments = None
+        return self._body
+
+
+class RawConn:
+    """A lean HTTP/1.1 keep-alive client on the unix socket, for the (f) rows' large bodies:
+    the request body goes out with one sendall, the answer comes in with recv_into into one
+    preallocated buffer while the chunked framing is walked as it arrives, and the body is
+    assembled only after the caller has stopped its clock. (http.client spends tens of
+    microseconds per chunk; paddockd streams reads in chunks of up to 64 KiB, so on this
+    machine a 100 MB GET took 0.8 s through http.client and 0.15 s through curl.)"""
+
+    def __init__(self, path, timeout=300):
+        self.path = path
+        self.timeout = timeout
+        self.s = None
+        self.connects = 0
+
+    def _connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.s = s
+        self.connects += 1
+
+    def close(self):
+        if self.s is not None:
+            self.s.close()
+            self.s = None
+
+    def request(self, method, path, data=None, expect=0):
+        """expect: roughly how many body bytes will come back (sizes the buffer)."""
+        head = "%s %s HTTP/1.1\r\nHost: localhost\r\n" % (method, path)
+        if data is not None:
+            head += ("Content-Type: application/octet-stream\r\nContent-Length: %d\r\n"
+                     % len(data))
+        head = (head + "\r\n").encode()
+        for attempt in (0, 1):
+            try:
+                if self.s is None:
+                    self._connect()
+                self.s.sendall(head)
+                if data:
+                    self.s.sendall(data)
+                return self._response(expect)
+            except (OSError, ValueError):
+                # One retry on a fresh connection (server closed an idle keep-alive connection).
+                self.close()
+                if attempt:
+                    raise
+
+    def _response(self, expect):
+        buf = bytearray(expect + (1 << 20))
+        n = 0
+
+        def more():
+            nonlocal buf, n
+            if n == len(buf):
+                buf.extend(bytes(max(len(buf), 1 << 20)))
+            k = self.s.recv_into(memoryview(buf)[n:])
+            if k == 0:
+                raise ConnectionError("connection closed in the middle of an answer")
+            n += k
+
+        while True:
+            end = buf.find(b"\r\n\r\n", 0, n)
+            if end >= 0:
+                break
+            more()
+        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        pos = end + 4
+        segments = []
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            while True:
+                eol = buf.find(b"\r\n", pos, n)
+                while eol < 0:
+                    more()
+                    eol = buf.find(b"\r\n", pos, n)
+                size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
+                if size == 0:
+                    # No trailers are sent: the empty line that ends the answer.
+                    while n < eol + 4:
+                        more()
+                    break
+                segments.append((eol + 2, size))
+                pos = eol + 2 + size + 2
+                while n < pos:
+                    more()
+        elif "content-length" in headers:
+            cl = int(headers["content-length"])
+            while n < pos + cl:
+                more()
+            segments.append((pos, cl))
+        else:
+            raise ValueError("answer without a length")
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return RawResponse(status, headers, buf, segments)
+
+
+def parse_json(raw):
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return {"raw": raw[:200].decode("latin-1")}
 
 
 def err_text(status, obj):
@@ -126,15 +263,24 @@ def write_result(path, kind, samples=None, **extra):
 def cmd_http_cycle(a):
     cl = Client(a.socket, keepalive=not a.new_connection)
     total, create, execp, destroy, errors = [], [], [], [], []
+    ips = no_ips = 0
     for i in range(a.warmup + a.runs):
         name = "%s%d" % (a.prefix, i)
         t0 = time.perf_counter()
-        st, obj = cl.request("POST", "/v1/envs", {"name": name, "kind": "sandbox"})
+        body = {"name": name, "kind": "sandbox"}
+        if a.network:
+            body["network"] = {"mode": a.network}
+        st, obj = cl.request("POST", "/v1/envs", body)
         t1 = t2 = time.perf_counter()
         ok = st == 201
         if not ok:
             errors.append("create: " + err_text(st, obj))
         else:
+            if a.network:
+                if ((obj or {}).get("network") or {}).get("ip"):
+                    ips += 1
+                else:
+                    no_ips += 1
             if isinstance(obj, dict) and obj.get("state") != "running":
                 errors.append("create returned state %r" % obj.get("state"))
             st, obj = cl.request("POST", "/v1/envs/%s/exec" % name, {"cmd": ["true"]})
@@ -154,7 +300,10 @@ def cmd_http_cycle(a):
             destroy.append(t3 - t2)
     cl.close()
     write_result(a.out, "http-cycle", total, create=summarize(create), create_samples=create,
-                 exec=summarize(execp), destroy=summarize(destroy),
+                 exec=summarize(execp), destroy=summarize(destroy), exec_samples=execp,
+                 destroy_samples=destroy,
+                 create_body_extra={"network": {"mode": a.network}} if a.network else {},
+                 with_ip=ips, without_ip=no_ips,
                  errors=errors[:20], error_count=len(errors), connects=cl.total_connects(),
                  requests=3 * (a.warmup + a.runs), keepalive=not a.new_connection)
 
@@ -317,24 +466,37 @@ def cmd_destroy_all(a):
 
 
 class Cycle:
-    """(a): create -> first exec -> destroy on one client; keeps per-part samples."""
+    """(a): create -> first exec -> destroy on one client; keeps per-part samples.
+    (e): the same with more fields in the create body (`"network":{"mode":"open"}`); counts
+    the creates whose answer has no `network.ip` (networking did not happen)."""
 
-    def __init__(self, sock, keepalive, prefix):
+    def __init__(self, sock, keepalive, prefix, extra=None):
         self.cl = Client(sock, keepalive=keepalive)
         self.prefix = prefix
+        self.extra = extra or {}
         self.i = 0
         self.create, self.execp, self.destroy = [], [], []
+        self.no_ip = 0
+        self.ips = 0
 
     def __call__(self, keep):
         name = "%s%d" % (self.prefix, self.i)
         self.i += 1
+        body = {"name": name, "kind": "sandbox"}
+        body.update(self.extra)
         t0 = time.perf_counter()
-        st, obj = self.cl.request("POST", "/v1/envs", {"name": name, "kind": "sandbox"})
+        st, obj = self.cl.request("POST", "/v1/envs", body)
         t1 = t2 = time.perf_counter()
         err = None
         if st != 201:
             err = "create: " + err_text(st, obj)
         else:
+            if "network" in self.extra:
+                ip = ((obj or {}).get("network") or {}).get("ip")
+                if ip:
+                    self.ips += 1
+                else:
+                    self.no_ip += 1
             st, obj = self.cl.request("POST", "/v1/envs/%s/exec" % name, {"cmd": ["true"]})
             t2 = time.perf_counter()
             if st != 200 or not isinstance(obj, dict) or obj.get("exit_code") != 0:
@@ -393,16 +555,178 @@ class Command:
         return t1 - t0
 
 
+class FilesPut:
+    """(f): PUT /v1/envs/{env}/files?path=P with the bytes as the body, keep-alive (RawConn);
+    timed from the request until the answer (200 {"path":..,"size":..}) has been read."""
+
+    def __init__(self, sock, env, path, data):
+        self.cl = RawConn(sock)
+        self.url = "/v1/envs/%s/files?path=%s" % (env, urllib.parse.quote(path, safe="/"))
+        self.data = data
+        self.nbytes = len(data)
+
+    def __call__(self, keep):
+        t0 = time.perf_counter()
+        resp = self.cl.request("PUT", self.url, self.data)
+        t1 = time.perf_counter()
+        st, obj = resp.status, parse_json(resp.body)
+        if st != 200:
+            raise RuntimeError(err_text(st, obj))
+        if not isinstance(obj, dict) or obj.get("size") != self.nbytes:
+            raise RuntimeError("PUT answered %s, expected size %d" % (json.dumps(obj)[:200],
+                                                                     self.nbytes))
+        return t1 - t0
+
+
+class FilesGet:
+    """(f): GET /v1/envs/{env}/files?path=P, keep-alive; timed until the last byte of the
+    body; the bytes are compared with what was written (after the clock stops). RawConn by
+    default; httpclient=True reads through http.client like the other raw-HTTP rows (an extra
+    row that shows what the client costs)."""
+
+    def __init__(self, sock, env, path, data, httpclient=False):
+        self.httpclient = httpclient
+        self.cl = Client(sock, keepalive=True) if httpclient else RawConn(sock)
+        self.url = "/v1/envs/%s/files?path=%s" % (env, urllib.parse.quote(path, safe="/"))
+        self.data = data
+        self.nbytes = len(data)
+
+    def __call__(self, keep):
+        t0 = time.perf_counter()
+        if self.httpclient:
+            st, raw = self.cl.raw("GET", self.url)
+            t1 = time.perf_counter()
+        else:
+            resp = self.cl.request("GET", self.url, expect=self.nbytes)
+            t1 = time.perf_counter()
+            st, raw = resp.status, resp.body
+        if st != 200:
+            raise RuntimeError(err_text(st, parse_json(raw)))
+        if raw != self.data:
+            raise RuntimeError("GET returned %d bytes that differ from the %d written"
+                               % (len(raw), self.nbytes))
+        return t1 - t0
+
+
+class Pipe:
+    """(f) peers: a command that reads the bytes from its stdin (write) or prints them to its
+    stdout (read), run with subprocess.run and timed with perf_counter like Command; a read's
+    output is compared with the bytes (after the clock stops)."""
+
+    def __init__(self, argv, data, read):
+        self.argv = argv
+        self.data = data
+        self.read = read
+        self.nbytes = len(data)
+
+    def __call__(self, keep):
+        t0 = time.perf_counter()
+        if self.read:
+            p = subprocess.run(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+        else:
+            p = subprocess.run(self.argv, input=self.data, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        t1 = time.perf_counter()
+        if p.returncode != 0:
+            # Once more to get the message (a write's file is left empty by this).
+            q = subprocess.run(self.argv, input=b"", stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+            raise RuntimeError("exit %d: %s" % (p.returncode,
+                                                q.stderr.decode(errors="replace").strip()[:200]))
+        if self.read and p.stdout != self.data:
+            raise RuntimeError("read %d bytes that differ from the %d written"
+                               % (len(p.stdout), self.nbytes))
+        return t1 - t0
+
+
+# (f) sizes: decimal megabytes (1 MB = 10^6 bytes), and the runs of each (None: --runs).
+FILE_SIZES = (("1m", 1000 * 1000), ("100m", 100 * 1000 * 1000))
+
+
+def files_setup(a, S, notes):
+    """The sandbox the (f) rows write into and read from, its read sources, and the crun
+    container's read sources. Returns (rows, env_pid) -- rows as {key: (callable, runs)}."""
+    cl = Client(S, keepalive=False)
+    env = a.files_env
+    body = {"name": env, "kind": "sandbox", "disk": a.files_disk, "memory": a.files_memory}
+    st, obj = cl.request("POST", "/v1/envs", body)
+    if st != 201:
+        notes.append("files: creating %s failed: %s" % (env, err_text(st, obj)))
+        cl.close()
+        return {}, 0
+    st, obj = cl.request("GET", "/v1/envs/%s" % env)
+    pid = obj.get("pid") if st == 200 and isinstance(obj, dict) else None
+    notes.append("files: sandbox %s created with %s; pid %s" % (env, json.dumps(body), pid))
+    # Is the route there at all? (An unknown route is 404 "no such route".)
+    st, raw = cl.raw("GET", "/v1/envs/%s/files?path=/workspace/does-not-exist" % env)
+    probe = parse_json(raw)
+    if st == 404 and "no such route" in json.dumps(probe):
+        notes.append("files: the files API is missing (%s)" % err_text(st, probe))
+    rows = {}
+    for tag, n in FILE_SIZES:
+        data = os.urandom(n)
+        runs = a.runs if tag == "1m" else a.runs_big
+        src = "/workspace/r-%s" % tag
+        st, raw = cl.raw("PUT", "/v1/envs/%s/files?path=%s" % (env, src), data)
+        if st != 200:
+            notes.append("files: writing the read source %s failed: %s"
+                         % (src, err_text(st, parse_json(raw))))
+        rows["f_put_%s" % tag] = (FilesPut(S, env, "/workspace/pw-%s" % tag, data), runs)
+        rows["f_get_%s" % tag] = (FilesGet(S, env, src, data), runs)
+        if tag == "100m":
+            rows["f_get_%s_httpclient" % tag] = (FilesGet(S, env, src, data, True), runs)
+            if shutil.which("curl"):
+                # A client that is not Python: curl's own transfer, plus its process start.
+                rows["f_get_%s_curl" % tag] = (Command(
+                    ["curl", "-sf", "--unix-socket", S, "-o", "/dev/null",
+                     "http://localhost/v1/envs/%s/files?path=%s" % (env, src)]), runs)
+        if pid:
+            ns = ["nsenter", "-t", str(pid), "-a"]
+            rows["f_nsenter_put_%s" % tag] = (
+                Pipe(ns + ["sh", "-c", "cat > /workspace/nw-%s" % tag], data, False), runs)
+            rows["f_nsenter_get_%s" % tag] = (Pipe(ns + ["cat", src], data, True), runs)
+        if a.crun_state and a.crun_exec_id:
+            ce = ["crun", "--root", a.crun_state, "exec", a.crun_exec_id]
+            p = subprocess.run(ce + ["sh", "-c", "cat > %s" % src], input=data,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if p.returncode != 0:
+                notes.append("files: crun: writing the read source failed: %s"
+                             % p.stderr.decode(errors="replace").strip()[:200])
+            rows["f_crun_put_%s" % tag] = (
+                Pipe(ce + ["sh", "-c", "cat > /workspace/cw-%s" % tag], data, False), runs)
+            rows["f_crun_get_%s" % tag] = (Pipe(ce + ["cat", src], data, True), runs)
+    cl.close()
+    return rows, pid or 0
+
+
+def files_teardown(a, S, notes):
+    cl = Client(S, keepalive=False)
+    st, obj = cl.request("GET", "/v1/envs/%s" % a.files_env)
+    if st == 200 and isinstance(obj, dict):
+        u = obj.get("usage") or {}
+        notes.append("files: %s at the end: usage.memory %s bytes, oom_kills %s"
+                     % (a.files_env, u.get("memory"), u.get("oom_kills")))
+    st, obj = cl.request("DELETE", "/v1/envs/%s?force=1" % a.files_env)
+    if st != 200:
+        notes.append("files: deleting %s: %s" % (a.files_env, err_text(st, obj)))
+    cl.close()
+
+
 def cmd_suite(a):
     """Every time measurement, interleaved: rounds of blocks, one block per measurement in a
     shuffled order each round; a block is one warm-up run and then `block` timed runs back to
     back. Load that comes and goes on the host then hits all rows alike, and the ratios
-    compare like with like."""
-    import random
+    compare like with like. Rows with fewer runs (the 100 MB file rows) take a smaller block
+    each round, spread over the same rounds. --rows keeps only the rows whose names start
+    with one of the given prefixes (the sequential mode runs the file rows this way)."""
     S, W = a.socket, a.work
     m = {}  # name -> callable
+    runs = {}  # name -> runs, when not a.runs
+    notes = []
     m["a_keepalive"] = Cycle(S, True, "bench-a-")
     m["a_newconn"] = Cycle(S, False, "bench-an-")
+    m["e_net_keepalive"] = Cycle(S, True, "bench-e-", extra={"network": {"mode": "open"}})
     m["b_cli_exec"] = Command([a.cli, "--socket", S, "exec", a.env, "--", "true"])
     m["c_keepalive"] = HttpExec(S, a.env, True)
     m["c_newconn"] = HttpExec(S, a.env, False)
@@ -420,16 +744,38 @@ def cmd_suite(a):
         if a.crun_exec_id:
             m["peer_crun_exec"] = Command(["crun", "--root", a.crun_state, "exec",
                                            a.crun_exec_id, "/bin/true"])
+    if a.rows:
+        keep_prefixes = a.rows.split(",")
+        m = {k: v for k, v in m.items() if any(k.startswith(p) for p in keep_prefixes)}
+    else:
+        keep_prefixes = None
+    want_files = a.files_env and (keep_prefixes is None or
+                                  any("f_".startswith(p) or p.startswith("f_")
+                                      for p in keep_prefixes))
+    if want_files:
+        frows, fpid = files_setup(a, S, notes)
+        for k, (fn, n) in frows.items():
+            m[k] = fn
+            runs[k] = n
+    system = None
+    try:
+        cl = Client(S, keepalive=False)
+        st, system = cl.request("GET", "/v1/system")
+        cl.close()
+    except OSError:
+        pass
     samples = {k: [] for k in m}
     errors = {k: [] for k in m}
+    nruns = {k: runs.get(k, a.runs) for k in m}
     rounds = max(1, math.ceil(a.runs / a.block))
+    quota = {k: max(1, math.ceil(nruns[k] / rounds)) for k in m}
     rng = random.Random(1)
     order = list(m)
     t_start = time.time()
     for r in range(rounds):
         rng.shuffle(order)
         for k in order:
-            want = min(a.block, a.runs - len(samples[k]))
+            want = min(quota[k], nruns[k] - len(samples[k]))
             if want <= 0 or len(errors[k]) >= 5:
                 continue
             for j in range(a.warmup_per_block + want):
@@ -443,24 +789,46 @@ def cmd_suite(a):
                     samples[k].append(t)
         print("round %d/%d done (%.0f s)" % (r + 1, rounds, time.time() - t_start),
               file=sys.stderr, flush=True)
+    if want_files:
+        files_teardown(a, S, notes)
     method = ("Python subprocess.run + time.perf_counter, interleaved with all other rows "
               "(blocks of %d after %d warm-up)" % (a.block, a.warmup_per_block))
     for k, fn in m.items():
         extra = {"errors": errors[k][:20], "error_count": len(errors[k]),
-                 "method": method if isinstance(fn, Command) else "in-process perf_counter"}
+                 "method": method if isinstance(fn, (Command, Pipe)) else "in-process perf_counter",
+                 "runs_asked": nruns[k], "block": quota[k]}
         if isinstance(fn, Cycle):
             extra.update(create=summarize(fn.create), exec=summarize(fn.execp),
                          destroy=summarize(fn.destroy), keepalive=fn.cl.keepalive,
-                         connects=fn.cl.total_connects())
+                         connects=fn.cl.total_connects(), create_body_extra=fn.extra,
+                         create_samples=fn.create, exec_samples=fn.execp,
+                         destroy_samples=fn.destroy)
+            if "network" in fn.extra:
+                extra.update(with_ip=fn.ips, without_ip=fn.no_ip,
+                             system_network=(system or {}).get("network")
+                             if isinstance(system, dict) else None)
         if isinstance(fn, HttpExec):
             extra.update(keepalive=fn.cl.keepalive, connects=fn.cl.total_connects(),
                          gap_s=fn.gap, server_duration_ms_median=
                          statistics.median(fn.server_ms) if fn.server_ms else None)
-        if isinstance(fn, Command):
+        if isinstance(fn, (Command, Pipe)):
             extra["command"] = fn.argv
+        if isinstance(fn, (FilesPut, FilesGet, Pipe)):
+            extra["bytes"] = fn.nbytes
+        if k == "f_get_100m_curl":
+            extra["bytes"] = FILE_SIZES[1][1]
+        if isinstance(fn, (FilesPut, FilesGet)):
+            extra.update(url=fn.url, connects=fn.cl.connects if isinstance(fn.cl, RawConn)
+                         else fn.cl.total_connects(),
+                         client="http.client" if isinstance(fn.cl, Client) else "RawConn")
         write_result(os.path.join(W, k + ".json"), k, samples[k], **extra)
-        if isinstance(fn, (Cycle, HttpExec)):
+        if isinstance(fn, (Cycle, HttpExec, FilesPut, FilesGet)):
             fn.cl.close()
+    if notes or want_files:
+        with open(os.path.join(W, "f_notes.json"), "w") as f:
+            json.dump({"notes": notes}, f, indent=1)
+    for n in notes:
+        print("bench.py: " + n, file=sys.stderr)
 
 
 # ---------------------------------------------------------------- timing commands
@@ -531,6 +899,27 @@ def ratio(a_, b_, label):
     return "%.1f× %s" % (a_ / b_, label)
 
 
+def diff_ci(x, y, iters=2000, seed=1):
+    """95% percentile-bootstrap interval of median(x) - median(y)."""
+    if not x or not y:
+        return None
+    rng = random.Random(seed)
+    d = sorted(statistics.median(rng.choices(x, k=len(x))) -
+               statistics.median(rng.choices(y, k=len(y))) for _ in range(iters))
+    return d[int(0.025 * iters)], d[int(0.975 * iters) - 1]
+
+
+def signed_ms(x):
+    if x is None:
+        return "n/a"
+    v = x * 1000
+    return ("%+.2f ms" if abs(v) < 10 else "%+.1f ms") % v
+
+
+def mbps(nbytes, seconds):
+    return "n/a" if not seconds or not nbytes else "%.0f" % (nbytes / seconds / 1e6)
+
+
 def cmd_report(a):
     W = a.work
     A, Anew = load(W, "a_keepalive"), load(W, "a_newconn")
@@ -584,6 +973,24 @@ def cmd_report(a):
                        D.get("created") or 0, D.get("daemon_rss_kib_after_destroy")))
     else:
         rows.append("| (d) memory per idle sandbox | n/a | — | ≤ 1 MiB | not run |")
+    E = load(W, "e_net_keepalive")
+    e_m = med(E)
+    e_net = (E or {}).get("system_network") or a.daemon_network or "?"
+    e_why = "" if e_net == "routed" else "GET /v1/system says network %r; " % e_net
+    row("(e) sandbox create with networking (`\"network\":{\"mode\":\"open\"}`) → first "
+        "exec `true` → destroy, raw HTTP, keep-alive", E, "—",
+        e_why + ratio(e_m, a_m, "(a)") + ", " + ratio(e_m, cr_m, "crun cold"))
+    row("(e) … the same cycle without networking (= row (a))", A, "—", "")
+    if E and A and e_m is not None and a_m is not None:
+        ci = diff_ci(E.get("samples") or [], A.get("samples") or [])
+        rows.append("| (e) networking adds: median (e) − median (a) | %s | — | ≤ 10 ms | "
+                    "%s%s |" % (signed_ms(e_m - a_m), e_why,
+                                "95%% bootstrap interval %s … %s" % (signed_ms(ci[0]),
+                                                                     signed_ms(ci[1]))
+                                if ci else ""))
+    else:
+        rows.append("| (e) networking adds: median (e) − median (a) | n/a | — | ≤ 10 ms | %s |"
+                    % (e_why + (note(E) if not (E and E.get("n")) else note(A))))
     peer_missing = lambda p: ("peer not installed (%s)" % p) if p in missing else None
     row("peer: bwrap cold start of `/bin/true` (teardown included)", bw, "—",
         peer_missing("bwrap") or "")
@@ -613,11 +1020,57 @@ def cmd_report(a):
     xrow("(c) same exec, keep-alive, %g ms idle between runs (as an agent would)"
          % (1000 * ((Cgap or {}).get("gap_s") or 0)), Cgap,
          Cgap and ratio(med(Cgap), ce_m, "crun exec") + ", " + ratio(med(Cgap), ns_m, "nsenter"))
+    Fhc = load(W, "f_get_100m_httpclient")
+    if Fhc:
+        xrow("(f) read 100 MB, GET …/files, through Python http.client instead (%s MB/s at "
+             "median)" % mbps(Fhc.get("bytes"), med(Fhc)), Fhc,
+             ratio(med(Fhc), med(load(W, "f_get_100m")), "the same GET through the lean client"))
+    Fcu = load(W, "f_get_100m_curl")
+    if Fcu:
+        xrow("(f) read 100 MB, GET …/files with `curl --unix-socket … -o /dev/null` (process "
+             "start included; %s MB/s at median)" % mbps(Fcu.get("bytes"), med(Fcu)), Fcu,
+             ratio(med(Fcu), med(load(W, "f_get_100m")), "the same GET through the lean client"))
+    for part in ("create", "exec", "destroy"):
+        ep, ap = E and E.get(part), A and A.get(part)
+        if ep and ep.get("n"):
+            d = (ep["median"] - ap["median"]) if ap and ap.get("n") else None
+            xrow("(e) … %s part, with networking" % part, ep,
+                 "%s vs the same part of (a)" % signed_ms(d))
     xrow("baseline: spawn `/bin/true` on the host, no isolation (timer floor)",
          load(W, "baseline_true"))
     if C and C.get("server_duration_ms_median") is not None:
         extra.append("| (c) daemon-reported `duration_ms` of the exec (median) | %s ms | — | "
                      "what paddockd thinks the exec took |" % C["server_duration_ms_median"])
+
+    ftab = []
+    fnotes = (load(W, "f_notes") or {}).get("notes") or []
+
+    def frow(label, r, ratios=""):
+        if r is None:
+            return
+        if r.get("n"):
+            nb = r.get("bytes")
+            ftab.append("| %s | %d | %s | %s | %s / %s | %s |"
+                        % (label, r["n"], ms(r["median"]), ms(r["p90"]),
+                           mbps(nb, r["median"]), mbps(nb, r["p90"]), ratios))
+        else:
+            ftab.append("| %s | 0 | n/a | n/a | n/a | %s |" % (label, note(r)))
+
+    for tag, n in FILE_SIZES:
+        size = "%d MB" % (n // 1000000)
+        P = {op: load(W, "f_%s_%s" % (op, tag)) for op in ("put", "get")}
+        N = {op: load(W, "f_nsenter_%s_%s" % (op, tag)) for op in ("put", "get")}
+        K = {op: load(W, "f_crun_%s_%s" % (op, tag)) for op in ("put", "get")}
+        for op, verb, http_, pipe in (
+                ("put", "write", "PUT", "sh -c 'cat > /workspace/f'"),
+                ("get", "read", "GET", "cat /workspace/f")):
+            pm = med(P[op])
+            frow("(f) %s %s: `%s /v1/envs/NAME/files?path=/workspace/f`, raw HTTP, keep-alive"
+                 % (verb, size, http_), P[op],
+                 ratio(pm, med(N[op]), "nsenter") + ", " + ratio(pm, med(K[op]), "crun exec")
+                 if P[op] and P[op].get("n") else "")
+            frow("peer: %s %s: `nsenter -t PID -a %s`, same sandbox" % (verb, size, pipe), N[op])
+            frow("peer: %s %s: `crun exec ID %s`, tmpfs /workspace" % (verb, size, pipe), K[op])
 
     def connote(r, label):
         if r and r.get("keepalive") and r.get("connects", 0) > 1:
@@ -637,10 +1090,22 @@ def cmd_report(a):
           % (os.cpu_count() or 0, a.loadavg, a.version, a.commit),
           "- method: %s. Idle-memory rows: %s sandboxes." % (a.timing or method,
                                                               (D or {}).get("count", "n/a")),
+          "- paddockd networking (`GET /v1/system` → `network`): %s" % (
+              a.daemon_network or "?"),
           "- peers: %s" % a.peer_versions,
           "- rootfs: busybox from `scripts/busybox-rootfs.sh`, the same directory for paddock's "
           "image, bwrap and crun.", ""]
     md += hdr + rows + [""]
+    if ftab:
+        md += ["Files API (f): random bytes written to / read back from the /workspace tmpfs of "
+               "one sandbox created with `\"disk\":\"%s\",\"memory\":\"%s\"`; "
+               "1 MB = 10^6 bytes. Timed like the other rows and interleaved with them; the "
+               "100 MB rows have fewer runs (n). The peers pipe the same bytes through a "
+               "process in the same sandbox (`nsenter`) or in a crun container (`crun exec`) "
+               "from a Python subprocess.run; every read is compared with the bytes written, "
+               "after the clock stops." % (a.files_disk or "?", a.files_memory or "?"), "",
+               "| measurement | n | median | p90 | MB/s (at median / p90) | ratio vs peer |",
+               "|---|---|---|---|---|---|"] + ftab + [""]
     if extra:
         md += ["Extra rows (not targets; help explain the ones above):", "",
                "| measurement | median | p90 | note |", "|---|---|---|---|"] + extra + [""]
@@ -651,6 +1116,18 @@ def cmd_report(a):
         if r and r.get("error_count"):
             notes.append("- %s: %d error(s), first: %s" % (label, r["error_count"],
                                                           (r.get("errors") or ["?"])[0]))
+    for label, r in [("(e)", E)] + [(k, load(W, k)) for k in sorted(
+            f[:-5] for f in os.listdir(W) if f.startswith("f_") and f.endswith(".json")
+            and f != "f_notes.json")]:
+        if r and r.get("error_count"):
+            notes.append("- %s: %d error(s), first: %s" % (label, r["error_count"],
+                                                          (r.get("errors") or ["?"])[0]))
+    if E:
+        notes.append("- (e): `GET /v1/system` said `\"network\": \"%s\"`; %d of the "
+                     "timed and warm-up creates answered with a `network.ip`, %d without."
+                     % (e_net, E.get("with_ip") or 0, E.get("without_ip") or 0))
+    for n in fnotes:
+        notes.append("- (f) " + n)
     if D and D.get("error_count"):
         notes.append("- (d): %d error(s), first: %s" % (D["error_count"], D["errors"][0]))
     if D:
@@ -684,6 +1161,7 @@ def main():
     sp = sub.add_parser("http-cycle"); common(sp)
     sp.add_argument("--prefix", default="bench-a-")
     sp.add_argument("--new-connection", action="store_true")
+    sp.add_argument("--network", default="", help='create with {"network":{"mode":NETWORK}}')
     sp = sub.add_parser("http-exec"); common(sp)
     sp.add_argument("--env", required=True)
     sp.add_argument("--new-connection", action="store_true")
@@ -710,6 +1188,13 @@ def main():
     sp.add_argument("--crun-state", default="")
     sp.add_argument("--crun-run-bundle", default="")
     sp.add_argument("--crun-exec-id", default="")
+    sp.add_argument("--rows", default="", help="only rows whose names start with one of "
+                    "these comma-separated prefixes")
+    sp.add_argument("--files-env", default="", help="(f): create this sandbox and time the "
+                    "files API and its peers in it")
+    sp.add_argument("--files-disk", default="512M")
+    sp.add_argument("--files-memory", default="1G")
+    sp.add_argument("--runs-big", type=int, default=10, help="runs of the 100 MB rows")
     sp = sub.add_parser("cmd-time")
     sp.add_argument("--out", required=True)
     sp.add_argument("--runs", type=int, default=40)
@@ -720,7 +1205,8 @@ def main():
     sp.add_argument("--out", required=True)
     sp = sub.add_parser("report")
     for o in ("--work", "--md", "--cgroup-mode", "--version", "--commit", "--peer-versions",
-              "--missing", "--loadavg", "--timing", "--runs", "--warmup"):
+              "--missing", "--loadavg", "--timing", "--runs", "--warmup", "--daemon-network",
+              "--files-disk", "--files-memory"):
         sp.add_argument(o, default="")
     a = p.parse_args()
     {"http-cycle": cmd_http_cycle, "http-exec": cmd_http_exec, "memory": cmd_memory,

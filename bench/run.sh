@@ -13,6 +13,7 @@
 #                  "sequential": one row after the other, CLI and peer rows with hyperfine
 #                  (or, with BENCH_TIMER=python or without hyperfine, a subprocess.run loop).
 #                  Either way the CLI row and the peer rows are timed by the same method.
+#   BENCH_RUNS_BIG runs of the 100 MB file rows (default 10)
 #   BENCH_RESULTS  where to write the Markdown table (default: bench/results.md)
 #
 # It starts a private paddockd (own --root under /var/tmp, own socket and uid registry, in a
@@ -28,6 +29,9 @@ repo=$(dirname "$here")
 build=${PADDOCK_BUILD:-$repo/build}
 export BENCH_RUNS=${BENCH_RUNS:-40}
 export BENCH_WARMUP=${BENCH_WARMUP:-2}
+runs_big=${BENCH_RUNS_BIG:-10}
+files_disk=512M
+files_memory=1G
 idle_count=${BENCH_IDLE:-100}
 results=${BENCH_RESULTS:-$here/results.md}
 mode=${BENCH_MODE:-interleaved}
@@ -183,6 +187,11 @@ sysjson=$("${P[@]}" --json system)
 field() { $py -c 'import json,sys; v=json.load(sys.stdin); exec("for k in sys.argv[1].split(\".\"): v=v[k]"); print(v)' "$1"; }
 paddock_version=$(field version <<<"$sysjson")
 daemon_cg=$(field cgroup_mode <<<"$sysjson")
+daemon_net=$(field network <<<"$sysjson" 2>/dev/null) || daemon_net="?"
+if [ "$daemon_net" != routed ]; then
+        say "paddockd says network: $daemon_net (not routed): row (e) measures a sandbox without networking; see $work/paddockd.log"
+        grep -i network "$work/paddockd.log" >&2 || true
+fi
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
         host_cg="v2 (unified)"
 elif [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
@@ -195,7 +204,7 @@ commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 commit="$commit; binaries from $build built $(date -u -r "$build/paddockd" '+%H:%M UTC')"
 [ -n "$(find "$repo/src" -newer "$build/paddockd" -type f 2>/dev/null | head -1)" ] &&
         commit="$commit, src/ has changed since"
-say "paddockd $paddock_version (pid $daemon_pid), cgroups: $daemon_cg; timing CLI/peers with $timer"
+say "paddockd $paddock_version (pid $daemon_pid), cgroups: $daemon_cg, network: $daemon_net; timing CLI/peers with $timer"
 
 
 # ------------------------------------------------------------------ what is measured against
@@ -219,6 +228,10 @@ c["root"] = {"path": rootfs, "readonly": True}
 c["process"]["terminal"] = False
 c["process"]["args"] = ["/bin/true"] if kind == "run" else ["/bin/sleep", "1000"]
 c["linux"]["namespaces"] = [{"type": t} for t in ("pid", "mount", "ipc", "uts", "network")]
+if kind == "exec":
+    # (f): a tmpfs /workspace like a sandbox's, for the `crun exec ... cat` file peers.
+    c["mounts"].append({"destination": "/workspace", "type": "tmpfs", "source": "tmpfs",
+                        "options": ["nosuid", "nodev", "mode=1777", "size=512m"]})
 json.dump(c, open(path, "w"), indent=1)
 PY
         done
@@ -231,9 +244,11 @@ NOHYBRID=(unshare --mount --propagation private "$here/crun-peer.sh" run)
 
 if [ "$mode" = interleaved ]; then
         # ---------------------------------------------------------- all time rows, interleaved
-        say "(a) (b) (c) and peers, interleaved: $BENCH_RUNS runs each in blocks of $block"
+        say "(a) (b) (c) (e) (f) and peers, interleaved: $BENCH_RUNS runs each ($runs_big for 100 MB files) in blocks of $block"
         args=(--socket "$sock" --work "$work" --runs "$BENCH_RUNS" --block "$block"
-              --cli "$build/paddock" --env bench-exec --envpid "$envpid")
+              --cli "$build/paddock" --env bench-exec --envpid "$envpid"
+              --files-env bench-files --files-disk "$files_disk" --files-memory "$files_memory"
+              --runs-big "$runs_big")
         command -v bwrap >/dev/null && args+=(--rootfs "$work/rootfs")
         runner=()
         if [ -n "$crun_ok" ]; then
@@ -252,6 +267,9 @@ else
         say "(a) same, new connection per request"
         $py "$here/bench.py" http-cycle --socket "$sock" "${R[@]}" --prefix bench-an- \
                 --new-connection --out "$work/a_newconn.json" || say "(a) new-connection variant failed"
+        say "(e) the same cycle with networking, keep-alive"
+        $py "$here/bench.py" http-cycle --socket "$sock" "${R[@]}" --prefix bench-e- \
+                --network open --out "$work/e_net_keepalive.json" || say "(e) failed"
         say "(b) paddock exec bench-exec -- true (CLI)"
         "$here/timecmd.sh" "$work/b_cli_exec.json" -- "$build/paddock" --socket "$sock" exec bench-exec -- true
         say "(c) exec true via raw HTTP, keep-alive"
@@ -279,6 +297,16 @@ else
                 unshare --mount --propagation private "$here/crun-peer.sh" bench "$work" ||
                         say "crun peer failed"
         fi
+        say "(f) files API and its peers (interleaved among themselves)"
+        fargs=(--socket "$sock" --work "$work" --runs "$BENCH_RUNS" --block "$block"
+               --cli "$build/paddock" --env bench-exec --rows f_ --files-env bench-files
+               --files-disk "$files_disk" --files-memory "$files_memory" --runs-big "$runs_big")
+        frunner=()
+        if [ -n "$crun_ok" ] && [ -s "$work/crun/exec-id" ]; then
+                fargs+=(--crun-state "$work/crun/state" --crun-exec-id "$(cat "$work/crun/exec-id")")
+                frunner=("${NOHYBRID[@]}")
+        fi
+        "${frunner[@]}" $py "$here/bench.py" suite "${fargs[@]}" || say "(f) failed"
 fi
 "${P[@]}" rm -f bench-exec >/dev/null || say "rm -f bench-exec failed"
 if [ -n "$crun_ok" ]; then
@@ -292,10 +320,10 @@ $py "$here/bench.py" memory --socket "$sock" --count "$idle_count" --daemon-pid 
 
 # ------------------------------------------------------------------ report
 if [ "$mode" = interleaved ]; then
-        timing="median and p90 (nearest rank) of $BENCH_RUNS runs per row. All time rows interleaved: rounds in which every row runs one block (1 warm-up run, then $block timed runs back to back), in a shuffled order each round, so load that comes and goes hits all rows alike. Raw-HTTP rows timed in-process (Python time.perf_counter, http.client over the unix socket); CLI and peer rows with $timer"
+        timing="median and p90 (nearest rank) of $BENCH_RUNS runs per row ($runs_big for the 100 MB file rows). All time rows interleaved: rounds in which every row runs one block (1 warm-up run, then $block timed runs back to back; the 100 MB rows $(( (runs_big + (BENCH_RUNS + block - 1) / block - 1) / ((BENCH_RUNS + block - 1) / block) )) per round), in a shuffled order each round, so load that comes and goes hits all rows alike. Raw-HTTP rows timed in-process (Python time.perf_counter, http.client over the unix socket); CLI and peer rows with $timer"
 else
         timer_short=$timer
-        timing="median and p90 (nearest rank) of $BENCH_RUNS runs per row after $BENCH_WARMUP warm-up runs, one row after the other. Raw-HTTP rows timed in-process (Python time.perf_counter, http.client over the unix socket); CLI and peer rows with $timer_short"
+        timing="median and p90 (nearest rank) of $BENCH_RUNS runs per row after $BENCH_WARMUP warm-up runs, one row after the other (the (f) file rows interleaved among themselves, $runs_big runs for 100 MB). Raw-HTTP rows timed in-process (Python time.perf_counter, http.client over the unix socket); CLI and peer rows with $timer_short"
 fi
 peer_versions="$(command -v bwrap >/dev/null && bwrap --version || echo 'bwrap missing'); $(command -v crun >/dev/null && crun --version | head -1 || echo 'crun missing'); $(nsenter --version)"
 if [ "$mode" = sequential ]; then
@@ -306,6 +334,7 @@ echo
 $py "$here/bench.py" report --work "$work" --md "$results" --cgroup-mode "$host_cg (paddockd: $daemon_cg)" \
         --version "$paddock_version" --commit "$commit" --peer-versions "$peer_versions" \
         --missing "$missing_csv" --loadavg "$loadavg" --runs "$BENCH_RUNS" --warmup "$BENCH_WARMUP" \
-        --timing "$timing"
+        --timing "$timing" --daemon-network "$daemon_net" --files-disk "$files_disk" \
+        --files-memory "$files_memory"
 echo
 say "written to $results"
