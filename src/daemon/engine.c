@@ -421,8 +421,6 @@ static int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_le
         }
         struct in_addr links[NETPOLICY_MAX_LINKS * 2];
         size_t nl = link_addrs(e, v, links, ELEMENTSOF(links));
-        char ifname[16];
-        network_ifname(e->net, v->row.name, ifname);
         if (adopt && network_link_present(e->net, v->row.name))
                 return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl,
                                           flush_learned, err, errlen);
@@ -431,7 +429,18 @@ static int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_le
                 snprintf(err, errlen, "network namespace: %s", strerror(-ns));
                 return ns;
         }
-        return network_env_up(e->net, v->row.name, ns, v->addr, &v->net, links, nl, err, errlen);
+        r = network_env_up(e->net, v->row.name, ns, v->addr, &v->net, links, nl, err, errlen);
+        if (r < 0)
+                return r;
+        /* Published ports leave the firewall with the environment's chain at stop. */
+        struct port_row *ports = NULL;
+        size_t np = 0;
+        if (state_port_list(e->cfg.state, v->row.name, &ports, &np) >= 0)
+                for (size_t i = 0; i < np; i++)
+                        network_port_add(e->net, v->row.name, ports[i].proto, ports[i].host_port,
+                                         v->addr, ports[i].port);
+        free(ports);
+        return 0;
 }
 
 /* Environments linked with v apply their firewall again (their peer's address changed). */
@@ -839,15 +848,8 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
         }
         snprintf(v->row.status, sizeof(v->row.status), "deleting");
         env_save(e, v);
-        if (e->net) {
-                struct port_row *ports = NULL;
-                size_t np = 0;
-                if (state_port_list(e->cfg.state, v->row.name, &ports, &np) >= 0)
-                        for (size_t i = 0; i < np; i++)
-                                network_port_remove(e->net, ports[i].proto, ports[i].host_port);
-                free(ports);
-                network_env_down(e->net, v->row.name);
-        }
+        /* Its firewall chain and published ports went with its network when it stopped
+         * (env_mark_stopped); the port rows go with the record (ON DELETE CASCADE). */
         env_remove_artifacts(e, v->row.name, v->row.uid_base);
         int r = state_env_delete(e->cfg.state, v->row.name);
         if (r < 0)

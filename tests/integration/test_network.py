@@ -814,6 +814,21 @@ def test_published_port_survives_daemon_restart(ndaemon, internet):
     assert d.api("GET", "/v1/envs/web/ports").json["ports"] == []
 
 
+def test_published_port_survives_stop_and_start(ndaemon, internet):
+    """The port's DNAT rule leaves with the environment's firewall chain at stop and must come
+    back at start (the record is kept)."""
+    d = ndaemon
+    create(d, "web")
+    r = d.api("POST", "/v1/envs/web/ports", {"host_port": 8082, "port": 8000})
+    assert r.status == 201, r
+    d.cli("stop", "web")
+    d.cli("start", "web")
+    start_httpd(d, "web", 8000, "web")
+    assert from_internet(internet, "http://%s:8082/" % UPLINK) == (0, "hello from web\n")
+    assert d.api("GET", "/v1/envs/web/ports").json["ports"] == [
+        {"proto": "tcp", "host_port": 8082, "port": 8000}]
+
+
 def test_computer_serves_port_80(ndaemon, internet):
     """Root of a computer has CAP_NET_BIND_SERVICE (Docker's set): a web server on port 80,
     published on host port 8081."""
