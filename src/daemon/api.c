@@ -4,8 +4,23 @@
 
 #include <math.h>
 
+/* PUT /v1/envs/{name}/files and /archive: file uploads of any size (api_files.c). */
+static bool is_files_upload(const char *path)
+{
+        static const char prefix[] = "/v1/envs/";
+        if (strncmp(path, prefix, sizeof(prefix) - 1) != 0)
+                return false;
+        const char *name = path + sizeof(prefix) - 1, *slash = strchr(name, '/');
+        if (!slash || slash == name)
+                return false;
+        return !strcmp(slash, "/files") || !strcmp(slash, "/files/") ||
+               !strcmp(slash, "/archive") || !strcmp(slash, "/archive/");
+}
+
 bool api_wants_spool(const char *method, const char *path)
 {
+        if (strcmp(method, "PUT") == 0 && is_files_upload(path))
+                return true;
         return strcmp(method, "POST") == 0 && strcmp(path, "/v1/images") == 0;
 }
 
@@ -183,6 +198,13 @@ void api_handle(struct request *r, void *ctx)
         }
         if (n == 6) {
                 http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
+                return;
+        }
+        /* Files API (api_files.c): files, files/{list,stat,mkdir,move}, archive. */
+        if (n >= 4 && (!strcmp(seg[3], "files") || !strcmp(seg[3], "archive"))) {
+                struct env *v = find_env(r, e, seg[2]);
+                if (v)
+                        api_env_files(r, e, v, seg[3], n == 5 ? seg[4] : NULL);
                 return;
         }
         if (n >= 4 && !strcmp(seg[3], "ports")) {

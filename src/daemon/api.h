@@ -15,6 +15,10 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v);
 void api_env_delete(struct request *r, struct engine *e, struct env *v);
 void api_env_action(struct request *r, struct engine *e, struct env *v, const char *action);
 void api_env_exec(struct request *r, struct engine *e, struct env *v);
+/* /v1/envs/{name}/files[/list|stat|mkdir|move] and /archive (resource "files" or "archive",
+ * sub the fifth path segment or NULL). */
+void api_env_files(struct request *r, struct engine *e, struct env *v, const char *resource,
+                   const char *sub);
 /* GET/POST /v1/envs/{name}/ports, DELETE /v1/envs/{name}/ports/{host_port}?proto=tcp */
 void api_env_ports(struct request *r, struct engine *e, struct env *v, const char *host_port);
 bool api_network(struct request *r, json_t *j, struct netpolicy *p);

@@ -25,6 +25,9 @@ struct request {
         uint64_t upload_len;
         int spool_fd;
         bool too_large, dispatched, answered, suspended, bad_path;
+        /* libmicrohttpd reports a request complete before it destroys a streamed response: the
+         * request is freed by whichever of the two comes last. */
+        bool has_stream, completed;
         /* stream state */
         const struct http_stream_ops *sops;
         void *sdata;
@@ -210,6 +213,11 @@ void http_status_of_errno(int e, unsigned *ret_status, const char **ret_code)
                 {-ENOEXEC, 422, "unprocessable"},   {-ENOSPC, 507, "insufficient_storage"},
                 {-EAGAIN, 503, "unavailable"},      {-EMFILE, 503, "unavailable"},
                 {-ENOMEM, 503, "unavailable"},
+                {-EROFS, 403, "forbidden"},         {-ENOTEMPTY, 409, "conflict"},
+                {-EXDEV, 409, "conflict"},          {-ETXTBSY, 409, "conflict"},
+                {-EISDIR, 400, "invalid_argument"}, {-ENOTDIR, 400, "invalid_argument"},
+                {-ELOOP, 400, "invalid_argument"},  {-ENAMETOOLONG, 400, "invalid_argument"},
+                {-ENXIO, 400, "invalid_argument"},  {-EDQUOT, 507, "insufficient_storage"},
         };
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
                 if (table[i].err == e) {
@@ -256,6 +264,12 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         return 0;
 }
 
+static void request_free(struct request *r)
+{
+        free(r->body);
+        free(r);
+}
+
 static void stream_free(void *cls)
 {
         struct request *r = cls;
@@ -264,6 +278,9 @@ static void stream_free(void *cls)
                 r->sops = NULL;
                 ops->closed(r->sdata);
         }
+        r->has_stream = false;
+        if (r->completed)
+                request_free(r);
 }
 
 void http_reply_stream(struct request *r, unsigned status, const char *content_type,
@@ -273,11 +290,14 @@ void http_reply_stream(struct request *r, unsigned status, const char *content_t
                 return;
         r->sops = ops;
         r->sdata = data;
+        r->has_stream = true;
         struct MHD_Response *resp =
                 MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, stream_reader, r,
                                                   stream_free);
         if (resp)
                 MHD_add_response_header(resp, "Content-Type", content_type);
+        else
+                r->has_stream = false;
         queue(r, status, resp);
 }
 
@@ -401,8 +421,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 r->on_free(r->on_free_data);
         if (r->spool_fd >= 0)
                 close(r->spool_fd);
-        free(r->body);
-        free(r);
+        r->spool_fd = -EBADF;
+        r->completed = true;
+        if (!r->has_stream)
+                request_free(r);
 }
 
 static void on_mhd_ready(struct loop_source *s, int fd, uint32_t events, void *data)

@@ -130,7 +130,7 @@ static int open_socket(const char *path)
                 return -ENAMETOOLONG;
         strcpy(sa.sun_path, path);
         char dir[sizeof(sa.sun_path)];
-        snprintf(dir, sizeof(dir), "%s", path);
+        memcpy(dir, path, strlen(path) + 1); /* fits: checked against sun_path above */
         mkdir_p_at(AT_FDCWD, dirname(dir), 0755);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
@@ -317,7 +317,8 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (sfd < 0 || loop_add_fd(loop, sfd, EPOLLIN, on_signal, loop, NULL) < 0) {
+        struct loop_source *sig_src = NULL;
+        if (sfd < 0 || loop_add_fd(loop, sfd, EPOLLIN, on_signal, loop, &sig_src) < 0) {
                 log_error("signals: %m");
                 return 1;
         }
@@ -369,6 +370,7 @@ int main(int argc, char **argv)
         cgroup_manager_remove_if_empty(cg);
         cgroup_manager_free(cg);
         state_close(state);
+        loop_remove(sig_src);
         loop_free(loop);
         close(sfd);
         close(init_fd);

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -28,7 +29,7 @@ int files_path_normalize(const char *in, char *out, size_t outlen)
         size_t len = strlen(in);
         if (len >= FILES_PATH_MAX)
                 return -ENAMETOOLONG;
-        if (outlen < len + 2)
+        if (outlen < len + 1) /* the result is never longer than the input */
                 return -ENOBUFS;
         size_t o = 0;
         out[o++] = '/';
@@ -72,9 +73,9 @@ int files_path_split(const char *path, char *parent, size_t parent_len, const ch
 static int open_in_root(int root_fd, const char *path, int flags, mode_t mode)
 {
         struct open_how how = {
-                .flags = (uint64_t)(flags | O_CLOEXEC),
-                .mode = (flags & O_CREAT) ? mode : 0,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+            .flags = (uint64_t)(flags | O_CLOEXEC),
+            .mode = (flags & O_CREAT) ? mode : 0,
+            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
         };
         /* EAGAIN: a concurrent rename or mount raced the ".." checks; the kernel asks us to
          * retry rather than risk an escape. */
@@ -92,8 +93,8 @@ static int open_in_root(int root_fd, const char *path, int flags, mode_t mode)
 static int open_below(int dfd, const char *name, int flags)
 {
         struct open_how how = {
-                .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+            .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
         int fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
         return fd < 0 ? -errno : fd;
@@ -101,11 +102,11 @@ static int open_below(int dfd, const char *name, int flags)
 
 /* ------------------------------------------------------------------------------ reports */
 
-static int report(int fd, uint32_t phase, int err, uint64_t value, uint64_t count,
-                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int report(int fd, uint32_t phase, int err, uint64_t value, uint64_t count, const char *fmt,
+                  ...) __attribute__((format(printf, 6, 7)));
 
-static int report(int fd, uint32_t phase, int err, uint64_t value, uint64_t count,
-                  const char *fmt, ...)
+static int report(int fd, uint32_t phase, int err, uint64_t value, uint64_t count, const char *fmt,
+                  ...)
 {
         struct files_status st = {.err = err, .phase = phase, .value = value, .count = count};
         if (fmt) {
@@ -136,8 +137,10 @@ const char *files_type_name(uint32_t type)
 
 static uint32_t type_of(mode_t m)
 {
-        return S_ISREG(m) ? FILES_T_FILE : S_ISDIR(m) ? FILES_T_DIR : S_ISLNK(m) ? FILES_T_SYMLINK
-                                                                                : FILES_T_OTHER;
+        return S_ISREG(m)   ? FILES_T_FILE
+               : S_ISDIR(m) ? FILES_T_DIR
+               : S_ISLNK(m) ? FILES_T_SYMLINK
+                            : FILES_T_OTHER;
 }
 
 static int send_entry(int dfd, const char *name, const struct stat *st, const char *target,
@@ -147,14 +150,14 @@ static int send_entry(int dfd, const char *name, const struct stat *st, const ch
         if (nlen > 255 || target_len >= FILES_PATH_MAX)
                 return -ENAMETOOLONG;
         struct files_entry e = {
-                .type = type_of(st->st_mode),
-                .mode = (uint32_t)(st->st_mode & 07777),
-                .size = (uint64_t)st->st_size,
-                .mtime = (int64_t)st->st_mtim.tv_sec,
-                .uid = (uint32_t)st->st_uid,
-                .gid = (uint32_t)st->st_gid,
-                .name_len = (uint32_t)nlen,
-                .target_len = (uint32_t)target_len,
+            .type = type_of(st->st_mode),
+            .mode = (uint32_t)(st->st_mode & 07777),
+            .size = (uint64_t)st->st_size,
+            .mtime = (int64_t)st->st_mtim.tv_sec,
+            .uid = (uint32_t)st->st_uid,
+            .gid = (uint32_t)st->st_gid,
+            .name_len = (uint32_t)nlen,
+            .target_len = (uint32_t)target_len,
         };
         char buf[sizeof(e) + 256 + FILES_PATH_MAX];
         memcpy(buf, &e, sizeof(e));
@@ -209,8 +212,8 @@ static bool parse_id(const char *s, size_t len, unsigned *ret)
  * resolution as everything else and bounded to 64 KiB. */
 static int passwd_find(int root_fd, const char *user, size_t ulen, struct owner *ret)
 {
-        _cleanup_close_ int fd = open_in_root(root_fd, "/etc/passwd",
-                                              O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+        _cleanup_close_ int fd =
+            open_in_root(root_fd, "/etc/passwd", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
         if (fd < 0)
                 return fd;
         struct stat st;
@@ -358,11 +361,54 @@ static int ensure_dir(int root_fd, const char *path, const struct owner *o, int 
         return open_in_root(root_fd, path, O_RDONLY | O_DIRECTORY, 0);
 }
 
+/* in -> out until EOF or max bytes. sendfile keeps the bytes in the kernel (file to pipe, file
+ * to file); what cannot be spliced (some /proc files) goes through a buffer. in_off: NULL to
+ * use and move in's file offset, else read from *in_off without touching the offset. */
+static int copy_fd(int in, off_t *in_off, int out, uint64_t max, uint64_t *ret_copied)
+{
+        _cleanup_free_ char *buf = NULL;
+        bool splice_ok = true;
+        uint64_t total = 0;
+        int r = 0;
+        while (total < max) {
+                uint64_t left = max - total;
+                ssize_t n;
+                if (splice_ok) {
+                        n = sendfile(out, in, in_off, left < (1u << 20) ? (size_t)left : 1u << 20);
+                        if (n < 0 && (errno == EINVAL || errno == ENOSYS) && total == 0) {
+                                splice_ok = false;
+                                continue;
+                        }
+                } else {
+                        if (!buf && !(buf = malloc(COPY_BUF)))
+                                return -ENOMEM;
+                        size_t want = left < COPY_BUF ? (size_t)left : COPY_BUF;
+                        n = in_off ? pread(in, buf, want, *in_off) : read(in, buf, want);
+                        if (n > 0 && (r = write_all(out, buf, (size_t)n)) < 0)
+                                break;
+                        if (n > 0 && in_off)
+                                *in_off += n;
+                }
+                if (n == 0)
+                        break;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                total += (uint64_t)n;
+        }
+        *ret_copied = total;
+        return r;
+}
+
 /* ------------------------------------------------------------------------------ operations */
 
 static int op_read(int root_fd, const struct files_request *rq, int sfd, int dfd)
 {
-        _cleanup_close_ int fd = open_in_root(root_fd, rq->path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+        _cleanup_close_ int fd =
+            open_in_root(root_fd, rq->path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
         if (fd < 0)
                 return fail_path(sfd, fd, rq->path);
         struct stat st;
@@ -373,58 +419,21 @@ static int op_read(int root_fd, const struct files_request *rq, int sfd, int dfd
                             rq->path);
         if (!S_ISREG(st.st_mode))
                 return fail(sfd, -EINVAL, "%s: not a regular file (%s)", rq->path,
-                            S_ISFIFO(st.st_mode)  ? "a FIFO"
+                            S_ISFIFO(st.st_mode)   ? "a FIFO"
                             : S_ISSOCK(st.st_mode) ? "a socket"
                             : S_ISLNK(st.st_mode)  ? "a symlink"
                                                    : "a device");
         if ((uint64_t)st.st_size > rq->max_bytes)
                 return fail(sfd, -EFBIG, "%s: %llu bytes, more than the limit of %llu", rq->path,
                             (unsigned long long)st.st_size, (unsigned long long)rq->max_bytes);
+        (void)fcntl(fd, F_SETFL, 0); /* O_NONBLOCK only guarded the open */
         report(sfd, FILES_READY, 0, (uint64_t)st.st_size, 0, NULL);
-        _cleanup_free_ char *buf = malloc(COPY_BUF);
-        if (!buf)
-                return fail_path(sfd, -ENOMEM, rq->path);
         /* Up to EOF (proc and sys files report size 0), never past the limit. */
         uint64_t total = 0;
-        while (total < rq->max_bytes) {
-                uint64_t left = rq->max_bytes - total;
-                ssize_t n = read(fd, buf, left < COPY_BUF ? (size_t)left : COPY_BUF);
-                if (n == 0)
-                        break;
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return fail(sfd, -errno, "%s: read: %s", rq->path, strerror(errno));
-                }
-                int r = write_all(dfd, buf, (size_t)n);
-                if (r < 0)
-                        return fail(sfd, r, "%s: sending: %s", rq->path, strerror(-r));
-                total += (uint64_t)n;
-        }
+        int r = copy_fd(fd, NULL, dfd, rq->max_bytes, &total);
+        if (r < 0)
+                return fail(sfd, r, "%s: copying: %s", rq->path, strerror(-r));
         return report(sfd, FILES_DONE, 0, total, 0, NULL);
-}
-
-static int copy_upload(int in, int out, uint64_t size)
-{
-        _cleanup_free_ char *buf = malloc(COPY_BUF);
-        if (!buf)
-                return -ENOMEM;
-        uint64_t off = 0;
-        while (off < size) {
-                uint64_t left = size - off;
-                ssize_t n = pread(in, buf, left < COPY_BUF ? (size_t)left : COPY_BUF, (off_t)off);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return -EIO; /* the spool file is ours and does not shrink */
-                int r = write_all(out, buf, (size_t)n);
-                if (r < 0)
-                        return r;
-                off += (uint64_t)n;
-        }
-        return 0;
 }
 
 /* Atomic replace: a temporary file in the same directory, fsync, rename over the name. A
@@ -445,8 +454,9 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
         struct owner o;
         if ((r = resolve_owner(root_fd, rq->user, &o)) < 0)
                 return fail_owner(sfd, r, rq->user);
-        _cleanup_close_ int pfd = rq->parents ? ensure_dir(root_fd, parent, &o, -1)
-                                              : open_in_root(root_fd, parent, O_RDONLY | O_DIRECTORY, 0);
+        _cleanup_close_ int pfd = rq->parents
+                                      ? ensure_dir(root_fd, parent, &o, -1)
+                                      : open_in_root(root_fd, parent, O_RDONLY | O_DIRECTORY, 0);
         if (pfd < 0)
                 return fail_path(sfd, pfd, parent);
         int mode = rq->mode;
@@ -472,7 +482,11 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
         }
         if (fd < 0)
                 return fail_path(sfd, -errno, rq->path);
-        r = copy_upload(rq->upload_fd, fd, (uint64_t)up.st_size);
+        off_t off = 0;
+        uint64_t copied = 0;
+        r = copy_fd(rq->upload_fd, &off, fd, (uint64_t)up.st_size, &copied);
+        if (r >= 0 && copied != (uint64_t)up.st_size)
+                r = -EIO; /* the spool file is ours and does not shrink */
         if (r >= 0)
                 r = set_owner_mode(fd, &o, mode);
         if (r >= 0 && fsync(fd) < 0)
@@ -509,8 +523,10 @@ static int op_remove(int root_fd, const struct files_request *rq, int sfd)
         else
                 r = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
         if (r == -ENOTEMPTY || r == -EEXIST)
-                return fail(sfd, -ENOTEMPTY, "%s: directory not empty (recursive=1 removes it "
-                                             "with its contents)", rq->path);
+                return fail(sfd, -ENOTEMPTY,
+                            "%s: directory not empty (recursive=1 removes it "
+                            "with its contents)",
+                            rq->path);
         if (r == -EBUSY)
                 return fail(sfd, r, "%s: a mount point (or holds one): cannot be removed",
                             rq->path);
@@ -894,8 +910,9 @@ static int op_archive_in(int root_fd, const struct files_request *rq, int sfd)
         int r = resolve_owner(root_fd, rq->user, &o);
         if (r < 0)
                 return fail_owner(sfd, r, rq->user);
-        _cleanup_close_ int dir = rq->parents ? ensure_dir(root_fd, rq->path, &o, -1)
-                                              : open_in_root(root_fd, rq->path, O_RDONLY | O_DIRECTORY, 0);
+        _cleanup_close_ int dir = rq->parents
+                                      ? ensure_dir(root_fd, rq->path, &o, -1)
+                                      : open_in_root(root_fd, rq->path, O_RDONLY | O_DIRECTORY, 0);
         if (dir < 0)
                 return fail_path(sfd, dir, rq->path);
         /* libarchive works with names relative to the cwd; our root is the environment's. */
@@ -915,11 +932,10 @@ static int op_archive_in(int root_fd, const struct files_request *rq, int sfd)
         archive_read_support_filter_all(in);
         archive_read_support_format_tar(in);
         archive_read_support_format_gnutar(in);
-        archive_write_disk_set_options(out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
-                                                    ARCHIVE_EXTRACT_TIME |
-                                                    ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                                    ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                                    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+        archive_write_disk_set_options(
+            out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
+                     ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                     ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
         if (archive_read_open_fd(in, rq->upload_fd, 65536) != ARCHIVE_OK) {
                 r = -EINVAL;
                 snprintf(msg, sizeof(msg), "not a readable tar archive: %s",
@@ -1057,8 +1073,7 @@ static _Noreturn void helper_main(const struct files_target *t, const struct fil
 {
         int r;
         prctl(PR_SET_DUMPABLE, 0);
-        if (t->cgroups &&
-            (r = cgroup_env_attach(t->cgroups, t->cgroup_name, t->cgroup_sub, 0)) < 0)
+        if (t->cgroups && (r = cgroup_env_attach(t->cgroups, t->cgroup_name, t->cgroup_sub, 0)) < 0)
                 helper_die(sfd, r, "join the environment's cgroup");
         int keep[] = {t->env_pidfd, sfd, dfd, rq->upload_fd};
         close_fds_from(3, keep, ELEMENTSOF(keep));
@@ -1100,6 +1115,9 @@ int files_spawn(const struct files_target *t, const struct files_request *rq,
                 close(sp[1]);
                 return r;
         }
+        /* 1 MiB lets the helper run ahead of the daemon's 64 KiB pulls (best effort). */
+        if (dp[1] >= 0)
+                (void)fcntl(dp[1], F_SETPIPE_SZ, 1 << 20);
         pid_t parent = getpid();
         pid_t pid = fork();
         if (pid == 0) {

@@ -49,15 +49,15 @@ enum files_op {
 
 struct files_request {
         enum files_op op;
-        const char *path; /* normalized with files_path_normalize */
-        const char *to;   /* FILES_MOVE: the destination, normalized */
-        const char *user; /* owner of what is created: NULL = root; "name", "uid", "uid:gid" */
-        int upload_fd;    /* FILES_WRITE, FILES_ARCHIVE_IN: the body, read from offset 0 */
+        const char *path;   /* normalized with files_path_normalize */
+        const char *to;     /* FILES_MOVE: the destination, normalized */
+        const char *user;   /* owner of what is created: NULL = root; "name", "uid", "uid:gid" */
+        int upload_fd;      /* FILES_WRITE, FILES_ARCHIVE_IN: the body, read from offset 0 */
         uint64_t max_bytes; /* FILES_READ: refuse larger files (EFBIG) */
-        int mode;         /* FILES_WRITE, FILES_MKDIR: permission bits, -1 = default */
-        bool parents;     /* FILES_WRITE, FILES_MKDIR, FILES_ARCHIVE_IN: create missing dirs */
-        bool recursive;   /* FILES_REMOVE */
-        bool overwrite;   /* FILES_MOVE: replace an existing destination */
+        int mode;           /* FILES_WRITE, FILES_MKDIR: permission bits, -1 = default */
+        bool parents;       /* FILES_WRITE, FILES_MKDIR, FILES_ARCHIVE_IN: create missing dirs */
+        bool recursive;     /* FILES_REMOVE */
+        bool overwrite;     /* FILES_MOVE: replace an existing destination */
 };
 
 enum files_phase { FILES_READY = 1, FILES_DONE = 2 };
@@ -77,8 +77,8 @@ struct files_entry {
         uint32_t type; /* enum files_type */
         uint32_t mode; /* permission bits (07777) */
         uint64_t size;
-        int64_t mtime; /* seconds since the epoch */
-        uint32_t uid, gid; /* as seen inside the environment */
+        int64_t mtime;                 /* seconds since the epoch */
+        uint32_t uid, gid;             /* as seen inside the environment */
         uint32_t name_len, target_len; /* name <= 255 bytes, target (symlinks) <= 4095 */
 };
 
@@ -92,7 +92,7 @@ int files_entry_next(const void *buf, size_t len, size_t *off, struct files_entr
 
 /* "/a//b/./c/" -> "/a/b/c". Only absolute paths; ".." stays (the kernel resolves it, clamped
  * at the environment's root). -EINVAL for a relative or empty path, -ENAMETOOLONG beyond
- * FILES_PATH_MAX - 1 bytes or for a component over 255. out needs strlen(in) + 2 bytes. */
+ * FILES_PATH_MAX - 1 bytes or for a component over 255. out needs strlen(in) + 1 bytes. */
 int files_path_normalize(const char *in, char *out, size_t outlen);
 /* Split a normalized path into its parent (written to parent) and last component (pointing
  * into path). -EINVAL for "/", which has no parent. The name may be "..": callers that create

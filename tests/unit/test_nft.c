@@ -686,8 +686,15 @@ NETNS_TEST(test_nft_allow_mode__behaviour)
         CHECK(!reach(t.env, "169.254.169.254", 80, "net"));
         CHECK(!reach(t.env, "10.1.2.3", 80, "net"));
 
-        /* Re-applying (config change) revokes learned addresses. */
+        /* Re-applying without an allow-list change (restart, bandwidth, links) keeps them. */
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK_EQ_INT(elems("set", "allow4_box"), 2);
+        CHECK(reach(t.env, "203.0.113.1", 80, "net"));
+
+        /* Re-applying after an allow-list change revokes learned addresses. */
+        e.flush_learned = true;
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        e.flush_learned = false;
         CHECK_EQ_INT(elems("set", "allow4_box"), 0);
         CHECK(!reach(t.env, "203.0.113.1", 80, "net"));
         CHECK(reach(t.env, "198.51.100.1", 80, "net"));
