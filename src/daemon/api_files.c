@@ -187,36 +187,16 @@ static json_t *records_json(struct files_job *j, bool full, size_t *ret_n)
 
 /* ------------------------------------------------------------------------------ answers */
 
-/* The errno table of http.c, plus what only file operations produce. */
+/* http.c's errno table, with a hint for the most common surprise of a sandbox. */
 static void reply_failure(struct files_job *j, struct request *r, int err, const char *msg)
 {
         if (!msg || !*msg)
                 msg = strerror(-err);
-        switch (-err) {
-        case EROFS:
-                http_reply_error(r, 403, "forbidden", "%s%s", msg,
-                                 j->sandbox ? " (a sandbox can write only below /tmp and "
-                                              "/workspace)"
-                                            : "");
-                return;
-        case ENOTEMPTY:
-        case EXDEV:
-        case ETXTBSY:
-                http_reply_error(r, 409, "conflict", "%s", msg);
-                return;
-        case EISDIR:
-        case ENOTDIR:
-        case ELOOP:
-        case ENAMETOOLONG:
-        case ENXIO:
-                http_reply_error(r, 400, "invalid_argument", "%s", msg);
-                return;
-        case EDQUOT:
-                http_reply_error(r, 507, "insufficient_storage", "%s", msg);
-                return;
-        default:
+        if (err == -EROFS && j->sandbox)
+                http_reply_error(r, 403, "forbidden",
+                                 "%s (a sandbox can write only below /tmp and /workspace)", msg);
+        else
                 http_reply_errno(r, err, "%s", msg);
-        }
 }
 
 static void reply_success(struct files_job *j, struct request *r)
