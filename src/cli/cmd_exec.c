@@ -7,7 +7,6 @@
  *
  * Options are read up to the first operand that is not an option after NAME (or up to "--"),
  * so `paddock exec box ls -l` runs `ls -l`. */
-#include "lib/base64.h"
 #include "cli/cli.h"
 #include "cli/envpath.h"
 #include "cli/opts.h"
@@ -20,10 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* paddockd takes request bodies up to 8 MiB. Base64 makes stdin 4/3 larger; the margin leaves
- * room for the rest of the request (command, environment). */
+/* paddockd takes JSON request bodies up to 8 MiB (stdin with -i is streamed separately). */
 #define API_BODY_MAX (8u << 20)
-#define STDIN_MAX    ((API_BODY_MAX - (64u << 10)) / 4 * 3)
 
 enum {
         OPT_TIMEOUT = OPT_FIRST_VERB_OPTION,
@@ -154,78 +151,6 @@ static int parse_exec_args(struct cli *cli, int argc, char **argv, struct exec_o
         return -1;
 }
 
-/* All of standard input, binary-safe, refusing more than STDIN_MAX bytes. */
-static int read_stdin(char **ret_buf, size_t *ret_len)
-{
-        size_t cap = 64 << 10, len = 0;
-        char *buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                if (len == cap) {
-                        if (cap > STDIN_MAX) {
-                                free(buf);
-                                return -EFBIG;
-                        }
-                        char *n = realloc(buf, cap * 2);
-                        if (!n) {
-                                free(buf);
-                                return -ENOMEM;
-                        }
-                        buf = n;
-                        cap *= 2;
-                }
-                ssize_t n = read(STDIN_FILENO, buf + len, cap - len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        int r = -errno;
-                        free(buf);
-                        return r;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-        }
-        if (len > STDIN_MAX) {
-                free(buf);
-                return -EFBIG;
-        }
-        *ret_buf = buf;
-        *ret_len = len;
-        return 0;
-}
-
-static int attach_stdin(json_t *body)
-{
-        char *data = NULL;
-        size_t len = 0;
-        int r = read_stdin(&data, &len);
-        if (r == -EFBIG) {
-                fprintf(stderr,
-                        "paddock: exec: standard input is larger than %u bytes, the most one exec "
-                        "request can carry (8 MiB of JSON, base64-encoded)\n",
-                        STDIN_MAX);
-                return -1;
-        }
-        if (r < 0) {
-                fprintf(stderr, "paddock: exec: cannot read standard input: %s\n", strerror(-r));
-                return -1;
-        }
-        char *b64 = malloc(base64_encoded_size(len));
-        if (!b64) {
-                free(data);
-                fprintf(stderr, "paddock: out of memory\n");
-                return -1;
-        }
-        size_t b64_len = base64_encode(data, len, b64);
-        free(data);
-        json_object_set_new(body, "stdin", json_stringn_nocheck(b64, b64_len));
-        json_object_set_new(body, "stdin_encoding", json_string("base64"));
-        free(b64);
-        return 0;
-}
-
 /* The end of a run: what the stream's last line said, on stderr, and the exit code. */
 static int finish(const struct procout *x, const struct exec_opts *o)
 {
@@ -244,6 +169,36 @@ static int finish(const struct procout *x, const struct exec_opts *o)
         return x->exit_code;
 }
 
+/* With -i the body is standard input itself, streamed as it is read (any size, binary), and
+ * the exec request travels in ?spec=. Without -i the body is the JSON request. */
+static bool stdin_as_body;
+
+static ssize_t stdin_source(char *buf, size_t len, void *userdata)
+{
+        for (;;) {
+                ssize_t n = read(STDIN_FILENO, buf, len);
+                if (n >= 0)
+                        return n;
+                if (errno != EINTR) {
+                        fprintf(stderr, "paddock: exec: reading stdin: %s\n", strerror(errno));
+                        return -1;
+                }
+        }
+}
+
+static void set_exec_body(struct request *req, const char *body)
+{
+        if (!stdin_as_body) {
+                req->body = body;
+                req->body_len = strlen(body);
+                return;
+        }
+        req->body = NULL;
+        req->source = stdin_source;
+        req->source_size = -1;
+        req->content_type = "application/octet-stream";
+}
+
 static int run_streamed(struct client *client, const char *path, const char *body,
                         const struct exec_opts *o)
 {
@@ -252,9 +207,8 @@ static int run_streamed(struct client *client, const char *path, const char *bod
         struct request req = {
             .method = "POST",
             .path = path,
-            .body = body,
-            .body_len = strlen(body),
         };
+        set_exec_body(&req, body);
         int r = EXIT_FAIL;
         if (procout_perform(client, &req, &x) < 0) {
                 if (x.broken_pipe)
@@ -276,9 +230,8 @@ static int post_buffered(struct client *client, const char *path, const char *bo
         struct request req = {
             .method = "POST",
             .path = path,
-            .body = body,
-            .body_len = strlen(body),
         };
+        set_exec_body(&req, body);
         struct response resp = {};
         if (client_perform(client, &req, &resp) < 0)
                 return -1;
@@ -348,8 +301,6 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
                 json_object_set_new(o.body, "stream", json_boolean(!cli->json));
 
         r = EXIT_FAIL;
-        if (o.interactive && attach_stdin(o.body) < 0)
-                goto out;
         struct client *client = cli_client(cli);
         if (!client)
                 goto out;
@@ -360,6 +311,19 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
         if (!text) {
                 fprintf(stderr, "paddock: out of memory\n");
                 goto out;
+        }
+        if (o.interactive) {
+                char *spec = client_escape(client, text);
+                char *full = NULL;
+                if (!spec || asprintf(&full, "%s?spec=%s", path, spec) < 0) {
+                        free(spec);
+                        fprintf(stderr, "paddock: out of memory\n");
+                        goto out;
+                }
+                free(spec);
+                free(path);
+                path = full;
+                stdin_as_body = true;
         }
         if (strlen(text) > API_BODY_MAX) {
                 fprintf(stderr, "paddock: exec: the request is larger than the 8 MiB paddockd "

@@ -17,9 +17,19 @@ static bool is_files_upload(const char *path)
                !strcmp(slash, "/archive") || !strcmp(slash, "/archive/");
 }
 
-bool api_wants_spool(const char *method, const char *path)
+/* exec with a raw body: the body is the command's stdin (any size), the request is in ?spec= */
+static bool is_exec_with_stdin(const char *path, const char *content_type)
+{
+        size_t n = strlen(path);
+        return content_type && !strncmp(content_type, "application/octet-stream", 24) &&
+               !strncmp(path, "/v1/envs/", 9) && n > 14 && !strcmp(path + n - 5, "/exec");
+}
+
+bool api_wants_spool(const char *method, const char *path, const char *content_type)
 {
         if (strcmp(method, "PUT") == 0 && is_files_upload(path))
+                return true;
+        if (strcmp(method, "POST") == 0 && is_exec_with_stdin(path, content_type))
                 return true;
         return strcmp(method, "POST") == 0 && strcmp(path, "/v1/images") == 0;
 }

@@ -5,7 +5,7 @@
 #include "daemon/http.h"
 
 void api_handle(struct request *r, void *engine);
-bool api_wants_spool(const char *method, const char *path);
+bool api_wants_spool(const char *method, const char *path, const char *content_type);
 
 /* Handlers, one file per resource. */
 void api_envs_list(struct request *r, struct engine *e);

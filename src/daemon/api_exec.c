@@ -243,10 +243,36 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
         static const char *const fields[] = {"cmd", "env", "cwd", "user", "stdin",
                                              "stdin_encoding", "timeout", "max_output", "stream",
                                              "tty", "detach", NULL};
-        json_t *body = req_json_object(r);
-        if (!body)
-                return;
+        /* A raw body is the command's stdin; the request itself is in ?spec=. */
+        bool raw_stdin = req_spool_fd(r) >= 0;
+        json_t *body;
+        if (raw_stdin) {
+                const char *spec = req_query(r, "spec");
+                json_error_t jerr;
+                body = spec ? json_loads(spec, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+                if (!json_is_object(body)) {
+                        json_decref(body);
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "spec: with a raw (octet-stream) body the exec request "
+                                         "goes in ?spec= as a JSON object");
+                        return;
+                }
+        } else {
+                body = req_json_object(r);
+                if (!body)
+                        return;
+        }
         struct exec_request rq = {.max_output = EXEC_DEFAULT_MAX_OUTPUT};
+        if (raw_stdin) {
+                if (json_object_get(body, "stdin")) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "stdin: given twice (the body is the stdin)");
+                        json_decref(body);
+                        return;
+                }
+                rq.stdin_from_fd = true;
+                rq.stdin_fd = req_spool_fd(r);
+        }
         char **argv = NULL;
         unsigned char *stdin_buf = NULL;
         json_t *j;

@@ -8,6 +8,8 @@
 #include <sys/epoll.h>
 #include <sys/wait.h>
 
+#define STDIN_CHUNK 65536
+
 static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
@@ -23,6 +25,7 @@ struct exec_session {
         struct loop_timer *timer;
         unsigned char *stdin_buf;
         size_t stdin_len, stdin_off;
+        int stdin_src; /* refills stdin_buf when >= 0 (a spooled upload) */
         size_t max_output, output_total;
         uint64_t started;
         struct exec_result res;
@@ -86,6 +89,8 @@ static void session_free(struct exec_session *s)
         close_src(&s->out_src, &s->out_fd);
         close_src(&s->err_src, &s->err_fd);
         loop_cancel_timer(s->timer);
+        if (s->stdin_src >= 0)
+                close(s->stdin_src);
         free(s->stdin_buf);
         free(s);
         active_sessions--;
@@ -136,7 +141,20 @@ static void on_output(struct loop_source *src, int fd, uint32_t events, void *da
 static void on_stdin(struct loop_source *src, int fd, uint32_t events, void *data)
 {
         struct exec_session *s = data;
-        while (s->stdin_off < s->stdin_len) {
+        for (;;) {
+                if (s->stdin_off == s->stdin_len && s->stdin_src >= 0) {
+                        /* A local file: reading it does not block the loop for long. */
+                        ssize_t n = read(s->stdin_src, s->stdin_buf, STDIN_CHUNK);
+                        if (n <= 0) {
+                                close(s->stdin_src);
+                                s->stdin_src = -EBADF;
+                                break;
+                        }
+                        s->stdin_len = (size_t)n;
+                        s->stdin_off = 0;
+                }
+                if (s->stdin_off == s->stdin_len)
+                        break;
                 ssize_t n = write(s->in_fd, s->stdin_buf + s->stdin_off, s->stdin_len - s->stdin_off);
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EINTR)
@@ -209,11 +227,19 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         active_sessions++;
         *s = (struct exec_session){.eng = e, .pidfd = -EBADF, .in_fd = -EBADF, .out_fd = -EBADF,
                                    .err_fd = -EBADF, .cb = cb, .data = data,
-                                   .max_output = rq->max_output, .started = now_ms()};
+                                   .max_output = rq->max_output, .started = now_ms(),
+                                   .stdin_src = -EBADF};
         snprintf(s->env, sizeof(s->env), "%s", env_name(v));
         snprintf(s->cg, sizeof(s->cg), "%s", env_cgroup(v));
         snprintf(s->sub, sizeof(s->sub), "exec-%u", env_next_exec_id(v));
-        if (rq->stdin_len) {
+        if (rq->stdin_from_fd) {
+                s->stdin_buf = malloc(STDIN_CHUNK);
+                s->stdin_src = fcntl(rq->stdin_fd, F_DUPFD_CLOEXEC, 3);
+                if (!s->stdin_buf || s->stdin_src < 0) {
+                        session_free(s);
+                        return -ENOMEM;
+                }
+        } else if (rq->stdin_len) {
                 s->stdin_buf = malloc(rq->stdin_len);
                 if (!s->stdin_buf) {
                         session_free(s);
@@ -282,7 +308,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 r = loop_add_fd(l, s->out_fd, EPOLLIN, on_output, s, &s->out_src);
         if (r >= 0)
                 r = loop_add_fd(l, s->err_fd, EPOLLIN, on_output, s, &s->err_src);
-        if (r >= 0 && s->stdin_len)
+        if (r >= 0 && (s->stdin_len || s->stdin_src >= 0))
                 r = loop_add_fd(l, s->in_fd, EPOLLOUT, on_stdin, s, &s->in_src);
         else if (r >= 0)
                 close_src(&s->in_src, &s->in_fd);

@@ -18,6 +18,8 @@ struct exec_request {
         const char *user; /* NULL = root */
         const void *stdin_data;
         size_t stdin_len;
+        bool stdin_from_fd;  /* feed stdin from stdin_fd (read to its end) instead */
+        int stdin_fd;
         uint64_t timeout_ms; /* 0 = none */
         size_t max_output;   /* stdout + stderr bytes kept */
 };

@@ -334,7 +334,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         r->bad_path = true;
                 snprintf(r->path, sizeof(r->path), "%s", url);
                 *con_cls = r;
-                if (srv->cfg.wants_spool && srv->cfg.wants_spool(method, url) && !spool_open(r))
+                const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                             MHD_HTTP_HEADER_CONTENT_TYPE);
+                if (srv->cfg.wants_spool && srv->cfg.wants_spool(method, url, ct) && !spool_open(r))
                         log_warn("http: cannot open a spool file in %s: %m", srv->cfg.spool_dir);
                 const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                              MHD_HTTP_HEADER_CONTENT_LENGTH);

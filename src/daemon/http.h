@@ -18,7 +18,7 @@ struct request;
 
 typedef void (*http_handler_fn)(struct request *req, void *ctx);
 /* Decide at header time whether a request's body is spooled to a file (uploads). */
-typedef bool (*http_spool_fn)(const char *method, const char *path);
+typedef bool (*http_spool_fn)(const char *method, const char *path, const char *content_type);
 
 struct http_config {
         int listen_fd;
