@@ -300,8 +300,12 @@ static ssize_t stream_read(void *data, char *buf, size_t max)
         }
         /* Empty. Once the helper has exited, nothing more can come (another forked process
          * may still hold a copy of the write end, so EOF alone is not enough). */
-        if (j->exited)
-                return -1;
+        if (j->exited) {
+                /* A helper that failed half-way must not look like a complete file or tar. */
+                bool failed = j->killed_by_signal || j->exit_status != 0 ||
+                              (j->has_done && j->done.err < 0);
+                return failed ? -2 : -1;
+        }
         if (!j->data_src && loop_add_fd(engine_loop(j->eng), j->data_fd, EPOLLIN, on_stream_data, j,
                                         &j->data_src) < 0)
                 return -1;

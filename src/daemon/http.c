@@ -254,6 +254,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         ssize_t n = r->sops->read(r->sdata, buf, max);
         if (n > 0)
                 return n;
+        if (n == -2)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
         if (n < 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
         /* Nothing ready: park the connection until the producer wakes it. */

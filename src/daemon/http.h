@@ -56,7 +56,8 @@ void http_status_of_errno(int neg_errno, unsigned *ret_status, const char **ret_
 void http_defer(struct request *r);
 
 /* Streaming responses (chunked). read() copies up to max bytes and returns the count, 0 when
- * nothing is ready yet, -1 at the end. Call http_stream_wake() when new data is ready.
+ * nothing is ready yet, -1 at the end, -2 when the stream broke (the client sees the chunked
+ * response end without its terminating chunk). Call http_stream_wake() when new data is ready.
  * closed() runs once when the connection is done (finished or client gone). */
 struct http_stream_ops {
         ssize_t (*read)(void *data, char *buf, size_t max);
