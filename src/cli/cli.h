@@ -45,6 +45,7 @@ int cmd_kill(struct cli *cli, int argc, char **argv);
 int cmd_wait(struct cli *cli, int argc, char **argv);
 int cmd_forget(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
+int cmd_watch(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);
 int cmd_daemon(struct cli *cli, int argc, char **argv);

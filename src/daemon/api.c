@@ -210,6 +210,13 @@ void api_handle(struct request *r, void *ctx)
                 http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                 return;
         }
+        /* A stream of changes below a directory (api_watch.c): files/watch. */
+        if (n == 5 && !strcmp(seg[3], "files") && !strcmp(seg[4], "watch")) {
+                struct env *v = find_env(r, e, seg[2]);
+                if (v)
+                        api_env_watch(r, e, v);
+                return;
+        }
         /* Files API (api_files.c): files, files/{list,stat,mkdir,move}, archive. */
         if (n >= 4 && (!strcmp(seg[3], "files") || !strcmp(seg[3], "archive"))) {
                 struct env *v = find_env(r, e, seg[2]);

@@ -19,6 +19,8 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v);
  * sub the fifth path segment or NULL). */
 void api_env_files(struct request *r, struct engine *e, struct env *v, const char *resource,
                    const char *sub);
+/* GET /v1/envs/{name}/files/watch?path=DIR[&recursive=0]: an NDJSON stream of changes. */
+void api_env_watch(struct request *r, struct engine *e, struct env *v);
 /* GET/POST /v1/envs/{name}/ports, DELETE /v1/envs/{name}/ports/{host_port}?proto=tcp */
 void api_env_ports(struct request *r, struct engine *e, struct env *v, const char *host_port);
 bool api_network(struct request *r, json_t *j, struct netpolicy *p);

@@ -240,6 +240,7 @@ static void reply_success(struct files_job *j, struct request *r)
         }
         case FILES_READ:
         case FILES_ARCHIVE_OUT:
+        case FILES_WATCH: /* api_watch.c */
                 break;
         }
         if (!body)

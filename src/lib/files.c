@@ -1030,6 +1030,27 @@ out:
         return report(sfd, FILES_DONE, 0, bytes, entries, NULL);
 }
 
+/* ------------------------------------------------------------------------------ watch */
+
+/* The directory is resolved here, like every other path; files_watch.c does the rest. */
+static int op_watch(int root_fd, const struct files_request *rq, int sfd, int dfd)
+{
+        _cleanup_close_ int fd = open_in_root(root_fd, rq->path, O_PATH | O_DIRECTORY, 0);
+        if (fd < 0)
+                return fail_path(sfd, fd, rq->path);
+        return files_watch_run(root_fd, TAKE_FD(fd), rq, sfd, dfd);
+}
+
+bool files_is_pseudo_fs(int fd)
+{
+        return is_pseudo_fs(fd);
+}
+
+int files_open_in_root(int root_fd, const char *path, int flags)
+{
+        return open_in_root(root_fd, path, flags, 0);
+}
+
 /* ------------------------------------------------------------------------------ dispatch */
 
 int files_run(int root_fd, const struct files_request *rq, int status_fd, int data_fd)
@@ -1053,6 +1074,8 @@ int files_run(int root_fd, const struct files_request *rq, int status_fd, int da
                 return op_archive_out(root_fd, rq, status_fd, data_fd);
         case FILES_ARCHIVE_IN:
                 return op_archive_in(root_fd, rq, status_fd);
+        case FILES_WATCH:
+                return op_watch(root_fd, rq, status_fd, data_fd);
         }
         return fail(status_fd, -EINVAL, "unknown operation");
 }
@@ -1100,7 +1123,8 @@ static _Noreturn void helper_main(const struct files_target *t, const struct fil
 
 static bool has_data_pipe(enum files_op op)
 {
-        return op == FILES_READ || op == FILES_LIST || op == FILES_STAT || op == FILES_ARCHIVE_OUT;
+        return op == FILES_READ || op == FILES_LIST || op == FILES_STAT ||
+               op == FILES_ARCHIVE_OUT || op == FILES_WATCH;
 }
 
 int files_spawn(const struct files_target *t, const struct files_request *rq,

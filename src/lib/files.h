@@ -18,7 +18,11 @@
  * Protocol: struct files_status messages on the status pipe (each smaller than PIPE_BUF, so
  * atomic): FILES_READY before a data stream starts (read, archive out), FILES_DONE once at the
  * end, with err < 0 on failure. List and stat send files_entry records on the data pipe; read
- * sends the file's bytes and archive out a pax tar stream. */
+ * sends the file's bytes and archive out a pax tar stream.
+ *
+ * FILES_WATCH runs until it is killed: FILES_READY once the inotify watches are in place
+ * (value: how many), then NDJSON event lines on the data pipe (see files_run), and FILES_DONE
+ * only if the watched directory itself goes away (err 0) or the watch fails. */
 #pragma once
 #include "lib/cgroup.h"
 
@@ -34,6 +38,9 @@
 #define FILES_ARCHIVE_MAX_BYTES   (4ull << 30) /* regular-file bytes, in and out */
 #define FILES_ARCHIVE_MAX_ENTRIES 1000000
 #define FILES_ARCHIVE_MAX_DEPTH   256 /* directory levels below the archived path */
+#define FILES_WATCH_MAX_WATCHES   8192 /* directories one watch follows, with its own */
+#define FILES_WATCH_MAX_DEPTH     32   /* directory levels below the watched one */
+#define FILES_WATCH_KEEPALIVE_MS  5000 /* an empty line after this much silence */
 
 enum files_op {
         FILES_READ,
@@ -45,6 +52,7 @@ enum files_op {
         FILES_MOVE,
         FILES_ARCHIVE_OUT,
         FILES_ARCHIVE_IN,
+        FILES_WATCH,
 };
 
 struct files_request {
@@ -56,7 +64,7 @@ struct files_request {
         uint64_t max_bytes; /* FILES_READ: refuse larger files (EFBIG) */
         int mode;           /* FILES_WRITE, FILES_MKDIR: permission bits, -1 = default */
         bool parents;       /* FILES_WRITE, FILES_MKDIR, FILES_ARCHIVE_IN: create missing dirs */
-        bool recursive;     /* FILES_REMOVE */
+        bool recursive;     /* FILES_REMOVE; FILES_WATCH: also every directory below */
         bool overwrite;     /* FILES_MOVE: replace an existing destination */
 };
 
@@ -101,8 +109,28 @@ int files_path_split(const char *path, char *parent, size_t parent_len, const ch
 
 /* Run rq with every path resolved below root_fd; report on status_fd (and data_fd). Returns 0
  * or the -errno it reported. FILES_ARCHIVE_IN extracts with libarchive relative to the cwd, so
- * it also needs the process root to be root_fd's directory (true in the helper). */
+ * it also needs the process root to be root_fd's directory (true in the helper).
+ *
+ * FILES_WATCH writes one line per change below rq->path:
+ *   {"path":"/abs/path","event":"create|modify|delete|move_from|move_to|attrib","type":"file|dir"}
+ * ("encoding":"base64" added when the path is not UTF-8, which then travels base64), and
+ * {"event":"overflow"} once after events were lost: the reader fell more than the pipe plus
+ * 64 KiB behind, the kernel's queue overflowed, or a new directory was past the limits. An empty
+ * line follows every FILES_WATCH_KEEPALIVE_MS of silence, so that a reader that went away is
+ * noticed by whoever forwards the stream. It changes the caller's cwd, and needs data_fd to be
+ * a pipe it may make non-blocking. */
 int files_run(int root_fd, const struct files_request *rq, int status_fd, int data_fd);
+
+/* FILES_WATCH (files_watch.c), with rq->path already resolved to top_fd (O_PATH, taken and
+ * closed once the watches are set up): watch it and report until the reader goes away (0),
+ * the directory does (0, after FILES_DONE), or something fails (-errno, reported). */
+int files_watch_run(int root_fd, int top_fd, const struct files_request *rq, int status_fd,
+                    int data_fd);
+/* procfs, sysfs, cgroupfs and the like: kernel interfaces, not files to archive or watch. */
+bool files_is_pseudo_fs(int fd);
+/* path resolved below root_fd as every path of this module: openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_MAGICLINKS), O_CLOEXEC added. An fd or -errno. */
+int files_open_in_root(int root_fd, const char *path, int flags);
 
 /* Where the helper goes: PID 1's pidfd and the per-operation cgroup (cgroups may be NULL). */
 struct files_target {
