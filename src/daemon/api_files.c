@@ -41,8 +41,7 @@ struct files_job {
         bool killed_by_signal;
         struct files_status done;
         bool has_done;
-        unsigned char sbuf[sizeof(struct files_status)]; /* a status message being received */
-        size_t slen;
+        struct files_status_reader status; /* a status message being received */
         char *data; /* list/stat records */
         size_t data_len, data_cap;
         bool data_overflow;
@@ -345,8 +344,9 @@ static void start_stream(struct files_job *j)
 
 /* ------------------------------------------------------------------------------ the helper */
 
-static void take_status(struct files_job *j, const struct files_status *st)
+static void take_status(void *ctx, const struct files_status *st)
 {
+        struct files_job *j = ctx;
         if (st->phase == FILES_READY && is_stream_op(j->op) && !j->has_done) {
                 start_stream(j);
         } else if (st->phase == FILES_DONE && !j->has_done) {
@@ -356,31 +356,10 @@ static void take_status(struct files_job *j, const struct files_status *st)
         }
 }
 
-/* Take the status messages that are there; false at EOF or on error. */
-static bool read_status(struct files_job *j)
-{
-        for (;;) {
-                ssize_t n = read(j->status_fd, j->sbuf + j->slen, sizeof(j->sbuf) - j->slen);
-                if (n > 0) {
-                        j->slen += (size_t)n;
-                        if (j->slen == sizeof(j->sbuf)) {
-                                struct files_status st;
-                                memcpy(&st, j->sbuf, sizeof(st));
-                                j->slen = 0;
-                                take_status(j, &st);
-                        }
-                        continue;
-                }
-                if (n < 0 && errno == EINTR)
-                        continue;
-                return n < 0 && errno == EAGAIN;
-        }
-}
-
 static void on_status(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         struct files_job *j = data;
-        if (!read_status(j))
+        if (!files_status_read(j->status_fd, &j->status, take_status, j))
                 close_src(&j->status_src, &j->status_fd);
 }
 
@@ -441,7 +420,7 @@ static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void 
         j->timer = NULL;
         /* Everything it wrote is in the pipes now. */
         if (j->status_fd >= 0) {
-                read_status(j);
+                files_status_read(j->status_fd, &j->status, take_status, j);
                 close_src(&j->status_src, &j->status_fd);
         }
         int r = cgroup_env_prune(engine_cgroups(j->eng), j->cg, j->sub);

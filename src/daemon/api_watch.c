@@ -42,8 +42,7 @@ struct watch {
         int exit_status;
         struct files_status done;
         bool has_done;
-        unsigned char sbuf[sizeof(struct files_status)]; /* a status message being received */
-        size_t slen;
+        struct files_status_reader status; /* a status message being received */
         int refs; /* the helper (until reaped) and the request (until answered or closed) */
         struct watch *next;
 };
@@ -183,8 +182,9 @@ static void finish(struct watch *w)
         watch_unref(w);
 }
 
-static void take_status(struct watch *w, const struct files_status *st)
+static void take_status(void *ctx, const struct files_status *st)
 {
+        struct watch *w = ctx;
         if (st->phase == FILES_READY && !w->has_done) {
                 start_stream(w);
         } else if (st->phase == FILES_DONE && !w->has_done) {
@@ -194,31 +194,10 @@ static void take_status(struct watch *w, const struct files_status *st)
         }
 }
 
-/* Take the status messages that are there; false at EOF or on error. */
-static bool read_status(struct watch *w)
-{
-        for (;;) {
-                ssize_t n = read(w->status_fd, w->sbuf + w->slen, sizeof(w->sbuf) - w->slen);
-                if (n > 0) {
-                        w->slen += (size_t)n;
-                        if (w->slen == sizeof(w->sbuf)) {
-                                struct files_status st;
-                                memcpy(&st, w->sbuf, sizeof(st));
-                                w->slen = 0;
-                                take_status(w, &st);
-                        }
-                        continue;
-                }
-                if (n < 0 && errno == EINTR)
-                        continue;
-                return n < 0 && errno == EAGAIN;
-        }
-}
-
 static void on_status(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         struct watch *w = data;
-        if (!read_status(w))
+        if (!files_status_read(w->status_fd, &w->status, take_status, w))
                 close_src(&w->status_src, &w->status_fd);
 }
 
@@ -241,7 +220,8 @@ static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void 
         loop_cancel_timer(w->timer);
         w->timer = NULL;
         if (w->status_fd >= 0) {
-                read_status(w); /* everything it wrote is in the pipe now */
+                /* everything it wrote is in the pipe now */
+                files_status_read(w->status_fd, &w->status, take_status, w);
                 close_src(&w->status_src, &w->status_fd);
         }
         int r = cgroup_env_prune(engine_cgroups(w->eng), w->cg, w->sub);

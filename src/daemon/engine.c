@@ -47,7 +47,6 @@ struct env {
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;
-        int active_execs;
         struct env *next;
 };
 
@@ -107,10 +106,6 @@ unsigned env_next_exec_id(struct env *v)
         return ++v->exec_seq;
 }
 
-void env_exec_ref(struct env *v, int delta)
-{
-        v->active_execs += delta;
-}
 
 struct env *engine_find(struct engine *e, const char *name)
 {

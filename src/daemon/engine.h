@@ -123,4 +123,3 @@ unsigned env_next_exec_id(struct env *v);
 /* The environment's base variables (PATH, HOSTNAME, its env) as a NULL-terminated
  * malloc'd array of "K=V" strings, with extra (an object) merged over them. */
 char **env_build_envp(const struct env *v, json_t *extra);
-void env_exec_ref(struct env *v, int delta);

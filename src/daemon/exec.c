@@ -104,11 +104,9 @@ static void finish(struct exec_session *s)
         drain(s, 2);
         s->res.duration_ms = now_ms() - s->started;
         struct env *v = engine_find(s->eng, s->env);
-        if (v) {
-                env_exec_ref(v, -1);
-                /* Remove the per-exec cgroup if nothing of the exec is left in it. */
+        /* Remove the per-exec cgroup if nothing of the exec is left in it. */
+        if (v)
                 cgroup_env_prune(engine_cgroups(s->eng), s->cg, s->sub);
-        }
         if (s->cb && s->cb->done)
                 s->cb->done(s->data, &s->res);
         session_free(s);
@@ -321,7 +319,6 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         }
         if (rq->timeout_ms)
                 s->timer = loop_add_timer(l, rq->timeout_ms, on_timeout, s);
-        env_exec_ref(v, +1);
         s->next = sessions;
         sessions = s;
         *ret = s;

@@ -1170,3 +1170,25 @@ int files_spawn(const struct files_target *t, const struct files_request *rq,
         *ret = (struct files_child){.pidfd = pidfd, .status_fd = sp[0], .data_fd = dp[0]};
         return 0;
 }
+
+bool files_status_read(int fd, struct files_status_reader *sr,
+                       void (*take)(void *ctx, const struct files_status *st), void *ctx)
+{
+        const size_t want = sizeof(struct files_status);
+        for (;;) {
+                ssize_t n = read(fd, sr->buf + sr->len, want - sr->len);
+                if (n > 0) {
+                        sr->len += (size_t)n;
+                        if (sr->len == want) {
+                                struct files_status st;
+                                memcpy(&st, sr->buf, sizeof(st));
+                                sr->len = 0;
+                                take(ctx, &st);
+                        }
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                return n < 0 && errno == EAGAIN;
+        }
+}

@@ -70,6 +70,16 @@ struct files_request {
 
 enum files_phase { FILES_READY = 1, FILES_DONE = 2 };
 
+struct files_status;
+/* A status message arriving in pieces on a non-blocking pipe. */
+struct files_status_reader {
+        unsigned char buf[256];
+        size_t len;
+};
+/* Read what is there, calling take() for each whole message. False at EOF or on error. */
+bool files_status_read(int fd, struct files_status_reader *sr,
+                       void (*take)(void *ctx, const struct files_status *st), void *ctx);
+
 struct files_status {
         int32_t err;    /* 0 or -errno */
         uint32_t phase; /* enum files_phase */
@@ -77,6 +87,8 @@ struct files_status {
         uint64_t count; /* DONE: entries archived/extracted; list: 1 when truncated */
         char msg[232];  /* NUL-terminated human text ("path: reason") */
 };
+_Static_assert(sizeof(struct files_status) <= sizeof(((struct files_status_reader *)0)->buf),
+               "a status message fits the reader's buffer");
 
 enum files_type { FILES_T_FILE, FILES_T_DIR, FILES_T_SYMLINK, FILES_T_OTHER };
 
