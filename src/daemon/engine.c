@@ -1036,6 +1036,12 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                 struct in_addr gw = network_gateway(e->net);
                 json_object_set_new(net, "gateway", json_string(inet_ntoa(gw)));
         }
+        struct in6_addr a6;
+        char a6s[INET6_ADDRSTRLEN];
+        json_object_set_new(net, "ip6",
+                            e->net && v->addr.s_addr && network_addr6(e->net, v->addr, &a6)
+                                ? json_string(inet_ntop(AF_INET6, &a6, a6s, sizeof(a6s)))
+                                : json_null());
         json_object_set_new(net, "denied",
                             json_integer(e->net && v->pidfd >= 0 && v->net.mode != NET_NONE
                                                  ? (json_int_t)network_env_denied(e->net, v->row.name)

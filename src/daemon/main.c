@@ -10,6 +10,7 @@
 #include "lib/util.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <grp.h>
 #include <libgen.h>
@@ -29,6 +30,7 @@ struct options {
         const char *init;
         const char *uid_registry;
         const char *subnet;
+        const char *subnet6; /* NULL: derived from subnet */
         const char *resolv_conf;
         bool no_network;
         bool debug;
@@ -44,6 +46,8 @@ static void usage(FILE *f)
                    "  --init PATH         paddock-init binary (default: next to paddockd)\n"
                    "  --uid-registry DIR  host-wide id range claims (default /var/lib/paddock-uids)\n"
                    "  --subnet CIDR       environments' addresses (default 10.77.0.0/16)\n"
+                   "  --subnet6 CIDR|none environments' IPv6 addresses (default fd77:A:B::/64, A:B\n"
+                   "                      = the v4 subnet's address in hex; none: IPv4 only)\n"
                    "  --resolv-conf PATH  upstream DNS servers (default /etc/resolv.conf)\n"
                    "  --no-network        loopback only for every environment\n");
 }
@@ -55,7 +59,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"init", required_argument, NULL, 'i'},    {"uid-registry", required_argument, NULL, 'u'},
                 {"debug", no_argument, NULL, 'd'},         {"version", no_argument, NULL, 'V'},
                 {"subnet", required_argument, NULL, 'n'},  {"resolv-conf", required_argument, NULL, 'R'},
-                {"no-network", no_argument, NULL, 'N'},
+                {"no-network", no_argument, NULL, 'N'},    {"subnet6", required_argument, NULL, '6'},
                 {"help", no_argument, NULL, 'h'},          {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -73,6 +77,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'u': o->uid_registry = optarg; break;
                 case 'd': o->debug = true; break;
                 case 'n': o->subnet = optarg; break;
+                case '6': o->subnet6 = optarg; break;
                 case 'R': o->resolv_conf = optarg; break;
                 case 'N': o->no_network = true; break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
@@ -215,6 +220,59 @@ static int parse_cidr(const char *s, struct in_addr *addr, uint8_t *prefix)
         return 0;
 }
 
+static int parse_cidr6(const char *s, struct in6_addr *addr, uint8_t *prefix)
+{
+        char buf[INET6_ADDRSTRLEN];
+        const char *slash = strchr(s, '/');
+        if (!slash || (size_t)(slash - s) >= sizeof(buf))
+                return -EINVAL;
+        memcpy(buf, s, (size_t)(slash - s));
+        buf[slash - s] = 0;
+        char *end;
+        unsigned long p = strtoul(slash + 1, &end, 10);
+        if (*end || slash[1] == 0 || p < 8 || p > 120 || inet_pton(AF_INET6, buf, addr) != 1)
+                return -EINVAL;
+        for (unsigned i = 0; i < 16; i++) {
+                unsigned bits = p > i * 8 ? (unsigned)p - i * 8 : 0;
+                uint8_t keep = bits >= 8 ? 0xff : (uint8_t)(0xff00 >> bits);
+                if (addr->s6_addr[i] & ~keep)
+                        return -EINVAL;
+        }
+        *prefix = (uint8_t)p;
+        return 0;
+}
+
+/* IPv6 forwarding in this namespace. A host that forwards ignores router advertisements on
+ * links with accept_ra=1, so a VPS whose IPv6 uplink comes from SLAAC would lose its default
+ * route when the advertised lifetime ends: such links get accept_ra=2 (accept them while
+ * forwarding) first, which is what they had in effect before. */
+static int enable_ipv6_forwarding(void)
+{
+        DIR *d = opendir("/proc/sys/net/ipv6/conf");
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.' || !strcmp(de->d_name, "all") ||
+                    !strcmp(de->d_name, "default") || !strcmp(de->d_name, "lo"))
+                        continue;
+                char path[300];
+                _cleanup_free_ char *ra = NULL, *fwd = NULL;
+                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/accept_ra", de->d_name);
+                if (read_file_at(AT_FDCWD, path, 16, &ra) < 0 || strncmp(ra, "1", 1) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/forwarding", de->d_name);
+                if (read_file_at(AT_FDCWD, path, 16, &fwd) < 0 || strncmp(fwd, "0", 1) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/accept_ra", de->d_name);
+                if (write_file_at(AT_FDCWD, path, "2") == 0)
+                        log_info("%s: accept_ra=2 (router advertisements while forwarding)",
+                                 de->d_name);
+        }
+        closedir(d);
+        return write_file_at(AT_FDCWD, "/proc/sys/net/ipv6/conf/all/forwarding", "1");
+}
+
 /* Networking is optional: without nftables or with port 53 taken on the gateway address the
  * daemon still runs, and every environment is loopback-only. */
 static struct network *start_network(const struct options *o, struct loop *loop, const char *root,
@@ -229,9 +287,42 @@ static struct network *start_network(const struct options *o, struct loop *loop,
                           o->subnet);
                 exit(2);
         }
+        if (o->subnet6 && !strcmp(o->subnet6, "none"))
+                nc.ipv6 = false;
+        else if (o->subnet6) {
+                if (parse_cidr6(o->subnet6, &nc.subnet6, &nc.prefix6) < 0 ||
+                    nc.prefix6 > 128 - (32 - nc.prefix)) {
+                        log_error("--subnet6 %s: use a network address like fd77:1::/64 with room "
+                                  "for the v4 subnet's host part, or none",
+                                  o->subnet6);
+                        exit(2);
+                }
+                nc.ipv6 = true;
+        } else {
+                /* fd77:<v4 network in hex>::/64: distinct v4 subnets give distinct v6 ones. */
+                uint32_t v4 = ntohl(nc.subnet.s_addr);
+                nc.subnet6.s6_addr[0] = 0xfd;
+                nc.subnet6.s6_addr[1] = 0x77;
+                for (int i = 0; i < 4; i++)
+                        nc.subnet6.s6_addr[2 + i] = (uint8_t)(v4 >> (24 - 8 * i));
+                nc.prefix6 = 64;
+                nc.ipv6 = true;
+        }
         /* Routing environments' traffic needs forwarding in this network namespace. */
         if (write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ip_forward", "1") < 0)
                 log_warn("cannot enable net.ipv4.ip_forward: %m");
+        if (nc.ipv6 && access("/proc/sys/net/ipv6", F_OK) < 0) {
+                log_info("no IPv6 in this kernel: environments get IPv4 only");
+                nc.ipv6 = false;
+        }
+        if (nc.ipv6) {
+                int k = enable_ipv6_forwarding();
+                if (k < 0) {
+                        log_warn("cannot enable IPv6 forwarding (%s): environments get IPv4 only",
+                                 strerror(-k));
+                        nc.ipv6 = false;
+                }
+        }
         struct network_envs envs = engine_network_envs(engine);
         struct network *net = NULL;
         char err[512] = "";

@@ -14,6 +14,16 @@ struct network {
         uint32_t hash_seed;
         struct nft *nft;
         struct dns_resolver *dns;
+        /* Published ports added through this daemon, so that taking an environment down
+         * deletes exactly those without listing the firewall's maps. */
+        struct known_port {
+                char env[64];
+                char proto[4];
+                struct in_addr addr;
+                uint16_t host_port, port;
+        } *ports;
+        size_t n_ports;
+        bool ports_untracked; /* one could not be remembered: always list the maps */
 };
 
 static uint32_t fnv1a(uint32_t h, const char *s)
@@ -37,6 +47,23 @@ bool network_in_subnet(const struct network *n, struct in_addr a)
 {
         uint32_t mask = n->cfg.prefix ? ~0u << (32 - n->cfg.prefix) : 0;
         return (ntohl(a.s_addr) & mask) == ntohl(n->cfg.subnet.s_addr);
+}
+
+bool network_addr6(const struct network *n, struct in_addr a, struct in6_addr *ret)
+{
+        if (!n->cfg.ipv6)
+                return false;
+        uint32_t mask = n->cfg.prefix ? ~0u << (32 - n->cfg.prefix) : 0;
+        uint32_t host = htonl(ntohl(a.s_addr) & ~mask);
+        struct in6_addr r = n->cfg.subnet6;
+        /* The subnet's prefix ends at or before bit 96 + v4 prefix (checked at start): the host
+         * part fits in the last 32 bits without touching it. */
+        uint32_t last;
+        memcpy(&last, &r.s6_addr[12], 4);
+        last |= host;
+        memcpy(&r.s6_addr[12], &last, 4);
+        *ret = r;
+        return true;
 }
 
 /* DNS policy: open environments get everything forwarded; allow environments only their
@@ -74,7 +101,8 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
         n->envs = *envs;
         n->hash_seed = fnv1a(2166136261u, c->root);
         n->gateway.s_addr = htonl(ntohl(c->subnet.s_addr) + 1);
-        int r = nft_open(c->table, c->subnet, c->prefix, n->gateway, &n->nft);
+        int r = nft_open(c->table, c->subnet, c->prefix, n->gateway, c->ipv6 ? &c->subnet6 : NULL,
+                         c->prefix6, &n->nft);
         if (r < 0) {
                 snprintf(err, errlen, "nftables table %s: %s", c->table, strerror(-r));
                 free(n);
@@ -98,6 +126,7 @@ void network_free(struct network *n)
                 return;
         dns_resolver_stop(n->dns);
         nft_close(n->nft); /* the table stays: running environments keep their policy */
+        free(n->ports);
         free(n);
 }
 
@@ -107,6 +136,11 @@ static int apply_policy(struct network *n, const char *env, struct in_addr addr,
 {
         char ifname[16];
         network_ifname(n, env, ifname);
+        struct in6_addr links6[NETPOLICY_MAX_LINKS * 2];
+        size_t n_links6 = 0;
+        for (size_t i = 0; i < n_links && n_links6 < ELEMENTSOF(links6); i++)
+                if (network_addr6(n, links[i], &links6[n_links6]))
+                        n_links6++;
         struct nft_cidr_rule cidrs[NETPOLICY_MAX_RULES];
         struct nft_env e = {.name = env,
                             .host_ifname = ifname,
@@ -116,7 +150,10 @@ static int apply_policy(struct network *n, const char *env, struct in_addr addr,
                             .n_cidrs = netpolicy_cidrs(p, cidrs, NETPOLICY_MAX_RULES),
                             .links = links,
                             .n_links = n_links,
+                            .links6 = links6,
+                            .n_links6 = n_links6,
                             .flush_learned = flush_learned};
+        network_addr6(n, addr, &e.addr6);
         int r = nft_env_apply(n->nft, &e);
         if (r < 0) {
                 snprintf(err, errlen, "firewall: %s", strerror(-r));
@@ -145,6 +182,7 @@ int network_env_up(struct network *n, const char *env, int netns_fd, struct in_a
                                  .env_netns_fd = netns_fd,
                                  .gateway = n->gateway,
                                  .addr = addr};
+        vc.ipv6 = network_addr6(n, addr, &vc.addr6);
         int r = netlink_veth_create(&vc);
         if (r < 0) {
                 snprintf(err, errlen, "network link: %s", strerror(-r));
@@ -170,9 +208,39 @@ void network_env_down(struct network *n, const char *env)
         snprintf(ifb, sizeof(ifb), "%si", ifname);
         netlink_link_delete(ifname);
         netlink_link_delete(ifb);
-        int r = nft_env_remove(n->nft, env);
+        struct nft_port ports[64];
+        size_t np = 0;
+        bool all_known = !n->ports_untracked;
+        for (size_t i = 0; i < n->n_ports; i++) {
+                const struct known_port *k = &n->ports[i];
+                if (strcmp(k->env, env) != 0)
+                        continue;
+                if (np == ELEMENTSOF(ports)) {
+                        all_known = false; /* too many to pass: let nft find them */
+                        break;
+                }
+                ports[np++] = (struct nft_port){
+                    .proto = k->proto, .host_port = k->host_port, .addr = k->addr, .port = k->port};
+        }
+        int r = all_known ? nft_env_remove_known(n->nft, env, ifname, ports, np)
+                          : nft_env_remove(n->nft, env);
         if (r < 0 && r != -ENOENT)
                 log_warn("%s: removing firewall chain: %s", env, strerror(-r));
+        /* The firewall entries are gone with the chain; the records (state) stay. */
+        size_t o = 0;
+        for (size_t i = 0; i < n->n_ports; i++)
+                if (strcmp(n->ports[i].env, env) != 0)
+                        n->ports[o++] = n->ports[i];
+        n->n_ports = o;
+}
+
+static void known_port_forget(struct network *n, const char *proto, uint16_t host_port)
+{
+        for (size_t i = 0; i < n->n_ports; i++)
+                if (n->ports[i].host_port == host_port && strcmp(n->ports[i].proto, proto) == 0) {
+                        n->ports[i] = n->ports[--n->n_ports];
+                        return;
+                }
 }
 
 uint64_t network_env_denied(struct network *n, const char *env)
@@ -185,11 +253,27 @@ uint64_t network_env_denied(struct network *n, const char *env)
 int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,
                      struct in_addr addr, uint16_t port)
 {
-        return nft_port_add(n->nft, env, proto, host_port, addr, port);
+        int r = nft_port_add(n->nft, env, proto, host_port, addr, port);
+        if (r < 0)
+                return r;
+        /* Remembering is an optimisation: without it network_env_down lists the maps. */
+        known_port_forget(n, proto, host_port);
+        struct known_port *np = realloc(n->ports, (n->n_ports + 1) * sizeof(*np));
+        if (!np) {
+                n->ports_untracked = true;
+                return 0;
+        }
+        n->ports = np;
+        struct known_port *k = &n->ports[n->n_ports++];
+        *k = (struct known_port){.addr = addr, .host_port = host_port, .port = port};
+        snprintf(k->env, sizeof(k->env), "%s", env);
+        snprintf(k->proto, sizeof(k->proto), "%s", proto);
+        return 0;
 }
 
 int network_port_remove(struct network *n, const char *proto, uint16_t host_port)
 {
+        known_port_forget(n, proto, host_port);
         return nft_port_remove(n->nft, proto, host_port);
 }
 

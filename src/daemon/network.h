@@ -15,6 +15,10 @@ struct network_config {
         const char *root;        /* names host interfaces uniquely per state directory */
         struct in_addr subnet;   /* default 10.77.0.0/16 */
         uint8_t prefix;
+        bool ipv6;               /* environments get IPv6 too */
+        struct in6_addr subnet6; /* their v6 subnet (ipv6 only); an environment's v6 address is
+                                  * subnet6 + the host part of its v4 address */
+        uint8_t prefix6;
         const char *table;       /* nftables table, default "paddock" */
         const char *resolv_conf; /* upstream resolvers, default /etc/resolv.conf */
 };
@@ -31,6 +35,8 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
 void network_free(struct network *n);
 struct in_addr network_gateway(const struct network *n);
 bool network_in_subnet(const struct network *n, struct in_addr a);
+/* The IPv6 address that goes with an environment's v4 address; false when there is no IPv6. */
+bool network_addr6(const struct network *n, struct in_addr a, struct in6_addr *ret);
 /* Host-side interface name of an environment ("pdk" + 8 hex digits). */
 void network_ifname(const struct network *n, const char *env, char out[16]);
 

@@ -285,6 +285,76 @@ static int route_add(struct nl *nl, const struct route *rt)
         return nl_talk(nl, nlh, NULL, NULL);
 }
 
+/* IPv6: NODAD makes the address usable at once (no second of "tentative"); nothing else can
+ * hold it on a point-to-point veth. */
+static int addr6_add(struct nl *nl, int ifindex, const struct in6_addr *a, unsigned char prefix)
+{
+        char buf[NL_SEND_SIZE];
+        struct nlmsghdr *nlh =
+            nl_request(nl, buf, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
+        struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+        ifa->ifa_family = AF_INET6;
+        ifa->ifa_prefixlen = prefix;
+        ifa->ifa_flags = IFA_F_NODAD;
+        ifa->ifa_scope = IN6_IS_ADDR_LINKLOCAL(a) ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE;
+        ifa->ifa_index = (unsigned)ifindex;
+        mnl_attr_put(nlh, IFA_LOCAL, sizeof(*a), a);
+        mnl_attr_put(nlh, IFA_ADDRESS, sizeof(*a), a);
+        mnl_attr_put_u32(nlh, IFA_FLAGS, IFA_F_NODAD);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+/* dst NULL: the default route. gateway NULL: on-link. */
+static int route6_add(struct nl *nl, int oif, const struct in6_addr *dst, unsigned char dst_len,
+                      const struct in6_addr *gateway)
+{
+        char buf[NL_SEND_SIZE];
+        struct nlmsghdr *nlh =
+            nl_request(nl, buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
+        struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+        rtm->rtm_family = AF_INET6;
+        rtm->rtm_dst_len = dst ? dst_len : 0;
+        rtm->rtm_table = RT_TABLE_MAIN;
+        rtm->rtm_protocol = RTPROT_STATIC;
+        rtm->rtm_scope = RT_SCOPE_UNIVERSE;
+        rtm->rtm_type = RTN_UNICAST;
+        if (dst)
+                mnl_attr_put(nlh, RTA_DST, sizeof(*dst), dst);
+        if (gateway)
+                mnl_attr_put(nlh, RTA_GATEWAY, sizeof(*gateway), gateway);
+        mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)oif);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+static struct in6_addr gateway6(void)
+{
+        struct in6_addr a;
+        (void)inet_pton(AF_INET6, NETLINK_GATEWAY6, &a);
+        return a;
+}
+
+/* IPv6 settings of one link (/proc/sys/net/ipv6/conf/<ifname>/..., of the caller's
+ * namespace), written while it is down: no generated link-local address (it would go through
+ * DAD and be one more address to police) and no router advertisements. */
+static int link_ipv6_quiet(const char *ifname)
+{
+        static const struct {
+                const char *knob, *value;
+        } knobs[] = {
+            {"disable_ipv6", "0"}, {"addr_gen_mode", "1"}, {"accept_ra", "0"}, {"autoconf", "0"}};
+        if (!nl_ifname_valid(ifname) || strchr(ifname, '/') || ifname[0] == '.')
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(knobs); i++) {
+                char path[128];
+                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/%s", ifname,
+                         knobs[i].knob);
+                int r = write_file_at(AT_FDCWD, path, knobs[i].value);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* -------------------------------------------------------------------- veth */
 
 static int veth_add(struct nl *nl, const struct veth_config *c, unsigned mtu)
@@ -327,12 +397,23 @@ static int configure_host_side(struct nl *nl, const struct veth_config *c)
         r = addr_add(nl, l.ifindex, c->gateway);
         if (r < 0)
                 return r;
+        if (c->ipv6) {
+                r = link_ipv6_quiet(c->host_ifname);
+                if (r < 0)
+                        return r;
+                struct in6_addr gw6 = gateway6();
+                r = addr6_add(nl, l.ifindex, &gw6, 64);
+                if (r < 0)
+                        return r;
+        }
         r = nl_link_up(nl, l.ifindex);
         if (r < 0)
                 return r;
-        return route_add(
-            nl, &(struct route){
-                    .oif = l.ifindex, .dst = c->addr, .dst_len = 32, .prefsrc = &c->gateway});
+        r = route_add(nl, &(struct route){
+                              .oif = l.ifindex, .dst = c->addr, .dst_len = 32, .prefsrc = &c->gateway});
+        if (r < 0 || !c->ipv6)
+                return r;
+        return route6_add(nl, l.ifindex, &c->addr6, 128, NULL);
 }
 
 /* Environment side: addr/32, up, an on-link /32 to the gateway and the default route via it. */
@@ -345,33 +426,54 @@ static int configure_env_side(struct nl *nl, const struct veth_config *c)
         r = addr_add(nl, l.ifindex, c->addr);
         if (r < 0)
                 return r;
+        if (c->ipv6) {
+                r = addr6_add(nl, l.ifindex, &c->addr6, 128);
+                if (r < 0)
+                        return r;
+        }
         r = nl_link_up(nl, l.ifindex);
         if (r < 0)
                 return r;
         r = route_add(nl, &(struct route){.oif = l.ifindex, .dst = c->gateway, .dst_len = 32});
         if (r < 0)
                 return r;
-        return route_add(nl, &(struct route){.oif = l.ifindex, .gateway = &c->gateway});
+        r = route_add(nl, &(struct route){.oif = l.ifindex, .gateway = &c->gateway});
+        if (r < 0 || !c->ipv6)
+                return r;
+        struct in6_addr gw6 = gateway6();
+        return route6_add(nl, l.ifindex, NULL, 0, &gw6);
 }
 
 struct env_open {
         struct nl nl;
+        bool ipv6;
 };
 
-/* Runs inside the environment's namespace: its rtnetlink socket, and IPv6 off so that no IPv6
- * path (link-local, SLAAC, a v6 default route) bypasses the IPv4-only nftables policy.
+/* Runs inside the environment's namespace: its rtnetlink socket and the IPv6 settings.
  * /proc/sys/net shows the namespace of whoever opens the file, hence here. "default" covers
- * links created later, "all" the existing ones. No /proc/sys/net/ipv6 means no IPv6 at all. */
+ * links created later (the veth's peer is born here), "all" the existing ones.
+ * Without IPv6 for this environment: IPv6 off, so that no IPv6 path (link-local, SLAAC) exists
+ * at all. With it: on, but no generated link-local addresses and no router advertisements, so
+ * the only v6 address and routes are the ones configure_env_side() adds. No /proc/sys/net/ipv6
+ * means no IPv6 in the kernel: fine without, an error with. */
 static int env_open_cb(void *userdata)
 {
         struct env_open *e = userdata;
-        static const char *const knobs[] = {
-            "/proc/sys/net/ipv6/conf/default/disable_ipv6",
-            "/proc/sys/net/ipv6/conf/all/disable_ipv6",
+        static const struct {
+                const char *path, *off, *on;
+        } knobs[] = {
+            {"/proc/sys/net/ipv6/conf/default/disable_ipv6", "1", "0"},
+            {"/proc/sys/net/ipv6/conf/all/disable_ipv6", "1", "0"},
+            {"/proc/sys/net/ipv6/conf/default/addr_gen_mode", NULL, "1"},
+            {"/proc/sys/net/ipv6/conf/default/accept_ra", NULL, "0"},
+            {"/proc/sys/net/ipv6/conf/default/autoconf", NULL, "0"},
         };
         for (size_t i = 0; i < ELEMENTSOF(knobs); i++) {
-                int r = write_file_at(AT_FDCWD, knobs[i], "1");
-                if (r < 0 && r != -ENOENT)
+                const char *v = e->ipv6 ? knobs[i].on : knobs[i].off;
+                if (!v)
+                        continue;
+                int r = write_file_at(AT_FDCWD, knobs[i].path, v);
+                if (r < 0 && (r != -ENOENT || e->ipv6))
                         return r;
         }
         return nl_open(&e->nl);
@@ -390,7 +492,7 @@ int netlink_veth_create(const struct veth_config *c)
         if (r < 0)
                 return r;
         /* Everything in the environment that can fail before the link exists, first. */
-        struct env_open e = {};
+        struct env_open e = {.ipv6 = c->ipv6};
         r = nl_in_netns(c->env_netns_fd, env_open_cb, &e);
         if (r < 0)
                 return r;

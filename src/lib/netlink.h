@@ -4,7 +4,14 @@
  * veth carries the same gateway address (e.g. 10.77.0.1/32, like Calico's 169.254.1.1) and a
  * /32 route to the environment's address; the environment side ("eth0") carries the
  * environment's address /32, an on-link route to the gateway and a default route via it. The
- * daemon's DNS resolver listens on the gateway address. */
+ * daemon's DNS resolver listens on the gateway address.
+ *
+ * IPv6 (when ipv6 is set) is routed the same way: the host side carries the link-local
+ * gateway fe80::1 and a /128 route to the environment's address; the environment side carries
+ * its address /128 and a default route via fe80::1. Every address is added with IFA_F_NODAD
+ * (usable at once) and neither side generates link-local addresses or listens to router
+ * advertisements, so nothing but these addresses and routes exists. Without ipv6, IPv6 is
+ * switched off inside the environment. */
 #pragma once
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -18,7 +25,13 @@ struct veth_config {
         struct in_addr gateway;  /* host side, shared by all environments */
         struct in_addr addr;     /* the environment's address */
         unsigned mtu;            /* 0 = default (1500) */
+        bool ipv6;               /* also configure addr6 and the v6 default route */
+        struct in6_addr addr6;   /* the environment's IPv6 address (only with ipv6) */
 };
+
+/* The host side's IPv6 address on every veth: the environments' v6 default gateway. */
+#define NETLINK_GATEWAY6 "fe80::1"
+
 
 /* Create the pair in the caller's network namespace, move the peer into env_netns_fd, configure
  * both sides as described above and set them up. On failure nothing is left behind. */

@@ -60,6 +60,9 @@ struct nft {
         char table[TABLE_MAX + 1];
         uint32_t subnet; /* host order, masked */
         uint32_t mask;   /* host order */
+        bool ipv6;       /* environments have IPv6: subnet6/prefix6 are set */
+        struct in6_addr subnet6;
+        uint8_t prefix6;
         char *error;     /* text of the last libnftables error, or NULL */
 };
 
@@ -69,6 +72,8 @@ struct env_names {
         char chain[OBJ_NAME_MAX + 1];
         char allow4[OBJ_NAME_MAX + 1];
         char allowp4[OBJ_NAME_MAX + 1];
+        char allow6[OBJ_NAME_MAX + 1];
+        char allowp6[OBJ_NAME_MAX + 1];
         char counter[OBJ_NAME_MAX + 1];
 };
 
@@ -171,6 +176,8 @@ static int env_names(const char *name, struct env_names *ret)
         snprintf(ret->chain, sizeof(ret->chain), "env_%s", enc);
         snprintf(ret->allow4, sizeof(ret->allow4), "allow4_%s", enc);
         snprintf(ret->allowp4, sizeof(ret->allowp4), "allowp4_%s", enc);
+        snprintf(ret->allow6, sizeof(ret->allow6), "allow6_%s", enc);
+        snprintf(ret->allowp6, sizeof(ret->allowp6), "allowp6_%s", enc);
         snprintf(ret->counter, sizeof(ret->counter), "denied_%s", enc);
         return 0;
 }
@@ -178,6 +185,28 @@ static int env_names(const char *name, struct env_names *ret)
 static const char *ip4(struct in_addr a, char buf[static INET_ADDRSTRLEN])
 {
         return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+static const char *ip6(const struct in6_addr *a, char buf[static INET6_ADDRSTRLEN])
+{
+        return inet_ntop(AF_INET6, a, buf, INET6_ADDRSTRLEN);
+}
+
+/* a with every bit after the first prefix bits cleared. */
+static struct in6_addr mask6(const struct in6_addr *a, uint8_t prefix)
+{
+        struct in6_addr r = *a;
+        for (unsigned i = 0; i < 16; i++) {
+                unsigned bits = prefix > i * 8 ? prefix - i * 8 : 0;
+                r.s6_addr[i] &= bits >= 8 ? 0xff : (uint8_t)(0xff00 >> bits);
+        }
+        return r;
+}
+
+static bool in_subnet6(const struct nft *n, const struct in6_addr *a)
+{
+        struct in6_addr m = mask6(a, n->prefix6);
+        return memcmp(&m, &n->subnet6, sizeof(m)) == 0;
 }
 
 static uint32_t prefix_mask(uint8_t prefix)
@@ -381,12 +410,32 @@ static const char *const forbidden4[] = {
     "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4",     "240.0.0.0/4",
 };
 
+/* IPv6 destinations no environment may reach (besides the v6 subnet, added by nft_open).
+ * ::/96 holds the unspecified address, loopback and the deprecated v4-compatible range;
+ * ::ffff:0:0/96 (v4-mapped) and the NAT64 prefixes would lead to IPv4 addresses, private ones
+ * included; fc00::/7 is ULA (with AWS's metadata fd00:ec2::254). Documentation ranges
+ * (2001:db8::/32) are not blocked: nothing routes them on the internet. */
+static const char *const forbidden6[] = {
+    "::/96",          "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
+    "fc00::/7",       "fe80::/10",     "fec0::/10",    "ff00::/8",
+};
+
 /* Base chains are (re)created and flushed in the same transaction that refills them, so
  * re-running nft_open (daemon restart, changed subnet or resolver) swaps the rules atomically
  * and leaves per-environment chains, sets, counters and the maps' entries alone. */
-static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, const char *resolver)
+static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, const char *resolver,
+                         const char *subnet6)
 {
         sb(b, "add table inet %s\n", t);
+        if (subnet6) {
+                sb(b, "add set inet %s forbidden6 { type ipv6_addr; flags interval; auto-merge; }\n",
+                   t);
+                sb(b, "flush set inet %s forbidden6\n", t);
+                sb(b, "add element inet %s forbidden6 { ", t);
+                for (size_t i = 0; i < ELEMENTSOF(forbidden6); i++)
+                        sb(b, "%s, ", forbidden6[i]);
+                sb(b, "%s }\n", subnet6);
+        }
 
         sb(b, "add set inet %s forbidden4 { type ipv4_addr; flags interval; auto-merge; }\n", t);
         sb(b, "flush set inet %s forbidden4\n", t);
@@ -435,11 +484,29 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
         sb(b,
            "add rule inet %s postrouting ip saddr %s oifname != \"" VETH_PREFIX "*\" masquerade\n",
            t, subnet);
+        if (subnet6)
+                sb(b,
+                   "add rule inet %s postrouting ip6 saddr %s oifname != \"" VETH_PREFIX
+                   "*\" masquerade\n",
+                   t, subnet6);
 
 #define RULE_IN "add rule inet %s input iifname \"" VETH_PREFIX "*\" "
         sb(b, RULE_IN "ip daddr %s udp dport 53 accept\n", t, resolver);
         sb(b, RULE_IN "ip daddr %s tcp dport 53 accept\n", t, resolver);
         sb(b, RULE_IN "ct state established,related accept\n", t);
+        if (subnet6) {
+                /* Neighbour discovery with the gateway fe80::1 (hop limit 255: from the link
+                 * itself). MLD reports and router solicitations are the kernel's own chatter:
+                 * dropped, but not counted as denied connections. */
+                sb(b,
+                   RULE_IN "icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } "
+                           "ip6 hoplimit 255 accept\n",
+                   t);
+                sb(b,
+                   RULE_IN "icmpv6 type { mld-listener-report, mld2-listener-report, "
+                           "mld-listener-done, nd-router-solicit } drop\n",
+                   t);
+        }
         sb(b, RULE_IN "counter name iifname map @envctr drop\n", t);
         sb(b, RULE_IN "counter drop\n", t);
 #undef RULE_IN
@@ -447,7 +514,8 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
 #define RULE_FO "add rule inet %s forward oifname \"" VETH_PREFIX "*\" "
         sb(b, RULE_FI "iifname vmap @envs\n", t);
         sb(b, RULE_FI "counter drop\n", t); /* a veth without an environment entry: fail closed */
-        sb(b, RULE_FO "meta nfproto ipv6 drop\n", t);
+        if (!subnet6)
+                sb(b, RULE_FO "meta nfproto ipv6 drop\n", t);
         sb(b, RULE_FO "ct state established,related accept\n", t);
         sb(b, RULE_FO "ct status dnat accept\n", t);
         sb(b, RULE_FO "counter drop\n", t);
@@ -456,9 +524,12 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
 }
 
 int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in_addr resolver,
-             struct nft **ret)
+             const struct in6_addr *subnet6, uint8_t prefix6, struct nft **ret)
 {
         if (!table_name_valid(table) || prefix == 0 || prefix > 32 || !ret)
+                return -EINVAL;
+        /* The v6 subnet must hold every v4 host part (network.c maps one onto the other). */
+        if (subnet6 && (prefix6 < 8 || prefix6 > 128 - (32 - prefix)))
                 return -EINVAL;
 
         struct nft *n = calloc(1, sizeof(*n));
@@ -467,6 +538,11 @@ int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in
         snprintf(n->table, sizeof(n->table), "%s", table);
         n->mask = prefix_mask(prefix);
         n->subnet = ntohl(subnet.s_addr) & n->mask;
+        if (subnet6) {
+                n->ipv6 = true;
+                n->prefix6 = prefix6;
+                n->subnet6 = mask6(subnet6, prefix6);
+        }
 
         n->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
         if (!n->ctx) {
@@ -482,8 +558,11 @@ int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in
         char net[INET_ADDRSTRLEN], res[INET_ADDRSTRLEN], subnet_s[INET_ADDRSTRLEN + 4];
         snprintf(subnet_s, sizeof(subnet_s), "%s/%u", ip4((struct in_addr){htonl(n->subnet)}, net),
                  prefix);
+        char net6[INET6_ADDRSTRLEN], subnet6_s[INET6_ADDRSTRLEN + 5];
+        if (n->ipv6)
+                snprintf(subnet6_s, sizeof(subnet6_s), "%s/%u", ip6(&n->subnet6, net6), n->prefix6);
         struct sbuf b = {0};
-        base_ruleset(&b, n->table, subnet_s, ip4(resolver, res));
+        base_ruleset(&b, n->table, subnet_s, ip4(resolver, res), n->ipv6 ? subnet6_s : NULL);
         int r = run_sbuf(n, &b);
         sbuf_done(&b);
         if (r < 0) {
@@ -524,20 +603,26 @@ int nft_destroy_table(struct nft *n)
 /* ---------------------------------------------------------------- environments */
 
 /* Per-environment chain. Order matters:
- *   1. IPv6 (environments get none) and spoofed sources: drop, counted;
+ *   1. spoofed sources (and IPv6 when the table has none): drop, counted;
  *   2. replies of connections already accepted: accept;
  *   3. linked environments: accept (they are inside the subnet, which 4 drops);
  *   4. forbidden ranges: drop, counted — before any allow rule, so an allowed name that resolves
  *      to a private or metadata address stays blocked;
  *   5. open: accept; allow: learned addresses, learned address.port pairs, listed CIDR[:port],
- *      then drop, counted. */
-static void env_chain_rules(struct sbuf *b, const char *t, const struct env_names *nm,
+ *      then drop, counted.
+ * "ip ..." matches only IPv4 packets and "ip6 ..." only IPv6 ones, so each family passes
+ * through its own half of every step. */
+static void env_chain_rules(struct sbuf *b, const struct nft *n, const struct env_names *nm,
                             const struct nft_env *e)
 {
-        char a[INET_ADDRSTRLEN];
-        const char *ch = nm->chain, *ctr = nm->counter;
+        char a[INET6_ADDRSTRLEN];
+        const char *t = n->table, *ch = nm->chain, *ctr = nm->counter;
 
-        sb(b, "add rule inet %s %s meta nfproto ipv6 counter name %s drop\n", t, ch, ctr);
+        if (n->ipv6)
+                sb(b, "add rule inet %s %s ip6 saddr != %s counter name %s drop\n", t, ch,
+                   ip6(&e->addr6, a), ctr);
+        else
+                sb(b, "add rule inet %s %s meta nfproto ipv6 counter name %s drop\n", t, ch, ctr);
         sb(b, "add rule inet %s %s ip saddr != %s counter name %s drop\n", t, ch, ip4(e->addr, a),
            ctr);
         sb(b, "add rule inet %s %s ct state established,related accept\n", t, ch);
@@ -547,10 +632,19 @@ static void env_chain_rules(struct sbuf *b, const char *t, const struct env_name
                         sb(b, "%s%s", i ? ", " : "", ip4(e->links[i], a));
                 sb(b, " } accept\n");
         }
+        if (n->ipv6 && e->n_links6 > 0) {
+                sb(b, "add rule inet %s %s ip6 daddr { ", t, ch);
+                for (size_t i = 0; i < e->n_links6; i++)
+                        sb(b, "%s%s", i ? ", " : "", ip6(&e->links6[i], a));
+                sb(b, " } accept\n");
+        }
         sb(b, "add rule inet %s %s ip daddr @forbidden4 counter name %s drop\n", t, ch, ctr);
+        if (n->ipv6)
+                sb(b, "add rule inet %s %s ip6 daddr @forbidden6 counter name %s drop\n", t, ch,
+                   ctr);
         /* DNS (and DNS over TLS) only through the daemon's resolver, which is reached through
          * the input chain: no resolving around the policy, no tunnelling through other
-         * resolvers. */
+         * resolvers. Either family. */
         sb(b, "add rule inet %s %s meta l4proto { tcp, udp } th dport { 53, 853 } counter name %s "
               "drop\n",
            t, ch, ctr);
@@ -562,17 +656,28 @@ static void env_chain_rules(struct sbuf *b, const char *t, const struct env_name
         sb(b, "add rule inet %s %s ip daddr @%s accept\n", t, ch, nm->allow4);
         sb(b, "add rule inet %s %s meta l4proto { tcp, udp } ip daddr . th dport @%s accept\n", t,
            ch, nm->allowp4);
+        if (n->ipv6) {
+                sb(b, "add rule inet %s %s ip6 daddr @%s accept\n", t, ch, nm->allow6);
+                sb(b, "add rule inet %s %s meta l4proto { tcp, udp } ip6 daddr . th dport @%s accept\n",
+                   t, ch, nm->allowp6);
+        }
         /* Listed CIDRs are rules, not an interval set: they may overlap, and timeouts (needed by
          * the learned sets) and intervals do not mix well on older kernels. */
         for (size_t i = 0; i < e->n_cidrs; i++) {
                 const struct nft_cidr_rule *c = &e->cidrs[i];
+                bool v6 = c->family == AF_INET6;
+                if (v6 && !n->ipv6)
+                        continue; /* IPv6 is dropped above anyway */
                 sb(b, "add rule inet %s %s", t, ch);
-                if (c->prefix > 0) {
+                if (c->prefix > 0 && v6) {
+                        struct in6_addr net = mask6(&c->addr6, c->prefix);
+                        sb(b, " ip6 daddr %s/%u", ip6(&net, a), c->prefix);
+                } else if (c->prefix > 0) {
                         struct in_addr net = {
                             htonl(ntohl(c->addr.s_addr) & prefix_mask(c->prefix))};
                         sb(b, " ip daddr %s/%u", ip4(net, a), c->prefix);
                 } else
-                        sb(b, " meta nfproto ipv4");
+                        sb(b, " meta nfproto %s", v6 ? "ipv6" : "ipv4");
                 if (c->port)
                         sb(b, " meta l4proto { tcp, udp } th dport %u", c->port);
                 sb(b, " accept\n");
@@ -644,6 +749,78 @@ static int drop_env_ports(struct nft *n, struct sbuf *b, const char *map, const 
         return 0;
 }
 
+/* The environment's learned sets: created if missing, emptied when flush. */
+static void env_sets(struct sbuf *b, const struct nft *n, const struct env_names *nm, bool flush)
+{
+        static const char *const types[] = {"ipv4_addr", "ipv4_addr . inet_service", "ipv6_addr",
+                                            "ipv6_addr . inet_service"};
+        const char *names[] = {nm->allow4, nm->allowp4, nm->allow6, nm->allowp6};
+        for (size_t i = 0; i < (n->ipv6 ? 4u : 2u); i++) {
+                sb(b, "add set inet %s %s { type %s; flags timeout; }\n", n->table, names[i],
+                   types[i]);
+                if (flush)
+                        sb(b, "flush set inet %s %s\n", n->table, names[i]);
+        }
+}
+
+static int env_valid(const struct nft *n, const struct nft_env *e)
+{
+        if (!ifname_valid(e->host_ifname) || !in_subnet(n, e->addr) || (e->n_links && !e->links) ||
+            (e->n_cidrs && !e->cidrs) || (e->n_links6 && !e->links6))
+                return -EINVAL;
+        if (n->ipv6 && !in_subnet6(n, &e->addr6))
+                return -EINVAL;
+        /* A link is another environment: never a way to open a forbidden range. */
+        for (size_t i = 0; i < e->n_links; i++)
+                if (!in_subnet(n, e->links[i]))
+                        return -EINVAL;
+        for (size_t i = 0; i < e->n_links6; i++)
+                if (!n->ipv6 || !in_subnet6(n, &e->links6[i]))
+                        return -EINVAL;
+        for (size_t i = 0; i < e->n_cidrs; i++)
+                if (e->cidrs[i].prefix > (e->cidrs[i].family == AF_INET6 ? 128 : 32))
+                        return -EINVAL;
+        return 0;
+}
+
+/* One transaction. listed: find and delete stale map entries by listing the maps first (the
+ * slow path, see nft_env_apply). */
+static int env_apply(struct nft *n, const struct nft_env *e, const struct env_names *nm,
+                     bool listed)
+{
+        const char *t = n->table;
+        struct sbuf b = {0};
+        /* The counter survives re-applies (denied totals across daemon restarts); the learned
+         * sets are emptied when the caller says the allow list changed (a new list must revoke
+         * what the old one let in) and kept otherwise (restart, bandwidth, links).
+         * The chain is flushed and refilled in the same transaction, so no packet ever sees a
+         * half-built or empty chain. */
+        sb(&b, "add counter inet %s %s\n", t, nm->counter);
+        env_sets(&b, n, nm, e->flush_learned);
+        sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm->chain, nm->name);
+        sb(&b, "flush chain inet %s %s\n", t, nm->chain);
+        env_chain_rules(&b, n, nm, e);
+        if (listed) {
+                int r = drop_ifname_entries(n, &b, "envs", nm->chain, e->host_ifname);
+                if (r >= 0)
+                        r = drop_ifname_entries(n, &b, "envctr", nm->counter, e->host_ifname);
+                if (r < 0) {
+                        sbuf_done(&b);
+                        return r;
+                }
+        }
+        sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, e->host_ifname, nm->chain);
+        sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, e->host_ifname,
+           nm->counter);
+        int r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        return r;
+}
+
+/* Fast path without any listing: re-adding a map entry with the same data is a no-op, so
+ * nothing has to be looked up when the interface keeps its entry (re-apply) or has none (new).
+ * The kernel refuses (EBUSY) only when the interface's entry points elsewhere: then the maps
+ * are listed and stale entries replaced (the pre-existing slow path). */
 int nft_env_apply(struct nft *n, const struct nft_env *e)
 {
         if (!n || !e)
@@ -657,51 +834,33 @@ int nft_env_apply(struct nft *n, const struct nft_env *e)
         int r = env_names(e->name, &nm);
         if (r < 0)
                 return r;
-        if (!ifname_valid(e->host_ifname) || !in_subnet(n, e->addr) || (e->n_links && !e->links) ||
-            (e->n_cidrs && !e->cidrs))
-                return -EINVAL;
-        /* A link is another environment: never a way to open a forbidden range. */
-        for (size_t i = 0; i < e->n_links; i++)
-                if (!in_subnet(n, e->links[i]))
-                        return -EINVAL;
-        for (size_t i = 0; i < e->n_cidrs; i++)
-                if (e->cidrs[i].prefix > 32)
-                        return -EINVAL;
-
-        const char *t = n->table;
-        struct sbuf b = {0};
-        /* The counter survives re-applies (denied totals across daemon restarts); the learned
-         * sets are emptied when the caller says the allow list changed (a new list must revoke
-         * what the old one let in) and kept otherwise (restart, bandwidth, links).
-         * The chain is flushed and refilled in the same transaction, so no packet ever sees a
-         * half-built or empty chain. */
-        sb(&b, "add counter inet %s %s\n", t, nm.counter);
-        sb(&b, "add set inet %s %s { type ipv4_addr; flags timeout; }\n", t, nm.allow4);
-        if (e->flush_learned)
-                sb(&b, "flush set inet %s %s\n", t, nm.allow4);
-        sb(&b, "add set inet %s %s { type ipv4_addr . inet_service; flags timeout; }\n", t,
-           nm.allowp4);
-        if (e->flush_learned)
-                sb(&b, "flush set inet %s %s\n", t, nm.allowp4);
-        sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm.chain, nm.name);
-        sb(&b, "flush chain inet %s %s\n", t, nm.chain);
-        env_chain_rules(&b, t, &nm, e);
-        r = drop_ifname_entries(n, &b, "envs", nm.chain, e->host_ifname);
-        if (r >= 0)
-                r = drop_ifname_entries(n, &b, "envctr", nm.counter, e->host_ifname);
-        if (r < 0) {
-                sbuf_done(&b);
+        r = env_valid(n, e);
+        if (r < 0)
                 return r;
-        }
-        sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, e->host_ifname, nm.chain);
-        sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, e->host_ifname, nm.counter);
-        r = run_sbuf(n, &b);
-        sbuf_done(&b);
+        r = env_apply(n, e, &nm, false);
+        if (r == -EBUSY || r == -EEXIST)
+                r = env_apply(n, e, &nm, true);
         return r;
 }
 
+/* "add" before each "delete" makes deleting what is not there a no-op. */
+static void env_objects_delete(struct sbuf *b, const struct nft *n, const struct env_names *nm)
+{
+        const char *t = n->table;
+        sb(b, "add chain inet %s %s\ndelete chain inet %s %s\n", t, nm->chain, t, nm->chain);
+        env_sets(b, n, nm, false);
+        sb(b, "delete set inet %s %s\n", t, nm->allow4);
+        sb(b, "delete set inet %s %s\n", t, nm->allowp4);
+        if (n->ipv6) {
+                sb(b, "delete set inet %s %s\n", t, nm->allow6);
+                sb(b, "delete set inet %s %s\n", t, nm->allowp6);
+        }
+        sb(b, "add counter inet %s %s\ndelete counter inet %s %s\n", t, nm->counter, t,
+           nm->counter);
+}
+
 /* Removing an environment that has nothing here is not an error (orphan cleanup and
- * NET_NONE re-applies are idempotent): "add" before each "delete" makes it so. */
+ * NET_NONE re-applies are idempotent). */
 int nft_env_remove(struct nft *n, const char *name)
 {
         if (!n)
@@ -710,7 +869,6 @@ int nft_env_remove(struct nft *n, const char *name)
         int r = env_names(name, &nm);
         if (r < 0)
                 return r;
-        const char *t = n->table;
         struct sbuf b = {0};
         /* References first: map entries jumping to the chain or naming the counter. */
         r = drop_ifname_entries(n, &b, "envs", nm.chain, NULL);
@@ -724,38 +882,75 @@ int nft_env_remove(struct nft *n, const char *name)
                 sbuf_done(&b);
                 return r;
         }
-        sb(&b, "add chain inet %s %s\ndelete chain inet %s %s\n", t, nm.chain, t, nm.chain);
-        sb(&b, "add set inet %s %s { type ipv4_addr; flags timeout; }\n", t, nm.allow4);
-        sb(&b, "delete set inet %s %s\n", t, nm.allow4);
-        sb(&b, "add set inet %s %s { type ipv4_addr . inet_service; flags timeout; }\n", t,
-           nm.allowp4);
-        sb(&b, "delete set inet %s %s\n", t, nm.allowp4);
-        sb(&b, "add counter inet %s %s\ndelete counter inet %s %s\n", t, nm.counter, t, nm.counter);
+        env_objects_delete(&b, n, &nm);
         r = run_sbuf(n, &b);
         sbuf_done(&b);
+        return r;
+}
+
+static const char *port_map(const char *proto);
+
+/* Each delete is preceded by an add of what the caller says is there: a no-op when it is,
+ * a fresh element when it is not (so the delete cannot fail), EBUSY when the key holds other
+ * data — then the caller was wrong and the listing path sorts it out. */
+int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifname,
+                         const struct nft_port *ports, size_t n_ports)
+{
+        if (!n || (n_ports && !ports))
+                return -EINVAL;
+        struct env_names nm;
+        int r = env_names(name, &nm);
+        if (r < 0)
+                return r;
+        if (!ifname_valid(host_ifname))
+                return nft_env_remove(n, name);
+        const char *t = n->table;
+        struct sbuf b = {0};
+        sb(&b, "add chain inet %s %s\n", t, nm.chain);
+        sb(&b, "add counter inet %s %s\n", t, nm.counter);
+        sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, host_ifname, nm.chain);
+        sb(&b, "delete element inet %s envs { \"%s\" }\n", t, host_ifname);
+        sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, host_ifname, nm.counter);
+        sb(&b, "delete element inet %s envctr { \"%s\" }\n", t, host_ifname);
+        for (size_t i = 0; i < n_ports; i++) {
+                const char *map = port_map(ports[i].proto);
+                char a[INET_ADDRSTRLEN];
+                if (!map || !ports[i].host_port || !ports[i].port || !in_subnet(n, ports[i].addr)) {
+                        sbuf_done(&b);
+                        return nft_env_remove(n, name);
+                }
+                sb(&b, "add element inet %s %s { %u comment \"env:%s\" : %s . %u }\n", t, map,
+                   ports[i].host_port, nm.name, ip4(ports[i].addr, a), ports[i].port);
+                sb(&b, "delete element inet %s %s { %u }\n", t, map, ports[i].host_port);
+        }
+        env_objects_delete(&b, n, &nm);
+        r = run_sbuf(n, &b);
+        sbuf_done(&b);
+        /* Anything else still referring to the chain or counter (an entry under another
+         * interface name, a port we were not told about) fails the transaction as a whole. */
+        if (r < 0)
+                r = nft_env_remove(n, name);
         return r;
 }
 
 /* A new answer replaces the element's timeout (delete + add in one transaction; the leading
  * add makes the delete valid when the element is new). The kernel would otherwise keep the old
  * expiry on a plain "add". The most recent answer wins, even if shorter. */
-int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16_t port,
-                       uint32_t ttl_s)
+static int allow_key(struct nft *n, const char *name, const char *addr, bool v6, uint16_t port,
+                     uint32_t ttl_s)
 {
-        if (!n)
-                return -EINVAL;
         struct env_names nm;
         int r = env_names(name, &nm);
         if (r < 0)
                 return r;
         uint32_t ttl = ttl_s < 1 ? 1 : ttl_s > TTL_MAX_S ? TTL_MAX_S : ttl_s;
-        char as[INET_ADDRSTRLEN], key[INET_ADDRSTRLEN + 10];
-        ip4(a, as);
+        char key[INET6_ADDRSTRLEN + 10];
         if (port)
-                snprintf(key, sizeof(key), "%s . %u", as, port);
+                snprintf(key, sizeof(key), "%s . %u", addr, port);
         else
-                snprintf(key, sizeof(key), "%s", as);
-        const char *set = port ? nm.allowp4 : nm.allow4, *t = n->table;
+                snprintf(key, sizeof(key), "%s", addr);
+        const char *set = v6 ? (port ? nm.allowp6 : nm.allow6) : (port ? nm.allowp4 : nm.allow4);
+        const char *t = n->table;
 
         struct sbuf b = {0};
         sb(&b, "add element inet %s %s { %s }\n", t, set, key);
@@ -764,6 +959,26 @@ int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16
         r = run_sbuf(n, &b);
         sbuf_done(&b);
         return r;
+}
+
+int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16_t port,
+                       uint32_t ttl_s)
+{
+        if (!n)
+                return -EINVAL;
+        char as[INET_ADDRSTRLEN];
+        return allow_key(n, name, ip4(a, as), false, port, ttl_s);
+}
+
+int nft_env_allow_addr6(struct nft *n, const char *name, const struct in6_addr *a, uint16_t port,
+                        uint32_t ttl_s)
+{
+        if (!n || !a)
+                return -EINVAL;
+        if (!n->ipv6)
+                return -EAFNOSUPPORT;
+        char as[INET6_ADDRSTRLEN];
+        return allow_key(n, name, ip6(a, as), true, port, ttl_s);
 }
 
 int nft_env_denied(struct nft *n, const char *name, uint64_t *ret_packets)

@@ -15,7 +15,14 @@
  * link-local incl. 169.254.169.254, 100.100.100.200, loopback, multicast, the environments'
  * subnet unless linked; accept the rest); allow (drop the forbidden ranges above first, then
  * accept only destinations in the allow set or matching listed CIDR[:port] rules). Every drop of
- * an environment's traffic is counted in a named counter "denied_<name>". */
+ * an environment's traffic is counted in a named counter "denied_<name>".
+ *
+ * IPv6 (when the table has a v6 subnet) mirrors all of it: set forbidden6 (loopback,
+ * unspecified, v4-mapped/compatible, NAT64 prefixes, ULA fc00::/7 incl. fd00:ec2::254,
+ * link-local, site-local, multicast, discard, the environments' v6 subnet), per-environment
+ * sets "allow6_<name>" / "allowp6_<name>", NAT66 masquerade of the v6 subnet, and in the input
+ * chain only neighbour discovery from environments (MLD and router solicitations are dropped
+ * without being counted: the kernel sends them by itself). */
 #pragma once
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -27,9 +34,19 @@ struct nft;
 enum net_mode { NET_NONE, NET_OPEN, NET_ALLOW };
 
 struct nft_cidr_rule {
+        int family;             /* AF_INET (0 reads as AF_INET) or AF_INET6 */
+        struct in_addr addr;    /* AF_INET */
+        struct in6_addr addr6;  /* AF_INET6 */
+        uint8_t prefix;         /* 0..32, or 0..128 for AF_INET6 */
+        uint16_t port;          /* 0 = any */
+};
+
+/* A published port the caller knows it added (nft_env_remove_known). */
+struct nft_port {
+        const char *proto; /* "tcp" or "udp" */
+        uint16_t host_port;
         struct in_addr addr;
-        uint8_t prefix;   /* 0..32 */
-        uint16_t port;    /* 0 = any */
+        uint16_t port;
 };
 
 struct nft_env {
@@ -41,12 +58,17 @@ struct nft_env {
         size_t n_cidrs;
         const struct in_addr *links;       /* addresses of linked environments (both ways) */
         size_t n_links;
+        struct in6_addr addr6;             /* its IPv6 address (only if the table has IPv6) */
+        const struct in6_addr *links6;     /* IPv6 addresses of linked environments */
+        size_t n_links6;
         bool flush_learned;                /* the allow list changed: forget DNS-learned addresses */
 };
 
-/* Create (or re-create) the table; subnet e.g. 10.77.0.0/16; resolver = the gateway address. */
+/* Create (or re-create) the table; subnet e.g. 10.77.0.0/16; resolver = the gateway address.
+ * subnet6/prefix6: the environments' IPv6 subnet, or NULL for an IPv4-only table (every IPv6
+ * packet of an environment is dropped). */
 int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in_addr resolver,
-             struct nft **ret);
+             const struct in6_addr *subnet6, uint8_t prefix6, struct nft **ret);
 void nft_close(struct nft *n);
 /* Text of libnftables' last error on n (NULL after a success); valid until the next call. */
 const char *nft_last_error(struct nft *n);
@@ -54,11 +76,20 @@ const char *nft_last_error(struct nft *n);
 int nft_destroy_table(struct nft *n);
 /* Install or replace everything for one environment, atomically. */
 int nft_env_apply(struct nft *n, const struct nft_env *e);
+/* Remove everything of an environment, finding its map entries and published ports by listing
+ * the maps (orphan cleanup: the caller knows only the name). */
 int nft_env_remove(struct nft *n, const char *name);
+/* The same without any listing, when the caller knows the environment's host interface and
+ * the published ports it added: deletes exactly those in one transaction (falls back to
+ * nft_env_remove when the table holds anything else referring to the environment). */
+int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifname,
+                         const struct nft_port *ports, size_t n_ports);
 /* Add learned addresses (DNS answers) to the environment's allow set for ttl seconds. port 0
  * = the listed domain allowed any port; otherwise that port only. */
 int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16_t port,
                        uint32_t ttl_s);
+int nft_env_allow_addr6(struct nft *n, const char *name, const struct in6_addr *a, uint16_t port,
+                        uint32_t ttl_s);
 int nft_env_denied(struct nft *n, const char *name, uint64_t *ret_packets);
 /* Published ports: host TCP/UDP port -> env address:port. */
 int nft_port_add(struct nft *n, const char *env, const char *proto, uint16_t host_port,

@@ -10,6 +10,12 @@ internet" inet-<id>, is wired to it by a veth pair (documentation ranges only):
                                                          169.254.169.254 metadata
                                                          10.9.9.9        a private address
                                                          198.51.100.53   DNS server
+    inet0 2001:db8:ff::1/64 ── veth ── up0 2001:db8:ff::2/64
+    default v6 route via 2001:db8:ff::2              lo: 2001:db8:a::10  web ("allowed", v6.test)
+                                                         2001:db8:b::20  web ("blocked")
+                                                         fd00:ec2::254   metadata (v6)
+                                                         fd12:3456::9    a ULA ("private") address
+                                                         2001:db8:53::53 DNS server (v6)
 
 The daemon gets --resolv-conf with "nameserver 198.51.100.53", so its resolver on the gateway
 (10.77.0.1:53) forwards there. Every server answers with its own address ("hello from A:P").
@@ -37,6 +43,14 @@ FAKE_DNS = "198.51.100.53"
 UPLINK = "203.0.113.1"        # the daemon's netns side of the fake internet's veth
 INET_UPLINK = "203.0.113.2"
 GATEWAY = "10.77.0.1"         # default --subnet 10.77.0.0/16
+ALLOWED6 = "2001:db8:a::10"   # v6.test (AAAA only)
+BLOCKED6 = "2001:db8:b::20"   # blocked6.test
+META6 = "fd00:ec2::254"       # meta6.test
+PRIVATE6 = "fd12:3456::9"     # private6.test
+FAKE_DNS6 = "2001:db8:53::53"
+UPLINK6 = "2001:db8:ff::1"
+INET_UPLINK6 = "2001:db8:ff::2"
+SUBNET6 = "fd77:a4d:0:0:"     # default --subnet6: fd77:<10.77.0.0 in hex>::/64
 BULK = 4 << 20                # bytes per bandwidth measurement
 
 _ids = itertools.count()
@@ -55,7 +69,7 @@ def record(**kw):
 
 
 def listen(addr, port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port))
     s.listen(64)
@@ -71,7 +85,7 @@ def serve(sock, handler):
 
 
 def http(c, peer):
-    local = "%s:%d" % c.getsockname()
+    local = "%s:%d" % c.getsockname()[:2]
     try:
         c.settimeout(2)
         buf = b""
@@ -149,6 +163,8 @@ def sink(c, peer):
 
 ZONE = {"allowed.test": "198.51.100.10", "api.allowed.test": "198.51.100.10",
         "blocked.test": "198.51.100.20", "meta.test": "169.254.169.254"}
+ZONE6 = {"v6.test": "2001:db8:a::10", "blocked6.test": "2001:db8:b::20",
+         "meta6.test": "fd00:ec2::254", "private6.test": "fd12:3456::9"}
 
 
 def dns_answer(q):
@@ -169,11 +185,15 @@ def dns_answer(q):
     question = q[12:end]
     rflags = 0x8400 | (flags & 0x0100) | 0x0080  # QR AA RD(copied) RA
     record(kind="dns", name=name, qtype=qtype)
-    if name not in ZONE:
+    if name not in ZONE and name not in ZONE6:
         return struct.pack("!HHHHHH", qid, rflags | 3, 1, 0, 0, 0) + question
-    if qtype != 1 or qclass != 1:
+    if qclass == 1 and qtype == 1 and name in ZONE:
+        rr = struct.pack("!HHHIH", 0xC00C, 1, 1, 30, 4) + socket.inet_aton(ZONE[name])
+    elif qclass == 1 and qtype == 28 and name in ZONE6:
+        rr = struct.pack("!HHHIH", 0xC00C, 28, 1, 30, 16) + socket.inet_pton(socket.AF_INET6,
+                                                                              ZONE6[name])
+    else:
         return struct.pack("!HHHHHH", qid, rflags, 1, 0, 0, 0) + question
-    rr = struct.pack("!HHHIH", 0xC00C, 1, 1, 30, 4) + socket.inet_aton(ZONE[name])
     return struct.pack("!HHHHHH", qid, rflags, 1, 1, 0, 0) + question + rr
 
 
@@ -205,14 +225,17 @@ def dns_tcp(c, peer):
 
 
 for addr, port in (("198.51.100.10", 80), ("198.51.100.10", 8080), ("198.51.100.20", 80),
-                   ("198.51.100.20", 8080), ("169.254.169.254", 80), ("10.9.9.9", 80)):
+                   ("198.51.100.20", 8080), ("169.254.169.254", 80), ("10.9.9.9", 80),
+                   ("2001:db8:a::10", 80), ("2001:db8:a::10", 8080), ("2001:db8:b::20", 80),
+                   ("2001:db8:b::20", 8080), ("fd00:ec2::254", 80), ("fd12:3456::9", 80)):
     serve(listen(addr, port), http)
 serve(listen("198.51.100.10", 9000), source)
 serve(listen("198.51.100.10", 9001), sink)
-serve(listen("198.51.100.53", 53), dns_tcp)
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("198.51.100.53", 53))
-threading.Thread(target=dns, args=(u,), daemon=True).start()
+for addr in ("198.51.100.53", "2001:db8:53::53"):
+    serve(listen(addr, 53), dns_tcp)
+    u = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind((addr, 53))
+    threading.Thread(target=dns, args=(u,), daemon=True).start()
 open(ready_path, "w").close()
 while True:
     time.sleep(3600)
@@ -223,7 +246,7 @@ HOST_SERVICE = r"""
 import socket, sys, threading
 socks = []
 for addr in sys.argv[2:]:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.setsockopt(socket.IPPROTO_IP, 15, 1)  # IP_FREEBIND
     s.bind((addr, 8080))
@@ -272,6 +295,8 @@ class Internet:
             self.ip("link", "set", "lo", "up")
             for a in (ALLOWED, BLOCKED, META, PRIVATE, FAKE_DNS):
                 self.ip("addr", "add", a + "/32", "dev", "lo")
+            for a in (ALLOWED6, BLOCKED6, META6, PRIVATE6, FAKE_DNS6):
+                self.ip("addr", "add", a + "/128", "dev", "lo", "nodad")
             with open(os.path.join(self.tmp, "servers.log"), "wb") as log:
                 self.proc = subprocess.Popen(
                     ["ip", "netns", "exec", self.ns, "/usr/bin/python3", script, self.results,
@@ -303,6 +328,10 @@ class Internet:
         sh(*dn, "addr", "add", UPLINK + "/24", "dev", "inet0")
         sh(*dn, "link", "set", "inet0", "up")
         sh(*dn, "route", "add", "default", "via", INET_UPLINK)
+        # IPv6 the same way; nodad: usable at once
+        self.ip("addr", "add", INET_UPLINK6 + "/64", "dev", "up0", "nodad")
+        sh(*dn, "addr", "add", UPLINK6 + "/64", "dev", "inet0", "nodad")
+        sh(*dn, "-6", "route", "add", "default", "via", INET_UPLINK6)
 
     def records(self, kind=None):
         try:
@@ -344,11 +373,12 @@ def ndaemon(make_daemon, internet):
 
 @pytest.fixture
 def host_service(ndaemon):
-    """TCP listeners on 203.0.113.1:8080 and 10.77.0.1:8080 in the daemon's netns."""
+    """TCP listeners on 203.0.113.1, 10.77.0.1 and 2001:db8:ff::1, port 8080, in the daemon's
+    netns."""
     tmp = tempfile.mkdtemp(prefix="paddock-it-hostsvc-", dir="/var/tmp")
     ready = os.path.join(tmp, "ready")
     p = subprocess.Popen(["nsenter", "--net=" + ndaemon.netns_path, "/usr/bin/python3", "-c",
-                          HOST_SERVICE, ready, UPLINK, GATEWAY],
+                          HOST_SERVICE, ready, UPLINK, GATEWAY, UPLINK6],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         wait_for(lambda: os.path.exists(ready) or p.poll() is not None, 10, what="host service")
@@ -880,14 +910,140 @@ def test_env_that_died_while_daemon_was_down_is_cleaned_up(ndaemon):
     assert reached(probe(d, "lives", {"x": wget("http://%s/" % ALLOWED, 5)})["x"], ALLOWED + ":80")
 
 
-def test_no_ipv6(ndaemon):
-    d = ndaemon
-    create(d, "v6")
-    out = d.sh("v6", "cat /proc/net/if_inet6 2>/dev/null; echo ===; ip -6 route 2>&1; echo ===; "
-                     "ip -6 addr 2>&1")
+# --------------------------------------------------------------------------- IPv6
+
+
+def test_subnet6_none_means_no_ipv6(make_daemon, internet):
+    d = make_daemon(extra_args=["--resolv-conf", internet.resolv_conf, "--subnet6", "none"])
+    internet.attach(d)
+    e = create(d, "v4only")
+    assert e["network"]["ip6"] is None, e["network"]
+    out = d.sh("v4only", "cat /proc/net/if_inet6 2>/dev/null; echo ===; ip -6 route 2>&1; echo ===; "
+                         "ip -6 addr 2>&1")
     inet6, route6, addr6 = out.split("===\n")
     assert inet6.strip() == "", out
     assert "default" not in route6 and "eth0" not in route6, out
     assert "inet6" not in addr6, out
-    r = probe(d, "v6", {"x": wget("http://[2001:db8::1]/")})
-    assert r["x"][0] != 0, r
+    r = probe(d, "v4only", {"x": wget("http://[%s]/" % ALLOWED6)})
+    assert failed(r["x"]), r
+
+
+def v6_config(d, env):
+    """(addresses, routes) of env's IPv6 configuration, as `ip -6` prints them."""
+    return d.sh(env, "ip -6 addr"), d.sh(env, "ip -6 route")
+
+
+def test_ipv6_addressing(ndaemon):
+    d = ndaemon
+    a = create(d, "six")
+    b = create(d, "seven")
+    ip6a, ip6b = a["network"]["ip6"], b["network"]["ip6"]
+    # derived from the v4 host part: 10.77.0.2 -> fd77:a4d::2
+    host = lambda ip: int(ip.split(".")[2]) * 256 + int(ip.split(".")[3])
+    assert ip6a == "fd77:a4d::%x" % host(a["network"]["ip"]), a["network"]
+    assert ip6b == "fd77:a4d::%x" % host(b["network"]["ip"]) and ip6a != ip6b, b["network"]
+    addrs, routes = v6_config(d, "six")
+    assert "inet6 %s/128 scope global" % ip6a in addrs, addrs
+    assert "fe80" not in addrs and "tentative" not in addrs, addrs  # no link-local, no DAD
+    assert re.search(r"^default via fe80::1 dev eth0", routes, re.M), routes
+    # the host side: a /128 route per environment
+    host_routes = sh("ip", "-n", d.netns, "-6", "route")
+    assert re.search(r"^%s dev pdk" % re.escape(ip6a), host_routes, re.M), host_routes
+
+
+def test_none_has_no_ipv6_route(ndaemon):
+    d = ndaemon
+    create(d, "sb6", kind="sandbox")
+    assert "default" not in d.sh("sb6", "ip -6 route")
+    r = probe(d, "sb6", {"x": wget("http://[%s]/" % ALLOWED6)})
+    assert failed(r["x"]), r
+
+
+def test_open_ipv6_reaches_internet_but_nothing_private(ndaemon, internet, host_service):
+    d = ndaemon
+    create(d, "o6")
+    create(d, "peer6")
+    start_httpd(d, "peer6", 8000)
+    peer = netinfo(d, "peer6")["ip6"]
+    before = denied(d, "o6")
+    r = probe(d, "o6", {
+        "ip": wget("http://[%s]/" % ALLOWED6, 5),
+        "name": wget("http://v6.test/", 5),
+        "other_site": wget("http://[%s]:8080/" % BLOCKED6, 5),
+        "meta": wget("http://[%s]/" % META6),
+        "meta_name": wget("http://meta6.test/"),
+        "ula": wget("http://[%s]/" % PRIVATE6),
+        "host": wget("http://[%s]:8080/" % UPLINK6),
+        "peer": wget("http://[%s]:8000/" % peer),
+        "mapped": wget("http://[::ffff:%s]/" % PRIVATE),
+        "nat64": wget("http://[64:ff9b::%s]/" % PRIVATE),
+    })
+    assert reached(r["ip"], ALLOWED6 + ":80"), r
+    assert reached(r["name"], ALLOWED6 + ":80"), r
+    assert reached(r["other_site"], BLOCKED6 + ":8080"), r
+    for k in ("meta", "meta_name", "ula", "host", "peer", "mapped", "nat64"):
+        assert failed(r[k]), (k, r)
+    assert "host service" not in r["host"][1], r
+    # NAT66: the servers saw the daemon's uplink address
+    peers6 = {x["peer"] for x in internet.records("http") if ":" in x["local"]}
+    assert peers6 == {UPLINK6}, internet.records("http")
+    assert not any(x["local"].startswith((META6, PRIVATE6)) for x in internet.records("http"))
+    assert denied(d, "o6") > before
+
+
+def test_allow_ipv6_by_name_and_cidr(ndaemon):
+    d = ndaemon
+    rules = ["v6.test:80", "[%s]:8080" % BLOCKED6, "allowed.test:80"]
+    e = create(d, "a6", network={"mode": "allow", "allow": rules})
+    assert e["network"]["allow"] == rules, e["network"]
+    before = denied(d, "a6")
+    r = probe(d, "a6", {
+        "name": wget("http://v6.test/", 5),
+        "lookup": "nslookup -type=aaaa v6.test",
+        "v4_name": wget("http://allowed.test/", 5),
+        "cidr": wget("http://[%s]:8080/" % BLOCKED6, 5),
+    })
+    assert reached(r["name"], ALLOWED6 + ":80"), r
+    assert ALLOWED6 in r["lookup"][1], r
+    assert reached(r["v4_name"], ALLOWED + ":80"), r
+    assert reached(r["cidr"], BLOCKED6 + ":8080"), r
+    r = probe(d, "a6", {
+        "name_other_port": wget("http://[%s]:8080/" % ALLOWED6),
+        "cidr_other_port": wget("http://[%s]/" % BLOCKED6),
+        "unlisted": "nslookup blocked6.test",
+        "ula": wget("http://[%s]/" % PRIVATE6),
+    })
+    for k in ("name_other_port", "cidr_other_port", "ula"):
+        assert failed(r[k]), (k, r)
+    assert "NXDOMAIN" in r["unlisted"][1] and BLOCKED6 not in r["unlisted"][1], r
+    assert denied(d, "a6") > before
+    # a v6 network without a port
+    patch_net(d, "a6", {"allow": ["2001:db8:b::/48"]})
+    r = probe(d, "a6", {"net": wget("http://[%s]/" % BLOCKED6, 5),
+                        "outside": wget("http://[%s]/" % ALLOWED6)})
+    assert reached(r["net"], BLOCKED6 + ":80") and failed(r["outside"]), r
+
+
+def test_allowed_name_of_forbidden_ipv6_address_stays_blocked(ndaemon):
+    d = ndaemon
+    create(d, "am6", network={"mode": "allow", "allow": ["meta6.test", "private6.test"]})
+    r = probe(d, "am6", {"lookup": "nslookup -type=aaaa meta6.test"})
+    assert META6 in r["lookup"][1], r  # answered, and so learned
+    before = denied(d, "am6")
+    r = probe(d, "am6", {"meta": wget("http://meta6.test/"), "ula": wget("http://private6.test/"),
+                         "ip": wget("http://[%s]/" % META6)})
+    for k, v in r.items():
+        assert failed(v), (k, r)
+    assert denied(d, "am6") > before
+
+
+def test_ipv6_links(ndaemon):
+    d = ndaemon
+    a = create(d, "l6a")
+    create(d, "l6b", network={"links": ["l6a"]})
+    c = create(d, "l6c")
+    start_httpd(d, "l6a", 8000)
+    r = probe(d, "l6b", {"a": wget("http://[%s]:8000/" % a["network"]["ip6"])})
+    assert r["a"] == (0, "hello from l6a\n"), r
+    r = probe(d, "l6c", {"a": wget("http://[%s]:8000/" % a["network"]["ip6"])})
+    assert failed(r["a"]), r

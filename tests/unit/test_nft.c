@@ -429,7 +429,7 @@ static uint64_t denied(struct nft *n, const char *name)
 static struct nft *open_test_table(void)
 {
         struct nft *n = NULL;
-        int r = nft_open(table, A("10.77.0.0"), 16, A("10.77.0.1"), &n);
+        int r = nft_open(table, A("10.77.0.0"), 16, A("10.77.0.1"), NULL, 0, &n);
         CHECK_EQ_INT(r, 0);
         if (r < 0)
                 fprintf(stderr, "  nft: %s\n", n ? nft_last_error(n) : "(no handle)");
@@ -499,8 +499,8 @@ NETNS_TEST(test_nft_open__idempotent_and_confined)
 NETNS_TEST(test_nft_names__validation)
 {
         struct nft *n = NULL;
-        CHECK_EQ_INT(nft_open("bad;table", A("10.77.0.0"), 16, A("10.77.0.1"), &n), -EINVAL);
-        CHECK_EQ_INT(nft_open("t", A("10.77.0.0"), 33, A("10.77.0.1"), &n), -EINVAL);
+        CHECK_EQ_INT(nft_open("bad;table", A("10.77.0.0"), 16, A("10.77.0.1"), NULL, 0, &n), -EINVAL);
+        CHECK_EQ_INT(nft_open("t", A("10.77.0.0"), 33, A("10.77.0.1"), NULL, 0, &n), -EINVAL);
         CHECK(n == NULL);
         n = open_test_table();
         if (!n)
