@@ -4,7 +4,7 @@
  *   client (UDP datagram or TCP connection) --parse, decide--> local reply
  *                                            \--> pending: one connected UDP socket per
  *                                                 attempt, timer, next upstream on failure
- *                                                 --> learned() for each A --> reply
+ *                                                 --> learned() for each A/AAAA --> reply
  */
 #include "daemon/dns.h"
 #include "daemon/log.h"
@@ -342,11 +342,10 @@ static void pending_answer(struct pending *p, uint8_t *msg, size_t len, const st
 
         if (p->learn && DNS_RCODE(flags) == DNS_RCODE_NOERROR && r->policy->learned) {
                 if (more)
-                        warn_ratelimited(r, "dns: %s: over %d A records, learning the first",
+                        warn_ratelimited(r, "dns: %s: over %d A/AAAA records, learning the first",
                                          p->q.name, DNS_LEARN_MAX);
                 for (size_t i = 0; i < n_a; i++)
-                        r->policy->learned(r->ctx, p->env, a[i].addr, p->port,
-                                           a[i].ttl ? a[i].ttl : 1);
+                        r->policy->learned(r->ctx, p->env, &a[i], p->port, a[i].ttl ? a[i].ttl : 1);
         }
 
         msg[0] = (uint8_t)(p->q.id >> 8);
@@ -467,11 +466,6 @@ static enum query_result handle_query(struct dns_resolver *r, const uint8_t *msg
                 rcode = DNS_RCODE_REFUSED;
                 goto reply;
         }
-        if (v == DNS_FORWARD_LEARN && q.qtype == DNS_TYPE_AAAA) {
-                rcode = DNS_RCODE_NOERROR; /* no IPv6 in environments: an empty answer */
-                goto reply;
-        }
-
         rcode = DNS_RCODE_SERVFAIL;
         if (r->n_pending >= DNS_MAX_PENDING || pending_from(r, src) >= DNS_MAX_PENDING_PER_SOURCE) {
                 log_debug("dns: too many queries in flight, SERVFAIL for %s", q.name);

@@ -8,12 +8,14 @@
  *                      exist": resolvers give up at once instead of trying the next server or
  *                      search domain, and error messages read "unknown host".
  *   DNS_FORWARD        forwarded upstream, answer relayed unchanged ("open" mode).
- *   DNS_FORWARD_LEARN  "allow" mode, name on the list. AAAA gets an empty NOERROR at once
- *                      (environments have no IPv6); anything else is forwarded, and every A
+ *   DNS_FORWARD_LEARN  "allow" mode, name on the list: forwarded, and every A and AAAA
  *                      record of the answer section (whatever its owner: the end of a CNAME
  *                      chain) is reported through learned() BEFORE the answer is sent, so the
  *                      address is in the environment's nft allow set when the client sees it.
  *                      Only NOERROR answers are learned; at most DNS_LEARN_MAX records each.
+ *                      Answers are relayed unchanged: a forbidden address (private, metadata,
+ *                      ULA...) is learned like any other and stays blocked by the firewall,
+ *                      which drops forbidden destinations before it looks at learned ones.
  * Classes other than IN and zone transfers (AXFR/IXFR) are REFUSED whatever the policy.
  * Malformed queries get a header-only FORMERR (NOTIMP for other opcodes); responses are never
  * answered.
@@ -50,6 +52,7 @@
 #include <stdint.h>
 
 #include "daemon/loop.h"
+#include "lib/dnsmsg.h"
 
 #define DNS_MAX_PENDING            1024
 #define DNS_MAX_PENDING_PER_SOURCE 256
@@ -71,12 +74,13 @@ struct dns_policy {
          * "host" / "*.domain" matching. Called once per query, on the loop. */
         enum dns_verdict (*decide)(void *ctx, struct in_addr src, const char *qname, uint16_t qtype,
                                    char *env, size_t env_len, uint16_t *port);
-        /* An A record of an answer to a DNS_FORWARD_LEARN query: add addr (port) to env's
-         * allow set for ttl seconds, synchronously: the answer is sent when this returns.
+        /* An A or AAAA record (rec->family) of an answer to a DNS_FORWARD_LEARN query: add
+         * its address (port) to env's allow set for ttl seconds, synchronously: the answer is
+         * sent when this returns.
          * ttl is the record's TTL (RFC 2181: top bit set reads as 0) raised to at least 1
          * (an nft element with timeout 0 would never expire); a floor long enough for
          * programs that cache past the TTL is the receiver's choice. May be NULL. */
-        void (*learned)(void *ctx, const char *env, struct in_addr addr, uint16_t port,
+        void (*learned)(void *ctx, const char *env, const struct dns_a *rec, uint16_t port,
                         uint32_t ttl);
 };
 

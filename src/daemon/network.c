@@ -80,11 +80,18 @@ static enum dns_verdict dns_decide(void *ctx, struct in_addr src, const char *qn
         return netpolicy_allows_name(p, qname, port) ? DNS_FORWARD_LEARN : DNS_NXDOMAIN;
 }
 
-static void dns_learned(void *ctx, const char *env, struct in_addr addr, uint16_t port,
+static void dns_learned(void *ctx, const char *env, const struct dns_a *rec, uint16_t port,
                         uint32_t ttl)
 {
         struct network *n = ctx;
-        int r = nft_env_allow_addr(n->nft, env, addr, port, ttl < 5 ? 5 : ttl);
+        ttl = ttl < 5 ? 5 : ttl;
+        int r;
+        if (rec->family == AF_INET6) {
+                if (!n->cfg.ipv6)
+                        return; /* no IPv6 here: nothing to open */
+                r = nft_env_allow_addr6(n->nft, env, &rec->addr6, port, ttl);
+        } else
+                r = nft_env_allow_addr(n->nft, env, rec->addr, port, ttl);
         if (r < 0)
                 log_warn("%s: allowing resolved address: %s", env, strerror(-r));
 }

@@ -307,14 +307,20 @@ int dns_parse_response(const uint8_t *msg, size_t len, uint16_t id, const struct
                                 break;
                         return r;
                 }
-                if (i >= an || rr.type != DNS_TYPE_A || rr.class != DNS_CLASS_IN ||
-                    rr.rdlength != 4)
+                bool is_a = rr.type == DNS_TYPE_A && rr.rdlength == 4;
+                bool is_aaaa = rr.type == DNS_TYPE_AAAA && rr.rdlength == 16;
+                if (i >= an || !(is_a || is_aaaa) || rr.class != DNS_CLASS_IN)
                         continue;
                 if (n >= max_a) {
                         more = true;
                         continue;
                 }
-                memcpy(&a[n].addr, msg + rr.rdata, 4);
+                memset(&a[n], 0, sizeof(a[n]));
+                a[n].family = is_a ? AF_INET : AF_INET6;
+                if (is_a)
+                        memcpy(&a[n].addr, msg + rr.rdata, 4);
+                else
+                        memcpy(&a[n].addr6, msg + rr.rdata, 16);
                 a[n].ttl = rr.ttl & 0x80000000u ? 0 : rr.ttl;
                 n++;
         }

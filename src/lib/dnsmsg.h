@@ -80,10 +80,14 @@ struct dns_query {
         uint16_t edns_flags;    /* its flags (DNS_EDNS_FLAG_DO) */
 };
 
-/* One A record of an answer section. ttl follows RFC 2181 §8: a value with the top bit set
- * reads as 0. */
+/* One A or AAAA record of an answer section. ttl follows RFC 2181 §8: a value with the top
+ * bit set reads as 0. */
 struct dns_a {
-        struct in_addr addr;
+        int family; /* AF_INET (A: addr) or AF_INET6 (AAAA: addr6) */
+        union {
+                struct in_addr addr;
+                struct in6_addr addr6;
+        };
         uint32_t ttl;
 };
 
@@ -118,8 +122,8 @@ int dns_build_header_reply(const uint8_t *msg, size_t len, uint8_t rcode, uint8_
  * record of every section well-formed (a truncated (TC) message may stop short: the records
  * that are whole count). A response with no question is accepted only as an error (rcode
  * other than NOERROR/NXDOMAIN, no answers): servers do send FORMERR/REFUSED like that.
- * A records (class IN, 4 bytes of data) of the answer section, whatever their owner name, are
- * stored in a[0..max_a); *ret_n_a is how many were stored, *ret_more whether more did not fit.
+ * A records (class IN, 4 bytes of data) and AAAA records (class IN, 16 bytes) of the answer
+ * section, whatever their owner name, are stored in a[0..max_a) in message order; *ret_n_a is how many were stored, *ret_more whether more did not fit.
  * *ret_flags gets the header flags (rcode, TC...). Returns 0 or -EBADMSG. */
 int dns_parse_response(const uint8_t *msg, size_t len, uint16_t id, const struct dns_query *q,
                        struct dns_a *a, size_t max_a, size_t *ret_n_a, bool *ret_more,

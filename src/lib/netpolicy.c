@@ -44,6 +44,46 @@ static bool hostname_valid(const char *h)
         return label > 0;
 }
 
+/* "addr6[/n]" into r (CIDR, AF_INET6). */
+static int parse_cidr6(char *s, struct allow_rule *r)
+{
+        char *slash = strchr(s, '/');
+        if (slash)
+                *slash = 0;
+        if (inet_pton(AF_INET6, s, &r->addr6) != 1)
+                return -EINVAL;
+        r->kind = ALLOW_CIDR;
+        r->family = AF_INET6;
+        r->prefix = 128;
+        if (slash) {
+                char *end;
+                errno = 0;
+                unsigned long pre = strtoul(slash + 1, &end, 10);
+                if (errno || *end || end == slash + 1 || !isdigit((unsigned char)slash[1]) ||
+                    pre > 128)
+                        return -EINVAL;
+                r->prefix = (uint8_t)pre;
+        }
+        for (unsigned i = 0; i < 16; i++) {
+                unsigned bits = r->prefix > i * 8 ? r->prefix - i * 8 : 0;
+                r->addr6.s6_addr[i] &= bits >= 8 ? 0xff : (uint8_t)(0xff00 >> bits);
+        }
+        return 0;
+}
+
+static int parse_port(const char *s, uint16_t *ret)
+{
+        char *end;
+        errno = 0;
+        if (!isdigit((unsigned char)*s))
+                return -EINVAL;
+        unsigned long port = strtoul(s, &end, 10);
+        if (errno || *end || port == 0 || port > 65535)
+                return -EINVAL;
+        *ret = (uint16_t)port;
+        return 0;
+}
+
 int netpolicy_rule_parse(const char *s, struct allow_rule *ret)
 {
         char buf[300];
@@ -53,6 +93,25 @@ int netpolicy_rule_parse(const char *s, struct allow_rule *ret)
                 buf[i] = (char)tolower((unsigned char)s[i]);
         buf[strlen(s)] = 0;
         struct allow_rule r = {0};
+        if (buf[0] == '[') {
+                char *close = strchr(buf, ']');
+                if (!close || (close[1] && close[1] != ':'))
+                        return -EINVAL;
+                if (close[1] && parse_port(close + 2, &r.port) < 0)
+                        return -EINVAL;
+                *close = 0;
+                if (parse_cidr6(buf + 1, &r) < 0)
+                        return -EINVAL;
+                *ret = r;
+                return 0;
+        }
+        char *first = strchr(buf, ':');
+        if (first && strchr(first + 1, ':')) {
+                if (parse_cidr6(buf, &r) < 0)
+                        return -EINVAL;
+                *ret = r;
+                return 0;
+        }
         char *colon = strrchr(buf, ':');
         if (colon) {
                 char *end;
@@ -68,6 +127,7 @@ int netpolicy_rule_parse(const char *s, struct allow_rule *ret)
                 *slash = 0;
         if (inet_pton(AF_INET, buf, &r.addr) == 1) {
                 r.kind = ALLOW_CIDR;
+                r.family = AF_INET;
                 r.prefix = 32;
                 if (slash) {
                         char *end;
@@ -104,7 +164,16 @@ void netpolicy_rule_format(const struct allow_rule *r, char *buf, size_t len)
         char port[8] = "";
         if (r->port)
                 snprintf(port, sizeof(port), ":%u", r->port);
-        if (r->kind == ALLOW_CIDR) {
+        if (r->kind == ALLOW_CIDR && r->family == AF_INET6) {
+                char a[INET6_ADDRSTRLEN], pre[8] = "";
+                inet_ntop(AF_INET6, &r->addr6, a, sizeof(a));
+                if (r->prefix != 128)
+                        snprintf(pre, sizeof(pre), "/%u", r->prefix);
+                if (r->port)
+                        snprintf(buf, len, "[%s%s]%s", a, pre, port);
+                else
+                        snprintf(buf, len, "%s%s", a, pre);
+        } else if (r->kind == ALLOW_CIDR) {
                 char a[INET_ADDRSTRLEN];
                 inet_ntop(AF_INET, &r->addr, a, sizeof(a));
                 if (r->prefix == 32)
@@ -143,7 +212,9 @@ size_t netpolicy_cidrs(const struct netpolicy *p, struct nft_cidr_rule *out, siz
         size_t n = 0;
         for (size_t i = 0; i < p->n_rules && n < max; i++)
                 if (p->rules[i].kind == ALLOW_CIDR)
-                        out[n++] = (struct nft_cidr_rule){.addr = p->rules[i].addr,
+                        out[n++] = (struct nft_cidr_rule){.family = p->rules[i].family,
+                                                          .addr = p->rules[i].addr,
+                                                          .addr6 = p->rules[i].addr6,
                                                           .prefix = p->rules[i].prefix,
                                                           .port = p->rules[i].port};
         return n;

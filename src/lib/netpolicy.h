@@ -17,7 +17,9 @@ enum allow_kind { ALLOW_HOST, ALLOW_WILDCARD, ALLOW_CIDR };
 struct allow_rule {
         enum allow_kind kind;
         char host[254];        /* HOST: "api.example.com"; WILDCARD: "example.com" (for *.) */
-        struct in_addr addr;   /* CIDR */
+        int family;            /* CIDR: AF_INET or AF_INET6 */
+        struct in_addr addr;   /* CIDR, AF_INET */
+        struct in6_addr addr6; /* CIDR, AF_INET6 */
         uint8_t prefix;
         uint16_t port;         /* 0 = any */
 };
@@ -35,7 +37,9 @@ void netpolicy_clear(struct netpolicy *p); /* frees rules and links, keeps the s
 
 int netpolicy_mode_parse(const char *s, enum net_mode *ret);
 const char *netpolicy_mode_name(enum net_mode m);
-/* One rule: "host[:port]", "*.domain[:port]", "a.b.c.d[/n][:port]". Lower-cases names. */
+/* One rule: "host[:port]", "*.domain[:port]", "a.b.c.d[/n][:port]", and IPv6 networks as
+ * "[v6addr[/n]]:port", "[v6addr[/n]]" or "v6addr[/n]" (no port without brackets: the last
+ * group of an address is not a port). Lower-cases names; host bits of networks cleared. */
 int netpolicy_rule_parse(const char *s, struct allow_rule *ret);
 /* Canonical text of a rule (round-trips through netpolicy_rule_parse). */
 void netpolicy_rule_format(const struct allow_rule *r, char *buf, size_t len);

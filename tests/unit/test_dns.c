@@ -100,7 +100,16 @@ static void upstream_io(struct loop_source *s, int fd, uint32_t events, void *da
                 bad[13] ^= 0x01; /* right id, another question */
                 sendto(fd, bad, bl, 0, (struct sockaddr *)&from, fl);
         }
-        put_a(a, &len, htonl(0xc6336407), 5); /* 198.51.100.7 */
+        if (dq.qtype == DNS_TYPE_AAAA) {
+                /* 2001:db8::7, TTL 7 */
+                static const uint8_t rr[] = {0xc0, 0x0c, 0, DNS_TYPE_AAAA, 0, DNS_CLASS_IN,
+                                             0,    0,    0, 7,             0, 16,
+                                             0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0,
+                                             0,    0,    0,    0,    0, 0, 0, 7};
+                memcpy(a + len, rr, sizeof(rr));
+                len += sizeof(rr);
+        } else
+                put_a(a, &len, htonl(0xc6336407), 5); /* 198.51.100.7 */
         sendto(fd, a, len, 0, (struct sockaddr *)&from, fl);
 }
 
@@ -121,7 +130,9 @@ static int udp_bound(const char *ip, uint16_t port)
 struct learned {
         unsigned n;
         char env[DNS_ENV_NAME_MAX];
+        int family;
         struct in_addr addr;
+        struct in6_addr addr6;
         uint16_t port;
         uint32_t ttl;
         bool reply_already_there; /* the client could read its answer before we were told */
@@ -146,11 +157,16 @@ static enum dns_verdict decide(void *ctx, struct in_addr src, const char *qname,
         return DNS_FORWARD_LEARN;
 }
 
-static void on_learned(void *ctx, const char *env, struct in_addr addr, uint16_t port, uint32_t ttl)
+static void on_learned(void *ctx, const char *env, const struct dns_a *rec, uint16_t port,
+                       uint32_t ttl)
 {
         learned.n++;
         snprintf(learned.env, sizeof(learned.env), "%s", env);
-        learned.addr = addr;
+        learned.family = rec->family;
+        if (rec->family == AF_INET6)
+                learned.addr6 = rec->addr6;
+        else
+                learned.addr = rec->addr;
         learned.port = port;
         learned.ttl = ttl;
         uint8_t b;
@@ -339,17 +355,29 @@ static void test_dns_denied(struct dns_resolver *r)
         CHECK_EQ_INT(learned.n, 0);
 }
 
+/* AAAA is forwarded like A, and its answer learned (as IPv6) before the reply leaves. */
 static void test_dns_aaaa(struct dns_resolver *r)
 {
         struct answer a;
         unsigned before = good.queries;
+        learned = (struct learned){0};
         ask("127.0.0.1", RESOLVER_PORT, 0x3333, "api.example.com", DNS_TYPE_AAAA, &a);
         CHECK(a.n >= 12);
         CHECK_EQ_INT(ans_id(&a), 0x3333);
         CHECK_EQ_INT(ans_rcode(&a), DNS_RCODE_NOERROR);
-        CHECK_EQ_INT(ans_count(&a), 0);
-        CHECK_EQ_INT(a.b[5], 1); /* question echoed */
-        CHECK_EQ_INT(good.queries, before);
+        CHECK_EQ_INT(ans_count(&a), 1);
+        CHECK_EQ_INT(good.queries, before + 1);
+        CHECK_EQ_INT(learned.n, 1);
+        CHECK_EQ_INT(learned.family, AF_INET6);
+        char s6[INET6_ADDRSTRLEN];
+        CHECK_EQ_STR(inet_ntop(AF_INET6, &learned.addr6, s6, sizeof(s6)), "2001:db8::7");
+        CHECK_EQ_INT(learned.port, 443);
+        CHECK_EQ_INT(learned.ttl, 7);
+        CHECK(!learned.reply_already_there);
+        /* Not on the list: NXDOMAIN for AAAA as for A, nothing asked upstream. */
+        ask("127.0.0.1", RESOLVER_PORT, 0x3334, "evil.com", DNS_TYPE_AAAA, &a);
+        CHECK_EQ_INT(ans_rcode(&a), DNS_RCODE_NXDOMAIN);
+        CHECK_EQ_INT(good.queries, before + 1);
 }
 
 static void test_dns_sources(struct dns_resolver *r)
@@ -484,7 +512,7 @@ static void test_dns_tcp(struct dns_resolver *r)
         CHECK(write_all(fd, buf + 5, 2 + n3 - 5) == 0);
         CHECK(tcp_read_msg(fd, &a));
         CHECK_EQ_INT(ans_id(&a), 0x7003);
-        CHECK_EQ_INT(ans_count(&a), 0);
+        CHECK_EQ_INT(ans_count(&a), 1); /* forwarded: the upstream's AAAA */
         close(fd);
 
         /* An oversized length prefix: the connection is closed. */

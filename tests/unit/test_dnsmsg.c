@@ -557,13 +557,19 @@ static void test_dnsmsg_response__a_records(void)
         sample_response(&p, 0x9999, 0);
 
         CHECK_EQ_INT(dns_parse_response(p.b, p.n, 0x9999, &q, a, 8, &n_a, &more, &flags), 0);
-        CHECK_EQ_INT(n_a, 2);
+        CHECK_EQ_INT(n_a, 3); /* two A and one AAAA; not the CH one, not the additional one */
         CHECK(!more);
         CHECK_EQ_INT(DNS_RCODE(flags), DNS_RCODE_NOERROR);
+        CHECK_EQ_INT(a[0].family, AF_INET);
         CHECK_EQ_STR(inet_ntoa(a[0].addr), "198.51.100.7");
         CHECK_EQ_INT(a[0].ttl, 60);
+        CHECK_EQ_INT(a[1].family, AF_INET);
         CHECK_EQ_STR(inet_ntoa(a[1].addr), "203.0.113.9");
         CHECK_EQ_INT(a[1].ttl, 0);
+        char a6[INET6_ADDRSTRLEN];
+        CHECK_EQ_INT(a[2].family, AF_INET6);
+        CHECK_EQ_STR(inet_ntop(AF_INET6, &a[2].addr6, a6, sizeof(a6)), "2001:db8::1");
+        CHECK_EQ_INT(a[2].ttl, 60);
 
         /* Room for one: the other is reported as not fitting. */
         CHECK_EQ_INT(dns_parse_response(p.b, p.n, 0x9999, &q, a, 1, &n_a, &more, &flags), 0);
