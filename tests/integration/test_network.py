@@ -696,11 +696,16 @@ def test_other_resolvers_are_unreachable(ndaemon, internet, mode):
         "daemon": "nslookup allowed.test",
         "direct": "timeout 4 nslookup allowed.test %s" % FAKE_DNS,
         "direct_tcp": "nc -w 2 %s 53 && echo connected" % FAKE_DNS,
+        "direct6": "timeout 4 nslookup allowed.test %s" % FAKE_DNS6,
+        "direct6_tcp": "nc -w 2 %s 53 && echo connected" % FAKE_DNS6,
     })
     assert resolved(r["daemon"], "allowed.test", ALLOWED), r
     assert r["direct"][0] != 0 and ALLOWED not in r["direct"][1], \
         "a DNS query to another resolver got through in %s mode: %s" % (mode, r)
-    assert "connected" not in r["direct_tcp"][1] and not internet.records("dns_tcp"), \
+    assert r["direct6"][0] != 0 and ALLOWED not in r["direct6"][1], \
+        "a DNS query over IPv6 to another resolver got through in %s mode: %s" % (mode, r)
+    assert "connected" not in r["direct_tcp"][1] and "connected" not in r["direct6_tcp"][1] \
+        and not internet.records("dns_tcp"), \
         "DNS over TCP to another resolver got through in %s mode: %s" % (mode, r)
 
 
@@ -875,19 +880,40 @@ def test_computer_serves_port_80(ndaemon, internet):
 # --------------------------------------------------------------------------- cleanup
 
 
+def routes6(d):
+    return sh("ip", "-n", d.netns, "-6", "route", "show")
+
+
+def addrs6(d):
+    return sh("ip", "-n", d.netns, "-6", "addr", "show")
+
+
+def nft_sets(d):
+    out = sh("ip", "netns", "exec", d.netns, "nft", "list", "sets", "inet")
+    return re.findall(r"^\s*set (\S+)", out, flags=re.M)
+
+
 def test_rm_removes_link_and_chain(ndaemon):
     d = ndaemon
-    create(d, "gone")
-    create(d, "stays")
+    gone = create(d, "gone")["network"]
+    stays = create(d, "stays")["network"]
+    assert gone["ip6"] in routes6(d) and stays["ip6"] in routes6(d), routes6(d)
+    assert "allow6_gone" in nft_sets(d) and "allowp6_gone" in nft_sets(d), nft_sets(d)
     assert len(pdk_links(d)) >= 2 and len(env_chains(d)) == 2, (daemon_links(d), env_chains(d))
     assert d.api("POST", "/v1/envs/gone/ports", {"host_port": 8090, "port": 8000}).status == 201
     assert "8090" in nft_map(d, "pub_tcp")
     d.cli("rm", "-f", "gone")
     assert "8090" not in nft_map(d, "pub_tcp")
     assert env_chains(d) == ["env_stays"]
+    assert gone["ip6"] not in routes6(d) and stays["ip6"] in routes6(d), routes6(d)
+    assert not [x for x in nft_sets(d) if x.endswith("_gone")], nft_sets(d)
     d.cli("rm", "-f", "stays")
     assert pdk_links(d) == [], daemon_links(d)
     assert env_chains(d) == []
+    # no v6 route, address or set of any environment is left
+    assert "pdk" not in routes6(d) and "fd77" not in routes6(d), routes6(d)
+    assert "fe80::1/64" not in addrs6(d) and "pdk" not in addrs6(d), addrs6(d)
+    assert not [x for x in nft_sets(d) if re.match(r"allowp?[46]_", x)], nft_sets(d)
     assert "inet0" in daemon_links(d)  # not ours: left alone
 
 
@@ -896,6 +922,8 @@ def test_env_that_died_while_daemon_was_down_is_cleaned_up(ndaemon):
     e = create(d, "dies")
     create(d, "lives")
     pid = e["pid"]
+    dies6 = e["network"]["ip6"]
+    assert dies6 in routes6(d)
     assert len(env_chains(d)) == 2
     d.kill9()
     os.kill(pid, signal.SIGKILL)  # PID 1 of the environment, started by our daemon
@@ -906,8 +934,12 @@ def test_env_that_died_while_daemon_was_down_is_cleaned_up(ndaemon):
     assert chains == ["env_lives"], chains
     ifname = "pdk%08x" % fnv1a_seeded(d, "dies")
     assert not any(l.startswith(ifname) for l in daemon_links(d)), daemon_links(d)
+    assert dies6 not in routes6(d), routes6(d)
+    assert not [x for x in nft_sets(d) if x.endswith("_dies")], nft_sets(d)
     assert len(pdk_links(d)) >= 1
-    assert reached(probe(d, "lives", {"x": wget("http://%s/" % ALLOWED, 5)})["x"], ALLOWED + ":80")
+    r = probe(d, "lives", {"x": wget("http://%s/" % ALLOWED, 5),
+                           "x6": wget("http://[%s]/" % ALLOWED6, 5)})
+    assert reached(r["x"], ALLOWED + ":80") and reached(r["x6"], ALLOWED6 + ":80"), r
 
 
 # --------------------------------------------------------------------------- IPv6
