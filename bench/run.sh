@@ -250,6 +250,8 @@ if [ "$mode" = interleaved ]; then
               --files-env bench-files --files-disk "$files_disk" --files-memory "$files_memory"
               --runs-big "$runs_big")
         command -v bwrap >/dev/null && args+=(--rootfs "$work/rootfs")
+        # BENCH_ROWS=a_keepalive,e_net: only the rows whose names start so (e.g. just (e)).
+        [ -n "${BENCH_ROWS:-}" ] && args+=(--rows "$BENCH_ROWS")
         runner=()
         if [ -n "$crun_ok" ]; then
                 args+=(--crun-state "$work/crun/state" --crun-run-bundle "$work/crun/run")
@@ -314,9 +316,11 @@ if [ -n "$crun_ok" ]; then
 fi
 
 # ------------------------------------------------------------------ (d) memory per idle env
-say "(d) $idle_count idle sandboxes: memory"
-$py "$here/bench.py" memory --socket "$sock" --count "$idle_count" --daemon-pid "$daemon_pid" \
-        --prefix bench-d- --out "$work/d_memory.json" || say "(d) failed"
+if [ -z "${BENCH_ROWS:-}" ] || [[ ",$BENCH_ROWS" == *",d"* ]]; then
+        say "(d) $idle_count idle sandboxes: memory"
+        $py "$here/bench.py" memory --socket "$sock" --count "$idle_count" --daemon-pid "$daemon_pid" \
+                --prefix bench-d- --out "$work/d_memory.json" || say "(d) failed"
+fi
 
 # ------------------------------------------------------------------ report
 if [ "$mode" = interleaved ]; then

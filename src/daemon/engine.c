@@ -601,7 +601,7 @@ static void env_mark_stopped(struct engine *e, struct env *v)
         if (r < 0 && r != -ENOENT)
                 log_warn("%s: removing cgroups: %s", v->row.name, strerror(-r));
         if (e->net && v->net.mode != NET_NONE)
-                network_env_down(e->net, v->row.name);
+                network_env_gone(e->net, v->row.name, v->addr); /* its processes are gone */
         v->row.pid = 0;
         v->row.pid_start = 0;
         v->paused = false;

@@ -208,13 +208,33 @@ int network_env_update(struct network *n, const char *env, struct in_addr addr,
         return apply_policy(n, env, addr, p, links, n_links, flush_learned, err, errlen);
 }
 
+static void env_firewall_down(struct network *n, const char *env, const char *ifname);
+
 void network_env_down(struct network *n, const char *env)
+{
+        char ifname[16];
+        network_ifname(n, env, ifname);
+        netlink_link_delete(ifname); /* its ifb too */
+        env_firewall_down(n, env, ifname);
+}
+
+void network_env_gone(struct network *n, const char *env, struct in_addr addr)
 {
         char ifname[16], ifb[20];
         network_ifname(n, env, ifname);
+        struct in6_addr a6;
+        bool v6 = network_addr6(n, addr, &a6);
+        if (addr.s_addr)
+                (void)netlink_env_routes_delete(ifname, addr, v6 ? &a6 : NULL);
+        /* The ifb lives in this namespace, not the environment's: it does not go by itself. */
         snprintf(ifb, sizeof(ifb), "%si", ifname);
-        netlink_link_delete(ifname);
-        netlink_link_delete(ifb);
+        if (netlink_link_exists(ifb))
+                netlink_link_delete(ifb);
+        env_firewall_down(n, env, ifname);
+}
+
+static void env_firewall_down(struct network *n, const char *env, const char *ifname)
+{
         struct nft_port ports[64];
         size_t np = 0;
         bool all_known = !n->ports_untracked;

@@ -51,6 +51,13 @@ int network_env_update(struct network *n, const char *env, struct in_addr addr,
                        bool flush_learned, char *err, size_t errlen);
 /* Remove host-side pieces (veth if still there, ifb, firewall chain). Idempotent. */
 void network_env_down(struct network *n, const char *env);
+/* The same for an environment whose processes are all gone (its network namespace is dying):
+ * the kernel deletes the veth pair with the namespace, so only the routes to addr go now (the
+ * address may be handed out again at once), which saves the daemon's thread the 10-30 ms a
+ * link deletion waits. A link still there later (something kept the namespace alive) has no
+ * firewall entry (its traffic is dropped) and goes at the next start of the same environment
+ * or of the daemon. */
+void network_env_gone(struct network *n, const char *env, struct in_addr addr);
 uint64_t network_env_denied(struct network *n, const char *env);
 
 int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,

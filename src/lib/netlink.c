@@ -539,6 +539,45 @@ int netlink_link_delete(const char *ifname)
         return r;
 }
 
+static int route_del(struct nl *nl, int family, int oif, const void *dst, size_t len,
+                     unsigned char dst_len)
+{
+        char buf[NL_SEND_SIZE];
+        struct nlmsghdr *nlh = nl_request(nl, buf, RTM_DELROUTE, NLM_F_ACK);
+        struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+        rtm->rtm_family = (unsigned char)family;
+        rtm->rtm_dst_len = dst_len;
+        rtm->rtm_table = RT_TABLE_MAIN;
+        rtm->rtm_scope = RT_SCOPE_NOWHERE; /* any scope */
+        mnl_attr_put(nlh, RTA_DST, len, dst);
+        mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)oif);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+int netlink_env_routes_delete(const char *ifname, struct in_addr addr,
+                              const struct in6_addr *addr6)
+{
+        if (!nl_ifname_valid(ifname))
+                return -EINVAL;
+        _cleanup_nl_ struct nl nl = {};
+        int r = nl_open(&nl);
+        if (r < 0)
+                return r;
+        struct nl_link l;
+        r = nl_link_get(&nl, ifname, &l);
+        if (r < 0)
+                return r;
+        r = route_del(&nl, AF_INET, l.ifindex, &addr, sizeof(addr), 32);
+        if (r < 0 && r != -ESRCH)
+                return r;
+        if (addr6) {
+                r = route_del(&nl, AF_INET6, l.ifindex, addr6, sizeof(*addr6), 128);
+                if (r < 0 && r != -ESRCH && r != -ENOENT)
+                        return r;
+        }
+        return 0;
+}
+
 bool netlink_link_exists(const char *ifname)
 {
         _cleanup_nl_ struct nl nl = {};

@@ -39,6 +39,12 @@ int netlink_veth_create(const struct veth_config *c);
 /* Delete a link in the caller's namespace; -ENODEV if absent. */
 int netlink_link_delete(const char *ifname);
 bool netlink_link_exists(const char *ifname);
+/* Remove the host side's routes to an environment's addresses (addr/32, addr6/128 unless NULL)
+ * from ifname, leaving the link itself. Cheap, unlike deleting a link (which waits for RCU
+ * grace periods: 10-30 ms here); for a link that the kernel deletes anyway, with its
+ * environment's namespace, in the background. -ENODEV if there is no such link. */
+int netlink_env_routes_delete(const char *ifname, struct in_addr addr,
+                              const struct in6_addr *addr6);
 /* Names of links in the caller's namespace starting with prefix (for orphan cleanup). Caller
  * frees each name and the array. */
 int netlink_links_with_prefix(const char *prefix, char ***ret_names, size_t *ret_n);

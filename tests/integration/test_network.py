@@ -906,9 +906,13 @@ def test_rm_removes_link_and_chain(ndaemon):
     assert "8090" not in nft_map(d, "pub_tcp")
     assert env_chains(d) == ["env_stays"]
     assert gone["ip6"] not in routes6(d) and stays["ip6"] in routes6(d), routes6(d)
+    routes4 = sh("ip", "-n", d.netns, "route", "show")
+    assert gone["ip"] + " " not in routes4 and stays["ip"] + " " in routes4, routes4
     assert not [x for x in nft_sets(d) if x.endswith("_gone")], nft_sets(d)
     d.cli("rm", "-f", "stays")
-    assert pdk_links(d) == [], daemon_links(d)
+    # the kernel deletes an environment's veth pair with its network namespace, in the
+    # background (the daemon only removes the routes to it at once)
+    wait_for(lambda: pdk_links(d) == [], 10, what="the veths to go with their namespaces")
     assert env_chains(d) == []
     # no v6 route, address or set of any environment is left
     assert "pdk" not in routes6(d) and "fd77" not in routes6(d), routes6(d)
