@@ -278,10 +278,10 @@ static size_t count_prefix(const char *prefix)
 
 /* ---------------------------------------------------------------- sockets */
 
-static int tcp_socket_in(int ns)
+static int tcp_socket_in(int ns, int family)
 {
         enter(ns);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         enter(host_ns);
         if (fd < 0)
                 die("socket");
@@ -293,17 +293,27 @@ static int tcp_socket_in(int ns)
         return fd;
 }
 
-static struct sockaddr_in sin_of(const char *addr, int port)
+/* addr: IPv4 or IPv6 text. */
+static socklen_t sa_of(const char *addr, int port, struct sockaddr_storage *ss)
 {
-        return (struct sockaddr_in){
+        memset(ss, 0, sizeof(*ss));
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        if (inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1) {
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons((uint16_t)port);
+                return sizeof(*s6);
+        }
+        *(struct sockaddr_in *)ss = (struct sockaddr_in){
             .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = ip(addr)};
+        return sizeof(struct sockaddr_in);
 }
 
 static int listen_in(int ns, const char *addr, int port)
 {
-        int fd = tcp_socket_in(ns);
-        struct sockaddr_in sa = sin_of(addr, port);
-        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 8) < 0)
+        struct sockaddr_storage sa;
+        socklen_t sl = sa_of(addr, port, &sa);
+        int fd = tcp_socket_in(ns, sa.ss_family);
+        if (bind(fd, (struct sockaddr *)&sa, sl) < 0 || listen(fd, 8) < 0)
                 die("bind/listen");
         return fd;
 }
@@ -311,9 +321,10 @@ static int listen_in(int ns, const char *addr, int port)
 /* -errno if the connection fails */
 static int connect_from(int ns, const char *addr, int port)
 {
-        int fd = tcp_socket_in(ns);
-        struct sockaddr_in sa = sin_of(addr, port);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        struct sockaddr_storage sa;
+        socklen_t sl = sa_of(addr, port, &sa);
+        int fd = tcp_socket_in(ns, sa.ss_family);
+        if (connect(fd, (struct sockaddr *)&sa, sl) < 0) {
                 int r = -errno;
                 close(fd);
                 return r;
@@ -452,6 +463,80 @@ static void test_netlink_veth__create_connect_delete(void)
 {
         in_fresh_netns(__func__, body_veth_create);
 }
+
+/* The whole of a /proc file of ns (up to 4 KiB). */
+static const char *ns_file_all(int ns, const char *path)
+{
+        static char b[4096];
+        enter(ns);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        enter(host_ns);
+        if (fd < 0)
+                return "(missing)";
+        ssize_t n = read(fd, b, sizeof(b) - 1);
+        b[n > 0 ? n : 0] = 0;
+        return b;
+}
+
+/* With IPv6: the environment's /128 (no DAD), no generated link-local, a default route via
+ * fe80::1 on the host side, and TCP both ways over v6. */
+static void body_veth_ipv6(void)
+{
+        CHECK_EQ_INT(write_file_at(AT_FDCWD, "/proc/sys/net/ipv6/conf/all/forwarding", "1"), 0);
+        int env = new_netns();
+        struct veth_config c = veth("pdkt6", env, "10.77.0.2");
+        c.ipv6 = true;
+        CHECK_EQ_INT(inet_pton(AF_INET6, "fd77:a4d::2", &c.addr6), 1);
+        CHECK_EQ_INT(netlink_veth_create(&c), 0);
+
+        CHECK_EQ_STR(ns_file(env, "/proc/sys/net/ipv6/conf/eth0/disable_ipv6"), "0");
+        CHECK_EQ_STR(ns_file(env, "/proc/sys/net/ipv6/conf/eth0/accept_ra"), "0");
+        CHECK_EQ_STR(ns_file(env, "/proc/sys/net/ipv6/conf/eth0/addr_gen_mode"), "1");
+        CHECK_EQ_STR(ns_file(host_ns, "/proc/sys/net/ipv6/conf/pdkt6/addr_gen_mode"), "1");
+        CHECK_EQ_STR(ns_file(host_ns, "/proc/sys/net/ipv6/conf/pdkt6/accept_ra"), "0");
+        /* if_inet6: address, ifindex, prefix length, scope, flags (0x80 permanent, 0x02 nodad;
+         * no 0x40 tentative), name */
+        const char *a6 = ns_file_all(env, "/proc/thread-self/net/if_inet6");
+        CHECK(strstr(a6, "fd770a4d000000000000000000000002") != NULL);
+        CHECK(strstr(a6, "fe80") == NULL); /* no link-local of its own */
+        const char *line = strstr(a6, "fd770a4d000000000000000000000002");
+        if (line) {
+                unsigned idx, plen, scope, flags;
+                CHECK_EQ_INT(sscanf(line + 33, "%x %x %x %x", &idx, &plen, &scope, &flags), 4);
+                CHECK_EQ_INT(plen, 128);
+                CHECK(!(flags & 0x40));
+        }
+        const char *h6 = ns_file_all(host_ns, "/proc/thread-self/net/if_inet6");
+        CHECK(strstr(h6, "fe800000000000000000000000000001") != NULL);
+        /* ipv6_route: "dst plen src plen gateway metric refcnt use flags dev" */
+        const char *r6 = ns_file_all(env, "/proc/thread-self/net/ipv6_route");
+        CHECK(strstr(r6, "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
+                         "fe800000000000000000000000000001") != NULL);
+        const char *hr6 = ns_file_all(host_ns, "/proc/thread-self/net/ipv6_route");
+        CHECK(strstr(hr6, "fd770a4d000000000000000000000002 80") != NULL);
+
+        CHECK(tcp_talks(host_ns, env, "fd77:a4d::2", 7011));
+        CHECK(tcp_talks(env, env, "::1", 7012));
+
+        /* The routes go, the link stays (the kernel deletes it with the namespace). */
+        CHECK_EQ_INT(netlink_env_routes_delete("pdkt6", c.addr, &c.addr6), 0);
+        hr6 = ns_file_all(host_ns, "/proc/thread-self/net/ipv6_route");
+        CHECK(strstr(hr6, "fd770a4d000000000000000000000002 80") == NULL);
+        CHECK(!has_route(host_ns, "pdkt6", "10.77.0.2", 32, NULL, RTPROT_STATIC, RT_SCOPE_LINK));
+        CHECK(netlink_link_exists("pdkt6"));
+        CHECK_EQ_INT(netlink_env_routes_delete("nosuch0", c.addr, &c.addr6), -ENODEV);
+        close(env);
+        /* The last reference to the namespace is gone: the kernel removes the pair. */
+        for (int i = 0; i < 200 && netlink_link_exists("pdkt6"); i++)
+                usleep(10 * 1000);
+        CHECK(!netlink_link_exists("pdkt6"));
+}
+
+static void test_netlink_veth__ipv6(void)
+{
+        in_fresh_netns(__func__, body_veth_ipv6);
+}
+
 
 /* Several environments share the gateway address; each keeps working when another goes. */
 static void body_veth_two(void)
@@ -747,6 +832,7 @@ int main(void)
 {
         RUN(test_tc_tbf__params);
         RUN(test_netlink_veth__create_connect_delete);
+        RUN(test_netlink_veth__ipv6);
         RUN(test_netlink_veth__shared_gateway);
         RUN(test_netlink_veth__failures_leave_nothing);
         RUN(test_netlink_loopback__up);

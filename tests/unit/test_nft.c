@@ -142,12 +142,14 @@ static pid_t spawn_listener(bool new_netns, const char *tag, const uint16_t *por
                         _exit(1);
                 struct pollfd pfd[8];
                 for (size_t i = 0; i < n && i < ELEMENTSOF(pfd); i++) {
-                        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                        int one = 1;
-                        struct sockaddr_in sa = {.sin_family = AF_INET,
-                                                 .sin_port = htons(ports[i])};
+                        /* Dual-stack: IPv4 arrives as ::ffff:a.b.c.d. */
+                        int s = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                        int one = 1, zero = 0;
+                        struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
+                                                  .sin6_port = htons(ports[i])};
                         if (s < 0 ||
                             setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+                            setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0 ||
                             bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 64) < 0)
                                 _exit(1);
                         pfd[i] = (struct pollfd){.fd = s, .events = POLLIN};
@@ -161,14 +163,18 @@ static pid_t spawn_listener(bool new_netns, const char *tag, const uint16_t *por
                         for (size_t i = 0; i < n; i++) {
                                 if (!(pfd[i].revents & POLLIN))
                                         continue;
-                                struct sockaddr_in peer;
+                                struct sockaddr_in6 peer;
                                 socklen_t pl = sizeof(peer);
                                 int c =
                                     accept4(pfd[i].fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
                                 if (c < 0)
                                         continue;
-                                char pa[INET_ADDRSTRLEN] = "?";
-                                inet_ntop(AF_INET, &peer.sin_addr, pa, sizeof(pa));
+                                char pa[INET6_ADDRSTRLEN] = "?";
+                                if (IN6_IS_ADDR_V4MAPPED(&peer.sin6_addr))
+                                        inet_ntop(AF_INET, &peer.sin6_addr.s6_addr[12], pa,
+                                                  sizeof(pa));
+                                else
+                                        inet_ntop(AF_INET6, &peer.sin6_addr, pa, sizeof(pa));
                                 const char *say = ports[i] == 82 ? pa : tag;
                                 (void)write_all(c, say, strlen(say));
                                 close(c);
@@ -196,6 +202,25 @@ static void reap(pid_t *pid)
         }
 }
 
+/* addr (IPv4 or IPv6 text) and port as a socket address; its length, 0 if addr is neither. */
+static socklen_t sockaddr_of(const char *addr, uint16_t port, struct sockaddr_storage *ret)
+{
+        memset(ret, 0, sizeof(*ret));
+        struct sockaddr_in *sin = (struct sockaddr_in *)ret;
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ret;
+        if (inet_pton(AF_INET, addr, &sin->sin_addr) == 1) {
+                sin->sin_family = AF_INET;
+                sin->sin_port = htons(port);
+                return sizeof(*sin);
+        }
+        if (inet_pton(AF_INET6, addr, &sin6->sin6_addr) == 1) {
+                sin6->sin6_family = AF_INET6;
+                sin6->sin6_port = htons(port);
+                return sizeof(*sin6);
+        }
+        return 0;
+}
+
 /* From the network namespace of ns_pid (0: ours), connect to addr:port within 500 ms and read
  * the greeting; true if it is want. */
 static bool reach(pid_t ns_pid, const char *addr, uint16_t port, const char *want)
@@ -208,12 +233,12 @@ static bool reach(pid_t ns_pid, const char *addr, uint16_t port, const char *wan
         if (pid == 0) {
                 if (ns_pid > 0 && enter_netns_of(ns_pid) < 0)
                         _exit(2);
-                int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-                struct sockaddr_in sa = {
-                    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = A(addr)};
-                if (s < 0)
+                struct sockaddr_storage ss;
+                socklen_t sl = sockaddr_of(addr, port, &ss);
+                int s = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                if (s < 0 || !sl)
                         _exit(2);
-                if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+                if (connect(s, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS)
                         _exit(1);
                 struct pollfd pfd = {.fd = s, .events = POLLOUT};
                 if (poll(&pfd, 1, 500) != 1)
@@ -222,7 +247,7 @@ static bool reach(pid_t ns_pid, const char *addr, uint16_t port, const char *wan
                 socklen_t l = sizeof(err);
                 if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err != 0)
                         _exit(1);
-                char buf[16] = {0};
+                char buf[48] = {0};
                 size_t got = 0;
                 while (got < strlen(want)) {
                         pfd = (struct pollfd){.fd = s, .events = POLLIN};
@@ -250,12 +275,11 @@ static bool send_udp(pid_t ns_pid, const char *src, const char *dst, uint16_t po
         if (pid == 0) {
                 if (ns_pid > 0 && enter_netns_of(ns_pid) < 0)
                         _exit(2);
-                int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-                struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr = A(src)};
-                struct sockaddr_in to = {
-                    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = A(dst)};
-                if (s < 0 || bind(s, (struct sockaddr *)&from, sizeof(from)) < 0 ||
-                    sendto(s, "x", 1, 0, (struct sockaddr *)&to, sizeof(to)) != 1)
+                struct sockaddr_storage from, to;
+                socklen_t fl = sockaddr_of(src, 0, &from), tl = sockaddr_of(dst, port, &to);
+                int s = socket(to.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (s < 0 || !fl || !tl || bind(s, (struct sockaddr *)&from, fl) < 0 ||
+                    sendto(s, "x", 1, 0, (struct sockaddr *)&to, tl) != 1)
                         _exit(1);
                 _exit(0);
         }
@@ -868,6 +892,159 @@ out:
                 nft_close(n);
 }
 
+
+static struct in6_addr A6(const char *s)
+{
+        struct in6_addr a;
+        if (inet_pton(AF_INET6, s, &a) != 1)
+                abort();
+        return a;
+}
+
+/* IPv6 next to the IPv4 topology: env fd77:a4d::2/128 behind pdktest1 (fe80::1), the uplink
+ * 2001:db8:1::1/64 -- 2001:db8:1::2/64 of the internet namespace, which holds 2001:db8:2::1
+ * (public), fd00:ec2::254 (metadata) and fd12::9 (ULA) on lo. */
+static int topo6_up(struct topo *t)
+{
+        if (write_file_at(AT_FDCWD, "/proc/sys/net/ipv6/conf/all/forwarding", "1") < 0)
+                return -1;
+        if (sh(0, "ip -6 addr add fe80::1/64 dev pdktest1 nodad; "
+                  "ip -6 route add fd77:a4d::2/128 dev pdktest1; "
+                  "ip -6 addr add 2001:db8:1::1/64 dev uplink0 nodad; "
+                  "for a in 2001:db8:2::1 fd00:ec2::254 fd12::9; do "
+                  "ip -6 route add $a/128 via 2001:db8:1::2; done") ||
+            sh(t->env, "ip -6 addr add fd77:a4d::2/128 dev eth0 nodad; "
+                       "ip -6 route add default via fe80::1 dev eth0") ||
+            sh(t->net, "ip -6 addr add 2001:db8:1::2/64 dev eth0 nodad; "
+                       "for a in 2001:db8:2::1 fd00:ec2::254 fd12::9; do "
+                       "ip -6 addr add $a/128 dev lo; done"))
+                return -1;
+        return 0;
+}
+
+NETNS_TEST(test_nft_ipv6__behaviour)
+{
+        struct topo t;
+        struct nft *n = NULL;
+        struct in6_addr sub6 = A6("fd77:a4d::");
+        CHECK_EQ_INT(nft_open(table, A("10.77.0.0"), 16, A("10.77.0.1"), &sub6, 64, &n), 0);
+        if (!n || topo_up(&t, false) < 0 || topo6_up(&t) < 0) {
+                CHECK(!"setup");
+                goto out;
+        }
+        /* No entry for the veth yet: nothing, v6 included. */
+        CHECK(!reach(t.env, "2001:db8:2::1", 80, "net"));
+
+        struct nft_env e = env_open("box");
+        e.addr6 = A6("fd77:a4d::2");
+        /* Its v6 address must be in the v6 subnet. */
+        struct nft_env bad = e;
+        bad.addr6 = A6("fd77:a4e::2");
+        CHECK_EQ_INT(nft_env_apply(n, &bad), -EINVAL);
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        dump_table("open environment \"box\" with IPv6");
+        CHECK(table_has("set", "forbidden6"));
+
+        CHECK(reach(t.env, "2001:db8:2::1", 80, "net"));
+        /* NAT66: the internet sees the host's uplink address. */
+        CHECK(reach(t.env, "2001:db8:2::1", 82, "2001:db8:1::1"));
+        uint64_t before = denied(n, "box");
+        CHECK(!reach(t.env, "fd00:ec2::254", 80, "net"));
+        CHECK(!reach(t.env, "fd12::9", 80, "net"));
+        CHECK(denied(n, "box") >= before + 2);
+        /* The host over v6: nothing (its listener is on every address, port 9999 and 53). */
+        CHECK(!reach(t.env, "2001:db8:1::1", 9999, "host"));
+        CHECK(!reach(t.env, "2001:db8:1::1", 53, "host"));
+        /* Nothing from outside reaches the environment. */
+        CHECK(!reach(t.net, "fd77:a4d::2", 8080, "env"));
+
+        /* Spoofed v6 sources are dropped and counted; the real one is not. Neighbour
+         * discovery and MLD (the kernel sends MLD reports when the address is added) are
+         * never counted. */
+        CHECK_EQ_INT(sh(t.env, "ip -6 addr add fd77:a4d::50/128 dev eth0 nodad"), 0);
+        usleep(300 * 1000);
+        before = denied(n, "box");
+        CHECK(send_udp(t.env, "fd77:a4d::2", "2001:db8:2::1", 80));
+        usleep(100 * 1000);
+        CHECK_EQ_INT(denied(n, "box"), before);
+        CHECK(send_udp(t.env, "fd77:a4d::50", "2001:db8:2::1", 80));
+        usleep(100 * 1000);
+        CHECK_EQ_INT(denied(n, "box"), before + 1);
+        /* (or the kernel may pick it as the source of the connections below) */
+        CHECK_EQ_INT(sh(t.env, "ip -6 addr del fd77:a4d::50/128 dev eth0"), 0);
+
+        /* allow: a v6 CIDR with a port, learned v6 addresses; forbidden ones stay blocked. */
+        struct nft_cidr_rule cidrs[] = {
+            {.family = AF_INET6, .addr6 = A6("2001:db8:2::"), .prefix = 64, .port = 80},
+            {.family = AF_INET6, .addr6 = A6("fd00::"), .prefix = 8, .port = 0},
+        };
+        e.mode = NET_ALLOW;
+        e.cidrs = cidrs;
+        e.n_cidrs = ELEMENTSOF(cidrs);
+        e.flush_learned = true;
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK(table_has("set", "allow6_box"));
+        CHECK(table_has("set", "allowp6_box"));
+        dump_table("allow environment \"box\" with IPv6 CIDRs");
+        CHECK(reach(t.env, "2001:db8:2::1", 80, "net"));
+        CHECK(!reach(t.env, "2001:db8:2::1", 81, "net"));
+        CHECK(!reach(t.env, "fd00:ec2::254", 80, "net"));
+        struct in6_addr pub = A6("2001:db8:2::1"), meta = A6("fd00:ec2::254");
+        CHECK_EQ_INT(nft_env_allow_addr6(n, "box", &pub, 81, 600), 0);
+        CHECK_EQ_INT(nft_env_allow_addr6(n, "box", &meta, 0, 600), 0);
+        CHECK_EQ_INT(elems("set", "allowp6_box"), 1);
+        CHECK_EQ_INT(elems("set", "allow6_box"), 1);
+        CHECK(reach(t.env, "2001:db8:2::1", 81, "net"));
+        CHECK(!reach(t.env, "2001:db8:2::1", 82, "2001:db8:1::1"));
+        CHECK(!reach(t.env, "fd00:ec2::254", 80, "net"));
+        /* IPv4 of the same environment is unaffected by the v6 rules. */
+        CHECK(!reach(t.env, "198.51.100.1", 80, "net"));
+
+        /* Removal from what the caller knows: no listing, and nothing left. */
+        CHECK_EQ_INT(nft_env_remove_known(n, "box", "pdktest1", NULL, 0), 0);
+        CHECK(!table_has("chain", "env_box"));
+        CHECK(!table_has("set", "allow6_box"));
+        CHECK(!table_has("set", "allowp6_box"));
+        CHECK(!table_has("counter", "denied_box"));
+        CHECK_EQ_INT(elems("map", "envs"), 0);
+        CHECK(!reach(t.env, "2001:db8:2::1", 80, "net"));
+out:
+        topo_down(&t);
+        if (n) {
+                nft_destroy_table(n);
+                nft_close(n);
+        }
+}
+
+/* The fast removal falls back to listing when the caller's picture is wrong: an entry under
+ * another interface name still jumps to the chain, a published port it was not told about. */
+NETNS_TEST(test_nft_remove_known__falls_back)
+{
+        struct nft *n = open_test_table();
+        if (!n)
+                return;
+        struct nft_env e = env_open("box");
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        e.host_ifname = "pdktest9"; /* a second entry for the same chain */
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK_EQ_INT(elems("map", "envs"), 2);
+        CHECK_EQ_INT(nft_port_add(n, "box", "tcp", 8081, A("10.77.0.2"), 80), 0);
+        CHECK_EQ_INT(nft_port_add(n, "box", "udp", 8082, A("10.77.0.2"), 80), 0);
+        /* Told about the tcp port only, and only one interface. */
+        struct nft_port known[] = {{.proto = "tcp", .host_port = 8081, .addr = A("10.77.0.2"), .port = 80}};
+        CHECK_EQ_INT(nft_env_remove_known(n, "box", "pdktest1", known, 1), 0);
+        CHECK(!table_has("chain", "env_box"));
+        CHECK_EQ_INT(elems("map", "envs"), 0);
+        CHECK_EQ_INT(elems("map", "envctr"), 0);
+        CHECK_EQ_INT(elems("map", "pub_tcp"), 0);
+        /* the udp port does not refer to the chain, so the fast path does not see it: this is
+         * why the daemon passes every port it added */
+        /* A second removal of what is gone is fine. */
+        CHECK_EQ_INT(nft_env_remove_known(n, "box", "pdktest1", known, 1), 0);
+        nft_destroy_table(n);
+        nft_close(n);
+}
+
 int main(void)
 {
         if (geteuid() != 0) {
@@ -881,5 +1058,7 @@ int main(void)
         RUN(test_nft_ports__behaviour);
         RUN(test_nft_links__behaviour);
         RUN(test_nft_none_list_destroy);
+        RUN(test_nft_ipv6__behaviour);
+        RUN(test_nft_remove_known__falls_back);
         UNIT_EXIT();
 }
