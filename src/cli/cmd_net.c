@@ -23,7 +23,8 @@ static const char net_help[] =
     "\n"
     "  --mode MODE           none (loopback only), open (internet, never the host or private\n"
     "                        ranges) or allow (only the allowed destinations)\n"
-    "  --allow RULE          allow HOST[:PORT], *.DOMAIN[:PORT] or A.B.C.D[/N][:PORT];\n"
+    "  --allow RULE          allow HOST[:PORT], *.DOMAIN[:PORT], A.B.C.D[/N][:PORT],\n"
+    "                        [V6ADDR[/N]]:PORT or V6ADDR[/N] (any port);\n"
     "                        repeat for several: together they replace the list\n"
     "  --clear-allow         empty the allow list\n"
     "  --bandwidth RATE      bandwidth each way, e.g. 10mbit, 500kbit (0: no limit)\n"
@@ -79,12 +80,15 @@ static void print_network(const json_t *env)
         const json_t *bw = json_object_get(net, "bandwidth");
         const char *ip = json_string_value(json_object_get(net, "ip"));
         const char *gw = json_string_value(json_object_get(net, "gateway"));
+        const char *ip6 = json_string_value(json_object_get(net, "ip6"));
         const char *mode = json_string_value(json_object_get(net, "mode"));
         char eg[32], in[32];
 
         printf("%-*s%s\n", LABEL_WIDTH, "mode", mode ? mode : "-");
         printf("%-*s%s\n", LABEL_WIDTH, "ip", ip ? ip : "-");
         printf("%-*s%s\n", LABEL_WIDTH, "gateway", gw ? gw : "-");
+        if (ip6)
+                printf("%-*s%s (gateway fe80::1)\n", LABEL_WIDTH, "ip6", ip6);
         print_list("allow", json_object_get(net, "allow"));
         print_list("links", json_object_get(net, "links"));
         printf("%-*segress %s, ingress %s\n", LABEL_WIDTH, "bandwidth",

@@ -113,7 +113,9 @@ bool api_network(struct request *r, json_t *j, struct netpolicy *p)
                         if (!rule || netpolicy_rule_parse(rule, &p->rules[p->n_rules]) < 0) {
                                 http_reply_error(r, 400, "invalid_argument",
                                                  "network.allow[%zu]: use host[:port], "
-                                                 "*.domain[:port] or a.b.c.d[/n][:port]", i);
+                                                 "*.domain[:port], a.b.c.d[/n][:port] or "
+                                                 "[v6addr[/n]]:port, v6addr[/n]",
+                                                 i);
                                 return false;
                         }
                         p->n_rules++;

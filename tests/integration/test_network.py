@@ -1083,3 +1083,22 @@ def test_ipv6_links(ndaemon):
     assert r["a"] == (0, "hello from l6a\n"), r
     r = probe(d, "l6c", {"a": wget("http://[%s]:8000/" % a["network"]["ip6"])})
     assert failed(r["a"]), r
+
+
+def test_allow_rules_ipv6_syntax(ndaemon):
+    d = ndaemon
+    e = create(d, "syn", kind="sandbox", network={
+        "allow": ["[2001:DB8:0::5]:443", "2001:db8:1:2::/48", "[2001:db8::/32]", "[::/0]:53"]})
+    assert e["network"]["allow"] == ["[2001:db8::5]:443", "2001:db8:1::/48", "2001:db8::/32",
+                                     "[::/0]:53"], e["network"]
+    for bad in ("[2001:db8::5]:0", "[2001:db8::5]:70000", "[198.51.100.7]:80",
+                "2001:db8::/129", "[2001:db8::5]/64", "2001:db8:::5", "[2001:db8::5]:80:81"):
+        r = d.api("POST", "/v1/envs", {"name": "bad", "kind": "sandbox",
+                                        "network": {"allow": [bad]}})
+        assert r.status == 400 and r.json["error"]["code"] == "invalid_argument", (bad, r)
+        assert "v6addr" in r.json["error"]["message"], r.json
+    assert d.api("GET", "/v1/envs/bad").status == 404
+    # the CLI's --allow takes the same, and `paddock net` shows the v6 address
+    d.cli("net", "syn", "--mode", "open")
+    out = d.cli("net", "syn").out
+    assert re.search(r"ip6\s+fd77:a4d::[0-9a-f]+ \(gateway fe80::1\)", out), out
