@@ -11,6 +11,8 @@
  *   set forbidden4        ipv4_addr, interval: RFC1918, CGNAT, link-local (metadata
  *                         169.254.169.254), 100.100.100.200, loopback, 0/8, multicast, class E
  *                         and the environments' subnet. Filled by nft_open().
+ *   set forbidden6        ipv6_addr, interval (only with a v6 subnet): see forbidden6[] below,
+ *                         and the environments' v6 subnet.
  *   map envs              iifname -> verdict "jump env_<e>": each environment's traffic is
  *                         dispatched to its own chain in one lookup.
  *   map envctr            iifname -> counter "denied_<e>": drops in the input chain are counted
@@ -21,20 +23,29 @@
  *   chain output          nat, -100: the same for connections made by the host itself, except to
  *                         127.0.0.0/8 (DNAT of a loopback-sourced packet to another host needs
  *                         route_localnet, which we do not turn on: use a non-loopback address).
- *   chain postrouting     nat, srcnat: masquerade the subnet out of every non-environment link.
+ *   chain postrouting     nat, srcnat: masquerade the subnet (and v6 subnet: NAT66) out of every
+ *                         non-environment link.
  *   chain input           filter, 0, policy accept (a shared host): from "pdk*" only DNS to the
- *                         resolver and replies to the host's own connections; rest dropped.
+ *                         resolver, IPv6 neighbour discovery and replies to the host's own
+ *                         connections; MLD/router solicitations dropped uncounted; rest dropped.
  *   chain forward         filter, 0, policy accept: from "pdk*" -> vmap @envs (a veth without an
- *                         entry is dropped); to "pdk*" only established/related or DNATed.
+ *                         entry is dropped); to "pdk*" only established/related or DNATed (and
+ *                         no IPv6 at all without a v6 subnet).
  *   chain env_<e>         per environment (comment "env:<name>"), see env_chain_rules().
  *   sets allow4_<e>       ipv4_addr, timeout: learned addresses, any port.
  *        allowp4_<e>      ipv4_addr . inet_service, timeout: learned address + port pairs.
- *   counter denied_<e>    every drop of this environment's traffic.
+ *        allow6_<e>, allowp6_<e>  the same for IPv6 (only with a v6 subnet).
+ *   counter denied_<e>    every drop of this environment's traffic, v4 and v6.
  *
- * Costs: one netlink batch per call; nft_env_apply/nft_env_remove first list the small maps
- * (envs, envctr, pub_*) to find stale entries, and nft_env_list lists chain headers only.
- * A struct nft is not thread-safe: calls on it must be serialized, and one process should own
- * a table (the listing-then-changing in apply/remove assumes nobody else edits it meanwhile). */
+ * Costs: one netlink batch per call, and no listing on the common paths: nft_env_apply re-adds
+ * the environment's map entries (a no-op when they are there) and nft_env_remove_known deletes
+ * exactly what the caller says it added (adding each element first, so deleting what is gone
+ * cannot fail). Either lists the maps (envs, envctr, pub_*) only when the kernel refuses that
+ * picture (an entry pointing elsewhere: EBUSY); nft_env_remove (orphans) always lists them, and
+ * nft_env_list lists chain headers only. What remains per call is libnftables' own cache
+ * refresh of the table's chains and sets (~1.5 ms here with a few environments; it grows with
+ * their number). A struct nft is not thread-safe: calls on it must be serialized, and one
+ * process should own a table (listing-then-changing assumes nobody else edits it meanwhile). */
 #include "lib/nft.h"
 #include "lib/util.h"
 
