@@ -1192,13 +1192,16 @@ static void remove_network_orphans(struct engine *e)
                         keep[n++] = v->row.name;
         network_remove_orphans(e->net, keep, n);
         free(keep);
-        /* Published ports of every environment are (re)installed: the table may be new. */
+        /* Published ports of every environment whose network is up are (re)installed: the
+         * table may be new. Not those of stopped ones: nothing would take them out again when
+         * such an environment is removed, and its address may go to another one (they come
+         * back at its start, env_net_up). */
         struct port_row *ports = NULL;
         size_t np = 0;
         if (state_port_list(e->cfg.state, NULL, &ports, &np) >= 0)
                 for (size_t i = 0; i < np; i++) {
                         struct env *v = engine_find(e, ports[i].env);
-                        if (v && v->addr.s_addr)
+                        if (v && v->addr.s_addr && v->pidfd >= 0 && v->net.mode != NET_NONE)
                                 network_port_add(e->net, v->row.name, ports[i].proto,
                                                  ports[i].host_port, v->addr, ports[i].port);
                 }

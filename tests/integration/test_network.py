@@ -1102,3 +1102,25 @@ def test_allow_rules_ipv6_syntax(ndaemon):
     d.cli("net", "syn", "--mode", "open")
     out = d.cli("net", "syn").out
     assert re.search(r"ip6\s+fd77:a4d::[0-9a-f]+ \(gateway fe80::1\)", out), out
+
+
+def test_ports_of_a_stopped_env_do_not_outlive_it(ndaemon, internet):
+    """A stopped environment's published port is not installed by a daemon restart, so that
+    removing the environment leaves no DNAT rule towards its (reusable) address."""
+    d = ndaemon
+    create(d, "pst")
+    assert d.api("POST", "/v1/envs/pst/ports", {"host_port": 8091, "port": 8000}).status == 201
+    d.cli("stop", "pst")
+    assert "8091" not in nft_map(d, "pub_tcp")
+    d.restart(kill=True)
+    assert "8091" not in nft_map(d, "pub_tcp")
+    d.cli("start", "pst")
+    assert "8091" in nft_map(d, "pub_tcp")  # back with its network
+    d.cli("stop", "pst")
+    d.restart(kill=True)
+    d.cli("rm", "-f", "pst")
+    assert "8091" not in nft_map(d, "pub_tcp")
+    n = create(d, "next")  # gets pst's old address
+    start_httpd(d, "next", 8000)
+    rc, out = from_internet(internet, "http://%s:8091/" % UPLINK)
+    assert rc != 0 and "hello" not in out, out
