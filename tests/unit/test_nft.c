@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <jansson.h>
+#include <net/if.h>
 #include <nftables/libnftables.h>
 #include <poll.h>
 #include <sched.h>
@@ -213,9 +214,17 @@ static socklen_t sockaddr_of(const char *addr, uint16_t port, struct sockaddr_st
                 sin->sin_port = htons(port);
                 return sizeof(*sin);
         }
-        if (inet_pton(AF_INET6, addr, &sin6->sin6_addr) == 1) {
+        /* "fe80::1%eth0": the scope is looked up in the caller's (current) namespace. */
+        char a[INET6_ADDRSTRLEN + IF_NAMESIZE + 1];
+        snprintf(a, sizeof(a), "%s", addr);
+        char *pct = strchr(a, '%');
+        if (pct)
+                *pct = 0;
+        if (inet_pton(AF_INET6, a, &sin6->sin6_addr) == 1) {
                 sin6->sin6_family = AF_INET6;
                 sin6->sin6_port = htons(port);
+                if (pct && !(sin6->sin6_scope_id = if_nametoindex(pct + 1)))
+                        return 0;
                 return sizeof(*sin6);
         }
         return 0;
@@ -955,6 +964,10 @@ NETNS_TEST(test_nft_ipv6__behaviour)
         /* The host over v6: nothing (its listener is on every address, port 9999 and 53). */
         CHECK(!reach(t.env, "2001:db8:1::1", 9999, "host"));
         CHECK(!reach(t.env, "2001:db8:1::1", 53, "host"));
+        /* nor the gateway's link-local address: neighbour discovery only */
+        CHECK(reach(0, "fe80::1%pdktest1", 9999, "host")); /* (it listens there) */
+        CHECK(!reach(t.env, "fe80::1%eth0", 9999, "host"));
+        CHECK(!reach(t.env, "fe80::1%eth0", 53, "host"));
         /* Nothing from outside reaches the environment. */
         CHECK(!reach(t.net, "fd77:a4d::2", 8080, "env"));
 
