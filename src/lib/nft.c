@@ -760,13 +760,16 @@ static int drop_env_ports(struct nft *n, struct sbuf *b, const char *map, const 
         return 0;
 }
 
-/* The environment's learned sets: created if missing, emptied when flush. */
-static void env_sets(struct sbuf *b, const struct nft *n, const struct env_names *nm, bool flush)
+/* The environment's learned sets: created if missing, emptied when flush. The v6 ones only
+ * when the table has IPv6, or when all (for deleting them: a daemon that ran with IPv6 before
+ * may have left them). */
+static void env_sets(struct sbuf *b, const struct nft *n, const struct env_names *nm, bool flush,
+                     bool all)
 {
         static const char *const types[] = {"ipv4_addr", "ipv4_addr . inet_service", "ipv6_addr",
                                             "ipv6_addr . inet_service"};
         const char *names[] = {nm->allow4, nm->allowp4, nm->allow6, nm->allowp6};
-        for (size_t i = 0; i < (n->ipv6 ? 4u : 2u); i++) {
+        for (size_t i = 0; i < (n->ipv6 || all ? 4u : 2u); i++) {
                 sb(b, "add set inet %s %s { type %s; flags timeout; }\n", n->table, names[i],
                    types[i]);
                 if (flush)
@@ -807,7 +810,7 @@ static int env_apply(struct nft *n, const struct nft_env *e, const struct env_na
          * The chain is flushed and refilled in the same transaction, so no packet ever sees a
          * half-built or empty chain. */
         sb(&b, "add counter inet %s %s\n", t, nm->counter);
-        env_sets(&b, n, nm, e->flush_learned);
+        env_sets(&b, n, nm, e->flush_learned, false);
         sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm->chain, nm->name);
         sb(&b, "flush chain inet %s %s\n", t, nm->chain);
         env_chain_rules(&b, n, nm, e);
@@ -859,13 +862,11 @@ static void env_objects_delete(struct sbuf *b, const struct nft *n, const struct
 {
         const char *t = n->table;
         sb(b, "add chain inet %s %s\ndelete chain inet %s %s\n", t, nm->chain, t, nm->chain);
-        env_sets(b, n, nm, false);
+        env_sets(b, n, nm, false, true);
         sb(b, "delete set inet %s %s\n", t, nm->allow4);
         sb(b, "delete set inet %s %s\n", t, nm->allowp4);
-        if (n->ipv6) {
-                sb(b, "delete set inet %s %s\n", t, nm->allow6);
-                sb(b, "delete set inet %s %s\n", t, nm->allowp6);
-        }
+        sb(b, "delete set inet %s %s\n", t, nm->allow6);
+        sb(b, "delete set inet %s %s\n", t, nm->allowp6);
         sb(b, "add counter inet %s %s\ndelete counter inet %s %s\n", t, nm->counter, t,
            nm->counter);
 }

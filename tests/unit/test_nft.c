@@ -1058,6 +1058,30 @@ NETNS_TEST(test_nft_remove_known__falls_back)
         nft_close(n);
 }
 
+/* A daemon that ran with IPv6 and now runs IPv4 only still removes the v6 sets it made. */
+NETNS_TEST(test_nft_ipv6_then_ipv4_only__removes_v6_sets)
+{
+        struct nft *n = NULL;
+        struct in6_addr sub6 = A6("fd77:a4d::");
+        CHECK_EQ_INT(nft_open(table, A("10.77.0.0"), 16, A("10.77.0.1"), &sub6, 64, &n), 0);
+        if (!n)
+                return;
+        struct nft_env e = env_open("box");
+        e.addr6 = A6("fd77:a4d::2");
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK(table_has("set", "allow6_box"));
+        nft_close(n);
+        n = open_test_table(); /* the same table, without IPv6 */
+        if (!n)
+                return;
+        CHECK_EQ_INT(nft_env_remove_known(n, "box", "pdktest1", NULL, 0), 0);
+        CHECK(!table_has("set", "allow6_box"));
+        CHECK(!table_has("set", "allowp6_box"));
+        CHECK(!table_has("chain", "env_box"));
+        nft_destroy_table(n);
+        nft_close(n);
+}
+
 int main(void)
 {
         if (geteuid() != 0) {
@@ -1073,5 +1097,6 @@ int main(void)
         RUN(test_nft_none_list_destroy);
         RUN(test_nft_ipv6__behaviour);
         RUN(test_nft_remove_known__falls_back);
+        RUN(test_nft_ipv6_then_ipv4_only__removes_v6_sets);
         UNIT_EXIT();
 }
