@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -369,6 +370,9 @@ void exec_reap_env(const char *env, unsigned wait_ms)
 
 int exec_signal(struct exec_session *s, int sig)
 {
+        /* A terminal session: to the terminal's foreground process group, as a key would. */
+        if (s->tty && s->pty_fd >= 0)
+                return ioctl(s->pty_fd, TIOCSIG, sig) < 0 ? -errno : 0;
         return s->pidfd >= 0 ? sys_pidfd_send_signal(s->pidfd, sig, 0) : -ESRCH;
 }
 

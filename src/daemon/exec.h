@@ -63,7 +63,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
 /* PID 1 of env is gone, so every exec in it is dying: collect those processes now (waiting up
  * to wait_ms in all), so that no zombie keeps the environment's cgroup busy. */
 void exec_reap_env(const char *env, unsigned wait_ms);
-/* Signal the command process (not its children: they get it from it, as with kill(1)). */
+/* Signal the command process (not its children: they get it from it, as with kill(1)); in a
+ * tty session, the terminal's foreground process group (as Ctrl-C does). */
 int exec_signal(struct exec_session *s, int sig);
 /* The client is gone: the command keeps running, its output is dropped. */
 void exec_detach(struct exec_session *s);
