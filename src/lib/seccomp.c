@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 
 /* What both profiles allow unconditionally: Docker's list minus io_uring (a large, often
  * exploited kernel surface that Docker itself later dropped) and minus what is gated per
@@ -49,7 +50,6 @@ static const char *const allow_common[] = {
         "timerfd_gettime", "timerfd_settime",
         /* POSIX AIO (io_uring is deliberately absent) */
         "io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit",
-        "ioctl",
         /* memory */
         "brk", "madvise", "map_shadow_stack", "membarrier", "memfd_create", "memfd_secret",
         "mincore", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mremap", "mseal", "msync",
@@ -171,6 +171,27 @@ static int allow_socket(scmp_filter_ctx ctx)
         return 0;
 }
 
+/* ioctl(2) with every request but TIOCSTI (push bytes into a terminal's input, as if typed)
+ * and TIOCLINUX (the console's selection paste does the same): a process must not type into a
+ * terminal, whoever reads it. The request is an unsigned int to the kernel, so only its low 32
+ * bits are compared (SCMP_CMP32): junk in the high half cannot smuggle TIOCSTI past an
+ * allow rule. Written as allowed ranges, since the default action is the refusal. */
+static int allow_ioctl(scmp_filter_ctx ctx)
+{
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                 SCMP_A1_32(SCMP_CMP_LT, TIOCSTI));
+        if (r < 0)
+                return r;
+        for (uint32_t req = TIOCSTI + 1; req < TIOCLINUX; req++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                     SCMP_A1_32(SCMP_CMP_EQ, req));
+                if (r < 0)
+                        return r;
+        }
+        return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                SCMP_A1_32(SCMP_CMP_GT, TIOCLINUX));
+}
+
 /* Process creation: clone(2) without namespace flags; clone3(2) fails with ENOSYS because
  * its flags sit in memory a filter cannot read, and glibc then falls back to clone(2).
  * Computers may also unshare(2) non-namespace state (CLONE_FILES, CLONE_FS, CLONE_SYSVSEM);
@@ -254,6 +275,9 @@ static int build_filter(enum confine_profile p, scmp_filter_ctx *ret)
         if (r < 0)
                 return r;
         r = allow_socket(ctx);
+        if (r < 0)
+                return r;
+        r = allow_ioctl(ctx);
         if (r < 0)
                 return r;
         r = add_clone_rules(ctx, p);
