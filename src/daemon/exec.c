@@ -112,13 +112,20 @@ static void session_free(struct exec_session *s)
         active_sessions--;
 }
 
+static void on_pty_handover(struct loop_source *src, int fd, uint32_t events, void *data);
+
 static void finish(struct exec_session *s)
 {
         /* Output written just before exit is already in the pipes: take it, then stop
          * listening. Background processes that still hold the pipes get EPIPE later. */
         drain(s, 1);
         drain(s, 2);
-        if (s->pty_fd >= 0 && !s->out_paused)
+        /* A command that exits at once may do so before its terminal reached us: it is in
+         * the socket's queue. Its last screen output is in the master; take all of it, paused
+         * or not (the owner buffers or drops). */
+        if (s->pty_sock >= 0 && !s->hungup)
+                on_pty_handover(NULL, s->pty_sock, EPOLLIN, s);
+        if (s->pty_fd >= 0)
                 drain(s, 3);
         s->res.duration_ms = now_ms() - s->started;
         struct env *v = engine_find(s->eng, s->env);

@@ -173,23 +173,37 @@ static int allow_socket(scmp_filter_ctx ctx)
 
 /* ioctl(2) with every request but TIOCSTI (push bytes into a terminal's input, as if typed)
  * and TIOCLINUX (the console's selection paste does the same): a process must not type into a
- * terminal, whoever reads it. The request is an unsigned int to the kernel, so only its low 32
- * bits are compared (SCMP_CMP32): junk in the high half cannot smuggle TIOCSTI past an
- * allow rule. Written as allowed ranges, since the default action is the refusal. */
-static int allow_ioctl(scmp_filter_ctx ctx)
+ * terminal, whoever reads it.
+ *
+ * The request is an unsigned int to the kernel, so only its low 32 bits may decide: junk in the
+ * high half must not carry TIOCSTI past an allow rule. libseccomp's comparisons (its "32-bit"
+ * ones included) test all 64 bits except SCMP_CMP_MASKED_EQ, and an unconditional allow cannot
+ * be combined with a refusal for the same syscall. So the allowed set, every 32-bit value but
+ * the two, is written as masked prefixes: walking down the bits, each subtree that holds
+ * neither refused value is one rule "(a1 & mask) == prefix" (34 rules for these two). */
+static const uint32_t ioctl_refused[] = {TIOCSTI, TIOCLINUX};
+
+static int allow_ioctl_below(scmp_filter_ctx ctx, uint32_t prefix, int bit)
 {
-        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                                 SCMP_A1_32(SCMP_CMP_LT, TIOCSTI));
+        /* Refused values inside the subtree "bits above `bit` equal prefix". */
+        uint64_t mask = bit >= 31 ? 0 : (uint64_t)(0xffffffffu << (bit + 1)) & 0xffffffffu;
+        bool any = false;
+        for (size_t i = 0; i < ELEMENTSOF(ioctl_refused); i++)
+                any |= ((uint64_t)ioctl_refused[i] & mask) == prefix;
+        if (!any)
+                return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                        SCMP_A1(SCMP_CMP_MASKED_EQ, mask, prefix));
+        if (bit < 0)
+                return 0; /* exactly a refused value: the default action answers EPERM */
+        int r = allow_ioctl_below(ctx, prefix, bit - 1);
         if (r < 0)
                 return r;
-        for (uint32_t req = TIOCSTI + 1; req < TIOCLINUX; req++) {
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                                     SCMP_A1_32(SCMP_CMP_EQ, req));
-                if (r < 0)
-                        return r;
-        }
-        return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                                SCMP_A1_32(SCMP_CMP_GT, TIOCLINUX));
+        return allow_ioctl_below(ctx, prefix | (1u << bit), bit - 1);
+}
+
+static int allow_ioctl(scmp_filter_ctx ctx)
+{
+        return allow_ioctl_below(ctx, 0, 31);
 }
 
 /* Process creation: clone(2) without namespace flags; clone3(2) fails with ENOSYS because

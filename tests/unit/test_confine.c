@@ -547,10 +547,15 @@ static void child_tiocsti(void *arg)
         CHECK_EQ_INT(ioctl(pfd[0], TIOCSTI, &c) < 0 ? errno : 0, p ? EPERM : ENOTTY);
         errno = 0;
         CHECK_EQ_INT(ioctl(pfd[0], TIOCLINUX, &c) < 0 ? errno : 0, p ? EPERM : ENOTTY);
-        if (p) {
+        /* The kernel uses the request's low 32 bits: junk above must not get TIOCSTI through
+         * (unfiltered, the pipe answers ENOTTY). */
+        for (int i = 0; i < 2; i++) {
+                unsigned long req = (i ? 0xdead00000000UL : 0x100000000UL) | TIOCSTI;
                 errno = 0;
-                long hi = syscall(SYS_ioctl, slave, 0x100000000UL | TIOCSTI, &c);
-                CHECK_EQ_INT(hi < 0 ? errno : 0, EPERM);
+                long hi = syscall(SYS_ioctl, pfd[0], req, &c);
+                CHECK_EQ_INT(hi < 0 ? errno : 0, p ? EPERM : ENOTTY);
+        }
+        if (p) {
                 errno = 0;
                 CHECK_EQ_INT(ioctl(slave, TIOCSTI, &c) < 0 ? errno : 0, EPERM);
                 /* Nothing arrived as input on the terminal. */
