@@ -314,11 +314,18 @@ void exec_tty_pause_output(struct exec_session *s, bool pause)
 struct hangup_kill {
         struct engine *eng;
         char env[64], cg[80], sub[32];
+        struct hangup_kill *next;
 };
+static struct hangup_kill *hangup_kills; /* pending, so none is lost at shutdown */
 
 static void on_hangup_grace(struct loop_timer *t, void *data)
 {
         struct hangup_kill *k = data;
+        for (struct hangup_kill **p = &hangup_kills; *p; p = &(*p)->next)
+                if (*p == k) {
+                        *p = k->next;
+                        break;
+                }
         struct cgroup_manager *m = engine_cgroups(k->eng);
         if (engine_find(k->eng, k->env)) {
                 int r = cgroup_env_kill(m, k->cg, k->sub);
@@ -354,6 +361,8 @@ void exec_hangup(struct exec_session *s)
         memcpy(k->env, s->env, sizeof(k->env));
         memcpy(k->cg, s->cg, sizeof(k->cg));
         memcpy(k->sub, s->sub, sizeof(k->sub));
+        k->next = hangup_kills;
+        hangup_kills = k;
 }
 
 void exec_reap_env(const char *env, unsigned wait_ms)
