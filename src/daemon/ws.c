@@ -21,6 +21,7 @@ struct ws_conn {
         char *extra; /* bytes MHD read past the request, consumed first */
         size_t extra_len, extra_off;
         bool paused, closing, close_queued, finished;
+        bool in_recv; /* inside wslay_event_recv: its callbacks must not send */
         uint16_t close_code;
         char close_reason[64];
 };
@@ -152,21 +153,9 @@ static void update_events(struct ws_conn *c)
         loop_set_events(c->src, (want_read ? EPOLLIN | EPOLLRDHUP : 0) | (want_write ? EPOLLOUT : 0));
 }
 
-static void pump(struct ws_conn *c, uint32_t events)
+/* Send what wslay holds, as far as the socket takes it. */
+static void flush_out(struct ws_conn *c)
 {
-        if (c->finished)
-                return;
-        if (events & (EPOLLHUP | EPOLLERR)) {
-                finish(c);
-                return;
-        }
-        bool extra_left = c->extra_off < c->extra_len;
-        if (((events & (EPOLLIN | EPOLLRDHUP)) || extra_left) && !c->paused) {
-                if (wslay_event_recv(c->ctx) != 0) {
-                        finish(c);
-                        return;
-                }
-        }
         if (c->finished)
                 return;
         size_t before = wslay_event_get_queued_msg_count(c->ctx);
@@ -184,6 +173,27 @@ static void pump(struct ws_conn *c, uint32_t events)
                 }
         }
         update_events(c);
+}
+
+static void pump(struct ws_conn *c, uint32_t events)
+{
+        if (c->finished)
+                return;
+        if (events & (EPOLLHUP | EPOLLERR)) {
+                finish(c);
+                return;
+        }
+        bool extra_left = c->extra_off < c->extra_len;
+        if (((events & (EPOLLIN | EPOLLRDHUP)) || extra_left) && !c->paused) {
+                c->in_recv = true;
+                int r = wslay_event_recv(c->ctx);
+                c->in_recv = false;
+                if (r != 0) {
+                        finish(c);
+                        return;
+                }
+        }
+        flush_out(c);
 }
 
 static void on_io(struct loop_source *src, int fd, uint32_t events, void *data)
@@ -237,6 +247,11 @@ int ws_send(struct ws_conn *c, int opcode, const void *buf, size_t len)
         struct wslay_event_msg m = {.opcode = (uint8_t)opcode, .msg = buf, .msg_length = len};
         if (wslay_event_queue_msg(c->ctx, &m) != 0)
                 return -ENOMEM;
+        /* Keystroke echo is latency-bound: write now rather than one loop turn later. */
+        if (!c->in_recv) {
+                flush_out(c);
+                return 0;
+        }
         loop_set_events(c->src, ((wslay_event_want_read(c->ctx) && !c->paused)
                                          ? EPOLLIN | EPOLLRDHUP
                                          : 0) |
