@@ -416,3 +416,17 @@ def test_no_terminal_injection_into_the_callers_terminal(box, term, injector):
     finally:
         if os.path.exists(marker):
             os.unlink(marker)
+
+
+@pytest.mark.parametrize("action", ["stop", "rm"])
+def test_environment_going_away_ends_the_session(box, action):
+    ws = WS(box.sock, "box", {"cmd": ["sh", "-c", "echo up; exec sleep 1000"]})
+    ws.collect(until=lambda o: b"up" in o)
+    if action == "stop":
+        box.cli("stop", "box", "--timeout", "2s")
+    else:
+        box.cli("rm", "-f", "box")
+    out, ctl, code = ws.collect()
+    # the client hears how it ended (killed with the environment), then a normal close
+    assert ctl and ctl[-1]["exit_code"] >= 128, ctl
+    assert code == 1000
