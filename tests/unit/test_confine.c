@@ -562,6 +562,31 @@ static void child_tiocsti(void *arg)
                 int avail = -1;
                 CHECK(ioctl(slave, FIONREAD, &avail) == 0 && avail == 0);
         }
+        /* Every other request passes the filter: the kernel answers (ENOTTY on a pipe, or
+         * success), never the filter's EPERM; with junk in the high half too. */
+        static const unsigned long others[] = {0, 1, 0x541b, 0x541d, 0x5411, 0x5413, 0x5402,
+                                               0x5421, 0x5451, 0x80045430, 0x7fffffff,
+                                               0x80000000, 0xffffffff, 0xdeadbeef, 0x4012,
+                                               0x5412 ^ 0x10000, 0x541c ^ 0x80000000};
+        int refused = 0;
+        for (size_t i = 0; i < ELEMENTSOF(others); i++)
+                for (int hi = 0; hi < 2; hi++) {
+                        int v = 0;
+                        unsigned long req = others[i] | (hi ? 0x300000000UL : 0);
+                        errno = 0;
+                        if (syscall(SYS_ioctl, pfd[0], req, &v) < 0 && errno == EPERM) {
+                                fprintf(stderr, "  ioctl 0x%lx refused\n", req);
+                                refused++;
+                        }
+                }
+        for (unsigned long req = 0x5400; req < 0x5500; req++) {
+                int v = 0;
+                errno = 0;
+                if (req != TIOCSTI && req != TIOCLINUX &&
+                    syscall(SYS_ioctl, pfd[0], req, &v) < 0 && errno == EPERM)
+                        refused++;
+        }
+        CHECK_EQ_INT(refused, 0);
         /* The neighbours of the refused requests, and the usual ones, still work. */
         struct winsize ws = {.ws_row = 24, .ws_col = 80};
         CHECK_EQ_INT(ioctl(slave, TIOCSWINSZ, &ws), 0);
