@@ -430,3 +430,21 @@ def test_environment_going_away_ends_the_session(box, action):
     # the client hears how it ended (killed with the environment), then a normal close
     assert ctl and ctl[-1]["exit_code"] >= 128, ctl
     assert code == 1000
+
+
+def test_cli_killed_restores_the_terminal_and_hangs_up(box, term):
+    token = str(5000 + os.getpid() % 1000)
+    term.start("sh")
+    term.wait_for(r"host\$ ")
+    term.line('"$PADDOCK" exec -it box -- sh -c "echo in; exec sleep %s"; echo "EXIT=$?"' % token)
+    term.wait_for(r"\nin")
+    cli = wait_for(lambda: [p for p in host_pids_with_cmdline(
+        [PADDOCK, "exec", "-it", "box", "--", "sh", "-c", "echo in; exec sleep %s" % token])],
+        what="the CLI process")
+    os.kill(cli[0], 15)
+    term.wait_for(r"EXIT=143")
+    # cooked mode again: the host shell sees a line and echoes what is typed
+    term.line("echo back-$((1+1))")
+    term.wait_for(r"\nback-2")
+    wait_for(lambda: not host_pids_with_cmdline(["sleep", token]), timeout=15,
+             what="the session to be hung up")
