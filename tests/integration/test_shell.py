@@ -448,3 +448,15 @@ def test_cli_killed_restores_the_terminal_and_hangs_up(box, term):
     term.wait_for(r"\nback-2")
     wait_for(lambda: not host_pids_with_cmdline(["sleep", token]), timeout=15,
              what="the session to be hung up")
+
+
+def test_default_shell_prefers_bash_when_the_image_has_it(box):
+    ws = WS(box.sock, "box")  # busybox image: no bash, so sh -l
+    ws.send_bytes(b"echo zero=$0\n")
+    out, _, _ = ws.collect(until=lambda o: re.search(rb"\nzero=[^$\s]+\r\n", o))
+    assert re.search(rb"\nzero=-?sh\r\n", out), out
+    ws.close()
+    box.sh("box", "printf '#!/bin/sh\\necho fake-bash \"$@\"; exit 3\\n' > /bin/bash; "
+                  "chmod 755 /bin/bash")
+    out, ctl, _ = WS(box.sock, "box").collect()
+    assert b"fake-bash -l" in out and ctl[-1]["exit_code"] == 3, (out, ctl)
