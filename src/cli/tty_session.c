@@ -17,8 +17,8 @@
 #include <sys/signalfd.h>
 #include <termios.h>
 
-#define STDIN_CHUNK       4096
-#define SEND_QUEUE_PAUSE  (1u << 20) /* stop reading keys while this much waits to go out */
+#define STDIN_CHUNK      4096
+#define SEND_QUEUE_PAUSE (1u << 20) /* stop reading keys while this much waits to go out */
 
 struct session {
         struct wsc ws;
@@ -87,7 +87,8 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
                 return;
         json_t *j = json_loadb((const char *)arg->msg, arg->msg_length, 0, NULL);
         json_t *code = json_object_get(j, "exit_code");
-        const char *err = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        const char *err =
+            json_string_value(json_object_get(json_object_get(j, "error"), "message"));
         if (json_is_integer(code)) {
                 json_int_t c = json_integer_value(code);
                 s->have_exit = true;
@@ -128,10 +129,10 @@ static int session_loop(struct session *s, bool forward_stdin, int sfd)
         for (;;) {
                 bool paused = wslay_event_get_queued_msg_length(s->ws.ctx) > SEND_QUEUE_PAUSE;
                 struct pollfd p[3] = {
-                        {.fd = s->ws.fd,
-                         .events = (short)(POLLIN | (wslay_event_want_write(s->ws.ctx) ? POLLOUT : 0))},
-                        {.fd = sfd, .events = POLLIN},
-                        {.fd = stdin_open && !paused ? STDIN_FILENO : -1, .events = POLLIN},
+                    {.fd = s->ws.fd,
+                     .events = (short)(POLLIN | (wslay_event_want_write(s->ws.ctx) ? POLLOUT : 0))},
+                    {.fd = sfd, .events = POLLIN},
+                    {.fd = stdin_open && !paused ? STDIN_FILENO : -1, .events = POLLIN},
                 };
                 if (poll(p, 3, -1) < 0) {
                         if (errno == EINTR)

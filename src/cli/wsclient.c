@@ -8,16 +8,15 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#define MAX_RESPONSE_HEAD (16u << 10)
-#define MAX_ERROR_BODY    (64u << 10)
+#define MAX_RESPONSE_HEAD    (16u << 10)
+#define MAX_ERROR_BODY       (64u << 10)
 #define HANDSHAKE_TIMEOUT_MS 60000
 
 /* wslay hands our callbacks the user pointer of the session; the socket is found through a
  * per-process pointer, since there is only ever one connection in the CLI. */
 static struct wsc *the_conn;
 
-static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-                       void *user)
+static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
         struct wsc *w = the_conn;
         if (w->extra_off < w->extra_len) {
@@ -124,7 +123,7 @@ static void print_refusal(int fd, const char *head, const char *body, size_t bod
         long status = strtol(head + 9, NULL, 10);
         char cl[32];
         size_t want = find_header(head, "Content-Length", cl, sizeof(cl)) ? strtoul(cl, NULL, 10)
-                                                                           : MAX_ERROR_BODY;
+                                                                          : MAX_ERROR_BODY;
         if (want > MAX_ERROR_BODY)
                 want = MAX_ERROR_BODY;
         char *b = malloc(want + 1);
@@ -145,7 +144,8 @@ static void print_refusal(int fd, const char *head, const char *body, size_t bod
         }
         b[len] = 0;
         json_t *j = json_loadb(b, len, 0, NULL);
-        const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(j, "error"), "message"));
         if (msg)
                 fprintf(stderr, "paddock: %.*s\n", (int)strcspn(msg, "\r\n"), msg);
         else

@@ -20,13 +20,13 @@
 #include <strings.h>
 #include <sys/ioctl.h>
 
-#define WS_OUTPUT_HIGH_WATER (1u << 20) /* queued for a slow client: stop reading the terminal */
+#define WS_OUTPUT_HIGH_WATER (1u << 20)  /* queued for a slow client: stop reading the terminal */
 #define EARLY_OUTPUT_MAX     (64u << 10) /* kept until the WebSocket is up */
 #define TTY_MAX_DIMENSION    10000
 
 /* What `paddock shell` runs: bash when the image has it, else sh, as login shells. */
 static const char *const default_shell[] = {
-        "/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l", NULL};
+    "/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l", NULL};
 
 struct tty_ctx {
         struct engine *eng;
@@ -107,15 +107,15 @@ static void on_input_drained(void *data)
 }
 
 static const struct exec_callbacks exec_cbs = {
-        .output = on_output, .done = on_done, .input_drained = on_input_drained};
+    .output = on_output, .done = on_done, .input_drained = on_input_drained};
 
 /* ---- from the client ----------------------------------------------------------------------- */
 
 static const struct {
         const char *name;
         int sig;
-} signals[] = {{"INT", SIGINT},   {"QUIT", SIGQUIT}, {"TSTP", SIGTSTP}, {"HUP", SIGHUP},
-               {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+} signals[] = {{"INT", SIGINT},     {"QUIT", SIGQUIT}, {"TSTP", SIGTSTP}, {"HUP", SIGHUP},
+               {"TERM", SIGTERM},   {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
                {"WINCH", SIGWINCH}, {"CONT", SIGCONT}};
 
 static bool dimension(json_t *j, unsigned *ret)
@@ -184,7 +184,7 @@ static void on_ws_closed(void *data)
 }
 
 static const struct ws_ops ws_ops = {
-        .message = on_ws_message, .drained = on_ws_drained, .closed = on_ws_closed};
+    .message = on_ws_message, .drained = on_ws_drained, .closed = on_ws_closed};
 
 /* ---- the switch ---------------------------------------------------------------------------- */
 
@@ -262,7 +262,7 @@ static bool handshake_ok(struct request *r)
 /* The request from ?spec= into rq; argv malloc'd. Replies 400 and returns false on bad input. */
 static bool parse_spec(struct request *r, json_t *spec, struct exec_request *rq, char ***argv)
 {
-        static const char *const fields[] = {"cmd", "env", "cwd",  "user",
+        static const char *const fields[] = {"cmd",     "env",  "cwd",  "user",
                                              "timeout", "cols", "rows", NULL};
         json_t *j;
         const char *k;
@@ -368,8 +368,8 @@ void api_env_exec_ws(struct request *r, struct engine *e, struct env *v)
         exec_tty_pause_output(c->session, true);
         char accept[WS_ACCEPT_LEN + 1];
         ws_accept_for(req_header(r, "Sec-WebSocket-Key"), accept);
-        const char *const headers[] = {"Upgrade", "websocket", "Connection", "Upgrade",
-                                       "Sec-WebSocket-Accept", accept, NULL};
+        const char *const headers[] = {
+            "Upgrade", "websocket", "Connection", "Upgrade", "Sec-WebSocket-Accept", accept, NULL};
         http_reply_upgrade(r, headers, &upgrade_ops, c);
 out:
         free(argv);

@@ -37,8 +37,7 @@ static void queue_close_when_drained(struct ws_conn *c)
                                 strlen(c->close_reason));
 }
 
-static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-                       void *user)
+static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
         struct ws_conn *c = user;
         if (c->extra_off < c->extra_len) {
@@ -55,8 +54,8 @@ static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         while (n < 0 && errno == EINTR);
         if (n < 0) {
                 wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
-                                                   ? WSLAY_ERR_WOULDBLOCK
-                                                   : WSLAY_ERR_CALLBACK_FAILURE);
+                                               ? WSLAY_ERR_WOULDBLOCK
+                                               : WSLAY_ERR_CALLBACK_FAILURE);
                 return -1;
         }
         if (n == 0) {
@@ -72,12 +71,13 @@ static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
         struct ws_conn *c = user;
         ssize_t n;
         do
-                n = send(c->fd, data, len, MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
+                n = send(c->fd, data, len,
+                         MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
         while (n < 0 && errno == EINTR);
         if (n < 0) {
                 wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
-                                                   ? WSLAY_ERR_WOULDBLOCK
-                                                   : WSLAY_ERR_CALLBACK_FAILURE);
+                                               ? WSLAY_ERR_WOULDBLOCK
+                                               : WSLAY_ERR_CALLBACK_FAILURE);
                 return -1;
         }
         return n;
@@ -99,10 +99,10 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 }
 
 static const struct wslay_event_callbacks callbacks = {
-        .recv_callback = on_recv,
-        .send_callback = on_send,
-        .genmask_callback = on_genmask,
-        .on_msg_recv_callback = on_msg,
+    .recv_callback = on_recv,
+    .send_callback = on_send,
+    .genmask_callback = on_genmask,
+    .on_msg_recv_callback = on_msg,
 };
 
 static void conn_free(struct ws_conn *c)
@@ -150,7 +150,8 @@ static void update_events(struct ws_conn *c)
                 return;
         }
         /* While paused, not even RDHUP: a half-closed peer would wake us in a loop. */
-        loop_set_events(c->src, (want_read ? EPOLLIN | EPOLLRDHUP : 0) | (want_write ? EPOLLOUT : 0));
+        loop_set_events(c->src,
+                        (want_read ? EPOLLIN | EPOLLRDHUP : 0) | (want_write ? EPOLLOUT : 0));
 }
 
 /* Send what wslay holds, as far as the socket takes it. */
@@ -202,8 +203,7 @@ static void on_io(struct loop_source *src, int fd, uint32_t events, void *data)
 }
 
 int ws_conn_new(struct loop *l, int fd, const char *extra, size_t extra_len,
-                struct http_upgraded *u, const struct ws_ops *ops, void *data,
-                struct ws_conn **ret)
+                struct http_upgraded *u, const struct ws_ops *ops, void *data, struct ws_conn **ret)
 {
         struct ws_conn *c = calloc(1, sizeof(*c));
         if (!c)
@@ -252,10 +252,9 @@ int ws_send(struct ws_conn *c, int opcode, const void *buf, size_t len)
                 flush_out(c);
                 return 0;
         }
-        loop_set_events(c->src, ((wslay_event_want_read(c->ctx) && !c->paused)
-                                         ? EPOLLIN | EPOLLRDHUP
-                                         : 0) |
-                                        EPOLLOUT);
+        loop_set_events(c->src,
+                        ((wslay_event_want_read(c->ctx) && !c->paused) ? EPOLLIN | EPOLLRDHUP : 0) |
+                            EPOLLOUT);
         return 0;
 }
 

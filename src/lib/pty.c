@@ -16,13 +16,14 @@ int pty_open_here(int *ret_master, int *ret_slave)
         /* /dev/ptmx is a symlink the environment may replace: go to the devpts instance
          * directly, refusing symlinks and magic links, and without blocking on a FIFO. */
         struct open_how how = {
-                .flags = O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+            .flags = O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
+            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
         _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return -errno;
-        _cleanup_close_ int master = (int)syscall(SYS_openat2, root, "dev/pts/ptmx", &how, sizeof(how));
+        _cleanup_close_ int master =
+            (int)syscall(SYS_openat2, root, "dev/pts/ptmx", &how, sizeof(how));
         if (master < 0)
                 return -errno;
         unsigned n;
@@ -56,7 +57,9 @@ int fd_send(int sock, int fd)
                 char buf[CMSG_SPACE(sizeof(int))];
                 struct cmsghdr align;
         } u = {};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = u.buf,
                              .msg_controllen = sizeof(u.buf)};
         struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
         cm->cmsg_level = SOL_SOCKET;
@@ -79,7 +82,9 @@ int fd_recv(int sock, int *ret_fd)
                 char buf[CMSG_SPACE(sizeof(int) * 4)];
                 struct cmsghdr align;
         } u;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = u.buf,
                              .msg_controllen = sizeof(u.buf)};
         ssize_t n;
         do
