@@ -9,9 +9,11 @@ SAN     ?=
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
-PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables
+PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle
 PKGS_DAEMON := $(PKGS_LIB) libmicrohttpd
-PKGS_CLI    := libcurl jansson
+PKGS_CLI    := libcurl jansson nettle
+# wslay (WebSocket framing) ships no pkg-config file in Debian.
+LIBS_WS     := -lwslay
 cflags_of = $(shell pkg-config --cflags $(1))
 libs_of   = $(shell pkg-config --libs $(1))
 
@@ -37,10 +39,10 @@ $(BUILD)/libpaddock.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/paddockd: $(DAEMON_OBJ) $(BUILD)/libpaddock.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(call libs_of,$(PKGS_DAEMON))
+	$(CC) $(LDFLAGS) -o $@ $^ $(call libs_of,$(PKGS_DAEMON)) $(LIBS_WS)
 
 $(BUILD)/paddock: $(CLI_OBJ) $(BUILD)/libpaddock.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(call libs_of,$(PKGS_CLI))
+	$(CC) $(LDFLAGS) -o $@ $^ $(call libs_of,$(PKGS_CLI)) $(LIBS_WS)
 
 # PID 1 inside every environment: static, tiny, no sanitizers (it runs in an empty root).
 $(BUILD)/paddock-init: $(INIT_SRC)

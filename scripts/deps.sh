@@ -3,9 +3,10 @@
 set -eu
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
       libarchive-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
+      libwslay-dev nettle-dev
       busybox-static iproute2 util-linux
       tar curl"
-[ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest"
+[ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest tmux"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"
 missing=""
 for p in $pkgs; do

@@ -39,6 +39,7 @@ int cmd_update(struct cli *cli, int argc, char **argv);
 int cmd_net(struct cli *cli, int argc, char **argv);
 int cmd_port(struct cli *cli, int argc, char **argv);
 int cmd_exec(struct cli *cli, int argc, char **argv);
+int cmd_shell(struct cli *cli, int argc, char **argv); /* interactive terminal: tty_session.c */
 int cmd_ps(struct cli *cli, int argc, char **argv); /* background processes: cmd_procs.c */
 int cmd_logs(struct cli *cli, int argc, char **argv);
 int cmd_kill(struct cli *cli, int argc, char **argv);

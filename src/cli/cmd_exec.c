@@ -12,6 +12,7 @@
 #include "cli/opts.h"
 #include "cli/output.h"
 #include "cli/procout.h"
+#include "cli/tty_session.h"
 #include "lib/util.h"
 
 #include <signal.h>
@@ -35,8 +36,11 @@ static const char exec_help[] =
     "\n"
     "  -d, --detach          run it in the background: print its process id and exit 0 at\n"
     "                        once (see paddock ps, logs, wait, kill)\n"
-    "  -i, --interactive     send all of standard input to the command (up to ~6 MiB)\n"
-    "  -t, --tty             a terminal (not supported yet)\n"
+    "  -i, --interactive     send standard input to the command (any size, streamed)\n"
+    "  -t, --tty             run it in a terminal inside the environment; with -i (-it) an\n"
+    "                        interactive session: the local terminal goes raw and every key\n"
+    "                        goes in (standard input must be a terminal); -t alone only\n"
+    "                        shows the output as a terminal does\n"
     "  -e, --env K=V         environment variable (repeatable; -e K passes K's value here)\n"
     "  -w, --workdir DIR     working directory inside the environment\n"
     "  -u, --user USER       user name or UID[:GID] to run as (default root)\n"
@@ -283,9 +287,8 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
         r = parse_exec_args(cli, argc, argv, &o, &name, &cmd_index);
         if (r >= 0)
                 goto out;
-        if (o.tty) {
-                fprintf(stderr, "paddock: -t (tty) is not supported yet\n");
-                r = EXIT_USAGE;
+        if (o.tty && (o.detach || cli->json)) {
+                r = usage_error("exec", "-t does not go with %s", o.detach ? "-d" : "--json");
                 goto out;
         }
         json_t *cmd = json_array();
@@ -295,6 +298,12 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
                         r = usage_error("exec", "argument '%s' is not valid UTF-8", argv[i]);
                         goto out;
                 }
+        if (o.tty) {
+                /* A terminal session over the WebSocket endpoint (tty_session.c). */
+                json_object_del(o.body, "max_output");
+                r = tty_session_run(cli, name, o.body, o.interactive);
+                goto out;
+        }
         if (o.detach)
                 json_object_set_new(o.body, "detach", json_true());
         else

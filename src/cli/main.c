@@ -26,7 +26,7 @@ static const struct verb verbs[] = {
     {"ps", cmd_ps},           {"logs", cmd_logs},
     {"kill", cmd_kill},       {"wait", cmd_wait},
     {"forget", cmd_forget},   {"cp", cmd_cp},
-    {"watch", cmd_watch},
+    {"watch", cmd_watch},     {"shell", cmd_shell},
     {"image", cmd_image},     {"system", cmd_system},
     {"daemon", cmd_daemon},
 };
@@ -45,6 +45,7 @@ static const char overview[] =
     "  pause|resume NAME...         freeze and thaw\n"
     "  rm [-f] NAME...              destroy\n"
     "  exec NAME [OPTIONS] -- CMD   run a command inside, exit with its exit code\n"
+    "  shell NAME                   interactive shell in a terminal inside\n"
     "  cp SRC DST                   copy files and directories in or out (NAME:/path)\n"
     "  watch NAME PATH              print changes below a directory as they happen\n"
     "\n"

@@ -217,6 +217,13 @@ void api_handle(struct request *r, void *ctx)
                         api_env_watch(r, e, v);
                 return;
         }
+        /* Interactive terminal sessions (api_exec_ws.c). */
+        if (n == 5 && !strcmp(seg[3], "exec") && !strcmp(seg[4], "ws")) {
+                struct env *v = find_env(r, e, seg[2]);
+                if (v)
+                        api_env_exec_ws(r, e, v);
+                return;
+        }
         /* Files API (api_files.c): files, files/{list,stat,mkdir,move}, archive. */
         if (n >= 4 && (!strcmp(seg[3], "files") || !strcmp(seg[3], "archive"))) {
                 struct env *v = find_env(r, e, seg[2]);

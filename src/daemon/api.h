@@ -15,6 +15,11 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v);
 void api_env_delete(struct request *r, struct engine *e, struct env *v);
 void api_env_action(struct request *r, struct engine *e, struct env *v, const char *action);
 void api_env_exec(struct request *r, struct engine *e, struct env *v);
+/* GET /v1/envs/{name}/exec/ws: an interactive terminal session over a WebSocket. */
+void api_env_exec_ws(struct request *r, struct engine *e, struct env *v);
+/* cmd of an exec request: a non-empty array of strings without NUL bytes. argv is malloc'd,
+ * its strings are borrowed from cmd. Replies 400 and returns false otherwise. */
+bool api_exec_argv(struct request *r, json_t *cmd, char ***ret);
 /* /v1/envs/{name}/files[/list|stat|mkdir|move] and /archive (resource "files" or "archive",
  * sub the fifth path segment or NULL). */
 void api_env_files(struct request *r, struct engine *e, struct env *v, const char *resource,

@@ -210,7 +210,7 @@ static void on_buffered_request_gone(void *data)
         ctx_unref(c);
 }
 
-static bool parse_cmd(struct request *r, json_t *cmd, char ***ret)
+bool api_exec_argv(struct request *r, json_t *cmd, char ***ret)
 {
         size_t n = json_array_size(cmd);
         if (!json_is_array(cmd) || n == 0 || n > MAX_ARGS) {
@@ -289,11 +289,11 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
         }
         if (json_is_true(json_object_get(body, "tty"))) {
                 http_reply_error(r, 422, "unprocessable",
-                                 "tty: interactive sessions use the WebSocket endpoint, which this "
-                                 "version does not have yet");
+                                 "tty: interactive sessions use the WebSocket endpoint "
+                                 "GET /v1/envs/{name}/exec/ws");
                 goto out;
         }
-        if (!parse_cmd(r, json_object_get(body, "cmd"), &argv))
+        if (!api_exec_argv(r, json_object_get(body, "cmd"), &argv))
                 goto out;
         rq.argv = argv;
         if ((j = json_object_get(body, "env")) && !json_is_null(j)) {

@@ -1,11 +1,14 @@
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "lib/join.h"
+#include "lib/pty.h"
 #include "lib/util.h"
 
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #define STDIN_CHUNK 65536
@@ -32,6 +35,13 @@ struct exec_session {
         const struct exec_callbacks *cb;
         void *data;
         bool reaped; /* collected early by exec_reap_env; res.exit_code is set */
+        /* tty sessions */
+        bool tty, hungup, out_paused;
+        int pty_sock, pty_fd; /* the socket the master arrives on; the master */
+        struct loop_source *pty_sock_src, *pty_src;
+        unsigned cols, rows;  /* last size asked for before the master arrived */
+        unsigned char *input;  /* keystrokes not yet written to the master */
+        size_t input_len, input_off;
         struct exec_session *next;
 };
 
@@ -59,10 +69,13 @@ static void deliver(struct exec_session *s, int stream, const char *buf, size_t 
                 s->cb->output(s->data, stream, buf, n);
 }
 
-/* Read what is there now; false at EOF or error. */
+/* Read what is there now; false at EOF or error (a pty master says EIO when every slave fd
+ * is closed). stream 3 is the terminal, delivered as stdout. */
 static bool drain(struct exec_session *s, int stream)
 {
-        int fd = stream == 1 ? s->out_fd : s->err_fd;
+        int fd = stream == 1 ? s->out_fd : stream == 2 ? s->err_fd : s->pty_fd;
+        if (stream == 3)
+                stream = 1;
         char buf[65536];
         for (int rounds = 0; fd >= 0 && rounds < 16; rounds++) {
                 ssize_t n = read(fd, buf, sizeof(buf));
@@ -88,6 +101,9 @@ static void session_free(struct exec_session *s)
         close_src(&s->in_src, &s->in_fd);
         close_src(&s->out_src, &s->out_fd);
         close_src(&s->err_src, &s->err_fd);
+        close_src(&s->pty_sock_src, &s->pty_sock);
+        close_src(&s->pty_src, &s->pty_fd);
+        free(s->input);
         loop_cancel_timer(s->timer);
         if (s->stdin_src >= 0)
                 close(s->stdin_src);
@@ -96,12 +112,21 @@ static void session_free(struct exec_session *s)
         active_sessions--;
 }
 
+static void on_pty_handover(struct loop_source *src, int fd, uint32_t events, void *data);
+
 static void finish(struct exec_session *s)
 {
         /* Output written just before exit is already in the pipes: take it, then stop
          * listening. Background processes that still hold the pipes get EPIPE later. */
         drain(s, 1);
         drain(s, 2);
+        /* A command that exits at once may do so before its terminal reached us: it is in
+         * the socket's queue. Its last screen output is in the master; take all of it, paused
+         * or not (the owner buffers or drops). */
+        if (s->pty_sock >= 0 && !s->hungup)
+                on_pty_handover(NULL, s->pty_sock, EPOLLIN, s);
+        if (s->pty_fd >= 0)
+                drain(s, 3);
         s->res.duration_ms = now_ms() - s->started;
         struct env *v = engine_find(s->eng, s->env);
         /* Remove the per-exec cgroup if nothing of the exec is left in it. */
@@ -177,6 +202,169 @@ static void on_timeout(struct loop_timer *t, void *data)
                 sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
 }
 
+/* ---- terminal sessions --------------------------------------------------------------------- */
+
+static void on_pty(struct loop_source *src, int fd, uint32_t events, void *data);
+
+static void pty_flush_input(struct exec_session *s)
+{
+        while (s->pty_fd >= 0 && s->input_off < s->input_len) {
+                ssize_t n = write(s->pty_fd, s->input + s->input_off, s->input_len - s->input_off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN) /* EIO: nobody holds the terminal any more */
+                                s->input_off = s->input_len;
+                        break;
+                }
+                s->input_off += (size_t)n;
+        }
+        bool pending = s->input_off < s->input_len;
+        if (!pending) {
+                s->input_len = s->input_off = 0;
+                if (s->cb && s->cb->input_drained)
+                        s->cb->input_drained(s->data);
+        }
+        if (s->pty_src)
+                loop_set_events(s->pty_src,
+                                (s->out_paused ? 0 : EPOLLIN) | (pending ? EPOLLOUT : 0));
+}
+
+static void on_pty(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        struct exec_session *s = data;
+        if (events & EPOLLOUT)
+                pty_flush_input(s);
+        if (s->out_paused || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                return;
+        if (!drain(s, 3)) {
+                /* Every holder of the slave is gone; the exit code comes from the pidfd. */
+                close_src(&s->pty_src, &s->pty_fd);
+        }
+}
+
+static void on_pty_handover(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        struct exec_session *s = data;
+        int master = -EBADF;
+        int r = fd_recv(s->pty_sock, &master);
+        if (r == -EAGAIN)
+                return;
+        close_src(&s->pty_sock_src, &s->pty_sock);
+        if (r < 0)
+                return; /* the command failed before (its stderr says why) */
+        if (s->hungup) {
+                close(master); /* hangs the fresh session up */
+                return;
+        }
+        s->pty_fd = master;
+        if (s->cols)
+                pty_set_size(s->pty_fd, s->cols, s->rows);
+        r = loop_add_fd(engine_loop(s->eng), s->pty_fd, s->out_paused ? 0 : EPOLLIN, on_pty, s,
+                        &s->pty_src);
+        if (r < 0) {
+                log_warn("%s: watching a terminal: %s", s->env, strerror(-r));
+                close(TAKE_FD(s->pty_fd));
+                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+                return;
+        }
+        pty_flush_input(s);
+}
+
+long exec_tty_input(struct exec_session *s, const void *buf, size_t len)
+{
+        if (!s->tty)
+                return -EINVAL;
+        if (len == 0)
+                return (long)(s->input_len - s->input_off);
+        if (s->input_off && s->input_off == s->input_len)
+                s->input_len = s->input_off = 0;
+        unsigned char *n = realloc(s->input, s->input_len + len);
+        if (!n)
+                return -ENOMEM;
+        s->input = n;
+        memcpy(s->input + s->input_len, buf, len);
+        s->input_len += len;
+        pty_flush_input(s);
+        return (long)(s->input_len - s->input_off);
+}
+
+int exec_tty_resize(struct exec_session *s, unsigned cols, unsigned rows)
+{
+        if (!s->tty)
+                return -EINVAL;
+        s->cols = cols;
+        s->rows = rows;
+        return s->pty_fd >= 0 ? pty_set_size(s->pty_fd, cols, rows) : 0;
+}
+
+void exec_tty_pause_output(struct exec_session *s, bool pause)
+{
+        if (s->out_paused == pause)
+                return;
+        s->out_paused = pause;
+        if (s->pty_src)
+                loop_set_events(s->pty_src, (pause ? 0 : EPOLLIN) |
+                                                    (s->input_off < s->input_len ? EPOLLOUT : 0));
+}
+
+/* The end of a hung-up session's grace: whatever of it still runs (a command ignoring SIGHUP,
+ * or what it left behind) is killed with its cgroup. Independent of the session, which may be
+ * gone by then. */
+struct hangup_kill {
+        struct engine *eng;
+        char env[64], cg[80], sub[32];
+        struct hangup_kill *next;
+};
+static struct hangup_kill *hangup_kills; /* pending, so none is lost at shutdown */
+
+static void on_hangup_grace(struct loop_timer *t, void *data)
+{
+        struct hangup_kill *k = data;
+        for (struct hangup_kill **p = &hangup_kills; *p; p = &(*p)->next)
+                if (*p == k) {
+                        *p = k->next;
+                        break;
+                }
+        struct cgroup_manager *m = engine_cgroups(k->eng);
+        if (engine_find(k->eng, k->env)) {
+                int r = cgroup_env_kill(m, k->cg, k->sub);
+                if (r < 0 && r != -ENOENT)
+                        log_warn("%s: killing a hung-up session: %s", k->env, strerror(-r));
+                cgroup_env_prune(m, k->cg, k->sub);
+        }
+        free(k);
+}
+
+void exec_hangup(struct exec_session *s)
+{
+        if (!s)
+                return;
+        s->cb = NULL;
+        if (s->hungup)
+                return;
+        s->hungup = true;
+        free(s->input);
+        s->input = NULL;
+        s->input_len = s->input_off = 0;
+        if (s->pty_fd >= 0)
+                close_src(&s->pty_src, &s->pty_fd); /* the kernel sends SIGHUP */
+        else if (s->pidfd >= 0 && s->pty_sock < 0)
+                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0); /* never got a terminal */
+        struct hangup_kill *k = calloc(1, sizeof(*k));
+        if (!k || !loop_add_timer(engine_loop(s->eng), EXEC_HANGUP_GRACE_MS, on_hangup_grace, k)) {
+                free(k);
+                cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
+                return;
+        }
+        k->eng = s->eng;
+        memcpy(k->env, s->env, sizeof(k->env));
+        memcpy(k->cg, s->cg, sizeof(k->cg));
+        memcpy(k->sub, s->sub, sizeof(k->sub));
+        k->next = hangup_kills;
+        hangup_kills = k;
+}
+
 void exec_reap_env(const char *env, unsigned wait_ms)
 {
         uint64_t deadline = now_ms() + wait_ms;
@@ -198,6 +386,9 @@ void exec_reap_env(const char *env, unsigned wait_ms)
 
 int exec_signal(struct exec_session *s, int sig)
 {
+        /* A terminal session: to the terminal's foreground process group, as a key would. */
+        if (s->tty && s->pty_fd >= 0)
+                return ioctl(s->pty_fd, TIOCSIG, sig) < 0 ? -errno : 0;
         return s->pidfd >= 0 ? sys_pidfd_send_signal(s->pidfd, sig, 0) : -ESRCH;
 }
 
@@ -226,7 +417,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         *s = (struct exec_session){.eng = e, .pidfd = -EBADF, .in_fd = -EBADF, .out_fd = -EBADF,
                                    .err_fd = -EBADF, .cb = cb, .data = data,
                                    .max_output = rq->max_output, .started = now_ms(),
-                                   .stdin_src = -EBADF};
+                                   .stdin_src = -EBADF, .tty = rq->tty, .pty_sock = -EBADF,
+                                   .pty_fd = -EBADF};
         snprintf(s->env, sizeof(s->env), "%s", env_name(v));
         snprintf(s->cg, sizeof(s->cg), "%s", env_cgroup(v));
         snprintf(s->sub, sizeof(s->sub), "exec-%u", env_next_exec_id(v));
@@ -246,6 +438,15 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 memcpy(s->stdin_buf, rq->stdin_data, rq->stdin_len);
                 s->stdin_len = rq->stdin_len;
         }
+        int sp[2] = {-1, -1};
+        if (rq->tty) {
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+                        int r = -errno;
+                        session_free(s);
+                        return r;
+                }
+                s->pty_sock = sp[0];
+        }
         int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
         if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
                 int r = -errno;
@@ -255,6 +456,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                         if (out[i] >= 0)
                                 close(out[i]);
                 }
+                if (sp[1] >= 0)
+                        close(sp[1]);
                 session_free(s);
                 return r;
         }
@@ -275,6 +478,9 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 .stdin_fd = in[0],
                 .stdout_fd = out[1],
                 .stderr_fd = errp[1],
+                .pty_sock = sp[1] >= 0 ? sp[1] : -EBADF,
+                .cols = rq->cols,
+                .rows = rq->rows,
         };
         int r = envp ? env_join_exec(&jc, &s->pid, err, errlen) : -ENOMEM;
         for (size_t i = 0; envp && envp[i]; i++)
@@ -283,6 +489,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         close(in[0]);
         close(out[1]);
         close(errp[1]);
+        if (sp[1] >= 0)
+                close(sp[1]);
         if (r < 0) {
                 session_free(s);
                 return r;
@@ -310,6 +518,10 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 r = loop_add_fd(l, s->in_fd, EPOLLOUT, on_stdin, s, &s->in_src);
         else if (r >= 0)
                 close_src(&s->in_src, &s->in_fd);
+        if (r >= 0 && s->tty) {
+                fcntl(s->pty_sock, F_SETFL, O_NONBLOCK);
+                r = loop_add_fd(l, s->pty_sock, EPOLLIN, on_pty_handover, s, &s->pty_sock_src);
+        }
         if (r < 0) {
                 sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
                 waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED);

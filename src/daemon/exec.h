@@ -22,6 +22,8 @@ struct exec_request {
         int stdin_fd;
         uint64_t timeout_ms; /* 0 = none */
         size_t max_output;   /* stdout + stderr bytes kept */
+        bool tty;            /* interactive: a pty inside the environment (see lib/pty.h) */
+        unsigned cols, rows; /* tty: initial window size */
 };
 
 struct exec_result {
@@ -34,9 +36,26 @@ struct exec_result {
 struct exec_callbacks {
         void (*output)(void *data, int stream, const char *buf, size_t len); /* stream 1 or 2 */
         void (*done)(void *data, const struct exec_result *res);
+        /* tty: queued input went down to nothing (see exec_tty_input). May be NULL. */
+        void (*input_drained)(void *data);
 };
 
 struct exec_session;
+
+/* tty sessions: terminal output arrives through output() as stream 1 (errors from before the
+ * terminal existed, e.g. an unknown user, come as stream 2). */
+#define EXEC_TTY_INPUT_MAX (256u << 10) /* queued input above this: the caller should pause */
+/* Queue keystrokes for the terminal; returns the bytes still queued afterwards (< 0: -errno). */
+long exec_tty_input(struct exec_session *s, const void *buf, size_t len);
+int exec_tty_resize(struct exec_session *s, unsigned cols, unsigned rows);
+/* Stop (or resume) reading terminal output while the client is slow. */
+void exec_tty_pause_output(struct exec_session *s, bool pause);
+/* The client is gone: hang up the terminal (SIGHUP to the session, as when an SSH connection
+ * drops); EXEC_HANGUP_GRACE_MS later everything still running in the session's cgroup is
+ * killed (long-lived work belongs in a background process, exec -d). The session frees itself
+ * when the command has exited; no callback runs any more. */
+#define EXEC_HANGUP_GRACE_MS 2000
+void exec_hangup(struct exec_session *s);
 
 int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
@@ -44,7 +63,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
 /* PID 1 of env is gone, so every exec in it is dying: collect those processes now (waiting up
  * to wait_ms in all), so that no zombie keeps the environment's cgroup busy. */
 void exec_reap_env(const char *env, unsigned wait_ms);
-/* Signal the command process (not its children: they get it from it, as with kill(1)). */
+/* Signal the command process (not its children: they get it from it, as with kill(1)); in a
+ * tty session, the terminal's foreground process group (as Ctrl-C does). */
 int exec_signal(struct exec_session *s, int sig);
 /* The client is gone: the command keeps running, its output is dropped. */
 void exec_detach(struct exec_session *s);

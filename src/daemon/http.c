@@ -34,6 +34,14 @@ struct request {
         bool stream_waiting; /* suspended inside the reader for lack of data */
         void (*on_free)(void *);
         void *on_free_data;
+        /* protocol switch */
+        const struct http_upgrade_ops *uops;
+        void *udata;
+};
+
+struct http_upgraded {
+        struct http_server *srv;
+        struct MHD_UpgradeResponseHandle *urh;
 };
 
 const char *req_method(const struct request *r)
@@ -71,6 +79,11 @@ size_t req_query_all(const struct request *r, const char *key, const char **out,
         struct query_iter it = {.key = key, .out = out, .max = max};
         MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, &it);
         return it.n;
+}
+
+const char *req_header(const struct request *r, const char *name)
+{
+        return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
 const char *req_body(const struct request *r, size_t *ret_len)
@@ -311,6 +324,57 @@ void http_stream_wake(struct request *r)
         }
 }
 
+static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
+                       size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+        struct request *r = cls;
+        const struct http_upgrade_ops *ops = r->uops;
+        void *data = r->udata;
+        r->uops = NULL; /* from now on the callee owns the socket; on_completed leaves it */
+        struct http_upgraded *u = calloc(1, sizeof(*u));
+        if (!u) {
+                log_error("http: out of memory taking over an upgraded connection");
+                MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+                ops->abandoned(data);
+                return;
+        }
+        u->srv = r->srv;
+        u->urh = urh;
+        ops->upgraded(data, sock, extra, extra_len, u);
+}
+
+void http_reply_upgrade(struct request *r, const char *const *headers,
+                        const struct http_upgrade_ops *ops, void *data)
+{
+        if (r->answered) {
+                ops->abandoned(data);
+                return;
+        }
+        struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, r);
+        for (size_t i = 0; resp && headers && headers[i]; i += 2)
+                MHD_add_response_header(resp, headers[i], headers[i + 1]);
+        if (!resp) {
+                ops->abandoned(data);
+                queue(r, 500, NULL);
+                return;
+        }
+        r->uops = ops;
+        r->udata = data;
+        queue(r, 101, resp);
+}
+
+void http_upgraded_close(struct http_upgraded *u)
+{
+        if (!u)
+                return;
+        struct http_server *srv = u->srv;
+        MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+        free(u);
+        /* MHD finishes the connection in its next run; nothing else would wake it. */
+        if (!srv->kick)
+                srv->kick = loop_add_timer(srv->loop, 0, on_kick, srv);
+}
+
 static bool spool_open(struct request *r)
 {
         r->spool_fd = open(r->srv->cfg.spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -421,6 +485,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (!r)
                 return;
         *con_cls = NULL;
+        if (r->uops) {
+                /* Answered with 101 but never switched: the client went away first. */
+                const struct http_upgrade_ops *ops = r->uops;
+                r->uops = NULL;
+                ops->abandoned(r->udata);
+        }
         if (r->on_free)
                 r->on_free(r->on_free_data);
         if (r->spool_fd >= 0)
@@ -461,7 +531,7 @@ int http_server_start(struct loop *loop, const struct http_config *cfg, struct h
         srv->loop = loop;
         srv->cfg = *cfg;
         srv->mhd = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                 on_request, srv, MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,

@@ -67,6 +67,23 @@ void http_reply_stream(struct request *r, unsigned status, const char *content_t
                        const struct http_stream_ops *ops, void *data);
 void http_stream_wake(struct request *r);
 
+/* Protocol switch (101 Switching Protocols, e.g. WebSocket). headers: name, value pairs ending
+ * in NULL, sent with the 101. Afterwards exactly one of the ops runs: upgraded() with the
+ * connection's socket (non-blocking; bytes the client already sent after the request are in
+ * extra) once the 101 has gone out, or abandoned() if the connection ended before that. The
+ * socket then belongs to the callee until http_upgraded_close(); never close() it directly. */
+struct http_upgraded;
+struct http_upgrade_ops {
+        void (*upgraded)(void *data, int fd, const char *extra, size_t extra_len,
+                         struct http_upgraded *u);
+        void (*abandoned)(void *data);
+};
+void http_reply_upgrade(struct request *r, const char *const *headers,
+                        const struct http_upgrade_ops *ops, void *data);
+void http_upgraded_close(struct http_upgraded *u);
+/* A request header (case-insensitive name), or NULL. */
+const char *req_header(const struct request *r, const char *name);
+
 /* Called when the request is freed (answered or connection gone); deferred work must drop
  * its pointer to r. */
 void req_on_free(struct request *r, void (*fn)(void *data), void *data);

@@ -27,7 +27,8 @@ int landlock_apply_sandbox_exec(int exec_fd);
 /* seccomp.c: load the profile's filter (requires no_new_privs or CAP_SYS_ADMIN in the userns).
  * Both profiles: allowlist modelled on Docker's default; everything else fails with EPERM
  * (ENOSYS for syscalls newer than the list, so libc falls back); foreign ABIs (x32, i386)
- * kill the process. Sandbox additionally blocks ptrace, personality changes, and clone/unshare
+ * kill the process; ioctl(TIOCSTI) and ioctl(TIOCLINUX), which type into a terminal, fail with
+ * EPERM. Sandbox additionally blocks ptrace, personality changes, and clone/unshare
  * with namespace flags, clone3 (ENOSYS, so libc uses clone), the mount family, keyctl, bpf,
  * io_uring, perf_event_open, userfaultfd. */
 int seccomp_apply(enum confine_profile p);

@@ -1,4 +1,5 @@
 #include "lib/join.h"
+#include "lib/pty.h"
 #include "lib/util.h"
 
 #include <ctype.h>
@@ -7,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/capability.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -145,6 +147,29 @@ static int raise_effective(void)
         return r;
 }
 
+/* A new session whose controlling terminal is a fresh pty of the environment; the master goes
+ * to the daemon. Runs as the target user, so the slave is that user's (devpts gives it the
+ * opener's fsuid), as after a login. */
+static void become_terminal_session(const struct join_config *c)
+{
+        int master, slave;
+        int r = pty_open_here(&master, &slave);
+        if (r < 0)
+                cmd_fail(126, "allocate a terminal in /dev/pts", strerror(-r));
+        pty_set_size(slave, c->cols, c->rows);
+        r = fd_send(c->pty_sock, master);
+        close(master);
+        close(c->pty_sock);
+        if (r < 0)
+                cmd_fail(126, "hand over the terminal", strerror(-r));
+        if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) < 0)
+                cmd_fail(126, "controlling terminal", strerror(errno));
+        if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0)
+                _exit(126);
+        if (slave > 2)
+                close(slave);
+}
+
 /* The command process: inside every namespace, still with full caps in the userns. */
 static _Noreturn void command_main(const struct join_config *c)
 {
@@ -157,7 +182,8 @@ static _Noreturn void command_main(const struct join_config *c)
         reset_signals();
         if (dup2(c->stdin_fd, 0) < 0 || dup2(c->stdout_fd, 1) < 0 || dup2(c->stderr_fd, 2) < 0)
                 _exit(126);
-        close_fds_from(3, NULL, 0);
+        int keep[] = {c->pty_sock};
+        close_fds_from(3, keep, c->pty_sock >= 0 ? 1 : 0);
         r = resolve_user(c->user, &uid, &gid, home, sizeof(home));
         if (r < 0)
                 cmd_fail(126, "unknown user", c->user);
@@ -165,6 +191,8 @@ static _Noreturn void command_main(const struct join_config *c)
         prctl(PR_SET_KEEPCAPS, 1);
         if (setresgid(gid, gid, gid) < 0 || setgroups(0, NULL) < 0 || setresuid(uid, uid, uid) < 0)
                 cmd_fail(126, "switch user", strerror(errno));
+        if (c->pty_sock >= 0)
+                become_terminal_session(c);
         if ((r = raise_effective()) < 0)
                 cmd_fail(126, "capabilities", strerror(-r));
         if ((r = confine_apply(c->profile, &step)) < 0)
@@ -213,8 +241,9 @@ static _Noreturn void helper_main(const struct join_config *c, int report_fd)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
                 helper_fail(report_fd, r, "join cgroup");
-        int keep[] = {c->env_pidfd, c->stdin_fd, c->stdout_fd, c->stderr_fd, report_fd};
-        close_fds_from(3, keep, ELEMENTSOF(keep));
+        int keep[] = {c->env_pidfd, c->stdin_fd, c->stdout_fd, c->stderr_fd, report_fd,
+                      c->pty_sock};
+        close_fds_from(3, keep, ELEMENTSOF(keep) - (c->pty_sock >= 0 ? 0 : 1));
         if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
                                         CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
                 helper_fail(report_fd, -errno, "enter namespaces");

@@ -5,7 +5,7 @@
  * daemon, makes itself non-dumpable, enters all namespaces of PID 1 through its pidfd, user
  * namespace last, and clones the command process with CLONE_PARENT, so the daemon is its parent
  * and collects its exit status. The command process switches to the requested user, applies
- * exactly PID 1's confinement, changes to the working directory (resolved inside the
+ * exactly PID 1's confinement (for a terminal session it first makes the pty, see pty.h), changes to the working directory (resolved inside the
  * environment, after every host fd is gone) and executes. */
 #pragma once
 #include "lib/cgroup.h"
@@ -24,6 +24,12 @@ struct join_config {
         const char *cwd;         /* NULL: the user's home directory, or "/" */
         const char *user;        /* NULL/"root", "name", "uid", "uid:gid", "name:gid" */
         int stdin_fd, stdout_fd, stderr_fd;
+        /* Interactive session (>= 0): after switching user, the command process allocates a
+         * pty inside the environment, sends its master over this socket, and runs with the
+         * slave as stdin/stdout/stderr and controlling terminal of a new session. Until then
+         * (and if that fails) its errors go to stderr_fd. */
+        int pty_sock;
+        unsigned cols, rows; /* initial window size; 0 = the kernel's default */
 };
 
 /* Returns the host pid of the command process (a child of the caller). */

@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 
 /* What both profiles allow unconditionally: Docker's list minus io_uring (a large, often
  * exploited kernel surface that Docker itself later dropped) and minus what is gated per
@@ -49,7 +50,6 @@ static const char *const allow_common[] = {
         "timerfd_gettime", "timerfd_settime",
         /* POSIX AIO (io_uring is deliberately absent) */
         "io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit",
-        "ioctl",
         /* memory */
         "brk", "madvise", "map_shadow_stack", "membarrier", "memfd_create", "memfd_secret",
         "mincore", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mremap", "mseal", "msync",
@@ -171,6 +171,41 @@ static int allow_socket(scmp_filter_ctx ctx)
         return 0;
 }
 
+/* ioctl(2) with every request but TIOCSTI (push bytes into a terminal's input, as if typed)
+ * and TIOCLINUX (the console's selection paste does the same): a process must not type into a
+ * terminal, whoever reads it.
+ *
+ * The request is an unsigned int to the kernel, so only its low 32 bits may decide: junk in the
+ * high half must not carry TIOCSTI past an allow rule. libseccomp's comparisons (its "32-bit"
+ * ones included) test all 64 bits except SCMP_CMP_MASKED_EQ, and an unconditional allow cannot
+ * be combined with a refusal for the same syscall. So the allowed set, every 32-bit value but
+ * the two, is written as masked prefixes: walking down the bits, each subtree that holds
+ * neither refused value is one rule "(a1 & mask) == prefix" (34 rules for these two). */
+static const uint32_t ioctl_refused[] = {TIOCSTI, TIOCLINUX};
+
+static int allow_ioctl_below(scmp_filter_ctx ctx, uint32_t prefix, int bit)
+{
+        /* Refused values inside the subtree "bits above `bit` equal prefix". */
+        uint64_t mask = bit >= 31 ? 0 : (uint64_t)(0xffffffffu << (bit + 1)) & 0xffffffffu;
+        bool any = false;
+        for (size_t i = 0; i < ELEMENTSOF(ioctl_refused); i++)
+                any |= ((uint64_t)ioctl_refused[i] & mask) == prefix;
+        if (!any)
+                return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                        SCMP_A1(SCMP_CMP_MASKED_EQ, mask, prefix));
+        if (bit < 0)
+                return 0; /* exactly a refused value: the default action answers EPERM */
+        int r = allow_ioctl_below(ctx, prefix, bit - 1);
+        if (r < 0)
+                return r;
+        return allow_ioctl_below(ctx, prefix | (1u << bit), bit - 1);
+}
+
+static int allow_ioctl(scmp_filter_ctx ctx)
+{
+        return allow_ioctl_below(ctx, 0, 31);
+}
+
 /* Process creation: clone(2) without namespace flags; clone3(2) fails with ENOSYS because
  * its flags sit in memory a filter cannot read, and glibc then falls back to clone(2).
  * Computers may also unshare(2) non-namespace state (CLONE_FILES, CLONE_FS, CLONE_SYSVSEM);
@@ -254,6 +289,9 @@ static int build_filter(enum confine_profile p, scmp_filter_ctx *ret)
         if (r < 0)
                 return r;
         r = allow_socket(ctx);
+        if (r < 0)
+                return r;
+        r = allow_ioctl(ctx);
         if (r < 0)
                 return r;
         r = add_clone_rules(ctx, p);

@@ -23,6 +23,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 
 #ifndef AF_VSOCK
 #define AF_VSOCK 40
@@ -519,6 +521,85 @@ static void child_landlock(void *arg)
                 close(fd);
 }
 
+/* Terminal injection: TIOCSTI and TIOCLINUX fail with EPERM under both profiles, on a pipe
+ * (where the unconfined kernel says ENOTTY) and on a real pty slave (where root's TIOCSTI would
+ * work), also with junk in the high half of the request; every other terminal ioctl still
+ * works. arg NULL: the unconfined control. */
+static void child_tiocsti(void *arg)
+{
+        const enum confine_profile *p = arg;
+        int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        CHECK(master >= 0);
+        if (master < 0)
+                return;
+        CHECK(grantpt(master) == 0 && unlockpt(master) == 0);
+        const char *name = ptsname(master);
+        int slave = name ? open(name, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
+        CHECK(slave >= 0);
+        int pfd[2];
+        CHECK(pipe2(pfd, O_CLOEXEC) == 0);
+        if (p && confine_in_userns(*p) < 0) {
+                unit_failures++;
+                return;
+        }
+        char c = 'x';
+        errno = 0;
+        CHECK_EQ_INT(ioctl(pfd[0], TIOCSTI, &c) < 0 ? errno : 0, p ? EPERM : ENOTTY);
+        errno = 0;
+        CHECK_EQ_INT(ioctl(pfd[0], TIOCLINUX, &c) < 0 ? errno : 0, p ? EPERM : ENOTTY);
+        /* The kernel uses the request's low 32 bits: junk above must not get TIOCSTI through
+         * (unfiltered, the pipe answers ENOTTY). */
+        for (int i = 0; i < 2; i++) {
+                unsigned long req = (i ? 0xdead00000000UL : 0x100000000UL) | TIOCSTI;
+                errno = 0;
+                long hi = syscall(SYS_ioctl, pfd[0], req, &c);
+                CHECK_EQ_INT(hi < 0 ? errno : 0, p ? EPERM : ENOTTY);
+        }
+        if (p) {
+                errno = 0;
+                CHECK_EQ_INT(ioctl(slave, TIOCSTI, &c) < 0 ? errno : 0, EPERM);
+                /* Nothing arrived as input on the terminal. */
+                int avail = -1;
+                CHECK(ioctl(slave, FIONREAD, &avail) == 0 && avail == 0);
+        }
+        /* Every other request passes the filter: the kernel answers (ENOTTY on a pipe, or
+         * success), never the filter's EPERM; with junk in the high half too. */
+        static const unsigned long others[] = {0, 1, 0x541b, 0x541d, 0x5411, 0x5413, 0x5402,
+                                               0x5421, 0x5451, 0x80045430, 0x7fffffff,
+                                               0x80000000, 0xffffffff, 0xdeadbeef, 0x4012,
+                                               0x5412 ^ 0x10000, 0x541c ^ 0x80000000};
+        int refused = 0;
+        for (size_t i = 0; i < ELEMENTSOF(others); i++)
+                for (int hi = 0; hi < 2; hi++) {
+                        int v = 0;
+                        unsigned long req = others[i] | (hi ? 0x300000000UL : 0);
+                        errno = 0;
+                        if (syscall(SYS_ioctl, pfd[0], req, &v) < 0 && errno == EPERM) {
+                                fprintf(stderr, "  ioctl 0x%lx refused\n", req);
+                                refused++;
+                        }
+                }
+        for (unsigned long req = 0x5400; req < 0x5500; req++) {
+                int v = 0;
+                errno = 0;
+                if (req != TIOCSTI && req != TIOCLINUX &&
+                    syscall(SYS_ioctl, pfd[0], req, &v) < 0 && errno == EPERM)
+                        refused++;
+        }
+        CHECK_EQ_INT(refused, 0);
+        /* The neighbours of the refused requests, and the usual ones, still work. */
+        struct winsize ws = {.ws_row = 24, .ws_col = 80};
+        CHECK_EQ_INT(ioctl(slave, TIOCSWINSZ, &ws), 0);
+        CHECK_EQ_INT(ioctl(slave, TIOCGWINSZ, &ws), 0);
+        CHECK(ws.ws_col == 80);
+        int n;
+        CHECK_EQ_INT(ioctl(pfd[0], FIONREAD, &n), 0);
+        struct termios t;
+        CHECK_EQ_INT(tcgetattr(slave, &t), 0);
+        close(slave);
+        close(master);
+}
+
 /* ---- tests --------------------------------------------------------------------------------- */
 
 static void test_confine_control__probes_are_not_refused_unconfined(void)
@@ -602,6 +683,14 @@ static void test_confine_landlock__writes_only_to_scratch(void)
         unlink(file);
 }
 
+static void test_confine_seccomp__no_terminal_injection(void)
+{
+        CHECK_CHILD_OK(run_child(child_tiocsti, NULL));
+        enum confine_profile profiles[] = {PROFILE_SANDBOX, PROFILE_COMPUTER};
+        for (size_t i = 0; i < ELEMENTSOF(profiles); i++)
+                CHECK_CHILD_OK(run_child(child_tiocsti, &profiles[i]));
+}
+
 static void test_confine_seccomp__export_pfc(void)
 {
         for (int k = 0; k < 2; k++) {
@@ -664,6 +753,7 @@ int main(void)
         RUN(test_confine_computer__docker_like);
         RUN(test_confine_seccomp__foreign_abi_kills);
         RUN(test_confine_landlock__writes_only_to_scratch);
+        RUN(test_confine_seccomp__no_terminal_injection);
         RUN(test_confine_seccomp__export_pfc);
         RUN(test_confine_seccomp__precompiled_same_behaviour); /* last: it fills the cache */
         UNIT_EXIT();

@@ -1,0 +1,27 @@
+/* A WebSocket client over paddockd's unix socket. libcurl 7.88 (Debian 12) has no WebSocket
+ * support, so the connection is ours: connect(2), the HTTP/1.1 Upgrade handshake by hand, then
+ * wslay in client mode (masked frames) on the same socket. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <wslay/wslay.h>
+
+struct wsc {
+        int fd;
+        wslay_event_context_ptr ctx;
+        char *extra; /* bytes after the 101 response, read before the socket */
+        size_t extra_len, extra_off;
+};
+
+/* Connect and switch protocols on path ("/v1/...", already encoded). On any failure prints why
+ * ("paddock: <daemon's message>" for an HTTP error) and returns -1. callbacks' recv, send and
+ * genmask are filled in here; user is passed to the others. */
+int wsc_open(const char *socket_path, const char *path,
+             const struct wslay_event_callbacks *callbacks, void *user, struct wsc *ret);
+void wsc_close(struct wsc *w);
+/* Queue one message (opcode 1 text, 2 binary). */
+int wsc_send(struct wsc *w, int opcode, const void *buf, size_t len);
+int wsc_send_json(struct wsc *w, json_t *j /* stolen */);
