@@ -9,8 +9,8 @@ SAN     ?=
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
-PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables
-PKGS_DAEMON := $(PKGS_LIB) libmicrohttpd
+PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle
+PKGS_DAEMON := $(PKGS_LIB) libmicrohttpd libcurl
 PKGS_CLI    := libcurl jansson
 cflags_of = $(shell pkg-config --cflags $(1))
 libs_of   = $(shell pkg-config --libs $(1))
