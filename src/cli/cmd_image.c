@@ -22,6 +22,8 @@ static const char image_help[] =
     "  import NAME FILE|DIR   make an image from a tar (.tar, .tar.gz, .tar.zst; - for\n"
     "                         standard input) or from a directory\n"
     "  pull REF               pull from an OCI / Docker registry (debian:bookworm)\n"
+    "  build NAME [--from debian:SUITE] [--packages A,B]\n"
+    "                         build from Debian with mmdebstrap\n"
     "  export NAME FILE|-     write an image as a tar (.tar, .tar.gz, .tar.zst)\n"
     "  rm NAME...             remove images no environment uses\n"
     "\n"
@@ -266,7 +268,7 @@ int cmd_image(struct cli *cli, int argc, char **argv)
         } subs[] = {
             {"ls", image_ls}, {"list", image_ls},   {"import", image_import},
             {"rm", image_rm}, {"remove", image_rm}, {"pull", image_pull},
-            {"export", image_export},
+            {"export", image_export}, {"build", image_build},
         };
         /* Options before the subcommand: only the common ones ("paddock image --json ls"). */
         int i = 1;
@@ -284,7 +286,7 @@ int cmd_image(struct cli *cli, int argc, char **argv)
                 }
         }
         if (i >= argc)
-                return usage_error("image", "missing COMMAND (ls, import, pull, export or rm)");
+                return usage_error("image", "missing COMMAND (ls, import, pull, build, export or rm)");
         for (size_t k = 0; k < ELEMENTSOF(subs); k++)
                 if (strcmp(argv[i], subs[k].name) == 0)
                         return subs[k].run(cli, argc - i, argv + i);

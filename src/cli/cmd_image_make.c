@@ -1,6 +1,6 @@
-/* paddock image pull REF | export NAME FILE|-
+/* paddock image pull REF | build NAME | export NAME FILE|-
  *
- * pull sends its request with ?stream=1 and prints the daemon's progress lines on stderr as
+ * pull and build send its request with ?stream=1 and prints the daemon's progress lines on stderr as
  * they come; the image's name goes to stdout at the end. export writes the daemon's tar
  * stream to FILE (removed again if the stream breaks) or to standard output. */
 #include "cli/cli.h"
@@ -145,6 +145,77 @@ int image_pull(struct cli *cli, int argc, char **argv)
         if (name)
                 json_object_set_new(body, "name", json_string(name));
         int r = image_job_request(cli, body, quiet);
+        json_decref(body);
+        return r;
+}
+
+/* ---------------------------------------------------------------- build */
+
+static const char build_help[] =
+    "Usage: paddock image build NAME [--from debian:SUITE] [--packages A,B,C]\n"
+    "                           [--variant V] [--mirror URL|local:NAME] [-q]\n"
+    "\n"
+    "Build image NAME from Debian with mmdebstrap, run by the daemon; its output is\n"
+    "shown as it comes. Prints NAME.\n"
+    "\n"
+    "  --from debian:SUITE  the release (default debian:bookworm)\n"
+    "  --packages A,B,C     more packages (repeatable)\n"
+    "  --variant V          mmdebstrap variant: minbase (default), essential, apt,\n"
+    "                       required, important, standard, extract, custom\n"
+    "  --mirror URL         a Debian mirror (http or https; signatures are checked), or\n"
+    "                       local:NAME for a flat repository the admin put in the\n"
+    "                       daemon's <root>/mirrors/NAME\n"
+    "  -q, --quiet          no progress lines\n";
+
+enum { OPT_FROM = OPT_FIRST_VERB_OPTION, OPT_PACKAGES, OPT_VARIANT, OPT_MIRROR };
+
+int image_build(struct cli *cli, int argc, char **argv)
+{
+        static const struct option options[] = {
+            {"from", required_argument, NULL, OPT_FROM},
+            {"packages", required_argument, NULL, OPT_PACKAGES},
+            {"variant", required_argument, NULL, OPT_VARIANT},
+            {"mirror", required_argument, NULL, OPT_MIRROR},
+            {"quiet", no_argument, NULL, 'q'},
+            CLI_COMMON_OPTIONS,
+            {},
+        };
+        const char *verb = "image build";
+        json_t *build = json_object(), *packages = json_array();
+        bool quiet = false;
+        int c, r;
+        opts_reset();
+        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) != -1) {
+                if (c == OPT_FROM) {
+                        json_object_set_new(build, "from", json_string(optarg));
+                } else if (c == OPT_VARIANT) {
+                        json_object_set_new(build, "variant", json_string(optarg));
+                } else if (c == OPT_MIRROR) {
+                        json_object_set_new(build, "mirror", json_string(optarg));
+                } else if (c == OPT_PACKAGES) {
+                        char *copy = strdup(optarg), *save = NULL;
+                        for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+                             t = strtok_r(NULL, ",", &save))
+                                json_array_append_new(packages, json_string(t));
+                        free(copy);
+                } else if (c == 'q') {
+                        quiet = true;
+                } else if ((r = opts_common(cli, c, argv, verb, build_help)) >= 0) {
+                        json_decref(build);
+                        json_decref(packages);
+                        return r;
+                }
+        }
+        if (argc - optind != 1) {
+                json_decref(build);
+                json_decref(packages);
+                return optind >= argc ? usage_error(verb, "missing NAME")
+                                      : usage_error(verb, "unexpected argument '%s'",
+                                                    argv[optind + 1]);
+        }
+        json_object_set_new(build, "packages", packages);
+        json_t *body = json_pack("{s:s,s:o}", "name", argv[optind], "build", build);
+        r = image_job_request(cli, body, quiet);
         json_decref(body);
         return r;
 }

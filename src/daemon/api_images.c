@@ -1,7 +1,8 @@
 /* /v1/images and /v1/system.
  *
  * POST /v1/images makes an image: a tar body (?name=) is imported; a JSON body
- * {"pull": REF, "name"?, "insecure"?} pulls from a registry. All of them run as an image job
+ * {"pull": REF, "name"?, "insecure"?} pulls from a registry; {"build": {"from", "packages",
+ * "variant", "mirror"}, "name"} builds with mmdebstrap. All of them run as an image job
  * (image_job.h) and answer when it is done, or, with ?stream=1, at once with an NDJSON stream
  * of {"progress": TEXT} lines ending in {"image": {...}} or {"error": {...}}. A client that
  * goes away cancels its job.
@@ -175,6 +176,12 @@ static int start_pull(struct engine *e, const void *arg, const struct image_call
         return engine_image_pull(e, arg, cb, ret_job, err, errlen);
 }
 
+static int start_build(struct engine *e, const void *arg, const struct image_callbacks *cb,
+                       struct image_job **ret_job, char *err, size_t errlen)
+{
+        return engine_image_build(e, arg, cb, ret_job, err, errlen);
+}
+
 static bool query_flag(struct request *r, const char *key)
 {
         const char *v = req_query(r, key);
@@ -223,6 +230,137 @@ static void images_pull(struct request *r, struct engine *e, json_t *body, bool 
         run_job(r, e, start_pull, &spec, stream);
 }
 
+/* Debian package names: [a-z0-9][a-z0-9+.-]+ */
+static bool package_valid(const char *p, size_t n)
+{
+        if (n < 2 || n > 63 || !((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= '0' && p[0] <= '9')))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '+' ||
+                      p[i] == '.' || p[i] == '-'))
+                        return false;
+        return true;
+}
+
+static bool add_package(struct image_build_spec *s, const char *p, size_t n, size_t *count)
+{
+        size_t len = strlen(s->packages);
+        if (!package_valid(p, n) || ++*count > IMAGE_BUILD_MAX_PACKAGES ||
+            len + n + 2 > sizeof(s->packages))
+                return false;
+        if (len)
+                s->packages[len++] = ',';
+        memcpy(s->packages + len, p, n);
+        s->packages[len + n] = 0;
+        return true;
+}
+
+/* packages: ["a","b"] or "a,b" */
+static bool build_packages(json_t *j, struct image_build_spec *s)
+{
+        size_t count = 0;
+        if (!j || json_is_null(j))
+                return true;
+        if (json_is_string(j)) {
+                const char *p = json_string_value(j);
+                if (!*p)
+                        return true;
+                for (;;) {
+                        const char *comma = strchr(p, ',');
+                        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+                        if (!add_package(s, p, n, &count))
+                                return false;
+                        if (!comma)
+                                return true;
+                        p = comma + 1;
+                }
+        }
+        if (!json_is_array(j))
+                return false;
+        size_t i;
+        json_t *v;
+        json_array_foreach(j, i, v)
+        {
+                if (!json_is_string(v) ||
+                    !add_package(s, json_string_value(v), strlen(json_string_value(v)), &count))
+                        return false;
+        }
+        return true;
+}
+
+static bool mirror_valid(const char *m)
+{
+        size_t n = strlen(m);
+        if (n == 0 || n > 400)
+                return false;
+        if (!strncmp(m, "local:", 6))
+                return name_is_valid(m + 6);
+        if (strncmp(m, "http://", 7) && strncmp(m, "https://", 8))
+                return false;
+        for (const char *c = m; *c; c++)
+                if (*c <= ' ' || *c > '~' || *c == '[' || *c == ']' || *c == '"' || *c == '\\')
+                        return false;
+        return true;
+}
+
+static const char *const variants[] = {"minbase", "essential", "apt", "required", "important",
+                                       "standard", "extract", "custom", NULL};
+
+#define BAD(...)                                                                                   \
+        do {                                                                                       \
+                http_reply_error(r, 400, "invalid_argument", __VA_ARGS__);                         \
+                return;                                                                            \
+        } while (0)
+
+static void images_build(struct request *r, struct engine *e, json_t *body, bool stream)
+{
+        static struct image_build_spec spec;
+        memset(&spec, 0, sizeof(spec));
+        json_t *b = json_object_get(body, "build"), *name = json_object_get(body, "name");
+        if (!json_is_object(b))
+                BAD("build: an object {from, packages, variant, mirror}");
+        const char *key;
+        json_t *v;
+        json_object_foreach(b, key, v)
+        {
+                if (strcmp(key, "from") && strcmp(key, "packages") && strcmp(key, "variant") &&
+                    strcmp(key, "mirror"))
+                        BAD("build: unknown field %s", key);
+        }
+        if (!json_is_string(name) || !name_is_valid(json_string_value(name)))
+                BAD("name: required; letters, digits, '-', '_', '.'");
+        snprintf(spec.name, sizeof(spec.name), "%s", json_string_value(name));
+        const char *from = json_string_value(json_object_get(b, "from"));
+        if (!from)
+                from = "debian:bookworm";
+        size_t slen = strncmp(from, "debian:", 7) ? 0 : strlen(from + 7);
+        if (slen == 0 || slen >= sizeof(spec.suite) ||
+            strspn(from + 7, "abcdefghijklmnopqrstuvwxyz-") != slen)
+                BAD("from: debian:SUITE (debian:bookworm, debian:trixie, ...), not %.64s", from);
+        snprintf(spec.suite, sizeof(spec.suite), "%s", from + 7);
+        if (!build_packages(json_object_get(b, "packages"), &spec))
+                BAD("packages: Debian package names (a list or a,b,c; at most %d)",
+                    IMAGE_BUILD_MAX_PACKAGES);
+        json_t *variant = json_object_get(b, "variant");
+        if (variant && !json_is_null(variant)) {
+                bool ok = false;
+                for (size_t i = 0; json_is_string(variant) && variants[i]; i++)
+                        ok |= !strcmp(json_string_value(variant), variants[i]);
+                if (!ok)
+                        BAD("variant: minbase, essential, apt, required, important, standard, "
+                            "extract or custom");
+                snprintf(spec.variant, sizeof(spec.variant), "%s", json_string_value(variant));
+        }
+        json_t *mirror = json_object_get(b, "mirror");
+        if (mirror && !json_is_null(mirror)) {
+                if (!json_is_string(mirror) || !mirror_valid(json_string_value(mirror)))
+                        BAD("mirror: an http(s) URL of a Debian mirror, or local:NAME for a "
+                            "repository in the daemon's mirrors directory");
+                snprintf(spec.mirror, sizeof(spec.mirror), "%s", json_string_value(mirror));
+        }
+        run_job(r, e, start_build, &spec, stream);
+}
+
 void api_images_import(struct request *r, struct engine *e)
 {
         bool stream = query_flag(r, "stream");
@@ -230,7 +368,7 @@ void api_images_import(struct request *r, struct engine *e)
                 json_t *body = req_json_object(r);
                 if (!body)
                         return;
-                static const char *const known[] = {"pull", "name", "insecure", NULL};
+                static const char *const known[] = {"pull", "build", "name", "insecure", NULL};
                 const char *key;
                 json_t *v;
                 json_object_foreach(body, key, v)
@@ -245,11 +383,16 @@ void api_images_import(struct request *r, struct engine *e)
                                 return;
                         }
                 }
-                if (json_object_get(body, "pull"))
+                if (json_object_get(body, "pull") && json_object_get(body, "build"))
+                        http_reply_error(r, 400, "invalid_argument", "pull or build, not both");
+                else if (json_object_get(body, "pull"))
                         images_pull(r, e, body, stream);
+                else if (json_object_get(body, "build"))
+                        images_build(r, e, body, stream);
                 else
                         http_reply_error(r, 400, "invalid_argument",
-                                         "a JSON body needs pull (or send a tar to import)");
+                                         "a JSON body needs pull or build (or send a tar to "
+                                         "import)");
                 json_decref(body);
                 return;
         }

@@ -120,6 +120,17 @@ struct image_pull_spec {
 int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
                       const struct image_callbacks *cb, struct image_job **ret_job, char *err,
                       size_t errlen);
+#define IMAGE_BUILD_MAX_PACKAGES 200
+struct image_build_spec {
+        char name[64];
+        char suite[32];     /* debian:SUITE */
+        char variant[16];   /* mmdebstrap --variant; minbase by default */
+        char mirror[512];   /* http(s) URL of a Debian mirror, "local:NAME", or "" */
+        char packages[IMAGE_BUILD_MAX_PACKAGES * 64]; /* comma-separated, checked */
+};
+int engine_image_build(struct engine *e, const struct image_build_spec *spec,
+                       const struct image_callbacks *cb, struct image_job **ret_job, char *err,
+                       size_t errlen);
 /* Stop a running job: its helper is killed, done runs with -ECANCELED. */
 void engine_image_cancel(struct image_job *j);
 /* A tar of image name on *ret_fd (non-blocking, to read until EOF) written by a helper whose

@@ -360,3 +360,146 @@ def test_kill9_during_pull_leaves_nothing(daemon, registry):
     # and the same pull works afterwards
     registry.push("v4", "test/busybox:v4")
     assert pull(daemon, REGISTRY + "/test/busybox:v4").out == "busybox-v4\n"
+
+
+# --------------------------------------------------------------------------- build
+
+
+def make_deb(workdir, name, files, depends=None, arch="all"):
+    d = os.path.join(workdir, name)
+    os.makedirs(os.path.join(d, "DEBIAN"))
+    control = "Package: %s\nVersion: 1.0\nArchitecture: %s\nMaintainer: t <t@example.org>\n" \
+              "Description: test package\n" % (name, arch)
+    if depends:
+        control += "Depends: %s\n" % depends
+    with open(os.path.join(d, "DEBIAN", "control"), "w") as f:
+        f.write(control)
+    for path, content, owner in files:
+        p = os.path.join(d, path)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        if isinstance(content, str) and content.startswith("->"):
+            os.symlink(content[2:], p)
+            continue
+        with open(p, "wb") as f:
+            f.write(content)
+        os.chmod(p, 0o755)
+        os.chown(p, owner, owner)
+    return d
+
+
+@pytest.fixture
+def local_mirror(daemon, image_dir):
+    """<root>/mirrors/tiny: a flat apt repository of tiny-busybox (busybox, /bin/sh),
+    tiny-hello (depends on it; /etc/hello, a file owned by 1000) and tiny-big (40 MB)."""
+    work = tempfile.mkdtemp(prefix="paddock-it-debs-", dir="/var/tmp")
+    repo = os.path.join(daemon.root, "mirrors", "tiny")
+    os.makedirs(repo)
+    with open(os.path.join(image_dir, "bin", "busybox"), "rb") as f:
+        busybox = f.read()
+    pkgs = [make_deb(work, "tiny-busybox", [("bin/busybox", busybox, 0), ("bin/sh", "->busybox", 0)],
+                     arch="amd64"),
+            make_deb(work, "tiny-hello", [("etc/hello", b"hello from a deb\n", 0),
+                                          ("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n", 0),
+                                          ("etc/group", b"root:x:0:\n", 0),
+                                          ("home/user/owned", b"x", 1000)], depends="tiny-busybox"),
+            make_deb(work, "tiny-big", [("big", os.urandom(40 << 20), 0)])]
+    stanzas = []
+    for d in pkgs:
+        deb = os.path.basename(d) + ".deb"
+        run("dpkg-deb", "-Zgzip", "-z1", "-b", d, os.path.join(repo, deb))
+        ctl = subprocess.run(["dpkg-deb", "-f", os.path.join(repo, deb)], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout.strip()
+        with open(os.path.join(repo, deb), "rb") as f:
+            data = f.read()
+        stanzas.append("%s\nFilename: ./%s\nSize: %d\nSHA256: %s\n"
+                       % (ctl, deb, len(data), __import__("hashlib").sha256(data).hexdigest()))
+    with open(os.path.join(repo, "Packages"), "w") as f:
+        f.write("\n".join(stanzas))
+    shutil.rmtree(work)
+    return "local:tiny"
+
+
+def test_build_from_a_local_mirror(daemon, local_mirror):
+    p = daemon.cli("image", "build", "tiny", "--from", "debian:bookworm", "--variant", "extract",
+                   "--mirror", local_mirror, "--packages", "tiny-hello", timeout=300)
+    assert p.out == "tiny\n"
+    assert "building debian:bookworm (extract) with tiny-hello" in p.err
+    assert "I: " in p.err and "unpacking" in p.err, p.err      # mmdebstrap's own lines, live
+    r = rootfs(daemon, "tiny")
+    with open(os.path.join(r, "etc/hello")) as f:
+        assert f.read() == "hello from a deb\n"
+    assert os.path.isfile(os.path.join(r, "bin/busybox"))       # the dependency came along
+    assert os.stat(os.path.join(r, "home/user/owned")).st_uid == 1000
+    assert not any(os.path.exists(os.path.join(r, "dev", n)) for n in ("null", "console", "zero"))
+    assert partials(daemon) == []
+    img = [i for i in daemon.api("GET", "/v1/images").json["images"] if i["name"] == "tiny"][0]
+    assert img["size"] > 1000000
+    daemon.create("built", "--computer", "--image", "tiny")
+    assert daemon.sh("built", "cat /etc/hello") == "hello from a deb\n"
+
+
+def test_build_errors_leave_nothing(daemon, local_mirror):
+    p = daemon.cli("image", "build", "x", "--variant", "extract", "--mirror", local_mirror,
+                   "--packages", "tiny-nosuch", check=False, timeout=300)
+    assert p.returncode == 1 and "tiny-nosuch" in p.err.splitlines()[-1], p.err
+    assert partials(daemon) == [] and image_names(daemon) == ["base"]
+    p = daemon.cli("image", "build", "x", "--mirror", "local:nosuch", check=False)
+    assert p.returncode == 1 and "no local mirror nosuch" in p.err
+    for build in [{"from": "ubuntu:jammy"}, {"from": "debian:Book!"}, {"from": "debian:"},
+                  {"packages": ["ok", "A B"]}, {"packages": "a,../x"}, {"packages": 5},
+                  {"mirror": "file:///etc"}, {"mirror": "local:../x"}, {"mirror": "http://x/ y"},
+                  {"mirror": "ftp://x"}, {"variant": "everything"}, {"bogus": 1},
+                  {"packages": ["p%d" % i for i in range(201)]}]:
+        r = daemon.api("POST", "/v1/images", {"name": "x", "build": build})
+        assert r.status == 400 and r.error()[0] == "invalid_argument", (build, r)
+    r = daemon.api("POST", "/v1/images", {"build": {}})
+    assert r.status == 400 and "name" in r.error()[1]
+    r = daemon.api("POST", "/v1/images", {"name": "base", "build": {"mirror": local_mirror}})
+    assert r.status == 409
+    assert daemon.cli("image", "build", check=False).returncode == 2
+    assert partials(daemon) == [] and image_names(daemon) == ["base"]
+
+
+def descendants(pid):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def test_kill9_during_build_leaves_nothing(daemon, local_mirror):
+    cli = subprocess.Popen([PADDOCK, "--socket", daemon.sock, "image", "build", "big",
+                            "--variant", "extract", "--mirror", local_mirror,
+                            "--packages", "tiny-big,tiny-hello"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        procs = wait_for(lambda: [p for p in descendants(daemon.pid) if comm(p) == "mmdebstrap"]
+                         and descendants(daemon.pid), timeout=30, what="mmdebstrap to run")
+        daemon.kill9()
+        wait_for(lambda: not any(pid_alive(p) for p in procs), timeout=15,
+                 what="every process of the build to die")
+    finally:
+        cli.kill()
+        cli.wait()
+    daemon.start()
+    assert partials(daemon) == []
+    assert image_names(daemon) == ["base"]
