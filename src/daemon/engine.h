@@ -139,6 +139,9 @@ void engine_image_cancel(struct image_job *j);
 int engine_image_export(struct engine *e, const char *name, int compression, int *ret_fd,
                         int *ret_pidfd, char *err, size_t errlen);
 json_t *engine_image_list(struct engine *e);
+/* The image of environments created without one ("default" unless paddockd --default-image). */
+void engine_set_default_image(struct engine *e, const char *name);
+const char *engine_default_image(struct engine *e);
 int engine_image_delete(struct engine *e, const char *name, char *err, size_t errlen);
 bool engine_image_exists(struct engine *e, const char *name);
 

@@ -35,6 +35,17 @@ struct image_job {
 };
 
 static struct image_job *running_jobs;
+static char default_image[64] = "default";
+
+void engine_set_default_image(struct engine *e, const char *name)
+{
+        snprintf(default_image, sizeof(default_image), "%s", name);
+}
+
+const char *engine_default_image(struct engine *e)
+{
+        return default_image;
+}
 
 bool engine_image_exists(struct engine *e, const char *name)
 {

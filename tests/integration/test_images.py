@@ -503,3 +503,20 @@ def test_kill9_during_build_leaves_nothing(daemon, local_mirror):
     daemon.start()
     assert partials(daemon) == []
     assert image_names(daemon) == ["base"]
+
+
+# --------------------------------------------------------------------------- the default image
+
+
+def test_create_without_image_uses_default(make_daemon, image_dir):
+    d = make_daemon(extra_args=["--default-image", "default"])
+    p = d.cli("create", "x", check=False)
+    assert p.returncode == 1 and "default image default does not exist" in p.err, p.err
+    assert "paddock image build default" in p.err
+    assert d.envs() == {}
+    d.cli("image", "import", "default", image_dir)
+    env = d.create("x")
+    assert env["image"] == "default"
+    # an explicit image still wins, and the default in use cannot be removed
+    assert d.create("y", "--image", "base")["image"] == "base"
+    assert d.api("DELETE", "/v1/images/default").status == 409
