@@ -31,6 +31,7 @@ struct image_job {
         char line[1024];
         size_t line_len;
         char error[512];
+        int error_code; /* -errno the helper failed with */
         uint64_t size;
 };
 
@@ -143,13 +144,32 @@ static _Noreturn void run_helper(struct image_job *j, pid_t daemon_pid, int msg_
         snprintf(rootfs, sizeof(rootfs), "%s/rootfs", j->partial);
         int r = fill(j->partial, rootfs, arg, err, sizeof(err));
         if (r < 0) {
-                helper_line('e', err[0] ? err : strerror(-r));
+                char line[600];
+                snprintf(line, sizeof(line), "%d %s", -r, err[0] ? err : strerror(-r));
+                helper_line('e', line);
                 _exit(1);
         }
         _exit(0);
 }
 
 /* ---------------------------------------------------------------- the job in the daemon */
+
+/* "ERRNO message" from the helper: the message, and the errno as the client should see it
+ * (content that is wrong: 422; what the helper cannot name: 400). */
+static int helper_errno(const char *text, char *msg, size_t len)
+{
+        char *end;
+        long e = strtol(text, &end, 10);
+        snprintf(msg, len, "%s", *end == ' ' ? end + 1 : text);
+        switch (e) {
+        case ENOENT: case EACCES: case EFBIG: case ENOSPC: case EDQUOT: case EIO:
+                return (int)-e;
+        case EBADMSG: case EPROTO:
+                return -ENOEXEC;
+        default:
+                return -EINVAL;
+        }
+}
 
 static void take_line(struct image_job *j, const char *line)
 {
@@ -159,7 +179,7 @@ static void take_line(struct image_job *j, const char *line)
         if (line[0] == 'p' && j->cb.progress)
                 j->cb.progress(text, j->cb.data);
         else if (line[0] == 'e')
-                snprintf(j->error, sizeof(j->error), "%s", text);
+                j->error_code = helper_errno(text, j->error, sizeof(j->error));
         else if (line[0] == 's')
                 j->size = strtoull(text, NULL, 10);
 }
@@ -233,7 +253,7 @@ static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void 
         const char *msg = NULL;
         if (!ok) {
                 bool killed = si.si_code != CLD_EXITED;
-                r = killed && !j->error[0] ? -ECANCELED : -EINVAL;
+                r = killed && !j->error[0] ? -ECANCELED : j->error_code ? j->error_code : -EINVAL;
                 msg = j->error[0] ? j->error : killed ? "cancelled" : "failed";
         } else if ((r = image_partial_finish(j->partial, j->final)) < 0) {
                 msg = r == -EEXIST ? "an image with this name already exists"

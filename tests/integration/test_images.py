@@ -290,6 +290,8 @@ def test_pull_refuses_a_tampered_blob_and_leaves_nothing(daemon, registry):
         f.write(data)
     p = pull(daemon, REGISTRY + "/test/tampered:1", check=False)
     assert p.returncode == 1 and "does not match its digest" in p.err, p.err
+    r = daemon.api("POST", "/v1/images", {"pull": REGISTRY + "/test/tampered:1", "insecure": True})
+    assert r.status == 422 and "does not match its digest" in r.error()[1], r
     assert "tampered-1" not in image_names(daemon)
     assert partials(daemon) == []
     assert not os.path.exists(os.path.join(daemon.root, "images", "tampered-1"))
@@ -298,6 +300,9 @@ def test_pull_refuses_a_tampered_blob_and_leaves_nothing(daemon, registry):
 def test_pull_errors(daemon, registry):
     p = pull(daemon, REGISTRY + "/test/busybox:nosuchtag", check=False)
     assert p.returncode == 1 and "manifest" in p.err and "nosuchtag" in p.err, p.err
+    r = daemon.api("POST", "/v1/images", {"pull": REGISTRY + "/test/busybox:nosuchtag",
+                                          "insecure": True})
+    assert r.status == 404 and "nosuchtag" in r.error()[1], r
     assert partials(daemon) == [] and image_names(daemon) == ["base"]
     p = pull(daemon, AUTHED + "/test/nosuchrepo:1", check=False)
     assert p.returncode == 1 and "nosuchrepo" in p.err, p.err
