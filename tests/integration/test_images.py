@@ -525,3 +525,26 @@ def test_create_without_image_uses_default(make_daemon, image_dir):
     # an explicit image still wins, and the default in use cannot be removed
     assert d.create("y", "--image", "base")["image"] == "base"
     assert d.api("DELETE", "/v1/images/default").status == 409
+
+
+def test_kill9_during_import_leaves_nothing(daemon, tmp_path):
+    big = tmp_path / "big.tar"
+    with tarfile.open(big, "w") as t:
+        for i in range(40):
+            ti = tarfile.TarInfo("data/%02d" % i)
+            ti.size = 4 << 20
+            t.addfile(ti, io.BytesIO(os.urandom(ti.size)))
+    cli = subprocess.Popen([PADDOCK, "--socket", daemon.sock, "image", "import", "big", str(big)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        helpers = wait_for(lambda: os.path.isdir(os.path.join(daemon.root, "images", ".partial-big"))
+                           and helper_pids(daemon.pid), timeout=60, interval=0.01,
+                           what="the import helper")
+        daemon.kill9()
+        wait_for(lambda: not any(pid_alive(p) for p in helpers), timeout=10, what="helpers to die")
+    finally:
+        cli.kill()
+        cli.wait()
+    daemon.start()
+    assert partials(daemon) == []
+    assert image_names(daemon) == ["base"]
