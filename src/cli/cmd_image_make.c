@@ -1,8 +1,8 @@
 /* paddock image pull REF | build NAME | export NAME FILE|-
  *
- * pull and build send its request with ?stream=1 and prints the daemon's progress lines on stderr as
- * they come; the image's name goes to stdout at the end. export writes the daemon's tar
- * stream to FILE (removed again if the stream breaks) or to standard output. */
+ * pull and build send its request with ?stream=1 and prints the daemon's progress lines on stderr
+ * as they come; the image's name goes to stdout at the end. export writes the daemon's tar stream
+ * to FILE (removed again if the stream breaks) or to standard output. */
 #include "cli/cli.h"
 #include "cli/image_cmds.h"
 #include "cli/lines.h"
@@ -209,9 +209,9 @@ int image_build(struct cli *cli, int argc, char **argv)
         if (argc - optind != 1) {
                 json_decref(build);
                 json_decref(packages);
-                return optind >= argc ? usage_error(verb, "missing NAME")
-                                      : usage_error(verb, "unexpected argument '%s'",
-                                                    argv[optind + 1]);
+                return optind >= argc
+                           ? usage_error(verb, "missing NAME")
+                           : usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
         }
         json_object_set_new(build, "packages", packages);
         json_t *body = json_pack("{s:s,s:o}", "name", argv[optind], "build", build);
@@ -313,8 +313,7 @@ int image_export(struct cli *cli, int argc, char **argv)
                 r = EXIT_OK;
         if (!to_stdout && o.fd >= 0) {
                 if (close(o.fd) < 0 && r == EXIT_OK) {
-                        fprintf(stderr, "paddock: image export: %s: %s\n", file,
-                                strerror(errno));
+                        fprintf(stderr, "paddock: image export: %s: %s\n", file, strerror(errno));
                         r = EXIT_FAIL;
                 }
                 if (r != EXIT_OK)

@@ -130,8 +130,7 @@ static void request_gone(void *data)
         image_req_unref(c);
 }
 
-static const struct http_stream_ops progress_ops = {.read = progress_read,
-                                                    .closed = request_gone};
+static const struct http_stream_ops progress_ops = {.read = progress_read, .closed = request_gone};
 
 /* Start the job through start(); answer now (stream) or when it is done. */
 typedef int (*start_fn)(struct engine *e, const void *arg, const struct image_callbacks *cb,
@@ -303,8 +302,8 @@ static bool mirror_valid(const char *m)
         return true;
 }
 
-static const char *const variants[] = {"minbase", "essential", "apt", "required", "important",
-                                       "standard", "extract", "custom", NULL};
+static const char *const variants[] = {"minbase",  "essential", "apt",    "required", "important",
+                                       "standard", "extract",   "custom", NULL};
 
 #define BAD(...)                                                                                   \
         do {                                                                                       \
@@ -377,8 +376,8 @@ void api_images_import(struct request *r, struct engine *e)
                         for (size_t i = 0; known[i]; i++)
                                 ok |= !strcmp(key, known[i]);
                         if (!ok) {
-                                http_reply_error(r, 400, "invalid_argument",
-                                                 "unknown field: %s", key);
+                                http_reply_error(r, 400, "invalid_argument", "unknown field: %s",
+                                                 key);
                                 json_decref(body);
                                 return;
                         }
@@ -468,8 +467,7 @@ static void image_export(struct request *r, struct engine *e, const char *name)
         const char *comp = req_query(r, "compression");
         enum image_compression c = IMAGE_TAR;
         if (comp && image_compression_from_string(comp, &c) < 0) {
-                http_reply_error(r, 400, "invalid_argument",
-                                 "compression: none, gzip or zstd");
+                http_reply_error(r, 400, "invalid_argument", "compression: none, gzip or zstd");
                 return;
         }
         struct export_stream *x = calloc(1, sizeof(*x));
@@ -478,9 +476,9 @@ static void image_export(struct request *r, struct engine *e, const char *name)
                 return;
         }
         char err[512] = "";
-        int rc = name_is_valid(name) ? engine_image_export(e, name, c, &x->fd, &x->pidfd, err,
-                                                           sizeof(err))
-                                     : -ENOENT;
+        int rc = name_is_valid(name)
+                     ? engine_image_export(e, name, c, &x->fd, &x->pidfd, err, sizeof(err))
+                     : -ENOENT;
         if (rc < 0) {
                 free(x);
                 http_reply_errno(r, rc, "%s", err[0] ? err : "image not found");

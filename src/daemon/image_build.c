@@ -60,8 +60,8 @@ static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *par
         argv[n++] = tar;
         argv[n++] = source;
         argv[n] = NULL;
-        char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/root",
-                        tmpdir, NULL};
+        char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/root", tmpdir,
+                        NULL};
         execve("/usr/bin/mmdebstrap", argv, envp);
         dprintf(STDERR_FILENO, "E: cannot run mmdebstrap: %s (install the mmdebstrap package)\n",
                 strerror(errno));
@@ -167,6 +167,6 @@ int engine_image_build(struct engine *e, const struct image_build_spec *spec,
                         return -ENOENT;
                 }
         }
-        return image_job_start(e, spec->name, "build", fill_from_mmdebstrap, &a, cb, ret_job,
-                               err, errlen);
+        return image_job_start(e, spec->name, "build", fill_from_mmdebstrap, &a, cb, ret_job, err,
+                               errlen);
 }

@@ -38,11 +38,11 @@ struct manifest {
 };
 
 static const char *const layer_types[] = {
-        "application/vnd.oci.image.layer.v1.tar",
-        "application/vnd.oci.image.layer.v1.tar+gzip",
-        "application/vnd.oci.image.layer.v1.tar+zstd",
-        "application/vnd.docker.image.rootfs.diff.tar.gzip",
-        NULL,
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.oci.image.layer.v1.tar+zstd",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    NULL,
 };
 
 /* This machine in Go's words, as registries name platforms. */
@@ -171,10 +171,9 @@ static json_t *fetch_manifest(struct registry *reg, const char *reference, const
                 j = NULL;
         } else {
                 const char *t = media_type(j, ctype);
-                *ret_type = !strcmp(t, OCI_INDEX) || !strcmp(t, DOCKER_LIST) ? OCI_INDEX
-                            : !strcmp(t, OCI_MANIFEST) || !strcmp(t, DOCKER_MANIFEST)
-                                ? OCI_MANIFEST
-                                : NULL;
+                *ret_type = !strcmp(t, OCI_INDEX) || !strcmp(t, DOCKER_LIST)          ? OCI_INDEX
+                            : !strcmp(t, OCI_MANIFEST) || !strcmp(t, DOCKER_MANIFEST) ? OCI_MANIFEST
+                                                                                      : NULL;
                 if (!*ret_type) {
                         snprintf(err, errlen, "unsupported manifest type %.100s", t);
                         *ret = -EPROTO;
@@ -187,8 +186,8 @@ static json_t *fetch_manifest(struct registry *reg, const char *reference, const
         return j;
 }
 
-static int resolve(struct registry *reg, const struct image_ref *ref, struct manifest *m,
-                   char *err, size_t errlen)
+static int resolve(struct registry *reg, const struct image_ref *ref, struct manifest *m, char *err,
+                   size_t errlen)
 {
         int r;
         const char *type = NULL;
@@ -206,8 +205,7 @@ static int resolve(struct registry *reg, const struct image_ref *ref, struct man
                         return r;
                 if (type != (const char *)OCI_MANIFEST) {
                         json_decref(j);
-                        snprintf(err, errlen, "index entry %.19s is not an image manifest",
-                                 digest);
+                        snprintf(err, errlen, "index entry %.19s is not an image manifest", digest);
                         return -EPROTO;
                 }
         }
@@ -238,8 +236,8 @@ static int download(struct registry *reg, const char *partial, const char *file,
                 snprintf(err, errlen, "%s: %s", path, strerror(errno));
                 return -errno;
         }
-        int r = registry_get_blob(reg, b->digest, b->size, fd, p ? on_layer_progress : NULL, p,
-                                  err, errlen);
+        int r = registry_get_blob(reg, b->digest, b->size, fd, p ? on_layer_progress : NULL, p, err,
+                                  errlen);
         if (r < 0)
                 return r;
         *ret_fd = TAKE_FD(fd);

@@ -162,9 +162,15 @@ static int helper_errno(const char *text, char *msg, size_t len)
         long e = strtol(text, &end, 10);
         snprintf(msg, len, "%s", *end == ' ' ? end + 1 : text);
         switch (e) {
-        case ENOENT: case EACCES: case EFBIG: case ENOSPC: case EDQUOT: case EIO:
+        case ENOENT:
+        case EACCES:
+        case EFBIG:
+        case ENOSPC:
+        case EDQUOT:
+        case EIO:
                 return (int)-e;
-        case EBADMSG: case EPROTO:
+        case EBADMSG:
+        case EPROTO:
                 return -ENOEXEC;
         default:
                 return -EINVAL;
@@ -363,8 +369,8 @@ int engine_image_import(struct engine *e, const char *name, int archive_fd,
                         const struct image_callbacks *cb, struct image_job **ret_job, char *err,
                         size_t errlen)
 {
-        return image_job_start(e, name, "import", fill_from_archive, &archive_fd, cb, ret_job,
-                               err, errlen);
+        return image_job_start(e, name, "import", fill_from_archive, &archive_fd, cb, ret_job, err,
+                               errlen);
 }
 
 /* ---------------------------------------------------------------- export */
@@ -427,8 +433,8 @@ json_t *engine_image_list(struct engine *e)
                 gmtime_r(&t, &tm);
                 strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
                 json_array_append_new(arr, json_pack("{s:s,s:I,s:s,s:i}", "name", rows[i].name,
-                                                     "size", (json_int_t)rows[i].size,
-                                                     "created_at", ts, "used_by", used));
+                                                     "size", (json_int_t)rows[i].size, "created_at",
+                                                     ts, "used_by", used));
         }
         free(rows);
         return arr;

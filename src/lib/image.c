@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-#define WH_PREFIX       ".wh."
-#define WH_OPAQUE       ".wh..wh..opq"
+#define WH_PREFIX ".wh."
+#define WH_OPAQUE ".wh..wh..opq"
 
 static void fix_owner(struct archive_entry *e)
 {
@@ -182,6 +182,29 @@ static bool is_whiteout(const char *path)
         return strncmp(base, WH_PREFIX, strlen(WH_PREFIX)) == 0;
 }
 
+/* In a layer, a non-directory replaces whatever the lower layers had at its path, a whole
+ * directory tree included (libarchive would only remove an empty one). */
+static int replace_lower_dir(const char *path)
+{
+        char buf[4096];
+        char *p = clean_path(path, buf, sizeof(buf));
+        if (!p)
+                return 0; /* libarchive refuses it */
+        char *slash = strrchr(p, '/');
+        const char *base = slash ? slash + 1 : p;
+        if (slash)
+                *slash = 0;
+        int dfd = open_dir_nofollow(slash ? p : "");
+        if (dfd < 0)
+                return 0; /* no such parent, or one through a symlink: libarchive decides */
+        struct stat st;
+        int r = 0;
+        if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+                r = rm_rf_at(dfd, base);
+        close(dfd);
+        return r;
+}
+
 static int whiteout_pass(int fd, char *errbuf, size_t errlen)
 {
         struct archive *in = open_layer(fd, errbuf, errlen);
@@ -210,8 +233,8 @@ static int whiteout_pass(int fd, char *errbuf, size_t errlen)
         return r;
 }
 
-static int copy_data(struct archive *in, struct archive *out, struct archive_entry *e,
-                     char *errbuf, size_t errlen)
+static int copy_data(struct archive *in, struct archive *out, struct archive_entry *e, char *errbuf,
+                     size_t errlen)
 {
         const void *buf;
         size_t len;
@@ -231,8 +254,7 @@ static int copy_data(struct archive *in, struct archive *out, struct archive_ent
         return 0;
 }
 
-int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *errbuf,
-                      size_t errlen)
+int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *errbuf, size_t errlen)
 {
         int r;
         if (whiteouts && (r = whiteout_pass(archive_fd, errbuf, errlen)) < 0)
@@ -244,12 +266,10 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                 archive_write_free(out);
                 return in ? -ENOMEM : -EINVAL;
         }
-        archive_write_disk_set_options(out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
-                                                    ARCHIVE_EXTRACT_TIME |
-                                                    ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                                    ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                                    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-                                                    ARCHIVE_EXTRACT_UNLINK);
+        archive_write_disk_set_options(
+            out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
+                     ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                     ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_UNLINK);
         r = 0;
         for (;;) {
                 struct archive_entry *e;
@@ -266,6 +286,11 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                         continue;
                 if (whiteouts && is_whiteout(archive_entry_pathname(e) ?: ""))
                         continue;
+                if (whiteouts && type != AE_IFDIR &&
+                    (r = replace_lower_dir(archive_entry_pathname(e) ?: "")) < 0) {
+                        snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e), strerror(-r));
+                        goto out;
+                }
                 fix_owner(e);
                 if (type == AE_IFREG)
                         *bytes += (uint64_t)archive_entry_size(e);
@@ -347,10 +372,9 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
         }
         /* Numeric owners only: name lookups would load NSS modules from inside the image. */
         archive_read_disk_set_symlink_physical(disk);
-        archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS |
-                                                     ARCHIVE_READDISK_NO_XATTR |
-                                                     ARCHIVE_READDISK_NO_ACL |
-                                                     ARCHIVE_READDISK_NO_FFLAGS);
+        archive_read_disk_set_behavior(
+            disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
+                      ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS);
         archive_write_set_format_pax_restricted(out);
         if (c == IMAGE_TAR_GZIP)
                 archive_write_add_filter_gzip(out);

@@ -24,8 +24,7 @@ int image_enter_root(const char *dest_dir, char *errbuf, size_t errlen);
  * must be a regular file): first its whiteout entries (.wh.NAME removes NAME, .wh..wh..opq
  * empties its directory) act on the lower layers, then everything else is extracted. Adds the
  * size of its regular files to *bytes ... */
-int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *errbuf,
-                      size_t errlen);
+int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *errbuf, size_t errlen);
 /* ... and make the mount points every image needs. */
 int image_finish_root(char *errbuf, size_t errlen);
 

@@ -34,8 +34,8 @@ static bool component_valid(const char *s, size_t n)
                         continue;
                 if (s[i] == '.' && is_alnum_lower(s[i + 1]))
                         continue;
-                if (s[i] == '_' && (is_alnum_lower(s[i + 1]) ||
-                                    (s[i + 1] == '_' && is_alnum_lower(s[i + 2])))) {
+                if (s[i] == '_' &&
+                    (is_alnum_lower(s[i + 1]) || (s[i + 1] == '_' && is_alnum_lower(s[i + 2])))) {
                         i += s[i + 1] == '_';
                         continue;
                 }
@@ -119,8 +119,8 @@ static bool registry_is_loopback(const char *r)
                 return true;
         unsigned a, b, c, d;
         char tail;
-        return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 &&
-               b < 256 && c < 256 && d < 256;
+        return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+               c < 256 && d < 256;
 }
 
 #define FAIL(...)                                                                                  \

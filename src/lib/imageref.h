@@ -12,9 +12,9 @@
 struct image_ref {
         char registry[256]; /* host[:port] to connect to */
         char repository[256];
-        char tag[129];     /* "latest" when neither tag nor digest is given */
-        char digest[72];   /* "sha256:<64 hex>" or "" */
-        bool loopback;     /* localhost, 127.0.0.0/8 or [::1] */
+        char tag[129];   /* "latest" when neither tag nor digest is given */
+        char digest[72]; /* "sha256:<64 hex>" or "" */
+        bool loopback;   /* localhost, 127.0.0.0/8 or [::1] */
 };
 
 /* -EINVAL with the reason in why for anything Docker would refuse. */

@@ -35,11 +35,10 @@ struct transfer {
         long status;
 };
 
-static const char manifest_types[] =
-        "Accept: application/vnd.oci.image.index.v1+json, "
-        "application/vnd.docker.distribution.manifest.list.v2+json, "
-        "application/vnd.oci.image.manifest.v1+json, "
-        "application/vnd.docker.distribution.manifest.v2+json";
+static const char manifest_types[] = "Accept: application/vnd.oci.image.index.v1+json, "
+                                     "application/vnd.docker.distribution.manifest.list.v2+json, "
+                                     "application/vnd.oci.image.manifest.v1+json, "
+                                     "application/vnd.docker.distribution.manifest.v2+json";
 
 void registry_digest_of(const void *data, size_t len, char *buf)
 {
@@ -142,7 +141,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *userdata)
         struct transfer *t = w->t;
         size_t len = size * n;
         if (!status_ok(t, w->curl)) /* an error page: keep a little of it for the message */
-                return t->len + len > MAX_ERROR_BODY ? len : to_memory(t, data, len, MAX_ERROR_BODY);
+                return t->len + len > MAX_ERROR_BODY ? len
+                                                     : to_memory(t, data, len, MAX_ERROR_BODY);
         if (t->fd < 0)
                 return to_memory(t, data, len, t->max);
         if (t->got + len > t->size) {
@@ -172,8 +172,7 @@ static void transfer_reset(struct transfer *t)
         t->overflow = false;
 }
 
-static CURLcode perform(struct registry *r, const char *url, const char *accept,
-                        struct transfer *t)
+static CURLcode perform(struct registry *r, const char *url, const char *accept, struct transfer *t)
 {
         CURL *c = r->curl;
         curl_easy_reset(c);
@@ -234,8 +233,10 @@ static bool token_valid(const char *t)
 static int fetch_token(struct registry *r, const char *challenge, char *err, size_t errlen)
 {
         if (strncasecmp(challenge, "Bearer ", 7) != 0) {
-                snprintf(err, errlen, "registry wants %.40s authentication (only Bearer tokens "
-                         "are supported)", challenge);
+                snprintf(err, errlen,
+                         "registry wants %.40s authentication (only Bearer tokens "
+                         "are supported)",
+                         challenge);
                 return -EACCES;
         }
         char *realm = challenge_param(challenge, "realm");
@@ -299,7 +300,7 @@ static void error_text(const struct transfer *t, const char *what, char *err, si
 {
         json_t *j = t->buf ? json_loads(t->buf, 0, NULL) : NULL;
         const char *m = json_string_value(
-                json_object_get(json_array_get(json_object_get(j, "errors"), 0), "message"));
+            json_object_get(json_array_get(json_object_get(j, "errors"), 0), "message"));
         if (m)
                 snprintf(err, errlen, "%s: %.200s (HTTP %ld)", what, m, t->status);
         else

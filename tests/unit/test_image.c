@@ -765,15 +765,27 @@ static void test_image_layers__whiteouts(void)
 {
         tmp_setup();
         static const struct ent lower[] = {
-            {.path = "etc", .kind = DIR_}, {.path = "etc/gone", .kind = REG, .data = "x"}, {.path = "etc/kept", .kind = REG, .data = "k"},
-            {.path = "opq", .kind = DIR_}, {.path = "opq/old", .kind = REG, .data = "o"}, {.path = "opq/sub", .kind = DIR_},
-            {.path = "opq/sub/deep", .kind = REG, .data = "d"}, {.path = "dir", .kind = DIR_}, {.path = "dir/inner", .kind = REG, .data = "i"},
+            {.path = "etc", .kind = DIR_},
+            {.path = "etc/gone", .kind = REG, .data = "x"},
+            {.path = "etc/kept", .kind = REG, .data = "k"},
+            {.path = "opq", .kind = DIR_},
+            {.path = "opq/old", .kind = REG, .data = "o"},
+            {.path = "opq/sub", .kind = DIR_},
+            {.path = "opq/sub/deep", .kind = REG, .data = "d"},
+            {.path = "dir", .kind = DIR_},
+            {.path = "dir/inner", .kind = REG, .data = "i"},
+            {.path = "tree", .kind = DIR_},
+            {.path = "tree/leaf", .kind = REG, .data = "l"},
         };
         /* Whiteouts act on lower layers only: opq/new of the same layer stays. */
         static const struct ent upper[] = {
-            {.path = "opq/new", .kind = REG, .data = "n"}, {.path = "opq/.wh..wh..opq", .kind = REG},
-            {.path = "etc/.wh.gone", .kind = REG}, {.path = "./.wh.dir", .kind = REG}, {.path = "etc/.wh.never-existed", .kind = REG},
+            {.path = "opq/new", .kind = REG, .data = "n"},
+            {.path = "opq/.wh..wh..opq", .kind = REG},
+            {.path = "etc/.wh.gone", .kind = REG},
+            {.path = "./.wh.dir", .kind = REG},
+            {.path = "etc/.wh.never-existed", .kind = REG},
             {.path = "nowhere/.wh.x", .kind = REG},
+            {.path = "tree", .kind = SYMLINK, .link = "etc"},
         };
         int fds[] = {make_archive(lower, ELEMENTSOF(lower), GZIP),
                      make_archive(upper, ELEMENTSOF(upper), ZSTD)};
@@ -785,6 +797,8 @@ static void test_image_layers__whiteouts(void)
         CHECK_EQ_STR(slurp(pathf("dest/opq/new")), "n");
         CHECK(!exists(pathf("dest/dir")));
         CHECK(!exists(pathf("dest/opq/.wh..wh..opq")));
+        struct stat st; /* a symlink of the upper layer replaced a whole lower directory */
+        CHECK(lstat(pathf("dest/tree"), &st) == 0 && S_ISLNK(st.st_mode));
         check_mount_points();
         close(fds[0]);
         close(fds[1]);
@@ -797,11 +811,16 @@ static void test_image_layers__whiteout_escapes(void)
 {
         tmp_setup();
         static const struct ent lower[] = {
-            {.path = "etc", .kind = DIR_}, {.path = "etc/passwd", .kind = REG, .data = "root"}, {.path = "alias", .kind = SYMLINK, .link = "/etc"},
-            {.path = "up", .kind = SYMLINK, .link = "../../canary"}, {.path = "link", .kind = SYMLINK, .link = "/etc/passwd"},
+            {.path = "etc", .kind = DIR_},
+            {.path = "etc/passwd", .kind = REG, .data = "root"},
+            {.path = "alias", .kind = SYMLINK, .link = "/etc"},
+            {.path = "up", .kind = SYMLINK, .link = "../../canary"},
+            {.path = "link", .kind = SYMLINK, .link = "/etc/passwd"},
         };
         static const struct ent upper[] = {
-            {.path = "alias/.wh.passwd", .kind = REG}, {.path = "up/.wh.file", .kind = REG}, {.path = ".wh.link", .kind = REG},
+            {.path = "alias/.wh.passwd", .kind = REG},
+            {.path = "up/.wh.file", .kind = REG},
+            {.path = ".wh.link", .kind = REG},
             {.path = "alias/.wh..wh..opq", .kind = REG},
         };
         static const struct ent dotdot[] = {{.path = "a/../../.wh.canary", .kind = REG}};

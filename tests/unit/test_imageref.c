@@ -47,9 +47,25 @@ static void test_imageref__docker_rules(void)
 static void test_imageref__refused(void)
 {
         static const char *const bad[] = {
-            "", "UPPER", "a:b:c", "debian@sha256:0123", "debian@md5:" D64, "x/../y", "a//b",
-            "a/", "/a", "debian:-tag", "debian:.tag", "host:99999/x", "host:0/x", "-x",
-            "a_", "a___b", "ho st/x", "[zz]:5/x", "debian:",
+            "",
+            "UPPER",
+            "a:b:c",
+            "debian@sha256:0123",
+            "debian@md5:" D64,
+            "x/../y",
+            "a//b",
+            "a/",
+            "/a",
+            "debian:-tag",
+            "debian:.tag",
+            "host:99999/x",
+            "host:0/x",
+            "-x",
+            "a_",
+            "a___b",
+            "ho st/x",
+            "[zz]:5/x",
+            "debian:",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 struct image_ref r;
@@ -63,8 +79,12 @@ static void test_imageref__refused(void)
         /* A name longer than an image name may be. */
         struct image_ref r;
         char why[64], n[64];
-        CHECK_EQ_INT(image_ref_parse("a/" "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
-                                     &r, why, sizeof(why)), 0);
+        CHECK_EQ_INT(
+            image_ref_parse(
+                "a/"
+                "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                &r, why, sizeof(why)),
+            0);
         CHECK_EQ_INT(image_ref_default_name(&r, n, sizeof(n)), -EINVAL);
 }
 
