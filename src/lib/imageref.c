@@ -106,7 +106,7 @@ static bool registry_valid(const char *r)
         return true;
 }
 
-static bool registry_is_loopback(const char *r)
+bool image_host_is_loopback(const char *r)
 {
         char host[256];
         snprintf(host, sizeof(host), "%s", r);
@@ -179,7 +179,7 @@ int image_ref_parse(const char *s, struct image_ref *ret, char *why, size_t whyl
                          hub && !strchr(name, '/') ? "library/" : "", name);
         if (n < 0 || n >= (int)sizeof(r.repository))
                 FAIL("repository name too long");
-        r.loopback = registry_is_loopback(r.registry);
+        r.loopback = image_host_is_loopback(r.registry);
         *ret = r;
         return 0;
 }

@@ -24,5 +24,7 @@ int image_ref_parse(const char *s, struct image_ref *ret, char *why, size_t whyl
 int image_ref_default_name(const struct image_ref *r, char *buf, size_t len);
 /* The manifest reference: the digest when there is one, else the tag. */
 const char *image_ref_reference(const struct image_ref *r);
+/* host[:port] is localhost, 127.0.0.0/8 or [::1]. */
+bool image_host_is_loopback(const char *hostport);
 /* "sha256:" followed by exactly 64 lowercase hex digits. */
 bool image_digest_valid(const char *d);

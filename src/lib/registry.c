@@ -181,11 +181,12 @@ static CURLcode perform(struct registry *r, const char *url, const char *accept,
                 h = curl_slist_append(h, accept);
         if (r->auth)
                 h = curl_slist_append(h, r->auth);
+        /* Plain http only to the loopback registry itself: never as a redirect. */
         const char *protos = r->insecure ? "http,https" : "https";
         struct write_ctx w = {.t = t, .curl = c};
         curl_easy_setopt(c, CURLOPT_URL, url);
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, protos);
-        curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, protos);
+        curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
@@ -229,7 +230,19 @@ static bool token_valid(const char *t)
         return true;
 }
 
-/* Anonymous token from the realm the registry named. */
+/* The host of an http realm ("host:port/path..."), which must be a loopback one. */
+static bool realm_is_loopback(const char *hostpath)
+{
+        char host[256];
+        size_t n = strcspn(hostpath, "/?#");
+        if (n == 0 || n >= sizeof(host) || memchr(hostpath, '@', n))
+                return false;
+        memcpy(host, hostpath, n);
+        host[n] = 0;
+        return image_host_is_loopback(host);
+}
+
+/* Anonymous token from the realm the registry named (https, or http on loopback). */
 static int fetch_token(struct registry *r, const char *challenge, char *err, size_t errlen)
 {
         if (strncasecmp(challenge, "Bearer ", 7) != 0) {
@@ -246,8 +259,9 @@ static int fetch_token(struct registry *r, const char *challenge, char *err, siz
         char *url = NULL, *esc_service = NULL, *esc_scope = NULL;
         char default_scope[300];
         snprintf(default_scope, sizeof(default_scope), "repository:%s:pull", r->ref.repository);
-        if (!realm || !(strncmp(realm, "https://", 8) == 0 ||
-                        (r->insecure && strncmp(realm, "http://", 7) == 0))) {
+        if (!realm ||
+            !(strncmp(realm, "https://", 8) == 0 ||
+              (r->insecure && strncmp(realm, "http://", 7) == 0 && realm_is_loopback(realm + 7)))) {
                 snprintf(err, errlen, "registry names no usable token realm (%s)",
                          realm ? realm : "none");
                 goto out;

@@ -88,8 +88,30 @@ static void test_imageref__refused(void)
         CHECK_EQ_INT(image_ref_default_name(&r, n, sizeof(n)), -EINVAL);
 }
 
+static void test_imageref__loopback(void)
+{
+        static const char *const yes[] = {"localhost",    "localhost:5000", "127.0.0.1",
+                                          "127.1.2.3:80", "[::1]",          "[::1]:5000"};
+        static const char *const no[] = {"localhost.example.com",
+                                         "127.0.0.1.example.com",
+                                         "128.0.0.1",
+                                         "10.0.0.1:5000",
+                                         "[::2]",
+                                         "example.com",
+                                         "127.0.0.256",
+                                         "[::ffff:1.2.3.4]"};
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++)
+                CHECK(image_host_is_loopback(yes[i]));
+        for (size_t i = 0; i < ELEMENTSOF(no); i++)
+                if (image_host_is_loopback(no[i])) {
+                        fprintf(stderr, "  loopback: %s\n", no[i]);
+                        unit_failures++;
+                }
+}
+
 int main(void)
 {
+        RUN(test_imageref__loopback);
         RUN(test_imageref__docker_rules);
         RUN(test_imageref__refused);
         UNIT_EXIT();
