@@ -2,9 +2,10 @@
 without `Authorization: Bearer <token>` gets 401 and a WWW-Authenticate challenge naming the
 realm /token, which hands out anonymous tokens. Everything else is passed to the registry.
 
-    python3 registry_proxy.py LISTEN_PORT REGISTRY_PORT LOGFILE
+    python3 registry_proxy.py LISTEN_PORT REGISTRY_PORT LOGFILE [CANNED.json]
 Runs on 127.0.0.1 (inside the test's network namespace). Logs one line per request.
 Blobs of repositories with a /slow/ component trickle out (for the crash tests)."""
+import base64
 import http.client
 import http.server
 import json
@@ -13,6 +14,8 @@ import time
 
 TOKEN = "paddock-test-token-1"
 LISTEN, UPSTREAM, LOG = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+# Canned answers (a hostile registry): {path: {"status", "type", "body" (base64)}}
+CANNED = json.load(open(sys.argv[4])) if len(sys.argv) > 4 else {}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -43,6 +46,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                          'scope="repository:%s:pull"' % (LISTEN, "/".join(repo)))
             return self.reply(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',
                               [("WWW-Authenticate", challenge), ("Content-Type", "application/json")])
+        canned = CANNED.get(self.path)
+        if canned:
+            return self.reply(canned["status"], base64.b64decode(canned["body"]),
+                              [("Content-Type", canned["type"])])
         c = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
         hdrs = {k: v for k, v in self.headers.items() if k.lower() in ("accept",)}
         c.request(self.command, self.path, headers=hdrs)

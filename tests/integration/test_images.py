@@ -170,6 +170,53 @@ def layout(image_dir):
     shutil.rmtree(d)
 
 
+def hostile_answers():
+    """What a hostile registry at AUTHED/evil/CASE:1 answers (see test_pull_hostile_registry)."""
+    import base64
+    import gzip as gz
+    out = {}
+
+    def put(path, body, status=200, type="application/json"):
+        out[path] = {"status": status, "type": type, "body": base64.b64encode(body).decode()}
+
+    def blob(case, data):
+        d = "sha256:" + __import__("hashlib").sha256(data).hexdigest()
+        put("/v2/evil/%s/blobs/%s" % (case, d), data, type="application/octet-stream")
+        return d
+
+    def manifest(case, layers, config=b"{}", doc=None):
+        m = doc or {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                               "digest": blob(case, config), "size": len(config)},
+                    "layers": layers}
+        put("/v2/evil/%s/manifests/1" % case, json.dumps(m).encode(),
+            type="application/vnd.oci.image.manifest.v1+json")
+
+    def layer(case, tar, size=None, media="application/vnd.oci.image.layer.v1.tar+gzip"):
+        data = gz.compress(tar)
+        return {"mediaType": media, "digest": blob(case, data), "size": len(data) if size is None else size}
+
+    ok_tar = make_tar([("etc", "dir", None), ("etc/ok", "file", b"ok")])
+    manifest("longer", [layer("longer", ok_tar, size=10)])
+    manifest("shorter", [layer("shorter", ok_tar, size=100000)])
+    manifest("foreign", [layer("foreign", ok_tar,
+                               media="application/vnd.docker.image.rootfs.foreign.diff.tar.gzip")])
+    manifest("schema1", [], doc={"schemaVersion": 1, "name": "x", "fsLayers": []})
+    put("/v2/evil/notjson/manifests/1", b"<html>", type="text/html")
+    put("/v2/evil/huge/manifests/1", b"{" + b" " * (5 << 20) + b"}")
+    idx = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+           "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                          "digest": "sha256:" + "0" * 64, "size": 10,
+                          "platform": {"os": "windows", "architecture": "amd64"}}]}
+    put("/v2/evil/nolinux/manifests/1", json.dumps(idx).encode(),
+        type="application/vnd.oci.image.index.v1+json")
+    # a layer whose entries aim outside the image: refused, nothing written on the host
+    esc = make_tar([("../../../../../../tmp/paddock-evil-escape", "file", b"x")])
+    manifest("escape", [layer("escape", esc)])
+    manifest("many", [layer("many", ok_tar)] * 129)
+    return out
+
+
 class Registry:
     def __init__(self, daemon, layout):
         self.daemon, self.layout = daemon, layout
@@ -185,9 +232,12 @@ class Registry:
         out = open(os.path.join(self.dir, "registry.log"), "wb")
         self.procs.append(subprocess.Popen(self.ns(["docker-registry", "serve", cfg]),
                                            stdout=out, stderr=out))
+        self.canned = os.path.join(self.dir, "canned.json")
+        with open(self.canned, "w") as f:
+            json.dump(hostile_answers(), f)
         self.procs.append(subprocess.Popen(self.ns(["/usr/bin/python3",
                                                     os.path.join(os.path.dirname(__file__), "registry_proxy.py"),
-                                                    "5001", "5000", self.log]),
+                                                    "5001", "5000", self.log, self.canned]),
                                            stdout=out, stderr=out))
         out.close()
         for port in (5000, 5001):
@@ -548,3 +598,22 @@ def test_kill9_during_import_leaves_nothing(daemon, tmp_path):
     daemon.start()
     assert partials(daemon) == []
     assert image_names(daemon) == ["base"]
+
+
+@pytest.mark.parametrize("case,status,text", [
+    ("longer", 413, "longer than the 10 bytes announced"),
+    ("shorter", 422, "instead of 100000"),
+    ("foreign", 422, "unsupported media type"),
+    ("schema1", 422, "schema 1"),
+    ("notjson", 422, "not a JSON object"),
+    ("huge", 413, "larger than"),
+    ("nolinux", 404, "no linux/amd64"),
+    ("escape", 400, "Path contains '..'"),
+    ("many", 422, "at most 128 layers"),
+])
+def test_pull_hostile_registry(daemon, registry, case, status, text):
+    assert not os.path.exists("/tmp/paddock-evil-escape")
+    r = daemon.api("POST", "/v1/images", {"pull": "%s/evil/%s:1" % (AUTHED, case), "insecure": True})
+    assert r.status == status and text in r.error()[1], r
+    assert not os.path.exists("/tmp/paddock-evil-escape")
+    assert partials(daemon) == [] and image_names(daemon) == ["base"]
