@@ -5,6 +5,9 @@
  *             daemon (PR_SET_PDEATHSIG), and reports progress lines, an error or the size
  *   finish    .partial-NAME becomes NAME and the image is recorded (image_partial_finish)
  *
+ * How the trees are stored is known to three small functions in images.c only:
+ * image_partial_prepare, image_partial_finish and image_dir_remove.
+ *
  * A crash at any point leaves at most a .partial-NAME directory, which the next start removes.
  * The helper's scratch space (downloaded layers, build output) lives in .partial-NAME too, next
  * to rootfs, so it goes away with it. */

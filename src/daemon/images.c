@@ -56,17 +56,24 @@ bool engine_image_exists(struct engine *e, const char *name)
         return name_is_valid(name) && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* ---------------------------------------------------------------- prepare and finish */
+/* ---------------------------------------------------------------- prepare, finish, remove */
+
+/* Remove an image directory (<root>/images/NAME or .partial-NAME) with everything in it: the
+ * one place that knows how an image's tree is stored. */
+static int image_dir_remove(const char *dir)
+{
+        return rm_rf_at(AT_FDCWD, dir);
+}
 
 /* The empty tree a helper fills: <root>/images/.partial-NAME/rootfs. */
 static int image_partial_prepare(const char *partial)
 {
         char rootfs[4200];
         snprintf(rootfs, sizeof(rootfs), "%s/rootfs", partial);
-        rm_rf_at(AT_FDCWD, partial);
+        image_dir_remove(partial);
         if (mkdir(partial, 0700) < 0 || mkdir(rootfs, 0755) < 0) {
                 int r = -errno;
-                rm_rf_at(AT_FDCWD, partial);
+                image_dir_remove(partial);
                 return r;
         }
         return 0;
@@ -224,7 +231,7 @@ static json_t *record_image(struct image_job *j, int *r, const char **msg)
         *r = state_image_insert(engine_state(j->eng), &row);
         if (*r < 0) {
                 *msg = "cannot record the image";
-                rm_rf_at(AT_FDCWD, j->final);
+                image_dir_remove(j->final);
                 return NULL;
         }
         log_info("image %s: %s done (%llu bytes)", j->name, j->what, (unsigned long long)j->size);
@@ -268,7 +275,7 @@ static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void 
         json_t *img = r >= 0 ? record_image(j, &r, &msg) : NULL;
         if (r < 0) {
                 log_warn("image %s: %s failed: %s", j->name, j->what, msg);
-                rm_rf_at(AT_FDCWD, j->partial);
+                image_dir_remove(j->partial);
         }
         struct image_callbacks cb = j->cb;
         char msgcopy[512];
@@ -314,7 +321,7 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
         if (r < 0 || pipe2(p, O_CLOEXEC) < 0) {
                 r = r < 0 ? r : -errno;
                 snprintf(err, errlen, "cannot prepare the image directory: %s", strerror(-r));
-                rm_rf_at(AT_FDCWD, j->partial);
+                image_dir_remove(j->partial);
                 free(j);
                 return r;
         }
@@ -335,7 +342,7 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
                         kill(pid, SIGKILL);
                         waitpid(pid, NULL, 0);
                 }
-                rm_rf_at(AT_FDCWD, j->partial);
+                image_dir_remove(j->partial);
                 job_free(j);
                 snprintf(err, errlen, "cannot start the %s helper", what);
                 return -EAGAIN;
@@ -458,7 +465,7 @@ int engine_image_delete(struct engine *e, const char *name, char *err, size_t er
                 snprintf(err, errlen, "cannot update the record: %s", strerror(-r));
                 return r;
         }
-        r = rm_rf_at(AT_FDCWD, path);
+        r = image_dir_remove(path);
         if (r < 0)
                 log_warn("image %s: removing %s: %s", name, path, strerror(-r));
         log_info("image %s removed", name);
@@ -477,7 +484,9 @@ void engine_images_cleanup(struct engine *e)
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, ".partial-", 9) == 0) {
                         log_info("removing interrupted image job %s", de->d_name + 9);
-                        rm_rf_at(dirfd(d), de->d_name);
+                        char partial[4400];
+                        snprintf(partial, sizeof(partial), "%s/%s", path, de->d_name);
+                        image_dir_remove(partial);
                 }
         closedir(d);
 }
