@@ -22,6 +22,9 @@
 #include <sys/wait.h>
 
 #define PROGRESS_MAX_BUFFERED (1u << 20) /* a client that does not read loses progress lines */
+#define MAX_EXPORTS           16        /* helpers packing images at once */
+
+static unsigned active_exports;
 
 /* ---------------------------------------------------------------- making an image */
 
@@ -313,7 +316,7 @@ static const char *const variants[] = {"minbase",  "essential", "apt",    "requi
 
 static void images_build(struct request *r, struct engine *e, json_t *body, bool stream)
 {
-        static struct image_build_spec spec;
+        static struct image_build_spec spec; /* ~13 KiB: not on the stack; copied at start */
         memset(&spec, 0, sizeof(spec));
         json_t *b = json_object_get(body, "build"), *name = json_object_get(body, "name");
         if (!json_is_object(b))
@@ -458,6 +461,7 @@ static void export_closed(void *data)
         close(x->fd);
         close(x->pidfd);
         free(x);
+        active_exports--;
 }
 
 static const struct http_stream_ops export_ops = {.read = export_read, .closed = export_closed};
@@ -468,6 +472,11 @@ static void image_export(struct request *r, struct engine *e, const char *name)
         enum image_compression c = IMAGE_TAR;
         if (comp && image_compression_from_string(comp, &c) < 0) {
                 http_reply_error(r, 400, "invalid_argument", "compression: none, gzip or zstd");
+                return;
+        }
+        if (active_exports >= MAX_EXPORTS) {
+                http_reply_error(r, 503, "unavailable", "too many exports at once (%d)",
+                                 MAX_EXPORTS);
                 return;
         }
         struct export_stream *x = calloc(1, sizeof(*x));
@@ -486,6 +495,7 @@ static void image_export(struct request *r, struct engine *e, const char *name)
         }
         x->eng = e;
         x->req = r;
+        active_exports++;
         static const char *const types[] = {"application/x-tar", "application/gzip",
                                             "application/zstd"};
         http_reply_stream(r, 200, types[c], &export_ops, x);
