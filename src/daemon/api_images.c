@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 
 #define PROGRESS_MAX_BUFFERED (1u << 20) /* a client that does not read loses progress lines */
-#define MAX_EXPORTS           16        /* helpers packing images at once */
+#define MAX_EXPORTS           16         /* helpers packing images at once */
 
 static unsigned active_exports;
 

@@ -158,7 +158,7 @@ static json_t *fetch_manifest(struct registry *reg, const char *reference, const
         if (*ret < 0)
                 return NULL;
         char got[72];
-        registry_digest_of(body, len, got);
+        image_digest_of(body, len, got);
         json_t *j = NULL;
         if (image_digest_valid(reference) && strcmp(got, reference) != 0) {
                 snprintf(err, errlen, "manifest %.19s: content does not match its digest",

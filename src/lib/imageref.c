@@ -2,12 +2,26 @@
 #include "lib/parse.h"
 
 #include <ctype.h>
+#include <nettle/sha2.h>
+#include <stdint.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define DOCKER_HUB "registry-1.docker.io"
+
+void image_digest_of(const void *data, size_t len, char *buf)
+{
+        struct sha256_ctx c;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        sha256_init(&c);
+        sha256_update(&c, len, data);
+        sha256_digest(&c, sizeof(d), d);
+        strcpy(buf, "sha256:");
+        for (size_t i = 0; i < sizeof(d); i++)
+                sprintf(buf + 7 + 2 * i, "%02x", d[i]);
+}
 
 bool image_digest_valid(const char *d)
 {

@@ -1,4 +1,4 @@
-/* Image references as Docker reads them:
+/* Image references as Docker reads them, and sha256 content digests:
  *   debian                      registry-1.docker.io  library/debian  latest
  *   debian:bookworm             registry-1.docker.io  library/debian  bookworm
  *   user/app@sha256:<64 hex>    registry-1.docker.io  user/app        (digest)
@@ -26,5 +26,7 @@ int image_ref_default_name(const struct image_ref *r, char *buf, size_t len);
 const char *image_ref_reference(const struct image_ref *r);
 /* host[:port] is localhost, 127.0.0.0/8 or [::1]. */
 bool image_host_is_loopback(const char *hostport);
+/* sha256 of a buffer as "sha256:<64 hex>" (buf of at least 72 bytes). */
+void image_digest_of(const void *data, size_t len, char *buf);
 /* "sha256:" followed by exactly 64 lowercase hex digits. */
 bool image_digest_valid(const char *d);

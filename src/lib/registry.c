@@ -40,18 +40,6 @@ static const char manifest_types[] = "Accept: application/vnd.oci.image.index.v1
                                      "application/vnd.oci.image.manifest.v1+json, "
                                      "application/vnd.docker.distribution.manifest.v2+json";
 
-void registry_digest_of(const void *data, size_t len, char *buf)
-{
-        struct sha256_ctx c;
-        uint8_t d[SHA256_DIGEST_SIZE];
-        sha256_init(&c);
-        sha256_update(&c, len, data);
-        sha256_digest(&c, sizeof(d), d);
-        strcpy(buf, "sha256:");
-        for (size_t i = 0; i < sizeof(d); i++)
-                sprintf(buf + 7 + 2 * i, "%02x", d[i]);
-}
-
 int registry_open(const struct image_ref *ref, bool insecure, struct registry **ret)
 {
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)

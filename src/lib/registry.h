@@ -34,6 +34,3 @@ int registry_get_manifest(struct registry *r, const char *reference, char **ret_
  * -EBADMSG (digest mismatch), -EFBIG (longer than size), -EIO. */
 int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int fd,
                       registry_progress_fn progress, void *data, char *err, size_t errlen);
-
-/* sha256 of a buffer as "sha256:<hex>" (buf of at least 72 bytes). */
-void registry_digest_of(const void *data, size_t len, char *buf);

@@ -109,8 +109,23 @@ static void test_imageref__loopback(void)
                 }
 }
 
+/* FIPS 180-2 test vectors, through nettle. */
+static void test_imageref__sha256(void)
+{
+        char d[72];
+        image_digest_of("abc", 3, d);
+        CHECK_EQ_STR(d, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        image_digest_of("", 0, d);
+        CHECK_EQ_STR(d, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+        image_digest_of(two, strlen(two), d);
+        CHECK_EQ_STR(d, "sha256:248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+        CHECK(image_digest_valid(d));
+}
+
 int main(void)
 {
+        RUN(test_imageref__sha256);
         RUN(test_imageref__loopback);
         RUN(test_imageref__docker_rules);
         RUN(test_imageref__refused);
