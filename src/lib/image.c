@@ -366,6 +366,7 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
                 return r;
         struct archive *disk = archive_read_disk_new();
         struct archive *out = archive_write_new();
+        struct archive_entry_linkresolver *links = NULL;
         if (!disk || !out) {
                 r = -ENOMEM;
                 goto out;
@@ -376,6 +377,13 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
             disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
                       ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS);
         archive_write_set_format_pax_restricted(out);
+        /* Hardlinks stay hardlinks: the second name of a file becomes a link entry. */
+        links = archive_entry_linkresolver_new();
+        if (!links) {
+                r = -ENOMEM;
+                goto out;
+        }
+        archive_entry_linkresolver_set_strategy(links, archive_format(out));
         if (c == IMAGE_TAR_GZIP)
                 archive_write_add_filter_gzip(out);
         else if (c == IMAGE_TAR_ZSTD)
@@ -404,6 +412,9 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
                 archive_read_disk_descend(disk);
                 archive_entry_set_uname(e, NULL);
                 archive_entry_set_gname(e, NULL);
+                struct archive_entry *spare = NULL;
+                archive_entry_linkify(links, &e, &spare);
+                archive_entry_free(spare); /* only other strategies (cpio) defer entries */
                 s = archive_write_header(out, e);
                 if (s < ARCHIVE_WARN) {
                         snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e),
@@ -413,7 +424,7 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
                         goto out;
                 }
                 ssize_t n;
-                while (archive_entry_filetype(e) == AE_IFREG &&
+                while (archive_entry_filetype(e) == AE_IFREG && !archive_entry_hardlink(e) &&
                        (n = archive_read_data(disk, buf, sizeof(buf))) > 0)
                         if (archive_write_data(out, buf, (size_t)n) < 0) {
                                 snprintf(errbuf, errlen, "write: %s", archive_error_string(out));
@@ -428,6 +439,7 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
                 r = -EIO;
         }
 out:
+        archive_entry_linkresolver_free(links);
         archive_read_free(disk);
         archive_write_free(out);
         return r;
