@@ -10,7 +10,7 @@ CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
 PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle
-PKGS_DAEMON := $(PKGS_LIB) libmicrohttpd
+PKGS_DAEMON := $(PKGS_LIB) libmicrohttpd libcurl
 PKGS_CLI    := libcurl jansson nettle
 # wslay (WebSocket framing) ships no pkg-config file in Debian.
 LIBS_WS     := -lwslay

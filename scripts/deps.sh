@@ -2,11 +2,11 @@
 # Install what Paddock needs on Debian 12 / Ubuntu 24.04. `--test` adds the test tools.
 set -eu
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
-      libarchive-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
-      libwslay-dev nettle-dev
-      busybox-static iproute2 util-linux
+      libarchive-dev nettle-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
+      libwslay-dev
+      busybox-static iproute2 util-linux mmdebstrap
       tar curl"
-[ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest tmux"
+[ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest tmux docker-registry skopeo umoci zstd"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"
 missing=""
 for p in $pkgs; do

@@ -1,16 +1,16 @@
 #!/bin/sh
-# Paddock quick start: install dependencies, build, start paddockd, provide a base image,
-# create a computer and a sandbox and run something in each.
-#   sudo ./scripts/quickstart.sh            busybox base image (seconds)
-#   sudo PADDOCK_IMAGE=debian ./scripts/quickstart.sh
-#                                            Debian bookworm base (bash, coreutils, python3,
-#                                            curl, git, ca-certificates) via mmdebstrap
+# Paddock quick start: install dependencies, build, start paddockd, provide the image named
+# "default" (what `paddock create` uses without --image), create a computer and a sandbox and
+# run something in each.
+#   sudo ./scripts/quickstart.sh            Debian bookworm (bash, coreutils, python3, curl,
+#                                            git, ca-certificates) built by `paddock image
+#                                            build` with mmdebstrap (a minute or two)
+#   sudo PADDOCK_IMAGE=busybox ./scripts/quickstart.sh
+#                                            a busybox image instead (seconds, no downloads)
 set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root (paddockd creates namespaces and cgroups)" >&2; exit 1; }
 ./scripts/deps.sh
-[ "${PADDOCK_IMAGE:-busybox}" = debian ] && { command -v mmdebstrap >/dev/null ||
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap; }
 make -j"$(nproc)"
 
 export PADDOCK_SOCKET="${PADDOCK_SOCKET:-/run/paddock/paddock.sock}"
@@ -22,18 +22,16 @@ if ! $P system >/dev/null 2>&1; then
         for _ in $(seq 50); do $P system >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
-if ! $P image ls | grep -q '^base '; then
-        work=$(mktemp -d /var/tmp/paddock-image.XXXXXX)
-        trap 'rm -rf "$work"' EXIT
-        if [ "${PADDOCK_IMAGE:-busybox}" = debian ]; then
-                echo "building a Debian bookworm image with mmdebstrap (a minute or two)..."
-                mmdebstrap --variant=minbase --format=tar \
-                        --include=bash,coreutils,python3,curl,git,ca-certificates,procps \
-                        bookworm "$work/rootfs.tar"
-                $P image import base "$work/rootfs.tar"
-        else
+if ! $P image ls | grep -q '^default '; then
+        if [ "${PADDOCK_IMAGE:-debian}" = busybox ]; then
+                work=$(mktemp -d /var/tmp/paddock-image.XXXXXX)
+                trap 'rm -rf "$work"' EXIT
                 ./scripts/busybox-rootfs.sh "$work/rootfs"
-                $P image import base "$work/rootfs"
+                $P image import default "$work/rootfs"
+        else
+                echo "building the default image: Debian bookworm with mmdebstrap (a minute or two)..."
+                $P image build default --from debian:bookworm \
+                        --packages bash,coreutils,python3,curl,git,ca-certificates,procps
         fi
 fi
 

@@ -6,6 +6,7 @@
  * chunked. When tar fails the upload is aborted before its last chunk, so paddockd never takes a
  * half archive for a whole one. */
 #include "cli/cli.h"
+#include "cli/image_cmds.h"
 #include "cli/opts.h"
 #include "cli/output.h"
 #include "cli/tarproc.h"
@@ -20,6 +21,10 @@ static const char image_help[] =
     "  ls                     list images\n"
     "  import NAME FILE|DIR   make an image from a tar (.tar, .tar.gz, .tar.zst; - for\n"
     "                         standard input) or from a directory\n"
+    "  pull REF               pull from an OCI / Docker registry (debian:bookworm)\n"
+    "  build NAME [--from debian:SUITE] [--packages A,B]\n"
+    "                         build from Debian with mmdebstrap\n"
+    "  export NAME FILE|-     write an image as a tar (.tar, .tar.gz, .tar.zst)\n"
     "  rm NAME...             remove images no environment uses\n"
     "\n"
     "  --json                 print the daemon's answer as JSON\n";
@@ -262,7 +267,8 @@ int cmd_image(struct cli *cli, int argc, char **argv)
                 int (*run)(struct cli *, int, char **);
         } subs[] = {
             {"ls", image_ls}, {"list", image_ls},   {"import", image_import},
-            {"rm", image_rm}, {"remove", image_rm},
+            {"rm", image_rm}, {"remove", image_rm}, {"pull", image_pull},
+            {"export", image_export}, {"build", image_build},
         };
         /* Options before the subcommand: only the common ones ("paddock image --json ls"). */
         int i = 1;
@@ -280,7 +286,7 @@ int cmd_image(struct cli *cli, int argc, char **argv)
                 }
         }
         if (i >= argc)
-                return usage_error("image", "missing COMMAND (ls, import or rm)");
+                return usage_error("image", "missing COMMAND (ls, import, pull, build, export or rm)");
         for (size_t k = 0; k < ELEMENTSOF(subs); k++)
                 if (strcmp(argv[i], subs[k].name) == 0)
                         return subs[k].run(cli, argc - i, argv + i);

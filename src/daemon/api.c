@@ -31,7 +31,9 @@ bool api_wants_spool(const char *method, const char *path, const char *content_t
                 return true;
         if (strcmp(method, "POST") == 0 && is_exec_with_stdin(path, content_type))
                 return true;
-        return strcmp(method, "POST") == 0 && strcmp(path, "/v1/images") == 0;
+        /* Image uploads are tars; a JSON body there is a pull or build request. */
+        return strcmp(method, "POST") == 0 && strcmp(path, "/v1/images") == 0 &&
+               !(content_type && !strncmp(content_type, "application/json", 16));
 }
 
 static bool value_text(json_t *j, char *buf, size_t len)
@@ -180,6 +182,8 @@ void api_handle(struct request *r, void *ctx)
                         api_images_import(r, e);
                 else if (n == 3 && !strcmp(m, "DELETE"))
                         api_image_delete(r, e, seg[2]);
+                else if (n == 4 && get)
+                        api_image_get(r, e, seg[2], seg[3]);
                 else if (n <= 3)
                         method_not_allowed(r);
                 else

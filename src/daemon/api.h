@@ -34,6 +34,8 @@ void api_env_processes(struct request *r, struct engine *e, struct env *v, const
                        const char *action);
 void api_images_list(struct request *r, struct engine *e);
 void api_images_import(struct request *r, struct engine *e);
+/* GET /v1/images/{name}/{sub}: sub "export" streams the image as a tar. */
+void api_image_get(struct request *r, struct engine *e, const char *name, const char *sub);
 void api_image_delete(struct request *r, struct engine *e, const char *name);
 void api_system(struct request *r, struct engine *e);
 

@@ -243,7 +243,7 @@ void api_envs_create(struct request *r, struct engine *e)
                         goto out;
                 }
         }
-        snprintf(spec.image, sizeof(spec.image), "base");
+        snprintf(spec.image, sizeof(spec.image), "%s", engine_default_image(e));
         if ((j = json_object_get(body, "image"))) {
                 if (!json_is_string(j) || !name_is_valid(json_string_value(j))) {
                         http_reply_error(r, 400, "invalid_argument", "image: invalid image name");
@@ -297,6 +297,15 @@ void api_envs_create(struct request *r, struct engine *e)
         if ((j = json_object_get(body, "network")) && !json_is_null(j) &&
             !api_network(r, j, &spec.net))
                 goto out;
+        if (!json_object_get(body, "image") && !engine_image_exists(e, spec.image)) {
+                http_reply_error(r, 404, "not_found",
+                                 "no image given and the default image %s does not exist: "
+                                 "build it (paddock image build %s --packages bash,python3,..."
+                                 "; scripts/quickstart.sh does), import or pull one under that "
+                                 "name, or name an image with --image",
+                                 spec.image, spec.image);
+                goto out;
+        }
         char err[512] = "";
         struct env *v;
         int rc = engine_create(e, &spec, &v, err, sizeof(err));

@@ -97,11 +97,51 @@ int engine_port_remove(struct engine *e, struct env *v, const char *proto, uint1
 json_t *engine_ports_json(struct engine *e, struct env *v);
 json_t *engine_system_json(struct engine *e);
 
-/* Images. import runs the unpacking in a forked helper; done gets 0 or -errno + message. */
+/* Images (images.c and image_*.c). import, pull and build fill a new image in a forked helper
+ * (see image_job.h): they either fail at once (-errno and a message in err; done is not
+ * called) or return 0 and a job whose done runs exactly once, later, from the event loop;
+ * progress may run before that with one line of text at a time. */
 typedef void (*image_done_fn)(int r, const char *msg, json_t *image, void *data);
-void engine_image_import(struct engine *e, const char *name, int archive_fd, image_done_fn done,
-                         void *data);
+typedef void (*image_progress_fn)(const char *line, void *data);
+struct image_job;
+struct image_callbacks {
+        image_progress_fn progress; /* may be NULL */
+        image_done_fn done;
+        void *data;
+};
+int engine_image_import(struct engine *e, const char *name, int archive_fd,
+                        const struct image_callbacks *cb, struct image_job **ret_job, char *err,
+                        size_t errlen);
+struct image_pull_spec {
+        char ref[512];
+        char name[64]; /* empty: derived from ref */
+        bool insecure; /* plain http, for a loopback registry only */
+};
+int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
+                      const struct image_callbacks *cb, struct image_job **ret_job, char *err,
+                      size_t errlen);
+#define IMAGE_BUILD_MAX_PACKAGES 200
+struct image_build_spec {
+        char name[64];
+        char suite[32];     /* debian:SUITE */
+        char variant[16];   /* mmdebstrap --variant; minbase by default */
+        char mirror[512];   /* http(s) URL of a Debian mirror, "local:NAME", or "" */
+        char packages[IMAGE_BUILD_MAX_PACKAGES * 64]; /* comma-separated, checked */
+};
+int engine_image_build(struct engine *e, const struct image_build_spec *spec,
+                       const struct image_callbacks *cb, struct image_job **ret_job, char *err,
+                       size_t errlen);
+/* Stop a running job: its helper is killed, done runs with -ECANCELED. */
+void engine_image_cancel(struct image_job *j);
+/* A tar of image name on *ret_fd (non-blocking, to read until EOF) written by a helper whose
+ * pidfd is *ret_pidfd: exit status 0 only when the tar is whole. compression: enum
+ * image_compression (lib/image.h). */
+int engine_image_export(struct engine *e, const char *name, int compression, int *ret_fd,
+                        int *ret_pidfd, char *err, size_t errlen);
 json_t *engine_image_list(struct engine *e);
+/* The image of environments created without one ("default" unless paddockd --default-image). */
+void engine_set_default_image(struct engine *e, const char *name);
+const char *engine_default_image(struct engine *e);
 int engine_image_delete(struct engine *e, const char *name, char *err, size_t errlen);
 bool engine_image_exists(struct engine *e, const char *name);
 

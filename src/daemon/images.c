@@ -1,8 +1,8 @@
 /* Images: <root>/images/<name>/rootfs, owned by ids 0..65535, recorded in the state database.
- * Import unpacks in a forked helper (chrooted into the new directory, see lib/image.h) so a
- * large archive never stalls the event loop; the partial directory is renamed into place only
- * when complete, and leftovers of an interrupted import are removed at startup. */
-#include "daemon/engine.h"
+ * Every new image is made by an image job (image_job.h): prepare a partial directory, fill it
+ * in a forked helper, move it into place. Import (a tar upload) is one fill function; pull
+ * (image_pull.c) and build (image_build.c) are others. */
+#include "daemon/image_job.h"
 #include "daemon/log.h"
 #include "lib/image.h"
 #include "lib/parse.h"
@@ -10,22 +10,43 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#define MAX_IMAGE_JOBS 8
 
-struct import_job {
+struct image_job {
         struct engine *eng;
+        struct image_job *next; /* the running jobs */
+        const char *what;
         char name[64];
         char partial[4096], final[4096];
-        int pidfd;
-        int msg_fd;
-        struct loop_source *src;
-        image_done_fn done;
-        void *data;
+        int pidfd, msg_fd;
+        struct loop_source *pid_src, *msg_src;
+        struct image_callbacks cb;
+        char line[1024];
+        size_t line_len;
+        char error[512];
+        int error_code; /* -errno the helper failed with */
+        uint64_t size;
 };
+
+static struct image_job *running_jobs;
+static char default_image[64] = "default";
+
+void engine_set_default_image(struct engine *e, const char *name)
+{
+        snprintf(default_image, sizeof(default_image), "%s", name);
+}
+
+const char *engine_default_image(struct engine *e)
+{
+        return default_image;
+}
 
 bool engine_image_exists(struct engine *e, const char *name)
 {
@@ -35,127 +56,373 @@ bool engine_image_exists(struct engine *e, const char *name)
         return name_is_valid(name) && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static void import_finish(struct import_job *j, int r, const char *msg)
+/* ---------------------------------------------------------------- prepare, finish, remove */
+
+/* Remove an image directory (<root>/images/NAME or .partial-NAME) with everything in it: the
+ * one place that knows how an image's tree is stored. */
+static int image_dir_remove(const char *dir)
 {
-        json_t *img = NULL;
-        if (r >= 0) {
-                struct stat st;
-                if (stat(j->final, &st) == 0) {
-                        r = -EEXIST;
-                        msg = "an image with this name already exists";
-                } else if (rename(j->partial, j->final) < 0) {
-                        r = -errno;
-                        msg = "cannot move the image into place";
-                }
-        }
-        uint64_t size = 0;
-        if (r >= 0) {
-                char sizefile[4200];
-                snprintf(sizefile, sizeof(sizefile), "%s/size", j->final);
-                char *s = NULL;
-                if (read_file_at(AT_FDCWD, sizefile, 64, &s) >= 0) {
-                        size = strtoull(s, NULL, 10);
-                        free(s);
-                }
-                struct image_row row = {.created_at = wall_s(), .size = size};
-                snprintf(row.name, sizeof(row.name), "%s", j->name);
-                r = state_image_insert(engine_state(j->eng), &row);
-                if (r < 0) {
-                        msg = "cannot record the image";
-                        rm_rf_at(AT_FDCWD, j->final);
-                } else {
-                        img = json_pack("{s:s,s:I}", "name", j->name, "size", (json_int_t)size);
-                        log_info("image %s imported (%llu bytes)", j->name, (unsigned long long)size);
-                }
-        }
-        if (r < 0)
-                rm_rf_at(AT_FDCWD, j->partial);
-        j->done(r, msg, img, j->data);
-        json_decref(img);
+        return rm_rf_at(AT_FDCWD, dir);
 }
 
-static void on_import_exit(struct loop_source *s, int fd, uint32_t events, void *data)
+/* The empty tree a helper fills: <root>/images/.partial-NAME/rootfs. */
+static int image_partial_prepare(const char *partial)
 {
-        struct import_job *j = data;
-        siginfo_t si = {0};
-        waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED);
-        char msg[512] = "";
-        ssize_t n = read(j->msg_fd, msg, sizeof(msg) - 1);
-        msg[n > 0 ? n : 0] = 0;
-        loop_remove(j->src);
-        close(j->pidfd);
-        close(j->msg_fd);
-        bool ok = si.si_code == CLD_EXITED && si.si_status == 0;
-        import_finish(j, ok ? 0 : -EINVAL, ok ? NULL : (msg[0] ? msg : "import failed"));
+        char rootfs[4200];
+        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", partial);
+        image_dir_remove(partial);
+        if (mkdir(partial, 0700) < 0 || mkdir(rootfs, 0755) < 0) {
+                int r = -errno;
+                image_dir_remove(partial);
+                return r;
+        }
+        return 0;
+}
+
+/* The filled tree becomes the image: .partial-NAME -> NAME (the helper's scratch files next to
+ * rootfs are dropped first). */
+static int image_partial_finish(const char *partial, const char *final)
+{
+        DIR *d = opendir(partial);
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+                    strcmp(de->d_name, "rootfs"))
+                        rm_rf_at(dirfd(d), de->d_name);
+        closedir(d);
+        struct stat st;
+        if (stat(final, &st) == 0)
+                return -EEXIST;
+        return rename(partial, final) < 0 ? -errno : 0;
+}
+
+/* ---------------------------------------------------------------- the helper */
+
+static int helper_msg_fd = -1;
+
+void image_helper_init(pid_t daemon_pid)
+{
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != daemon_pid) /* the daemon died before the line above */
+                _exit(1);
+        reset_signals();
+}
+
+static void helper_line(char kind, const char *text)
+{
+        char buf[1024];
+        int n = snprintf(buf, sizeof(buf) - 1, "%c %s", kind, text);
+        if (n < 0)
+                return;
+        if (n > (int)sizeof(buf) - 2)
+                n = sizeof(buf) - 2;
+        for (int i = 2; i < n; i++)
+                if (buf[i] == '\n' || buf[i] == '\r')
+                        buf[i] = ' ';
+        buf[n++] = '\n';
+        (void)write_all(helper_msg_fd, buf, (size_t)n);
+}
+
+void image_progress(const char *fmt, ...)
+{
+        char text[1000];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof(text), fmt, ap);
+        va_end(ap);
+        helper_line('p', text);
+}
+
+void image_report_size(uint64_t bytes)
+{
+        char text[32];
+        snprintf(text, sizeof(text), "%llu", (unsigned long long)bytes);
+        helper_line('s', text);
+}
+
+static _Noreturn void run_helper(struct image_job *j, pid_t daemon_pid, int msg_fd,
+                                 image_fill_fn fill, void *arg)
+{
+        image_helper_init(daemon_pid);
+        helper_msg_fd = msg_fd;
+        char rootfs[4200], err[480] = "";
+        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", j->partial);
+        int r = fill(j->partial, rootfs, arg, err, sizeof(err));
+        if (r < 0) {
+                char line[600];
+                snprintf(line, sizeof(line), "%d %s", -r, err[0] ? err : strerror(-r));
+                helper_line('e', line);
+                _exit(1);
+        }
+        _exit(0);
+}
+
+/* ---------------------------------------------------------------- the job in the daemon */
+
+/* "ERRNO message" from the helper: the message, and the errno as the client should see it
+ * (content that is wrong: 422; what the helper cannot name: 400). */
+static int helper_errno(const char *text, char *msg, size_t len)
+{
+        char *end;
+        long e = strtol(text, &end, 10);
+        snprintf(msg, len, "%s", *end == ' ' ? end + 1 : text);
+        switch (e) {
+        case ENOENT:
+        case EACCES:
+        case EFBIG:
+        case ENOSPC:
+        case EDQUOT:
+        case EIO:
+                return (int)-e;
+        case EBADMSG:
+        case EPROTO:
+                return -ENOEXEC;
+        default:
+                return -EINVAL;
+        }
+}
+
+static void take_line(struct image_job *j, const char *line)
+{
+        if (!line[0] || line[1] != ' ')
+                return;
+        const char *text = line + 2;
+        if (line[0] == 'p' && j->cb.progress)
+                j->cb.progress(text, j->cb.data);
+        else if (line[0] == 'e')
+                j->error_code = helper_errno(text, j->error, sizeof(j->error));
+        else if (line[0] == 's')
+                j->size = strtoull(text, NULL, 10);
+}
+
+/* Split what the helper wrote into lines; an overlong line is cut. */
+static void read_lines(struct image_job *j)
+{
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(j->msg_fd, buf, sizeof(buf))) > 0)
+                for (ssize_t i = 0; i < n; i++) {
+                        if (buf[i] == '\n') {
+                                j->line[j->line_len] = 0;
+                                take_line(j, j->line);
+                                j->line_len = 0;
+                        } else if (j->line_len < sizeof(j->line) - 1) {
+                                j->line[j->line_len++] = buf[i];
+                        }
+                }
+}
+
+static void on_msg(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        struct image_job *j = data;
+        read_lines(j);
+        if (events & (EPOLLHUP | EPOLLERR)) {
+                loop_remove(j->msg_src);
+                j->msg_src = NULL;
+        }
+}
+
+static json_t *record_image(struct image_job *j, int *r, const char **msg)
+{
+        struct image_row row = {.created_at = wall_s(), .size = j->size};
+        snprintf(row.name, sizeof(row.name), "%s", j->name);
+        *r = state_image_insert(engine_state(j->eng), &row);
+        if (*r < 0) {
+                *msg = "cannot record the image";
+                image_dir_remove(j->final);
+                return NULL;
+        }
+        log_info("image %s: %s done (%llu bytes)", j->name, j->what, (unsigned long long)j->size);
+        return json_pack("{s:s,s:I}", "name", j->name, "size", (json_int_t)j->size);
+}
+
+static void job_free(struct image_job *j)
+{
+        for (struct image_job **p = &running_jobs; *p; p = &(*p)->next)
+                if (*p == j) {
+                        *p = j->next;
+                        break;
+                }
+        loop_remove(j->pid_src);
+        loop_remove(j->msg_src);
+        if (j->pidfd >= 0)
+                close(j->pidfd);
+        if (j->msg_fd >= 0)
+                close(j->msg_fd);
         free(j);
 }
 
-void engine_image_import(struct engine *e, const char *name, int archive_fd, image_done_fn done,
-                         void *data)
+static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        struct image_job *j = data;
+        siginfo_t si = {0};
+        if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
+                return;
+        read_lines(j); /* everything it wrote is in the pipe now */
+        bool ok = si.si_code == CLD_EXITED && si.si_status == 0;
+        int r = 0;
+        const char *msg = NULL;
+        if (!ok) {
+                bool killed = si.si_code != CLD_EXITED;
+                r = killed && !j->error[0] ? -ECANCELED : j->error_code ? j->error_code : -EINVAL;
+                msg = j->error[0] ? j->error : killed ? "cancelled" : "failed";
+        } else if ((r = image_partial_finish(j->partial, j->final)) < 0) {
+                msg = r == -EEXIST ? "an image with this name already exists"
+                                   : "cannot move the image into place";
+        }
+        json_t *img = r >= 0 ? record_image(j, &r, &msg) : NULL;
+        if (r < 0) {
+                log_warn("image %s: %s failed: %s", j->name, j->what, msg);
+                image_dir_remove(j->partial);
+        }
+        struct image_callbacks cb = j->cb;
+        char msgcopy[512];
+        snprintf(msgcopy, sizeof(msgcopy), "%s", msg ? msg : "");
+        job_free(j);
+        cb.done(r, r < 0 ? msgcopy : NULL, img, cb.data);
+        json_decref(img);
+}
+
+int image_job_start(struct engine *e, const char *name, const char *what, image_fill_fn fill,
+                    void *arg, const struct image_callbacks *cb, struct image_job **ret_job,
+                    char *err, size_t errlen)
 {
         if (!name_is_valid(name)) {
-                done(-EINVAL, "invalid image name (use letters, digits, '-', '_', '.')", NULL, data);
-                return;
+                snprintf(err, errlen, "invalid image name (use letters, digits, '-', '_', '.')");
+                return -EINVAL;
+        }
+        unsigned n = 0;
+        for (struct image_job *k = running_jobs; k; k = k->next, n++)
+                if (strcmp(k->name, name) == 0) {
+                        snprintf(err, errlen, "image %s is being made right now", name);
+                        return -EBUSY;
+                }
+        if (n >= MAX_IMAGE_JOBS) {
+                snprintf(err, errlen, "too many image jobs at once (%d)", MAX_IMAGE_JOBS);
+                return -EAGAIN;
         }
         if (engine_image_exists(e, name)) {
-                done(-EEXIST, "an image with this name already exists", NULL, data);
-                return;
+                snprintf(err, errlen, "an image with this name already exists");
+                return -EEXIST;
         }
-        struct import_job *j = calloc(1, sizeof(*j));
+        struct image_job *j = calloc(1, sizeof(*j));
         if (!j) {
-                done(-ENOMEM, "out of memory", NULL, data);
-                return;
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
         }
-        j->eng = e;
-        j->done = done;
-        j->data = data;
+        *j = (struct image_job){.eng = e, .what = what, .pidfd = -1, .msg_fd = -1, .cb = *cb};
         snprintf(j->name, sizeof(j->name), "%s", name);
         snprintf(j->partial, sizeof(j->partial), "%s/images/.partial-%s", engine_root(e), name);
         snprintf(j->final, sizeof(j->final), "%s/images/%s", engine_root(e), name);
-        char rootfs[4200];
-        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", j->partial);
-        rm_rf_at(AT_FDCWD, j->partial);
-        int p[2];
-        if (mkdir(j->partial, 0700) < 0 || mkdir(rootfs, 0755) < 0 || pipe2(p, O_CLOEXEC) < 0) {
-                int r = -errno;
-                rm_rf_at(AT_FDCWD, j->partial);
+        int p[2] = {-1, -1};
+        int r = image_partial_prepare(j->partial);
+        if (r < 0 || pipe2(p, O_CLOEXEC) < 0) {
+                r = r < 0 ? r : -errno;
+                snprintf(err, errlen, "cannot prepare the image directory: %s", strerror(-r));
+                image_dir_remove(j->partial);
                 free(j);
-                done(r, "cannot prepare the image directory", NULL, data);
-                return;
+                return r;
         }
+        pid_t daemon_pid = getpid();
         pid_t pid = fork();
         if (pid == 0) {
                 close(p[0]);
-                char err[480] = "";
-                uint64_t bytes = 0;
-                char sizefile[4200];
-                snprintf(sizefile, sizeof(sizefile), "%s/size", j->partial);
-                int sfd = open(sizefile, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-                int r = image_unpack(archive_fd, rootfs, &bytes, err, sizeof(err));
-                if (r < 0) {
-                        (void)!write(p[1], err, strlen(err));
-                        _exit(1);
-                }
-                dprintf(sfd, "%llu", (unsigned long long)bytes);
-                _exit(0);
+                run_helper(j, daemon_pid, p[1], fill, arg);
         }
         close(p[1]);
         j->msg_fd = p[0];
+        fcntl(j->msg_fd, F_SETFL, O_NONBLOCK);
         j->pidfd = pid > 0 ? sys_pidfd_open(pid, 0) : -1;
         if (pid < 0 || j->pidfd < 0 ||
-            loop_add_fd(engine_loop(e), j->pidfd, EPOLLIN, on_import_exit, j, &j->src) < 0) {
+            loop_add_fd(engine_loop(e), j->pidfd, EPOLLIN, on_helper_exit, j, &j->pid_src) < 0 ||
+            loop_add_fd(engine_loop(e), j->msg_fd, EPOLLIN, on_msg, j, &j->msg_src) < 0) {
                 if (pid > 0) {
                         kill(pid, SIGKILL);
                         waitpid(pid, NULL, 0);
                 }
-                close(j->msg_fd);
-                if (j->pidfd >= 0)
-                        close(j->pidfd);
-                rm_rf_at(AT_FDCWD, j->partial);
-                free(j);
-                done(-EAGAIN, "cannot start the import helper", NULL, data);
+                image_dir_remove(j->partial);
+                job_free(j);
+                snprintf(err, errlen, "cannot start the %s helper", what);
+                return -EAGAIN;
         }
+        j->next = running_jobs;
+        running_jobs = j;
+        log_info("image %s: %s started (helper %d)", name, what, (int)pid);
+        *ret_job = j;
+        return 0;
 }
+
+void engine_image_cancel(struct image_job *j)
+{
+        if (j && j->pidfd >= 0)
+                sys_pidfd_send_signal(j->pidfd, SIGKILL, 0);
+}
+
+/* ---------------------------------------------------------------- import */
+
+static int fill_from_archive(const char *partial, const char *rootfs, void *arg, char *err,
+                             size_t errlen)
+{
+        uint64_t bytes = 0;
+        int r = image_unpack(*(int *)arg, rootfs, &bytes, err, errlen);
+        if (r >= 0)
+                image_report_size(bytes);
+        return r;
+}
+
+int engine_image_import(struct engine *e, const char *name, int archive_fd,
+                        const struct image_callbacks *cb, struct image_job **ret_job, char *err,
+                        size_t errlen)
+{
+        return image_job_start(e, name, "import", fill_from_archive, &archive_fd, cb, ret_job, err,
+                               errlen);
+}
+
+/* ---------------------------------------------------------------- export */
+
+int engine_image_export(struct engine *e, const char *name, int compression, int *ret_fd,
+                        int *ret_pidfd, char *err, size_t errlen)
+{
+        if (!engine_image_exists(e, name)) {
+                snprintf(err, errlen, "image %s not found", name);
+                return -ENOENT;
+        }
+        char rootfs[4200];
+        snprintf(rootfs, sizeof(rootfs), "%s/images/%s/rootfs", engine_root(e), name);
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+                snprintf(err, errlen, "pipe: %s", strerror(errno));
+                return -errno;
+        }
+        pid_t daemon_pid = getpid();
+        pid_t pid = fork();
+        if (pid == 0) {
+                image_helper_init(daemon_pid);
+                close(p[0]);
+                char msg[480];
+                _exit(image_pack(rootfs, p[1], (enum image_compression)compression, msg,
+                                 sizeof(msg)) < 0);
+        }
+        close(p[1]);
+        int pidfd = pid > 0 ? sys_pidfd_open(pid, 0) : -1;
+        if (pidfd < 0) {
+                if (pid > 0) {
+                        kill(pid, SIGKILL);
+                        waitpid(pid, NULL, 0);
+                }
+                close(p[0]);
+                snprintf(err, errlen, "cannot start the export helper");
+                return -EAGAIN;
+        }
+        fcntl(p[0], F_SETFL, O_NONBLOCK);
+        *ret_fd = p[0];
+        *ret_pidfd = pidfd;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- list, delete, cleanup */
 
 json_t *engine_image_list(struct engine *e)
 {
@@ -173,8 +440,8 @@ json_t *engine_image_list(struct engine *e)
                 gmtime_r(&t, &tm);
                 strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
                 json_array_append_new(arr, json_pack("{s:s,s:I,s:s,s:i}", "name", rows[i].name,
-                                                     "size", (json_int_t)rows[i].size,
-                                                     "created_at", ts, "used_by", used));
+                                                     "size", (json_int_t)rows[i].size, "created_at",
+                                                     ts, "used_by", used));
         }
         free(rows);
         return arr;
@@ -198,14 +465,14 @@ int engine_image_delete(struct engine *e, const char *name, char *err, size_t er
                 snprintf(err, errlen, "cannot update the record: %s", strerror(-r));
                 return r;
         }
-        r = rm_rf_at(AT_FDCWD, path);
+        r = image_dir_remove(path);
         if (r < 0)
                 log_warn("image %s: removing %s: %s", name, path, strerror(-r));
         log_info("image %s removed", name);
         return 0;
 }
 
-/* Partial imports left by a crash. */
+/* Partial images left by a crash (their helpers died with the daemon). */
 void engine_images_cleanup(struct engine *e)
 {
         char path[4096];
@@ -216,8 +483,10 @@ void engine_images_cleanup(struct engine *e)
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, ".partial-", 9) == 0) {
-                        log_info("removing interrupted image import %s", de->d_name + 9);
-                        rm_rf_at(dirfd(d), de->d_name);
+                        log_info("removing interrupted image job %s", de->d_name + 9);
+                        char partial[4400];
+                        snprintf(partial, sizeof(partial), "%s/%s", path, de->d_name);
+                        image_dir_remove(partial);
                 }
         closedir(d);
 }

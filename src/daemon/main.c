@@ -7,6 +7,7 @@
 #include "daemon/network.h"
 #include "daemon/procs.h"
 #include "lib/confine.h"
+#include "lib/parse.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -32,6 +33,7 @@ struct options {
         const char *subnet;
         const char *subnet6; /* NULL: derived from subnet */
         const char *resolv_conf;
+        const char *default_image;
         bool no_network;
         bool debug;
 };
@@ -49,7 +51,9 @@ static void usage(FILE *f)
                    "  --subnet6 CIDR|none environments' IPv6 addresses (default fd77:A:B::/64, A:B\n"
                    "                      = the v4 subnet's address in hex; none: IPv4 only)\n"
                    "  --resolv-conf PATH  upstream DNS servers (default /etc/resolv.conf)\n"
-                   "  --no-network        loopback only for every environment\n");
+                   "  --no-network        loopback only for every environment\n"
+                   "  --default-image NAME  image of environments created without one "
+                   "(default \"default\")\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -60,6 +64,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"debug", no_argument, NULL, 'd'},         {"version", no_argument, NULL, 'V'},
                 {"subnet", required_argument, NULL, 'n'},  {"resolv-conf", required_argument, NULL, 'R'},
                 {"no-network", no_argument, NULL, 'N'},    {"subnet6", required_argument, NULL, '6'},
+                {"default-image", required_argument, NULL, 'I'},
                 {"help", no_argument, NULL, 'h'},          {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -80,6 +85,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case '6': o->subnet6 = optarg; break;
                 case 'R': o->resolv_conf = optarg; break;
                 case 'N': o->no_network = true; break;
+                case 'I': o->default_image = optarg; break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
                 default: usage(stderr); return -EINVAL;
@@ -431,6 +437,11 @@ int main(int argc, char **argv)
         engine_set_network(engine, net);
         engine_set_destroy_hook(engine, procs_drop_env);
         engine_images_cleanup(engine);
+        if (o.default_image && !name_is_valid(o.default_image)) {
+                log_error("--default-image: invalid image name %s", o.default_image);
+                return 1;
+        }
+        engine_set_default_image(engine, o.default_image ? o.default_image : "default");
         engine_reconcile(engine);
 
         int lfd = open_socket(o.socket);

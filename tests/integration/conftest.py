@@ -192,7 +192,8 @@ class Daemon:
         try:
             self.proc = subprocess.Popen(
                 ["nsenter", "--net=" + self.netns_path, PADDOCKD, "--root", self.root,
-                 "--socket", self.sock, "--uid-registry", self.uids] + self.extra_args,
+                 "--socket", self.sock, "--uid-registry", self.uids,
+                 "--default-image", "base"] + self.extra_args,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True)
         finally:
             log.close()

@@ -728,6 +728,122 @@ static void test_image_unpack__missing_dest(void)
         tmp_teardown();
 }
 
+/* ---------------------------------------------------------------- OCI layers */
+
+/* Apply layers in order in a child (enter_root, apply each with whiteouts, finish). */
+static struct result apply_layers(const int *fds, size_t n)
+{
+        struct result res = {.r = -999};
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                exit(2);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+                close(p[0]);
+                struct result c = {.bytes = 0};
+                c.r = image_enter_root(pathf("dest"), c.err, sizeof(c.err));
+                for (size_t i = 0; i < n && c.r == 0; i++) {
+                        lseek(fds[i], 0, SEEK_SET);
+                        c.r = image_apply_layer(fds[i], true, &c.bytes, c.err, sizeof(c.err));
+                }
+                if (c.r == 0)
+                        c.r = image_finish_root(c.err, sizeof(c.err));
+                _exit(write_all(p[1], &c, sizeof(c)) < 0 ? 3 : 0);
+        }
+        close(p[1]);
+        if (read_full(p[0], &res, sizeof(res)) != (ssize_t)sizeof(res))
+                res.r = -999;
+        close(p[0]);
+        waitpid(pid, &res.status, 0);
+        if (res.r != 0)
+                printf("    (layers: %d %s)\n", res.r, res.err);
+        return res;
+}
+
+static void test_image_layers__whiteouts(void)
+{
+        tmp_setup();
+        static const struct ent lower[] = {
+            {.path = "etc", .kind = DIR_},
+            {.path = "etc/gone", .kind = REG, .data = "x"},
+            {.path = "etc/kept", .kind = REG, .data = "k"},
+            {.path = "opq", .kind = DIR_},
+            {.path = "opq/old", .kind = REG, .data = "o"},
+            {.path = "opq/sub", .kind = DIR_},
+            {.path = "opq/sub/deep", .kind = REG, .data = "d"},
+            {.path = "dir", .kind = DIR_},
+            {.path = "dir/inner", .kind = REG, .data = "i"},
+            {.path = "tree", .kind = DIR_},
+            {.path = "tree/leaf", .kind = REG, .data = "l"},
+        };
+        /* Whiteouts act on lower layers only: opq/new of the same layer stays. */
+        static const struct ent upper[] = {
+            {.path = "opq/new", .kind = REG, .data = "n"},
+            {.path = "opq/.wh..wh..opq", .kind = REG},
+            {.path = "etc/.wh.gone", .kind = REG},
+            {.path = "./.wh.dir", .kind = REG},
+            {.path = "etc/.wh.never-existed", .kind = REG},
+            {.path = "nowhere/.wh.x", .kind = REG},
+            {.path = "tree", .kind = SYMLINK, .link = "etc"},
+        };
+        int fds[] = {make_archive(lower, ELEMENTSOF(lower), GZIP),
+                     make_archive(upper, ELEMENTSOF(upper), ZSTD)};
+        struct result r = apply_layers(fds, 2);
+        CHECK_EQ_INT(r.r, 0);
+        CHECK(!exists(pathf("dest/etc/gone")) && !exists(pathf("dest/etc/.wh.gone")));
+        CHECK_EQ_STR(slurp(pathf("dest/etc/kept")), "k");
+        CHECK_EQ_INT(count_entries(pathf("dest/opq")), 1);
+        CHECK_EQ_STR(slurp(pathf("dest/opq/new")), "n");
+        CHECK(!exists(pathf("dest/dir")));
+        CHECK(!exists(pathf("dest/opq/.wh..wh..opq")));
+        struct stat st; /* a symlink of the upper layer replaced a whole lower directory */
+        CHECK(lstat(pathf("dest/tree"), &st) == 0 && S_ISLNK(st.st_mode));
+        check_mount_points();
+        close(fds[0]);
+        close(fds[1]);
+        tmp_teardown();
+}
+
+/* A whiteout never acts through a symlink: not one planted as a parent in a lower layer, not
+ * one naming the host, and ".." is refused. */
+static void test_image_layers__whiteout_escapes(void)
+{
+        tmp_setup();
+        static const struct ent lower[] = {
+            {.path = "etc", .kind = DIR_},
+            {.path = "etc/passwd", .kind = REG, .data = "root"},
+            {.path = "alias", .kind = SYMLINK, .link = "/etc"},
+            {.path = "up", .kind = SYMLINK, .link = "../../canary"},
+            {.path = "link", .kind = SYMLINK, .link = "/etc/passwd"},
+        };
+        static const struct ent upper[] = {
+            {.path = "alias/.wh.passwd", .kind = REG},
+            {.path = "up/.wh.file", .kind = REG},
+            {.path = ".wh.link", .kind = REG},
+            {.path = "alias/.wh..wh..opq", .kind = REG},
+        };
+        static const struct ent dotdot[] = {{.path = "a/../../.wh.canary", .kind = REG}};
+        int fds[] = {make_archive(lower, ELEMENTSOF(lower), PLAIN),
+                     make_archive(upper, ELEMENTSOF(upper), PLAIN)};
+        struct result r = apply_layers(fds, 2);
+        CHECK_EQ_INT(r.r, 0);
+        CHECK_EQ_STR(slurp(pathf("dest/etc/passwd")), "root");
+        CHECK(!exists(pathf("dest/link")));
+        struct stat st;
+        CHECK(lstat(pathf("dest/alias"), &st) == 0 && S_ISLNK(st.st_mode));
+        check_canary();
+        int fd = make_archive(dotdot, 1, PLAIN);
+        CHECK(archive_has(fd, "a/../../.wh.canary"));
+        r = apply_layers(&fd, 1);
+        CHECK(r.r < 0);
+        check_canary();
+        close(fd);
+        close(fds[0]);
+        close(fds[1]);
+        tmp_teardown();
+}
+
 int main(void)
 {
         if (geteuid() != 0) {
@@ -750,5 +866,7 @@ int main(void)
         RUN(test_image_unpack__garbage);
         RUN(test_image_unpack__truncated);
         RUN(test_image_unpack__missing_dest);
+        RUN(test_image_layers__whiteouts);
+        RUN(test_image_layers__whiteout_escapes);
         UNIT_EXIT();
 }

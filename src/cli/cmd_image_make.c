@@ -1,0 +1,326 @@
+/* paddock image pull REF | build NAME | export NAME FILE|-
+ *
+ * pull and build send its request with ?stream=1 and prints the daemon's progress lines on stderr
+ * as they come; the image's name goes to stdout at the end. export writes the daemon's tar stream
+ * to FILE (removed again if the stream breaks) or to standard output. */
+#include "cli/cli.h"
+#include "cli/image_cmds.h"
+#include "cli/lines.h"
+#include "cli/opts.h"
+#include "cli/output.h"
+#include "lib/util.h"
+
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------- progress streams */
+
+struct progress_out {
+        struct cli *cli;
+        struct lines lines;
+        bool quiet;
+        bool finished, failed;
+        char name[128];
+};
+
+static int on_line(char *line, size_t len, void *userdata)
+{
+        struct progress_out *o = userdata;
+        if (o->cli->json) {
+                printf("%s\n", line);
+                fflush(stdout);
+        }
+        json_t *j = json_loadb(line, len, 0, NULL);
+        const char *p = json_string_value(json_object_get(j, "progress"));
+        json_t *img = json_object_get(j, "image"), *err = json_object_get(j, "error");
+        if (p && !o->quiet && !o->cli->json) {
+                fprintf(stderr, "%s\n", p);
+        } else if (img) {
+                snprintf(o->name, sizeof(o->name), "%s",
+                         json_string_value(json_object_get(img, "name")) ?: "");
+                o->finished = true;
+        } else if (err) {
+                if (!o->cli->json)
+                        fprintf(stderr, "paddock: %s\n",
+                                json_string_value(json_object_get(err, "message")) ?: "failed");
+                o->finished = o->failed = true;
+        }
+        json_decref(j);
+        return 0;
+}
+
+static bool progress_sink(const char *data, size_t len, void *userdata)
+{
+        struct progress_out *o = userdata;
+        return lines_feed(&o->lines, data, len, on_line, o) >= 0;
+}
+
+/* POST /v1/images?stream=1 with body; prints progress; EXIT_OK once the image exists. */
+int image_job_request(struct cli *cli, const json_t *body, bool quiet)
+{
+        struct client *client = cli_client(cli);
+        if (!client)
+                return EXIT_FAIL;
+        char *text = json_dumps(body, JSON_COMPACT);
+        struct progress_out o = {.cli = cli, .quiet = quiet, .lines = {.max = 1 << 20}};
+        struct request req = {.method = "POST",
+                              .path = "/v1/images?stream=1",
+                              .body = text,
+                              .body_len = text ? strlen(text) : 0,
+                              .content_type = "application/json",
+                              .sink = progress_sink,
+                              .sink_data = &o};
+        struct response resp = {};
+        int r = EXIT_FAIL;
+        if (!text || client_perform(client, &req, &resp) < 0)
+                goto out;
+        if (resp.status < 200 || resp.status >= 300) {
+                client_print_error(&resp);
+                goto out;
+        }
+        lines_finish(&o.lines, on_line, &o);
+        if (!o.finished) {
+                fprintf(stderr, "paddock: the daemon ended the stream before the image was "
+                                "done\n");
+                goto out;
+        }
+        if (!o.failed) {
+                if (!cli->json)
+                        printf("%s\n", o.name);
+                r = EXIT_OK;
+        }
+out:
+        lines_done(&o.lines);
+        response_done(&resp);
+        free(text);
+        return r;
+}
+
+/* ---------------------------------------------------------------- pull */
+
+static const char pull_help[] =
+    "Usage: paddock image pull REF [--name NAME] [--insecure] [-q]\n"
+    "\n"
+    "Pull an image from an OCI / Docker registry: debian:bookworm (Docker Hub),\n"
+    "ghcr.io/OWNER/REPO:TAG, HOST:PORT/REPO@sha256:DIGEST. The linux/amd64 variant of a\n"
+    "multi-platform image is taken. The image is named after REF (debian:bookworm ->\n"
+    "debian-bookworm) unless --name says otherwise. Prints the name.\n"
+    "\n"
+    "  --name NAME      name of the new image\n"
+    "  --insecure       plain http, for a registry on a loopback address only\n"
+    "  -q, --quiet      no progress lines\n";
+
+enum { OPT_NAME = OPT_FIRST_VERB_OPTION, OPT_INSECURE };
+
+int image_pull(struct cli *cli, int argc, char **argv)
+{
+        static const struct option options[] = {
+            {"name", required_argument, NULL, OPT_NAME},
+            {"insecure", no_argument, NULL, OPT_INSECURE},
+            {"quiet", no_argument, NULL, 'q'},
+            CLI_COMMON_OPTIONS,
+            {},
+        };
+        const char *verb = "image pull", *name = NULL;
+        bool insecure = false, quiet = false;
+        int c;
+        opts_reset();
+        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) != -1) {
+                if (c == OPT_NAME) {
+                        name = optarg;
+                } else if (c == OPT_INSECURE) {
+                        insecure = true;
+                } else if (c == 'q') {
+                        quiet = true;
+                } else {
+                        int r = opts_common(cli, c, argv, verb, pull_help);
+                        if (r >= 0)
+                                return r;
+                }
+        }
+        if (optind >= argc)
+                return usage_error(verb, "missing REF");
+        if (argc - optind > 1)
+                return usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
+        json_t *body = json_pack("{s:s,s:b}", "pull", argv[optind], "insecure", insecure);
+        if (name)
+                json_object_set_new(body, "name", json_string(name));
+        int r = image_job_request(cli, body, quiet);
+        json_decref(body);
+        return r;
+}
+
+/* ---------------------------------------------------------------- build */
+
+static const char build_help[] =
+    "Usage: paddock image build NAME [--from debian:SUITE] [--packages A,B,C]\n"
+    "                           [--variant V] [--mirror URL|local:NAME] [-q]\n"
+    "\n"
+    "Build image NAME from Debian with mmdebstrap, run by the daemon; its output is\n"
+    "shown as it comes. Prints NAME.\n"
+    "\n"
+    "  --from debian:SUITE  the release (default debian:bookworm)\n"
+    "  --packages A,B,C     more packages (repeatable)\n"
+    "  --variant V          mmdebstrap variant: minbase (default), essential, apt,\n"
+    "                       required, important, standard, extract, custom\n"
+    "  --mirror URL         a Debian mirror (http or https; signatures are checked), or\n"
+    "                       local:NAME for a flat repository the admin put in the\n"
+    "                       daemon's <root>/mirrors/NAME\n"
+    "  -q, --quiet          no progress lines\n";
+
+enum { OPT_FROM = OPT_FIRST_VERB_OPTION, OPT_PACKAGES, OPT_VARIANT, OPT_MIRROR };
+
+int image_build(struct cli *cli, int argc, char **argv)
+{
+        static const struct option options[] = {
+            {"from", required_argument, NULL, OPT_FROM},
+            {"packages", required_argument, NULL, OPT_PACKAGES},
+            {"variant", required_argument, NULL, OPT_VARIANT},
+            {"mirror", required_argument, NULL, OPT_MIRROR},
+            {"quiet", no_argument, NULL, 'q'},
+            CLI_COMMON_OPTIONS,
+            {},
+        };
+        const char *verb = "image build";
+        json_t *build = json_object(), *packages = json_array();
+        bool quiet = false;
+        int c, r;
+        opts_reset();
+        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) != -1) {
+                if (c == OPT_FROM) {
+                        json_object_set_new(build, "from", json_string(optarg));
+                } else if (c == OPT_VARIANT) {
+                        json_object_set_new(build, "variant", json_string(optarg));
+                } else if (c == OPT_MIRROR) {
+                        json_object_set_new(build, "mirror", json_string(optarg));
+                } else if (c == OPT_PACKAGES) {
+                        char *copy = strdup(optarg), *save = NULL;
+                        for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+                             t = strtok_r(NULL, ",", &save))
+                                json_array_append_new(packages, json_string(t));
+                        free(copy);
+                } else if (c == 'q') {
+                        quiet = true;
+                } else if ((r = opts_common(cli, c, argv, verb, build_help)) >= 0) {
+                        json_decref(build);
+                        json_decref(packages);
+                        return r;
+                }
+        }
+        if (argc - optind != 1) {
+                json_decref(build);
+                json_decref(packages);
+                return optind >= argc
+                           ? usage_error(verb, "missing NAME")
+                           : usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
+        }
+        json_object_set_new(build, "packages", packages);
+        json_t *body = json_pack("{s:s,s:o}", "name", argv[optind], "build", build);
+        r = image_job_request(cli, body, quiet);
+        json_decref(body);
+        return r;
+}
+
+/* ---------------------------------------------------------------- export */
+
+static const char export_help[] =
+    "Usage: paddock image export NAME FILE|- [--compress none|gzip|zstd]\n"
+    "\n"
+    "Write image NAME as a tar (numeric owners kept) to FILE or standard output (-).\n"
+    "Compression follows FILE's suffix (.tar.gz/.tgz: gzip, .tar.zst: zstd) unless\n"
+    "--compress says otherwise. `paddock image import` takes the result back.\n";
+
+enum { OPT_COMPRESS = OPT_FIRST_VERB_OPTION };
+
+struct export_out {
+        int fd;
+        const char *what;
+};
+
+static bool export_sink(const char *data, size_t len, void *userdata)
+{
+        struct export_out *o = userdata;
+        if (write_all(o->fd, data, len) < 0) {
+                fprintf(stderr, "paddock: image export: writing %s: %s\n", o->what,
+                        strerror(errno));
+                return false;
+        }
+        return true;
+}
+
+static const char *compression_of(const char *file)
+{
+        size_t n = strlen(file);
+        if ((n > 3 && !strcmp(file + n - 3, ".gz")) || (n > 4 && !strcmp(file + n - 4, ".tgz")))
+                return "gzip";
+        if ((n > 4 && !strcmp(file + n - 4, ".zst")) || (n > 5 && !strcmp(file + n - 5, ".tzst")))
+                return "zstd";
+        return "none";
+}
+
+int image_export(struct cli *cli, int argc, char **argv)
+{
+        static const struct option options[] = {
+            {"compress", required_argument, NULL, OPT_COMPRESS},
+            CLI_COMMON_OPTIONS,
+            {},
+        };
+        const char *verb = "image export", *comp = NULL;
+        int c;
+        opts_reset();
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+                if (c == OPT_COMPRESS) {
+                        comp = optarg;
+                } else {
+                        int r = opts_common(cli, c, argv, verb, export_help);
+                        if (r >= 0)
+                                return r;
+                }
+        }
+        if (argc - optind != 2)
+                return usage_error(verb, "needs NAME and FILE (or - for standard output)");
+        const char *name = argv[optind], *file = argv[optind + 1];
+        bool to_stdout = !strcmp(file, "-");
+        if (!comp)
+                comp = to_stdout ? "none" : compression_of(file);
+        if (strcmp(comp, "none") && strcmp(comp, "gzip") && strcmp(comp, "zstd"))
+                return usage_error(verb, "--compress: none, gzip or zstd");
+        if (to_stdout && isatty(STDOUT_FILENO)) {
+                fprintf(stderr, "paddock: image export: not writing a tar to a terminal\n");
+                return EXIT_USAGE;
+        }
+        struct client *client = cli_client(cli);
+        char *esc = client ? client_escape(client, name) : NULL;
+        char *path = NULL;
+        if (!esc || asprintf(&path, "/v1/images/%s/export?compression=%s", esc, comp) < 0) {
+                free(esc);
+                return EXIT_FAIL;
+        }
+        struct export_out o = {.fd = STDOUT_FILENO, .what = "standard output"};
+        if (!to_stdout) {
+                o.fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                o.what = file;
+        }
+        int r = EXIT_FAIL;
+        struct response resp = {};
+        struct request req = {.method = "GET", .path = path, .sink = export_sink, .sink_data = &o};
+        if (o.fd < 0)
+                fprintf(stderr, "paddock: image export: %s: %s\n", file, strerror(errno));
+        else if (client_perform(client, &req, &resp) < 0)
+                ;
+        else if (resp.status < 200 || resp.status >= 300)
+                client_print_error(&resp);
+        else
+                r = EXIT_OK;
+        if (!to_stdout && o.fd >= 0) {
+                if (close(o.fd) < 0 && r == EXIT_OK) {
+                        fprintf(stderr, "paddock: image export: %s: %s\n", file, strerror(errno));
+                        r = EXIT_FAIL;
+                }
+                if (r != EXIT_OK)
+                        unlink(file);
+        }
+        response_done(&resp);
+        free(path);
+        free(esc);
+        return r;
+}

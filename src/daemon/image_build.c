@@ -1,0 +1,172 @@
+/* paddock image build: an image job whose helper runs mmdebstrap and unpacks its tar.
+ *
+ * mmdebstrap --mode=unshare (as root: its own mount and pid namespaces, so a killed build
+ * leaves no mounts) writes a tar into the partial directory; the helper then unpacks it like
+ * any import (chrooted, devices skipped, owners in 0..65535). mmdebstrap itself runs as pid 1
+ * of a fresh pid namespace with PR_SET_PDEATHSIG: when the helper dies (the daemon died, or
+ * the job was cancelled) the kernel kills every process of the build.
+ *
+ * Trust: package maintainer scripts run as root in the build chroot. Packages therefore come
+ * either from a Debian mirror over http(s), checked by apt against Debian's archive keys, or
+ * from a local mirror the host's admin placed in <root>/mirrors/NAME (a flat repository:
+ * NAME/Packages and the .debs), never from a path an API client names. */
+#include "daemon/image_job.h"
+#include "daemon/log.h"
+#include "lib/image.h"
+#include "lib/util.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#define DEFAULT_MIRROR "http://deb.debian.org/debian"
+
+struct build_arg {
+        struct image_build_spec spec;
+        char local_mirror[4200]; /* resolved <root>/mirrors/NAME, or "" */
+};
+
+static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *partial, int out)
+{
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (dup2(out, STDOUT_FILENO) < 0 || dup2(out, STDERR_FILENO) < 0)
+                _exit(127);
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null >= 0)
+                dup2(null, STDIN_FILENO);
+        close_fds_from(3, NULL, 0);
+        char variant[48], include[sizeof(a->spec.packages) + 16], tar[4200], tmpdir[4200];
+        char source[4800];
+        snprintf(variant, sizeof(variant), "--variant=%s", a->spec.variant);
+        snprintf(include, sizeof(include), "--include=%s", a->spec.packages);
+        snprintf(tar, sizeof(tar), "%s/rootfs.tar", partial);
+        snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/tmp", partial);
+        if (a->local_mirror[0])
+                snprintf(source, sizeof(source), "deb [trusted=yes] copy://%s ./", a->local_mirror);
+        else
+                snprintf(source, sizeof(source), "deb %s %s main",
+                         a->spec.mirror[0] ? a->spec.mirror : DEFAULT_MIRROR, a->spec.suite);
+        char *argv[12];
+        int n = 0;
+        argv[n++] = "mmdebstrap";
+        argv[n++] = "--mode=unshare";
+        argv[n++] = "--format=tar";
+        argv[n++] = variant;
+        if (a->spec.packages[0])
+                argv[n++] = include;
+        argv[n++] = (char *)a->spec.suite;
+        argv[n++] = tar;
+        argv[n++] = source;
+        argv[n] = NULL;
+        char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/root", tmpdir,
+                        NULL};
+        execve("/usr/bin/mmdebstrap", argv, envp);
+        dprintf(STDERR_FILENO, "E: cannot run mmdebstrap: %s (install the mmdebstrap package)\n",
+                strerror(errno));
+        _exit(127);
+}
+
+/* mmdebstrap's output, line by line, as progress; its first "E: " line is the error (apt's
+ * own reason; mmdebstrap's summary follows it). */
+static void relay_output(int fd, char *first_error, size_t len)
+{
+        FILE *f = fdopen(fd, "r");
+        if (!f) {
+                close(fd);
+                return;
+        }
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, f)) > 0) {
+                while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                        line[--n] = 0;
+                if (n == 0)
+                        continue;
+                image_progress("%.900s", line);
+                if (strncmp(line, "E: ", 3) == 0 && !first_error[0])
+                        snprintf(first_error, len, "%s", line + 3);
+        }
+        free(line);
+        fclose(f);
+}
+
+static int fill_from_mmdebstrap(const char *partial, const char *rootfs, void *arg, char *err,
+                                size_t errlen)
+{
+        const struct build_arg *a = arg;
+        char tmp[4200];
+        snprintf(tmp, sizeof(tmp), "%s/tmp", partial);
+        if (mkdir(tmp, 0700) < 0) {
+                snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+                return -errno;
+        }
+        image_progress("building debian:%s (%s)%s%s with mmdebstrap", a->spec.suite,
+                       a->spec.variant, a->spec.packages[0] ? " with " : "", a->spec.packages);
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0 || unshare(CLONE_NEWPID) < 0) {
+                snprintf(err, errlen, "cannot start mmdebstrap: %s", strerror(errno));
+                return -errno;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                snprintf(err, errlen, "fork: %s", strerror(errno));
+                return -errno;
+        }
+        if (pid == 0)
+                exec_mmdebstrap(a, partial, p[1]);
+        close(p[1]);
+        char first_error[512] = "";
+        relay_output(p[0], first_error, sizeof(first_error));
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                snprintf(err, errlen, "mmdebstrap failed: %s",
+                         first_error[0] ? first_error : "see the progress output");
+                return -EINVAL;
+        }
+        char tar[4200];
+        snprintf(tar, sizeof(tar), "%s/rootfs.tar", partial);
+        _cleanup_close_ int fd = open(tar, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                snprintf(err, errlen, "mmdebstrap made no tar: %s", strerror(errno));
+                return -errno;
+        }
+        image_progress("unpacking");
+        uint64_t bytes = 0;
+        int r = image_unpack(fd, rootfs, &bytes, err, errlen);
+        if (r < 0)
+                return r;
+        image_report_size(bytes);
+        return 0;
+}
+
+int engine_image_build(struct engine *e, const struct image_build_spec *spec,
+                       const struct image_callbacks *cb, struct image_job **ret_job, char *err,
+                       size_t errlen)
+{
+        static struct build_arg a; /* large; the helper gets its own copy at fork */
+        memset(&a, 0, sizeof(a));
+        a.spec = *spec;
+        if (!a.spec.variant[0])
+                snprintf(a.spec.variant, sizeof(a.spec.variant), "minbase");
+        if (!strncmp(spec->mirror, "local:", 6)) {
+                snprintf(a.local_mirror, sizeof(a.local_mirror), "%s/mirrors/%s", engine_root(e),
+                         spec->mirror + 6);
+                struct stat st;
+                char packages[4300];
+                snprintf(packages, sizeof(packages), "%s/Packages", a.local_mirror);
+                if (stat(packages, &st) < 0 || !S_ISREG(st.st_mode)) {
+                        snprintf(err, errlen,
+                                 "no local mirror %s (a flat repository with a Packages file in "
+                                 "%s/mirrors/%s)",
+                                 spec->mirror + 6, engine_root(e), spec->mirror + 6);
+                        return -ENOENT;
+                }
+        }
+        return image_job_start(e, spec->name, "build", fill_from_mmdebstrap, &a, cb, ret_job, err,
+                               errlen);
+}
