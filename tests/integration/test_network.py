@@ -798,18 +798,30 @@ def measure(d, env, internet):
     return ingress, egress
 
 
+def assert_shaped(d, env, internet, mbit):
+    """Throughput within +-15% of the setting. The shaper is an upper bound, so no measurement
+    may exceed it; a measurement below it can also mean the 2-core machine was busy elsewhere,
+    so the lower bound must hold for the best of up to three measurements."""
+    best_in = best_eg = 0.0
+    for _ in range(3):
+        ingress, egress = measure(d, env, internet)
+        assert ingress <= mbit * 1.15, "ingress %.2f Mbit/s, want %d +-15%%" % (ingress, mbit)
+        assert egress <= mbit * 1.15, "egress %.2f Mbit/s, want %d +-15%%" % (egress, mbit)
+        best_in, best_eg = max(best_in, ingress), max(best_eg, egress)
+        if min(best_in, best_eg) >= mbit * 0.85:
+            return
+    assert best_in >= mbit * 0.85, "ingress %.2f Mbit/s, want %d +-15%%" % (best_in, mbit)
+    assert best_eg >= mbit * 0.85, "egress %.2f Mbit/s, want %d +-15%%" % (best_eg, mbit)
+
+
 def test_bandwidth(ndaemon, internet):
     d = ndaemon
     e = create(d, "bw", network={"bandwidth": {"egress": "8mbit", "ingress": "8mbit"}})
     assert e["network"]["bandwidth"] == {"egress": 8000000, "ingress": 8000000}, e["network"]
-    ingress, egress = measure(d, "bw", internet)
-    assert 8 * 0.85 <= ingress <= 8 * 1.15, "ingress %.2f Mbit/s, want 8 +-15%%" % ingress
-    assert 8 * 0.85 <= egress <= 8 * 1.15, "egress %.2f Mbit/s, want 8 +-15%%" % egress
+    assert_shaped(d, "bw", internet, 8)
 
     patch_net(d, "bw", {"bandwidth": {"egress": "16mbit", "ingress": "16mbit"}})
-    ingress, egress = measure(d, "bw", internet)
-    assert 16 * 0.85 <= ingress <= 16 * 1.15, "ingress %.2f Mbit/s, want 16 +-15%%" % ingress
-    assert 16 * 0.85 <= egress <= 16 * 1.15, "egress %.2f Mbit/s, want 16 +-15%%" % egress
+    assert_shaped(d, "bw", internet, 16)
 
 
 # --------------------------------------------------------------------------- published ports
