@@ -40,9 +40,14 @@ static void import_finish(struct import_job *j, int r, const char *msg)
         json_t *img = NULL;
         if (r >= 0) {
                 struct stat st;
+                char rootfs[4200];
+                snprintf(rootfs, sizeof(rootfs), "%s/rootfs", j->partial);
+                struct storage *sto = engine_storage(j->eng);
                 if (stat(j->final, &st) == 0) {
                         r = -EEXIST;
                         msg = "an image with this name already exists";
+                } else if ((r = sto->ops->image_seal(sto, rootfs)) < 0) {
+                        msg = "cannot make the image read-only";
                 } else if (rename(j->partial, j->final) < 0) {
                         r = -errno;
                         msg = "cannot move the image into place";
@@ -116,7 +121,11 @@ void engine_image_import(struct engine *e, const char *name, int archive_fd, ima
         snprintf(rootfs, sizeof(rootfs), "%s/rootfs", j->partial);
         rm_rf_at(AT_FDCWD, j->partial);
         int p[2];
-        if (mkdir(j->partial, 0700) < 0 || mkdir(rootfs, 0755) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+        struct storage *st = engine_storage(e);
+        int sr = mkdir(j->partial, 0700) < 0 ? -errno : st->ops->image_prepare(st, rootfs);
+        if (sr < 0)
+                errno = -sr;
+        if (sr < 0 || pipe2(p, O_CLOEXEC) < 0) {
                 int r = -errno;
                 rm_rf_at(AT_FDCWD, j->partial);
                 free(j);

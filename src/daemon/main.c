@@ -7,6 +7,7 @@
 #include "daemon/network.h"
 #include "daemon/procs.h"
 #include "lib/confine.h"
+#include "lib/parse.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -30,6 +31,8 @@ struct options {
         const char *uid_registry;
         const char *subnet;
         const char *resolv_conf;
+        const char *storage;
+        uint64_t pool_bytes;
         bool no_network;
         bool debug;
 };
@@ -45,7 +48,10 @@ static void usage(FILE *f)
                    "  --uid-registry DIR  host-wide id range claims (default /var/lib/paddock-uids)\n"
                    "  --subnet CIDR       environments' addresses (default 10.77.0.0/16)\n"
                    "  --resolv-conf PATH  upstream DNS servers (default /etc/resolv.conf)\n"
-                   "  --no-network        loopback only for every environment\n");
+                   "  --no-network        loopback only for every environment\n"
+                   "  --storage DRIVER    btrfs (default) or dir; fixed when DIR is first used\n"
+                   "  --pool-size SIZE    size of a new btrfs pool file (default: 16G, at most\n"
+                   "                      half the host filesystem)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -56,6 +62,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"debug", no_argument, NULL, 'd'},         {"version", no_argument, NULL, 'V'},
                 {"subnet", required_argument, NULL, 'n'},  {"resolv-conf", required_argument, NULL, 'R'},
                 {"no-network", no_argument, NULL, 'N'},
+                {"storage", required_argument, NULL, 'S'}, {"pool-size", required_argument, NULL, 'P'},
                 {"help", no_argument, NULL, 'h'},          {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -75,6 +82,13 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'n': o->subnet = optarg; break;
                 case 'R': o->resolv_conf = optarg; break;
                 case 'N': o->no_network = true; break;
+                case 'S': o->storage = optarg; break;
+                case 'P':
+                        if (parse_size(optarg, &o->pool_bytes) < 0) {
+                                fprintf(stderr, "paddockd: --pool-size: invalid size %s\n", optarg);
+                                return -EINVAL;
+                        }
+                        break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
                 default: usage(stderr); return -EINVAL;
@@ -98,7 +112,7 @@ static int prepare_root(const char *root, char *ret, size_t len)
         if (strlen(ret) > len / 2 || strpbrk(ret, ",:\\\n\t"))
                 return -EINVAL;
         chmod(ret, 0711);
-        static const char *const subs[] = {"envs", "images", "tmp"};
+        static const char *const subs[] = {"tmp"}; /* envs and images: the storage driver */
         for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
                 char p[4200];
                 snprintf(p, sizeof(p), "%s/%s", ret, subs[i]);
@@ -290,6 +304,13 @@ int main(int argc, char **argv)
                           strerror(-init_fd));
                 return 1;
         }
+        struct storage_config stc = {.root = root, .driver = o.storage, .pool_bytes = o.pool_bytes};
+        struct storage *storage = NULL;
+        char serr[512] = "";
+        if ((r = storage_open(&stc, &storage, serr, sizeof(serr))) < 0) {
+                log_error("storage: %s", serr[0] ? serr : strerror(-r));
+                return 1;
+        }
         char dbpath[4200], spool[4200], subtree[64];
         snprintf(dbpath, sizeof(dbpath), "%s/paddock.db", root);
         snprintf(spool, sizeof(spool), "%s/tmp", root);
@@ -328,7 +349,8 @@ int main(int argc, char **argv)
                                    .init_fd = init_fd,
                                    .cgroups = cg,
                                    .state = state,
-                                   .loop = loop};
+                                   .loop = loop,
+                                   .storage = storage};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));
@@ -340,6 +362,7 @@ int main(int argc, char **argv)
         engine_set_network(engine, net);
         engine_set_destroy_hook(engine, procs_drop_env);
         engine_images_cleanup(engine);
+        engine_storage_reconcile(engine);
         engine_reconcile(engine);
 
         int lfd = open_socket(o.socket);
@@ -366,6 +389,7 @@ int main(int argc, char **argv)
         close(lfd);
         unlink(o.socket);
         engine_free(engine);
+        storage_free(storage);
         network_free(net);
         cgroup_manager_remove_if_empty(cg);
         cgroup_manager_free(cg);

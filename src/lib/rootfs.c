@@ -91,6 +91,13 @@ static int mount_root_sandbox(const struct rootfs_config *c, int root_dir_fd)
 
 static int mount_root_computer(const struct rootfs_config *c, int root_dir_fd)
 {
+        if (c->tree) {
+                /* Its own copy-on-write tree, owned by 0..65535 on disk like the image. */
+                _cleanup_close_ int t = idmapped_tree(c->tree, c->userns_fd, MOUNT_ATTR_NODEV);
+                if (t < 0)
+                        return t;
+                return attach(t, root_dir_fd);
+        }
         char lower[4096], upper[4096], work[4096];
         int r;
         if ((r = path_join(lower, sizeof(lower), c->env_dir, "lower")) < 0 ||
@@ -295,7 +302,7 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                 r = -errno;
                 goto fail;
         }
-        step = c->writable ? "overlay root" : "idmapped read-only root";
+        step = !c->writable ? "idmapped read-only root" : c->tree ? "idmapped root" : "overlay root";
         r = c->writable ? mount_root_computer(c, root_dir) : mount_root_sandbox(c, root_dir);
         if (r < 0)
                 goto fail;
@@ -318,11 +325,17 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
         if ((r = setup_dev(root, c)) < 0)
                 goto fail;
         if (!c->writable) {
-                char uid[16], size[32];
+                char uid[16], size[32], inodes[32];
                 snprintf(uid, sizeof(uid), "%u", c->uid_base);
                 snprintf(size, sizeof(size), "%llu", (unsigned long long)c->tmp_bytes);
-                const char *const tmp[] = {"mode", "1777", "size", size, "uid", uid, "gid", uid, NULL};
-                const char *const ws[] = {"mode", "0755", "size", size, "uid", uid, "gid", uid, NULL};
+                /* Inodes cost kernel memory outside the size limit: one per 8 KiB of size, at
+                 * least 1024 (tmpfs' own default is half the host's RAM pages). */
+                uint64_t n_inodes = c->tmp_bytes / 8192 < 1024 ? 1024 : c->tmp_bytes / 8192;
+                snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)n_inodes);
+                const char *const tmp[] = {"mode", "1777", "size", size, "nr_inodes", inodes,
+                                           "uid", uid, "gid", uid, NULL};
+                const char *const ws[] = {"mode", "0755", "size", size, "nr_inodes", inodes,
+                                          "uid", uid, "gid", uid, NULL};
                 step = "/tmp";
                 if ((r = mount_fs_at(root, "tmp", "tmpfs", tmp,
                                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
