@@ -63,7 +63,7 @@ void api_env_snapshots(struct request *r, struct engine *e, struct env *v, const
                 return;
         }
         if (!strcmp(m, "GET")) {
-                http_reply_json(r, 200, engine_snapshot_list(e, v));
+                http_reply_json(r, 200, json_pack("{s:o}", "snapshots", engine_snapshot_list(e, v)));
                 return;
         }
         if (strcmp(m, "POST") != 0) {

@@ -1077,10 +1077,9 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                         ooms = (json_int_t)st.oom_kills;
                 }
         }
-        json_object_set_new(limits, "disk",
-                            v->kind == KIND_SANDBOX ? json_integer((json_int_t)v->tmp_bytes)
-                            : v->disk_bytes         ? json_integer((json_int_t)v->disk_bytes)
-                                                    : json_null());
+        json_t *disk_limit = v->kind == KIND_SANDBOX ? json_integer((json_int_t)v->tmp_bytes)
+                             : v->disk_bytes         ? json_integer((json_int_t)v->disk_bytes)
+                                                     : json_null();
         json_t *disk_used = json_null();
         char dir[4096];
         uint64_t used;
@@ -1110,10 +1109,13 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                          (json_int_t)v->row.uid_base, "uid_count", (json_int_t)UID_RANGE_SIZE,
                          "ttl", v->ttl_s ? json_integer((json_int_t)v->ttl_s) : json_null(),
                          "tmp_size", (json_int_t)v->tmp_bytes);
+        /* limit: a computer's quota, a sandbox's /tmp and /workspace size each; used: bytes
+         * the computer wrote itself (shared image data not counted), where the driver knows */
+        json_t *disk = json_pack("{s:o,s:o}", "limit", disk_limit, "used", disk_used);
         if (j)
-                json_object_set_new(j, "disk_used", disk_used);
+                json_object_set_new(j, "disk", disk);
         else
-                json_decref(disk_used);
+                json_decref(disk);
         return j;
 }
 

@@ -118,11 +118,10 @@ static int take_snapshot(struct engine *e, struct env *v, const char *dst_dir, c
 
 static json_t *snapshot_json(const char *dir, const char *name)
 {
-        struct statx sx;
         char ts[32] = "";
-        if (statx(AT_FDCWD, dir, 0, STATX_BTIME | STATX_MTIME, &sx) == 0) {
-                time_t t = (time_t)((sx.stx_mask & STATX_BTIME) ? sx.stx_btime.tv_sec
-                                                                 : sx.stx_mtime.tv_sec);
+        int64_t sec;
+        if (storage_created_at(dir, &sec) >= 0) {
+                time_t t = (time_t)sec;
                 struct tm tm;
                 gmtime_r(&t, &tm);
                 strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);

@@ -125,3 +125,13 @@ int btrfs_qgroup_usage(int fd, uint64_t subvol_id, uint64_t *ret_bytes)
         *ret_bytes = le64toh(item->rfer);
         return 0;
 }
+
+int btrfs_subvol_otime(int fd, int64_t *ret_sec)
+{
+        struct btrfs_ioctl_get_subvol_info_args a;
+        memset(&a, 0, sizeof(a));
+        if (ioctl(fd, BTRFS_IOC_GET_SUBVOL_INFO, &a) < 0)
+                return -errno;
+        *ret_sec = (int64_t)a.otime.sec;
+        return 0;
+}

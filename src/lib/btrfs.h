@@ -27,3 +27,5 @@ int btrfs_quota_enable(int fd, bool simple);
 int btrfs_qgroup_limit(int fd, uint64_t subvol_id, uint64_t bytes);
 /* Referenced bytes counted for subvolume id (its level-0 qgroup), -ENOENT without quotas. */
 int btrfs_qgroup_usage(int fd, uint64_t subvol_id, uint64_t *ret_bytes);
+/* When the subvolume holding fd was created (a snapshot's own time, not its root's). */
+int btrfs_subvol_otime(int fd, int64_t *ret_sec);

@@ -1,6 +1,7 @@
 /* Driver choice and what both drivers share. The driver of a state directory is fixed when
  * it is first used (recorded in R/storage-driver): environments made by one driver cannot be
  * read by the other. A state directory from before drivers existed keeps using "dir". */
+#include "lib/btrfs.h"
 #include "lib/storage.h"
 #include "lib/userns.h"
 #include "lib/util.h"
@@ -150,4 +151,18 @@ bool storage_probe_idmap(const char *path)
                 return false;
         struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
         return syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof(a)) == 0;
+}
+
+int storage_created_at(const char *path, int64_t *ret_sec)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (btrfs_is_subvolume(fd))
+                return btrfs_subvol_otime(fd, ret_sec);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        *ret_sec = st.st_mtime;
+        return 0;
 }

@@ -82,6 +82,8 @@ struct storage_info storage_info(struct storage *s);
 /* Whether the driver can snapshot, fork and commit. */
 bool storage_can_snapshot(const struct storage *s);
 
+/* When the tree at path (a snapshot) was made. */
+int storage_created_at(const char *path, int64_t *ret_sec);
 /* Run argv (absolute program path) and wait; its output goes to /dev/null. */
 int storage_run(const char *const *argv);
 /* Does idmapping a mount of path work here (kernel and filesystem)? */

@@ -174,9 +174,24 @@ int rm_rf_at(int dirfd, const char *name)
                 return errno == ENOENT ? 0 : -errno;
         if (!S_ISDIR(st.st_mode))
                 return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        const char *slash = strrchr(name, '/');
+        if (slash && slash[1]) {
+                /* Work from the parent, so that a subvolume at name is seen as one. */
+                char *parent = strndup(name, (size_t)(slash - name));
+                if (!parent)
+                        return -ENOMEM;
+                int pfd = openat(dirfd, parent[0] ? parent : "/",
+                                 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                free(parent);
+                if (pfd < 0)
+                        return -errno;
+                int r = rm_rf_at(pfd, slash + 1);
+                close(pfd);
+                return r;
+        }
         struct stat parent;
         if ((dirfd == AT_FDCWD ? stat(".", &parent) : fstat(dirfd, &parent)) == 0 &&
-            parent.st_dev != st.st_dev && strchr(name, '/') == NULL)
+            parent.st_dev != st.st_dev)
                 return rm_subvolume(dirfd, name);
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)

@@ -1,0 +1,380 @@
+"""Storage: drivers, disk quotas, snapshots, restore, fork, commit, crash safety.
+
+The default driver is btrfs: every test daemon makes its own pool file below its temp
+directory, loop-mounted at <root>/pool (the conftest teardown unmounts it and checks that the
+loop device went away)."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import PADDOCKD
+
+
+def subvolumes(daemon):
+    """Paths of every subvolume in the daemon's pool, relative to it."""
+    out = subprocess.run(["btrfs", "subvolume", "list", os.path.join(daemon.root, "pool")],
+                         check=True, capture_output=True, text=True).stdout
+    return sorted(line.split(" path ", 1)[1] for line in out.splitlines() if " path " in line)
+
+
+def loop_devices(daemon):
+    return daemon._loop_devices()
+
+
+def snapshots(daemon, env):
+    r = daemon.api("GET", "/v1/envs/%s/snapshots" % env)
+    assert r.status == 200, r
+    return [x["name"] for x in r.json["snapshots"]]
+
+
+def images(daemon):
+    r = daemon.api("GET", "/v1/images")
+    assert r.status == 200, r
+    return {i["name"]: i for i in r.json["images"]}
+
+
+def snapshot(daemon, env, name=None, status=201):
+    r = daemon.api("POST", "/v1/envs/%s/snapshots" % env, {"name": name} if name else {})
+    assert r.status == status, r
+    return r.json
+
+
+def write_until_full(daemon, env, path, mb):
+    """dd up to mb MiB into path inside env; returns (exit code, stderr)."""
+    res = daemon.exec(env, "dd if=/dev/zero of=%s bs=1M count=%d conv=fsync" % (path, mb))
+    return res["exit_code"], res["stderr"]
+
+
+# ---------------------------------------------------------------------------- driver, pool
+
+
+def test_system_reports_the_btrfs_pool(daemon):
+    s = daemon.api("GET", "/v1/system").json
+    assert s["storage_driver"] == "btrfs"
+    st = s["storage"]
+    assert st["backing"] == "pool file"  # /var/tmp is not btrfs here
+    assert st["quota"] in ("simple quotas", "qgroups")
+    assert st["ownership"] == "idmapped mounts" and s["idmapped_mounts"] is True
+    assert st["size"] > st["used"] > 0
+    out = daemon.cli("system").out
+    assert "btrfs" in out
+
+
+def test_pool_is_reused_across_restarts_without_a_second_loop_device(daemon):
+    daemon.create("keep", "--computer")
+    daemon.sh("keep", "echo kept > /root/f")
+    loops = loop_devices(daemon)
+    assert len(loops) == 1
+    daemon.restart(kill=True)
+    assert loop_devices(daemon) == loops
+    assert daemon.sh("keep", "cat /root/f") == "kept\n"
+    daemon.stop()
+    daemon.start()
+    assert loop_devices(daemon) == loops
+    assert daemon.sh("keep", "cat /root/f") == "kept\n"
+
+
+def test_files_on_disk_stay_in_the_shared_id_range(daemon):
+    e = daemon.create("own", "--computer")
+    daemon.sh("own", "echo x > /root/mine && chown 1000:1000 /root/mine")
+    st = os.stat(os.path.join(daemon.env_dir("own"), "disk", "root", "mine"))
+    assert (st.st_uid, st.st_gid) == (1000, 1000)  # not uid_base + 1000
+    assert e["uid_base"] > 65535
+
+
+# ---------------------------------------------------------------------------- quotas
+
+
+def test_computer_disk_quota_is_enforced_inside_and_nobody_else_is_hurt(daemon):
+    e = daemon.create("small", "--computer", "--disk", "32M")
+    assert e["disk"]["limit"] == 32 << 20
+    daemon.create("big", "--computer")
+    rc, err = write_until_full(daemon, "small", "/root/fill", 64)
+    assert rc != 0 and ("quota" in err.lower() or "space" in err.lower()), err
+    used = daemon.inspect("small")["disk"]["used"]
+    assert 16 << 20 < used <= 33 << 20
+    # the other computer and the pool are unaffected
+    rc, err = write_until_full(daemon, "big", "/root/fill", 64)
+    assert rc == 0, err
+    # freeing space inside makes room again
+    daemon.sh("small", "rm /root/fill && dd if=/dev/zero of=/root/again bs=1M count=8 conv=fsync")
+
+
+def test_inode_exhaustion_is_bounded_by_the_quota(daemon):
+    daemon.create("inodes", "--computer", "--disk", "8M")
+    res = daemon.exec("inodes", "mkdir /m; i=0; while [ $i -lt 400000 ] && touch /m/f$i 2>/dev/null; "
+                      "do i=$((i+1)); done; echo $i", timeout=300)
+    n = int(res["stdout"])
+    assert 0 < n < 400000
+
+
+def test_disk_limit_changes_live_on_a_computer(daemon):
+    daemon.create("grow", "--computer", "--disk", "16M")
+    rc, _ = write_until_full(daemon, "grow", "/root/a", 24)
+    assert rc != 0
+    daemon.sh("grow", "rm -f /root/a")
+    r = daemon.api("PATCH", "/v1/envs/grow", {"disk": "64M"})
+    assert r.status == 200, r
+    assert r.json["disk"]["limit"] == 64 << 20
+    rc, err = write_until_full(daemon, "grow", "/root/a", 24)
+    assert rc == 0, err
+    r = daemon.api("PATCH", "/v1/envs/grow", {"disk": None})
+    assert r.status == 200 and r.json["disk"]["limit"] is None
+
+
+def test_sandbox_disk_is_its_tmpfs_with_bounded_inodes(daemon):
+    e = daemon.create("sb", "--disk", "8M")
+    assert e["disk"]["limit"] == 8 << 20
+    rc, err = write_until_full(daemon, "sb", "/tmp/fill", 16)
+    assert rc != 0 and "space" in err.lower(), err
+    res = daemon.exec("sb", "rm -f /tmp/fill; i=0; while [ $i -lt 100000 ] && touch /tmp/f$i "
+                      "2>/dev/null; do i=$((i+1)); done; echo $i", timeout=300)
+    assert 0 < int(res["stdout"]) <= 1024
+    # resizing a running sandbox's tmpfs is refused with a reason; a stopped one takes it
+    r = daemon.api("PATCH", "/v1/envs/sb", {"disk": "32M"})
+    assert r.status == 409 and "stopped" in r.json["error"]["message"], r
+    daemon.cli("stop", "sb")
+    r = daemon.api("PATCH", "/v1/envs/sb", {"disk": "32M"})
+    assert r.status == 200, r
+    daemon.cli("start", "sb")
+    daemon.sh("sb", "dd if=/dev/zero of=/tmp/fill bs=1M count=16")
+
+
+def test_bad_disk_values_are_refused(daemon):
+    for v in ("-1", "lots", "1K"):
+        r = daemon.api("POST", "/v1/envs", {"name": "bad", "kind": "computer", "disk": v})
+        assert r.status == 400, (v, r)
+    assert "bad" not in daemon.envs()
+
+
+# ---------------------------------------------------------------------------- snapshots
+
+
+def test_snapshot_restore_and_rm(daemon):
+    daemon.create("s", "--computer")
+    daemon.sh("s", "echo one > /root/v")
+    snap = snapshot(daemon, "s", "first")
+    assert snap["name"] == "first"
+    daemon.sh("s", "echo two > /root/v; touch /root/later")
+    auto = snapshot(daemon, "s")["name"]  # a generated name
+    assert sorted(snapshots(daemon, "s")) == sorted(["first", auto])
+    assert daemon.inspect("s")["state"] == "running"  # frozen only while it was taken
+    snapshot(daemon, "s", "first", status=409)
+    # restore: a running environment must be stopped first
+    r = daemon.api("POST", "/v1/envs/s/restore", {"snapshot": "first"})
+    assert r.status == 409 and "stop" in r.json["error"]["message"], r
+    daemon.cli("stop", "s")
+    r = daemon.api("POST", "/v1/envs/s/restore", {"snapshot": "first"})
+    assert r.status == 200, r
+    daemon.cli("start", "s")
+    assert daemon.sh("s", "cat /root/v; ls /root") == "one\nv\n"
+    # the snapshot itself is unchanged by what the restored environment does
+    daemon.sh("s", "echo three > /root/v")
+    daemon.cli("stop", "s")
+    daemon.api("POST", "/v1/envs/s/restore", {"snapshot": "first"})
+    daemon.cli("start", "s")
+    assert daemon.sh("s", "cat /root/v") == "one\n"
+    r = daemon.api("DELETE", "/v1/envs/s/snapshots/first")
+    assert r.status == 200, r
+    assert snapshots(daemon, "s") == [auto]
+    assert daemon.api("POST", "/v1/envs/s/restore", {"snapshot": "first"}).status == 404
+    assert daemon.api("DELETE", "/v1/envs/s/snapshots/first").status == 404
+
+
+def test_snapshot_of_a_running_env_holds_what_it_wrote(daemon):
+    daemon.create("busy", "--computer")
+    # written just before the snapshot, never synced by the writer
+    daemon.sh("busy", "seq 1 200000 > /root/numbers")
+    snapshot(daemon, "busy", "now")
+    daemon.cli("fork", "busy", "copy", "--snapshot", "now")
+    assert daemon.sh("copy", "wc -l < /root/numbers; tail -n1 /root/numbers") == "200000\n200000\n"
+
+
+def test_snapshot_cli(daemon):
+    daemon.create("c", "--computer")
+    assert daemon.cli("snapshot", "c", "snap1").out.strip() == "snap1"
+    out = daemon.cli("snapshot", "ls", "c").out
+    assert "snap1" in out
+    daemon.cli("snapshot", "rm", "c", "snap1")
+    assert "snap1" not in daemon.cli("snapshot", "ls", "c").out
+    p = daemon.cli("snapshot", "c", "../x", check=False)
+    assert p.returncode != 0 and "invalid" in p.err
+
+
+def test_sandboxes_cannot_be_snapshotted(daemon):
+    daemon.create("sb")
+    r = daemon.api("POST", "/v1/envs/sb/snapshots", {})
+    assert r.status == 422 and "sandbox" in r.json["error"]["message"], r
+    assert daemon.api("POST", "/v1/envs/sb/fork", {"name": "sb2"}).status == 422
+
+
+# ---------------------------------------------------------------------------- fork
+
+
+def test_fork_is_an_independent_copy_with_the_same_limits(daemon):
+    src = daemon.create("orig", "--computer", "--memory", "256M", "--disk", "64M", "--label", "t=1")
+    daemon.sh("orig", "echo original > /root/f")
+    r = daemon.api("POST", "/v1/envs/orig/fork", {"name": "twin"})
+    assert r.status == 201, r
+    twin = r.json
+    assert twin["kind"] == "computer" and twin["state"] == "running"
+    assert twin["limits"] == src["limits"] and twin["disk"]["limit"] == 64 << 20
+    assert twin["labels"] == {"t": "1"}
+    assert twin["uid_base"] != src["uid_base"]
+    assert daemon.sh("twin", "cat /root/f") == "original\n"
+    daemon.sh("twin", "echo changed > /root/f; touch /root/only-twin")
+    daemon.sh("orig", "touch /root/only-orig")
+    assert daemon.sh("orig", "cat /root/f; ls /root") == "original\nf\nonly-orig\n"
+    assert daemon.sh("twin", "cat /root/f; ls /root") == "changed\nf\nonly-twin\n"
+    # the fork's quota is its own
+    rc, _ = write_until_full(daemon, "twin", "/root/fill", 96)
+    assert rc != 0
+    assert daemon.inspect("orig")["state"] == "running"
+    # no temporary copy left behind
+    assert not [s for s in subvolumes(daemon) if "/.fork-" in s]
+    assert daemon.api("POST", "/v1/envs/orig/fork", {"name": "twin"}).status == 409
+    assert daemon.api("POST", "/v1/envs/orig/fork", {"name": "../x"}).status == 400
+    assert daemon.api("POST", "/v1/envs/orig/fork", {"name": "y", "snapshot": "nope"}).status == 404
+
+
+def test_fork_of_a_stopped_env_and_from_a_snapshot_via_cli(daemon):
+    daemon.create("a", "--computer")
+    daemon.sh("a", "echo v1 > /root/f")
+    daemon.cli("snapshot", "a", "v1")
+    daemon.sh("a", "echo v2 > /root/f")
+    daemon.cli("stop", "a")
+    assert daemon.cli("fork", "a", "b").out.strip() == "b"
+    assert daemon.cli("fork", "a", "c", "--snapshot", "v1").out.strip() == "c"
+    assert daemon.sh("b", "cat /root/f") == "v2\n"
+    assert daemon.sh("c", "cat /root/f") == "v1\n"
+    assert daemon.inspect("a")["state"] == "stopped"
+
+
+def test_a_fork_costs_almost_no_disk(daemon):
+    daemon.create("heavy", "--computer")
+    daemon.sh("heavy", "dd if=/dev/urandom of=/root/blob bs=1M count=64 conv=fsync")
+    before = daemon.api("GET", "/v1/system").json["storage"]["used"]
+    for i in range(3):
+        daemon.api("POST", "/v1/envs/heavy/fork", {"name": "f%d" % i})
+    subprocess.run(["sync"])
+    after = daemon.api("GET", "/v1/system").json["storage"]["used"]
+    assert after - before < 16 << 20, (before, after)
+
+
+# ---------------------------------------------------------------------------- commit
+
+
+def test_commit_makes_an_image_others_can_use(daemon):
+    daemon.create("dev", "--computer")
+    daemon.sh("dev", "mkdir -p /opt/tool && echo built > /opt/tool/out")
+    assert daemon.cli("commit", "dev", "tooled").out.strip() == "tooled"
+    imgs = images(daemon)
+    assert "tooled" in imgs and imgs["tooled"]["size"] > 0
+    daemon.create("user", "--computer", "--image", "tooled")
+    daemon.create("sbx", "--image", "tooled")
+    assert daemon.sh("user", "cat /opt/tool/out") == "built\n"
+    assert daemon.sh("sbx", "cat /opt/tool/out") == "built\n"
+    # the image is read-only on disk and independent of its source
+    daemon.sh("dev", "echo changed > /opt/tool/out")
+    assert daemon.sh("user", "cat /opt/tool/out") == "built\n"
+    p = daemon.cli("image", "rm", "tooled", check=False)
+    assert p.returncode != 0
+    assert daemon.api("POST", "/v1/envs/dev/commit", {"image": "tooled"}).status == 409
+    assert daemon.api("POST", "/v1/envs/dev/commit", {"image": "a/b"}).status == 400
+    for e in ("user", "sbx"):
+        daemon.cli("rm", "-f", e)
+    daemon.cli("image", "rm", "tooled")
+    assert not [s for s in subvolumes(daemon) if "tooled" in s]
+
+
+# ---------------------------------------------------------------------------- crash safety
+
+
+def crash_at(daemon, step, method, path, body):
+    """Restart the daemon so that it SIGKILLs itself at step, send the request, restart."""
+    daemon.stop()
+    daemon.extra_env = {"PADDOCK_TEST_CRASH_AT": step}
+    daemon.start()
+    try:
+        daemon.api(method, path, body, timeout=30)
+    except Exception:
+        pass
+    daemon.proc.wait(30)
+    assert daemon.proc.returncode == -9, daemon.log()
+    daemon.extra_env = {}
+    daemon.start()
+
+
+def expected_subvolumes(daemon):
+    want = ["images/%s/rootfs" % name for name in images(daemon)]
+    for name, e in daemon.envs().items():
+        if e["kind"] == "computer":
+            want.append("envs/%s/disk" % name)
+            for s in snapshots(daemon, name):
+                want.append("envs/%s/snapshots/%s" % (name, s))
+    return sorted(want)
+
+
+def test_crash_during_create_fork_snapshot_commit_and_restore(daemon):
+    daemon.create("src", "--computer")
+    daemon.sh("src", "echo v1 > /root/f")
+    daemon.cli("snapshot", "src", "s1")
+    daemon.sh("src", "echo v2 > /root/f")
+    loops = loop_devices(daemon)
+
+    crash_at(daemon, "create-disk", "POST", "/v1/envs", {"name": "new", "kind": "computer"})
+    assert "new" not in daemon.envs()
+    assert subvolumes(daemon) == expected_subvolumes(daemon)
+
+    crash_at(daemon, "fork-snapshot", "POST", "/v1/envs/src/fork", {"name": "forked"})
+    assert "forked" not in daemon.envs()
+    assert daemon.inspect("src")["state"] == "running"  # thawed again
+    assert subvolumes(daemon) == expected_subvolumes(daemon)
+
+    crash_at(daemon, "snapshot", "POST", "/v1/envs/src/snapshots", {"name": "s2"})
+    assert daemon.inspect("src")["state"] == "running"
+    assert subvolumes(daemon) == expected_subvolumes(daemon)  # s2 exists whole or not at all
+    daemon.sh("src", "echo alive")
+
+    crash_at(daemon, "commit-rename", "POST", "/v1/envs/src/commit", {"image": "img"})
+    assert "img" in daemon.cli("image", "ls").out  # completed at start
+    assert subvolumes(daemon) == expected_subvolumes(daemon)
+
+    daemon.cli("stop", "src")
+    crash_at(daemon, "restore-swap", "POST", "/v1/envs/src/restore", {"snapshot": "s1"})
+    assert subvolumes(daemon) == expected_subvolumes(daemon)
+    daemon.cli("start", "src")
+    assert daemon.sh("src", "cat /root/f") == "v1\n"  # the restore was finished
+
+    assert loop_devices(daemon) == loops
+    pool = os.path.join(daemon.root, "pool")
+    assert [m for m in daemon._mounts() if m != pool] == []
+
+
+# ---------------------------------------------------------------------------- the dir driver
+
+
+def test_dir_driver(make_daemon):
+    d = make_daemon(extra_args=["--storage", "dir"])
+    s = d.api("GET", "/v1/system").json
+    assert s["storage_driver"] == "dir" and s["storage"]["backing"] == "host directory"
+    d.create("c", "--computer")
+    d.sh("c", "echo hi > /root/f")
+    assert os.path.isdir(os.path.join(d.env_dir("c"), "upper"))
+    r = d.api("POST", "/v1/envs", {"name": "q", "kind": "computer", "disk": "64M"})
+    assert r.status == 422 and "btrfs" in r.json["error"]["message"], r
+    for path, body in (("snapshots", {}), ("fork", {"name": "x"}), ("commit", {"image": "i"})):
+        r = d.api("POST", "/v1/envs/c/" + path, body)
+        assert r.status == 422 and "btrfs" in r.json["error"]["message"], (path, r)
+    d.create("sb", "--disk", "8M")  # a sandbox's disk is tmpfs with either driver
+    assert not os.path.exists(os.path.join(d.root, "pool"))
+    assert loop_devices(d) == []
+    # the driver of a state directory is fixed: asking for the other one fails clearly
+    d.stop()
+    p = subprocess.run([PADDOCKD, "--root", d.root, "--socket", d.sock + "2", "--uid-registry",
+                        d.uids, "--no-network", "--storage", "btrfs"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "dir storage driver" in p.stderr, p.stderr
+    d.start()
+    assert d.sh("c", "cat /root/f") == "hi\n"
