@@ -13,6 +13,7 @@
 #include "lib/confine.h"
 #include "lib/util.h"
 
+#include <linux/fs.h>
 #include <sched.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -49,7 +50,7 @@ static const char *const allow_common[] = {
         "timerfd_gettime", "timerfd_settime",
         /* POSIX AIO (io_uring is deliberately absent) */
         "io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit",
-        "ioctl",
+        /* ioctl: add_ioctl_rules() */
         /* memory */
         "brk", "madvise", "map_shadow_stack", "membarrier", "memfd_create", "memfd_secret",
         "mincore", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mremap", "mseal", "msync",
@@ -195,6 +196,35 @@ static int add_clone_rules(scmp_filter_ctx ctx, enum confine_profile p)
         return 0;
 }
 
+/* btrfs' own ioctls (type 0x94) fail with EPERM: creating a subvolume or snapshot inside an
+ * environment would make a tree outside its disk quota (a new subvolume has a quota group of
+ * its own), and the rest (balance, devices, quotas, send) is host administration. The generic
+ * clone and dedupe ioctls that share the type stay: `cp --reflink` works and allocates
+ * nothing. libseccomp folds a conditional rule into an unconditional one of the same syscall,
+ * so "every other type" is spelled as eight rules, one per bit of the type byte that differs
+ * from 0x94: a request matches one of them exactly when its type is not 0x94. The kernel reads
+ * the request as 32 bits; the masks look at no others. */
+#define BTRFS_IOC_TYPE 0x94u
+static int add_ioctl_rules(scmp_filter_ctx ctx)
+{
+        for (unsigned bit = 0; bit < 8; bit++) {
+                uint64_t mask = 1ull << (8 + bit);
+                uint64_t other = (BTRFS_IOC_TYPE & (1u << bit)) ? 0 : mask;
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                         SCMP_A1(SCMP_CMP_MASKED_EQ, mask, other));
+                if (r < 0)
+                        return r;
+        }
+        static const uint32_t shared[] = {FICLONE, FICLONERANGE, FIDEDUPERANGE};
+        for (size_t i = 0; i < ELEMENTSOF(shared); i++) {
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, shared[i]));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* ENOSYS for every number above the newest syscall this libseccomp can name. */
 static int add_enosys_tail(scmp_filter_ctx ctx)
 {
@@ -257,6 +287,9 @@ static int build_filter(enum confine_profile p, scmp_filter_ctx *ret)
         if (r < 0)
                 return r;
         r = add_clone_rules(ctx, p);
+        if (r < 0)
+                return r;
+        r = add_ioctl_rules(ctx);
         if (r < 0)
                 return r;
         r = add_enosys_tail(ctx);

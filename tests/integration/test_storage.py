@@ -378,3 +378,46 @@ def test_dir_driver(make_daemon):
     assert p.returncode != 0 and "dir storage driver" in p.stderr, p.stderr
     d.start()
     assert d.sh("c", "cat /root/f") == "hi\n"
+
+
+# ---------------------------------------------------------------------------- escapes
+
+
+SUBVOL_PROBE = r"""
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/btrfs.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+int main(void)
+{
+        int dir = open("/root", O_RDONLY | O_DIRECTORY);
+        struct btrfs_ioctl_vol_args_v2 a;
+        memset(&a, 0, sizeof(a));
+        strcpy(a.name, "escape");
+        int r = ioctl(dir, BTRFS_IOC_SUBVOL_CREATE_V2, &a);
+        printf("subvol %d %d\n", r, r < 0 ? errno : 0);
+        int src = open("/root/src", O_RDONLY), dst = open("/root/dst", O_WRONLY | O_CREAT, 0644);
+        r = ioctl(dst, FICLONE, src);
+        printf("reflink %d %d\n", r, r < 0 ? errno : 0);
+        return 0;
+}
+"""
+
+
+def test_no_subvolumes_from_inside_so_no_way_around_the_quota(daemon, tmp_path):
+    """A subvolume made inside would have a quota group of its own, outside the limit."""
+    src = tmp_path / "probe.c"
+    src.write_text(SUBVOL_PROBE)
+    binary = tmp_path / "probe"
+    subprocess.run(["cc", "-static", "-O", "-o", str(binary), str(src)], check=True)
+    daemon.create("esc", "--computer", "--disk", "16M")
+    daemon.sh("esc", "echo data > /root/src")
+    daemon.cli("cp", str(binary), "esc:/root/probe")
+    out = daemon.sh("esc", "chmod +x /root/probe && /root/probe")
+    assert "subvol -1 1\n" in out  # EPERM
+    assert "reflink 0 0\n" in out  # cp --reflink still works
+    assert daemon.sh("esc", "cat /root/dst") == "data\n"
+    assert not [s for s in subvolumes(daemon) if "escape" in s]
