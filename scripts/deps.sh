@@ -3,7 +3,7 @@
 set -eu
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
       libarchive-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
-      busybox-static iproute2 util-linux
+      busybox-static iproute2 util-linux btrfs-progs e2fsprogs
       tar curl"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"
