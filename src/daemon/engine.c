@@ -822,10 +822,8 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
         }
         r = make_env_dirs(e, v, spec->from_tree);
         if (r == -EOPNOTSUPP)
-                snprintf(err, errlen, "the %s storage driver cannot %s",
-                         e->cfg.storage->ops->name,
-                         spec->from_tree ? "copy environments (fork needs the btrfs driver)"
-                                         : "limit a computer's disk (use the btrfs driver)");
+                snprintf(err, errlen, "the %s storage driver cannot copy environments (fork "
+                         "needs the btrfs driver)", e->cfg.storage->ops->name);
         else if (r < 0)
                 snprintf(err, errlen, "environment disk: %s", strerror(-r));
         else
@@ -887,12 +885,20 @@ static int env_set_disk(struct engine *e, struct env *v, uint64_t bytes, char *e
                 v->tmp_bytes = bytes ? bytes : DEFAULT_TMP_BYTES;
                 return 0;
         }
+        if (v->pidfd >= 0 && !e->cfg.storage->info.live_disk_limits) {
+                snprintf(err, errlen, "%s is running: the %s storage driver changes a computer's "
+                         "disk limit only while it is stopped", v->row.name,
+                         e->cfg.storage->ops->name);
+                return -EBUSY;
+        }
         char dir[4096];
         int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
         if (r >= 0)
                 r = e->cfg.storage->ops->set_quota(e->cfg.storage, dir, bytes);
         if (r == -EOPNOTSUPP) {
-                snprintf(err, errlen, "the %s storage driver has no disk limits for computers",
+                snprintf(err, errlen,
+                         "the %s storage driver cannot make this change (it sets a computer's "
+                         "disk limit at create; it can grow it, never shrink or remove it)",
                          e->cfg.storage->ops->name);
                 return r;
         }
@@ -1294,6 +1300,9 @@ static void remove_orphans(struct engine *e)
                 while ((de = readdir(d)))
                         if (de->d_name[0] != '.' && !known_env(e, de->d_name)) {
                                 log_info("removing orphaned directory envs/%s", de->d_name);
+                                char orphan[4400];
+                                snprintf(orphan, sizeof(orphan), "%s/%s", path, de->d_name);
+                                e->cfg.storage->ops->destroy(e->cfg.storage, orphan);
                                 rm_rf_at(dirfd(d), de->d_name);
                         }
                 closedir(d);

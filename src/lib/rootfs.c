@@ -101,8 +101,10 @@ static int mount_root_computer(const struct rootfs_config *c, int root_dir_fd)
         char lower[4096], upper[4096], work[4096];
         int r;
         if ((r = path_join(lower, sizeof(lower), c->env_dir, "lower")) < 0 ||
-            (r = path_join(upper, sizeof(upper), c->env_dir, "upper")) < 0 ||
-            (r = path_join(work, sizeof(work), c->env_dir, "work")) < 0)
+            (r = path_join(upper, sizeof(upper), c->overlay_dir ? c->overlay_dir : c->env_dir,
+                           "upper")) < 0 ||
+            (r = path_join(work, sizeof(work), c->overlay_dir ? c->overlay_dir : c->env_dir,
+                           "work")) < 0)
                 return r;
         /* The idmapped image is only visible inside this mount namespace, at env_dir/lower. */
         _cleanup_close_ int t = idmapped_tree(c->image_rootfs, c->userns_fd, MOUNT_ATTR_RDONLY);

@@ -20,6 +20,7 @@ struct rootfs_config {
         bool writable;            /* computer: its own tree or an overlay; sandbox: read-only */
         const char *tree;         /* computer with its own tree (btrfs driver): mounted idmapped
                                    * and writable; NULL: overlay of env_dir/{lower,upper,work} */
+        const char *overlay_dir;  /* overlay computers: holds upper/ and work/ (NULL: env_dir) */
         int userns_fd;            /* the environment's user namespace (for the idmap) */
         uint32_t uid_base;        /* host id of the environment's root */
         uint64_t tmp_bytes;       /* sandbox: size of /tmp and of /workspace (and inodes) */

@@ -31,6 +31,7 @@ struct storage_info {
         const char *quota;      /* "simple quotas" | "qgroups" | "ext4 image per environment" */
         uint64_t size, used;    /* bytes of the pool's filesystem */
         bool idmapped;          /* idmapped mounts work on the pool */
+        bool live_disk_limits;  /* a running computer's disk limit can change */
 };
 
 struct storage;

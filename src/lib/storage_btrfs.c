@@ -198,6 +198,7 @@ static int btrfs_open(struct storage *s, char *err, size_t errlen)
         read_quota_mode(s, pool);
         s->info.pool = s->pool;
         s->info.quota = s->quota_mode;
+        s->info.live_disk_limits = true;
         s->info.idmapped = storage_probe_idmap(s->pool);
         return 0;
 }

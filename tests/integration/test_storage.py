@@ -362,14 +362,40 @@ def test_dir_driver(make_daemon):
     d.create("c", "--computer")
     d.sh("c", "echo hi > /root/f")
     assert os.path.isdir(os.path.join(d.env_dir("c"), "upper"))
-    r = d.api("POST", "/v1/envs", {"name": "q", "kind": "computer", "disk": "64M"})
-    assert r.status == 422 and "btrfs" in r.json["error"]["message"], r
+    assert d.inspect("c")["disk"]["limit"] is None
+    # a disk limit is an ext4 image per computer: ENOSPC inside, bounded inodes, grows live
+    q = d.create("q", "--computer", "--disk", "32M")
+    assert q["disk"]["limit"] == 32 << 20
+    rc, err = write_until_full(d, "q", "/root/fill", 64)
+    assert rc != 0 and "space" in err.lower(), err
+    d.sh("q", "rm /root/fill")
+    res = d.exec("q", "mkdir /m; i=0; while [ $i -lt 100000 ] && touch /m/f$i 2>/dev/null; "
+                 "do i=$((i+1)); done; echo $i", timeout=300)
+    assert 0 < int(res["stdout"]) < 100000
+    d.sh("q", "rm -rf /m")
+    r = d.api("PATCH", "/v1/envs/q", {"disk": "96M"})
+    assert r.status == 409 and "stopped" in r.json["error"]["message"], r
+    d.sh("q", "echo kept > /root/kept")
+    d.cli("stop", "q")
+    assert d.api("PATCH", "/v1/envs/q", {"disk": "96M"}).status == 200
+    r = d.api("PATCH", "/v1/envs/q", {"disk": "48M"})
+    assert r.status == 422 and "shrink" in r.json["error"]["message"], r
+    d.cli("start", "q")
+    assert d.sh("q", "cat /root/kept") == "kept\n"
+    rc, err = write_until_full(d, "q", "/root/fill", 64)
+    assert rc == 0, err
+    d.sh("c", "echo still > /root/g")  # the other computer is unaffected
+    d.restart(kill=True)
+    assert d.sh("q", "ls -s /root/fill | cut -d' ' -f1") != "0\n"
+    d.cli("stop", "q")
+    d.cli("start", "q")
+    assert d.sh("q", "cat /root/fill | wc -c") == "%d\n" % (64 << 20)
     for path, body in (("snapshots", {}), ("fork", {"name": "x"}), ("commit", {"image": "i"})):
         r = d.api("POST", "/v1/envs/c/" + path, body)
         assert r.status == 422 and "btrfs" in r.json["error"]["message"], (path, r)
     d.create("sb", "--disk", "8M")  # a sandbox's disk is tmpfs with either driver
     assert not os.path.exists(os.path.join(d.root, "pool"))
-    assert loop_devices(d) == []
+    assert len(loop_devices(d)) == 1  # q's disk
     # the driver of a state directory is fixed: asking for the other one fails clearly
     d.stop()
     p = subprocess.run([PADDOCKD, "--root", d.root, "--socket", d.sock + "2", "--uid-registry",
