@@ -330,9 +330,9 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                 char uid[16], size[32], inodes[32];
                 snprintf(uid, sizeof(uid), "%u", c->uid_base);
                 snprintf(size, sizeof(size), "%llu", (unsigned long long)c->tmp_bytes);
-                /* Inodes cost kernel memory outside the size limit: one per 8 KiB of size, at
+                /* Inodes cost kernel memory outside the size limit: one per 4 KiB of size, at
                  * least 1024 (tmpfs' own default is half the host's RAM pages). */
-                uint64_t n_inodes = c->tmp_bytes / 8192 < 1024 ? 1024 : c->tmp_bytes / 8192;
+                uint64_t n_inodes = c->tmp_bytes / 4096 < 1024 ? 1024 : c->tmp_bytes / 4096;
                 snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)n_inodes);
                 const char *const tmp[] = {"mode", "1777", "size", size, "nr_inodes", inodes,
                                            "uid", uid, "gid", uid, NULL};
