@@ -821,6 +821,8 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 return r;
         }
         r = make_env_dirs(e, v, spec->from_tree);
+        if (spec->copied)
+                spec->copied(spec->copied_data);
         if (r == -EOPNOTSUPP)
                 snprintf(err, errlen, "the %s storage driver cannot copy environments (fork "
                          "needs the btrfs driver)", e->cfg.storage->ops->name);

@@ -40,6 +40,8 @@ struct env_spec {
         uint64_t tmp_bytes;
         uint64_t disk_bytes; /* computers: disk limit, 0 = none */
         const char *from_tree; /* computers: copy this tree (fork) instead of the image */
+        void (*copied)(void *data); /* with from_tree: called once the copy is made (or failed) */
+        void *copied_data;
         bool autostart;
         json_t *env;    /* object of string values (borrowed) */
         json_t *labels; /* object of string values (borrowed) */

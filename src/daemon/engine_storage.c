@@ -4,9 +4,10 @@
  * snapshot appears atomically, so there is no record that could disagree with the disk. A
  * running environment is frozen (cgroup freezer) while its snapshot is taken, so the copy is
  * what the processes last wrote; a marker file says "frozen by us" so that a daemon killed in
- * that window thaws it at the next start. Fork copies through a temporary snapshot
- * (snapshots/.fork-NEW) and then creates the new environment like any other (its row is the
- * journal); commit makes the image under images/.partial-IMAGE and renames it into place. */
+ * that window thaws it at the next start. Fork creates the new environment like any other
+ * (its row is the journal), its disk a writable snapshot of the source's (frozen until that
+ * copy exists) or of a snapshot; commit makes the image under images/.partial-IMAGE and
+ * renames it into place. */
 #include "daemon/engine.h"
 #include "daemon/log.h"
 #include "lib/parse.h"
@@ -266,6 +267,23 @@ int engine_restore(struct engine *e, struct env *v, const char *snap, char *err,
         return 0;
 }
 
+struct fork_freeze {
+        struct engine *e;
+        struct env *v;
+        bool frozen, done;
+};
+
+static void fork_copied(void *data)
+{
+        struct fork_freeze *ff = data;
+        if (ff->done)
+                return;
+        ff->done = true;
+        if (ff->frozen)
+                test_crash_point("fork-copy");
+        thaw_after_copy(ff->e, ff->v, ff->frozen);
+}
+
 int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
                 struct env **ret, char *err, size_t errlen)
 {
@@ -280,19 +298,18 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
                 snprintf(err, errlen, "an environment named %s already exists", name);
                 return -EEXIST;
         }
-        char from[4300], dir[4200], temp[80] = "";
-        if ((r = snap_dir(e, v, dir, sizeof(dir))) < 0)
-                return r;
+        char from[4300], dir[4096];
+        struct fork_freeze ff = {.e = e, .v = v};
         if (snap) {
                 if ((r = find_snapshot(e, v, snap, from, sizeof(from), err, errlen)) < 0)
                         return r;
         } else {
-                /* The source as it is now, frozen for a moment if it runs. */
-                snprintf(temp, sizeof(temp), ".fork-%s", name);
-                snprintf(from, sizeof(from), "%s/%s", dir, temp);
-                rm_rf_at(AT_FDCWD, from);
-                if ((r = take_snapshot(e, v, dir, temp, "fork-snapshot")) < 0) {
-                        snprintf(err, errlen, "copying %s: %s", env_name(v), strerror(-r));
+                /* The source's disk as it is now: frozen (if it runs) only until it is copied. */
+                if ((r = engine_env_dir(e, env_name(v), dir, sizeof(dir))) < 0)
+                        return r;
+                snprintf(from, sizeof(from), "%s/disk", dir);
+                if ((r = freeze_for_copy(e, v, &ff.frozen)) < 0) {
+                        snprintf(err, errlen, "freezing %s: %s", env_name(v), strerror(-r));
                         return r;
                 }
         }
@@ -300,11 +317,12 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         engine_env_spec(e, v, &spec);
         snprintf(spec.name, sizeof(spec.name), "%s", name);
         spec.from_tree = from;
+        spec.copied = fork_copied;
+        spec.copied_data = &ff;
         r = engine_create(e, &spec, ret, err, errlen);
         spec.net.rules = NULL; /* moved into the environment, or freed with it */
         spec.net.links = NULL;
-        if (temp[0])
-                rm_rf_at(AT_FDCWD, from);
+        fork_copied(&ff); /* in case engine_create failed before copying */
         if (r >= 0)
                 log_info("%s: forked from %s%s%s", name, env_name(v), snap ? " snapshot " : "",
                          snap ? snap : "");
@@ -441,25 +459,12 @@ void engine_storage_reconcile(struct engine *e)
 {
         struct storage *s = engine_storage(e);
         for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v)) {
-                char dir[4096], snaps[4200], mark[4200];
+                char dir[4096], mark[4200];
                 if (engine_env_dir(e, env_name(v), dir, sizeof(dir)) < 0)
                         continue;
                 int r = s->ops->recover(s, dir);
                 if (r < 0 && r != -ENOENT)
                         log_warn("%s: recovering its disk: %s", env_name(v), strerror(-r));
-                /* Temporary fork sources of an interrupted fork. */
-                snprintf(snaps, sizeof(snaps), "%s/snapshots", dir);
-                DIR *d = opendir(snaps);
-                if (d) {
-                        struct dirent *de;
-                        while ((de = readdir(d)))
-                                if (!strncmp(de->d_name, ".fork-", 6)) {
-                                        log_info("%s: removing %s of an interrupted fork",
-                                                 env_name(v), de->d_name);
-                                        rm_rf_at(dirfd(d), de->d_name);
-                                }
-                        closedir(d);
-                }
                 /* Frozen by a snapshot the daemon did not finish: its row says paused; the
                  * reconcile that follows adopts it as running once thawed here. */
                 snprintf(mark, sizeof(mark), "%s/" FREEZE_MARK, dir);
