@@ -774,6 +774,12 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 snprintf(err, errlen, "image %s not found (see `paddock image ls`)", spec->image);
                 return -ENOEXEC;
         }
+        if (!e->cfg.storage->info.idmapped) {
+                /* Shifting ownership at create (a chown walk) is not implemented. */
+                snprintf(err, errlen, "idmapped mounts do not work on this host's kernel or "
+                         "storage pool, and environments need them (see `paddock system`)");
+                return -ENOEXEC;
+        }
         struct env *v = calloc(1, sizeof(*v));
         if (!v)
                 return -ENOMEM;

@@ -142,6 +142,10 @@ int storage_run(const char *const *argv)
 
 bool storage_probe_idmap(const char *path)
 {
+        /* Tests of the refusal below pretend the kernel lacks them; only whoever starts the
+         * daemon can set this. */
+        if (getenv("PADDOCK_TEST_NO_IDMAP"))
+                return false;
         _cleanup_close_ int userns = -EBADF;
         if (userns_create(UID_RANGE_FIRST, 1, &userns) < 0)
                 return false;

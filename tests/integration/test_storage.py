@@ -446,3 +446,19 @@ def test_no_subvolumes_from_inside_so_no_way_around_the_quota(daemon, tmp_path):
     assert "reflink 0 0\n" in out  # cp --reflink still works
     assert daemon.sh("esc", "cat /root/dst") == "data\n"
     assert not [s for s in subvolumes(daemon) if "escape" in s]
+
+
+def test_without_idmapped_mounts_creates_are_refused_clearly(daemon):
+    daemon.create("before", "--computer")
+    daemon.stop()
+    daemon.extra_env = {"PADDOCK_TEST_NO_IDMAP": "1"}
+    daemon.start()
+    s = daemon.api("GET", "/v1/system").json
+    assert s["idmapped_mounts"] is False and s["storage"]["ownership"] == "unavailable"
+    r = daemon.api("POST", "/v1/envs", {"name": "x", "kind": "computer"})
+    assert r.status == 422 and "idmapped" in r.json["error"]["message"], r
+    assert daemon.api("POST", "/v1/envs/before/fork", {"name": "y"}).status == 422
+    assert "before" in daemon.envs()
+    daemon.stop()
+    daemon.extra_env = {}
+    daemon.start()
