@@ -5,6 +5,7 @@ directory, loop-mounted at <root>/pool (the conftest teardown unmounts it and ch
 loop device went away)."""
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -462,3 +463,44 @@ def test_without_idmapped_mounts_creates_are_refused_clearly(daemon):
     daemon.stop()
     daemon.extra_env = {}
     daemon.start()
+
+
+def test_state_directory_on_btrfs_uses_it_directly(daemon):
+    """A root that is itself on btrfs needs no pool file: a second daemon rooted inside the
+    first one's pool keeps its subvolumes there (and quotas work the same)."""
+    from conftest import PADDOCK, _rmdir_tree, find_cgroup_dirs, fnv1a
+    inner = os.path.join(daemon.root, "pool", "inner")
+    sock = os.path.join(daemon.tmp, "inner.sock")
+    proc = subprocess.Popen(["nsenter", "--net=" + daemon.netns_path, PADDOCKD, "--root", inner,
+                             "--socket", sock, "--uid-registry", daemon.uids, "--no-network"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def cli(*args, check=True):
+        p = subprocess.run([PADDOCK, "--socket", sock] + list(args), capture_output=True,
+                           text=True, timeout=60)
+        assert not check or p.returncode == 0, (args, p.stdout, p.stderr)
+        return p
+
+    try:
+        for _ in range(200):
+            if os.path.exists(sock) and cli("system", check=False).returncode == 0:
+                break
+            time.sleep(0.05)
+        assert '"backing": "host btrfs"' in cli("system").stdout
+        cli("image", "import", "base", daemon.image_dir)
+        cli("create", "hc", "--computer", "--disk", "16M")
+        p = cli("exec", "hc", "--", "dd", "if=/dev/zero", "of=/f", "bs=1M", "count=32", check=False)
+        assert p.returncode != 0 and "quota" in p.stderr.lower(), p.stderr
+        cli("snapshot", "hc", "s1")
+        cli("fork", "hc", "hc2")
+        assert "envs/hc2/disk" in "\n".join(subvolumes(daemon))
+        assert not os.path.exists(os.path.join(inner, "pool.img"))
+        assert len(loop_devices(daemon)) == 1  # still just the outer pool's
+        cli("rm", "-f", "hc", "hc2")
+        cli("image", "rm", "base")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        for d in find_cgroup_dirs("paddock-%08x" % fnv1a(os.path.realpath(inner))):
+            _rmdir_tree(d)
+    assert [s for s in subvolumes(daemon) if s.startswith("inner/")] == []
