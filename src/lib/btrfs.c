@@ -135,3 +135,8 @@ int btrfs_subvol_otime(int fd, int64_t *ret_sec)
         *ret_sec = (int64_t)a.otime.sec;
         return 0;
 }
+
+int btrfs_sync(int fd)
+{
+        return ioctl(fd, BTRFS_IOC_SYNC, 0) < 0 ? -errno : 0;
+}

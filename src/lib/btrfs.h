@@ -29,3 +29,6 @@ int btrfs_qgroup_limit(int fd, uint64_t subvol_id, uint64_t bytes);
 int btrfs_qgroup_usage(int fd, uint64_t subvol_id, uint64_t *ret_bytes);
 /* When the subvolume holding fd was created (a snapshot's own time, not its root's). */
 int btrfs_subvol_otime(int fd, int64_t *ret_sec);
+/* Commit the filesystem and wake its cleaner, which frees deleted subvolumes (and gives their
+ * space back to quota groups) in the background. */
+int btrfs_sync(int fd);

@@ -114,6 +114,8 @@ static int rm_subvolume(int dirfd, const char *name)
         if (!btrfs_is_subvolume(fd))
                 return -EBUSY;
         int r = btrfs_subvol_delete(dirfd, name);
+        if (r >= 0)
+                btrfs_sync(dirfd); /* the cleaner frees it (and its quota) at once, not in 30 s */
         if (r != -ENOTEMPTY)
                 return r;
         struct stat st;

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import PADDOCKD
+from conftest import PADDOCKD, wait_for
 
 
 def subvolumes(daemon):
@@ -504,3 +504,22 @@ def test_state_directory_on_btrfs_uses_it_directly(daemon):
         for d in find_cgroup_dirs("paddock-%08x" % fnv1a(os.path.realpath(inner))):
             _rmdir_tree(d)
     assert [s for s in subvolumes(daemon) if s.startswith("inner/")] == []
+
+
+def test_snapshots_count_against_the_quota_until_removed(daemon):
+    """What a snapshot keeps alive stays charged to the computer: snapshots cannot be used to
+    park unbounded data on the host."""
+    daemon.create("q", "--computer", "--disk", "24M")
+    daemon.sh("q", "dd if=/dev/zero of=/root/a bs=1M count=16 conv=fsync 2>/dev/null")
+    daemon.cli("snapshot", "q", "s1")
+    daemon.sh("q", "rm /root/a && sync")
+    assert daemon.inspect("q")["disk"]["used"] > 15 << 20  # still held by s1
+    rc, _ = write_until_full(daemon, "q", "/root/b", 16)
+    assert rc != 0
+    daemon.sh("q", "rm -f /root/b")
+    daemon.cli("snapshot", "rm", "q", "s1")
+    # btrfs frees a deleted snapshot in the background; the daemon wakes its cleaner at once
+    wait_for(lambda: daemon.inspect("q")["disk"]["used"] < 4 << 20, timeout=30,
+             what="the snapshot's space to come back")
+    rc, err = write_until_full(daemon, "q", "/root/b", 16)
+    assert rc == 0, err
