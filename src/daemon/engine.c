@@ -541,7 +541,7 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 .init_envp = envp,
         };
         char tree[4200];
-        if (v->kind == KIND_COMPUTER &&
+        if ((v->kind == KIND_COMPUTER || e->cfg.storage->info.shifted) &&
             (r = e->cfg.storage->ops->root(e->cfg.storage, dir, &sc.rootfs, tree, sizeof(tree))) < 0) {
                 envp_free(envp);
                 cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
@@ -737,7 +737,8 @@ static void env_remove_artifacts(struct engine *e, const char *name, uint32_t ui
                 idrange_release(e->cfg.uid_registry, uid_base);
 }
 
-static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree)
+static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
+                         uint32_t from_base)
 {
         char dir[4096], sub[4096], image[4200];
         int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
@@ -749,11 +750,12 @@ static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree)
                 return r;
         if (mkdir(sub, 0755) < 0)
                 return -errno;
-        if (v->kind == KIND_SANDBOX)
-                return 0;
         struct storage *s = e->cfg.storage;
+        if (v->kind == KIND_SANDBOX && !s->info.shifted)
+                return 0; /* its root is the idmapped image itself */
         snprintf(image, sizeof(image), "%s/images/%s/rootfs", e->cfg.root, v->row.image);
-        r = from_tree ? s->ops->env_clone(s, from_tree, dir, v->disk_bytes)
+        r = from_tree ? s->ops->env_clone(s, from_tree, dir, from_base, v->row.uid_base,
+                                          v->disk_bytes)
                       : s->ops->env_create(s, dir, image, v->row.uid_base, v->disk_bytes);
         test_crash_point("create-disk");
         return r;
@@ -774,8 +776,8 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 snprintf(err, errlen, "image %s not found (see `paddock image ls`)", spec->image);
                 return -ENOEXEC;
         }
-        if (!e->cfg.storage->info.idmapped) {
-                /* Shifting ownership at create (a chown walk) is not implemented. */
+        if (!e->cfg.storage->info.idmapped && !e->cfg.storage->info.shifted) {
+                /* The dir driver cannot shift ownership (its lower layer is the shared image). */
                 snprintf(err, errlen, "idmapped mounts do not work on this host's kernel or "
                          "storage pool, and environments need them (see `paddock system`)");
                 return -ENOEXEC;
@@ -826,7 +828,7 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 env_free(v);
                 return r;
         }
-        r = make_env_dirs(e, v, spec->from_tree);
+        r = make_env_dirs(e, v, spec->from_tree, spec->from_base);
         if (spec->copied)
                 spec->copied(spec->copied_data);
         if (r == -EOPNOTSUPP)
@@ -1142,7 +1144,10 @@ json_t *engine_system_json(struct engine *e)
         json_t *storage = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:s}", "driver", si.driver, "pool",
                                     si.pool, "backing", si.backing, "quota", si.quota, "size",
                                     (json_int_t)si.size, "used", (json_int_t)si.used,
-                                    "ownership", si.idmapped ? "idmapped mounts" : "unavailable");
+                                    "ownership",
+                                    si.shifted    ? "shifted at create (chown)"
+                                    : si.idmapped ? "idmapped mounts"
+                                                  : "unavailable");
         return json_pack("{s:s,s:s,s:i,s:b,s:s,s:o,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
                          "cgroup_mode",
                          cgroup_mode_name(cgroup_manager_mode(e->cfg.cgroups)), "landlock_abi",
@@ -1421,6 +1426,11 @@ int engine_env_dir(const struct engine *e, const char *name, char *buf, size_t l
 uint64_t env_disk_bytes(const struct env *v)
 {
         return v->disk_bytes;
+}
+
+uint32_t env_uid_base(const struct env *v)
+{
+        return v->row.uid_base;
 }
 
 void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret)

@@ -40,6 +40,7 @@ struct env_spec {
         uint64_t tmp_bytes;
         uint64_t disk_bytes; /* computers: disk limit, 0 = none */
         const char *from_tree; /* computers: copy this tree (fork) instead of the image */
+        uint32_t from_base;    /* the id range from_tree belongs to (ownership shifting) */
         void (*copied)(void *data); /* with from_tree: called once the copy is made (or failed) */
         void *copied_data;
         bool autostart;
@@ -124,6 +125,7 @@ void engine_images_cleanup(struct engine *e); /* interrupted imports, at startup
 struct storage *engine_storage(struct engine *e);
 int engine_env_dir(const struct engine *e, const char *name, char *buf, size_t len);
 uint64_t env_disk_bytes(const struct env *v);
+uint32_t env_uid_base(const struct env *v);
 /* A create request that repeats v's kind, image, limits, variables, labels and policy; its
  * net arrays are new (engine_create takes them over, as from the API). */
 void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret);

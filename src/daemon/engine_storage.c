@@ -101,7 +101,7 @@ static void thaw_after_copy(struct engine *e, struct env *v, bool frozen)
 
 /* A read-only snapshot of v's disk as dst_dir/name, v frozen meanwhile. */
 static int take_snapshot(struct engine *e, struct env *v, const char *dst_dir, const char *name,
-                         const char *crash_step)
+                         uint32_t unshift_base, const char *crash_step)
 {
         char dir[4096];
         int r = engine_env_dir(e, env_name(v), dir, sizeof(dir));
@@ -111,7 +111,7 @@ static int take_snapshot(struct engine *e, struct env *v, const char *dst_dir, c
         if ((r = freeze_for_copy(e, v, &frozen)) < 0)
                 return r;
         struct storage *s = engine_storage(e);
-        r = s->ops->snapshot(s, dir, dst_dir, name);
+        r = s->ops->snapshot(s, dir, dst_dir, name, unshift_base);
         test_crash_point(crash_step);
         thaw_after_copy(e, v, frozen);
         return r;
@@ -200,7 +200,7 @@ int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **
                          env_name(v), MAX_SNAPSHOTS);
                 return -EAGAIN;
         }
-        if ((r = take_snapshot(e, v, dir, name, "snapshot")) < 0) {
+        if ((r = take_snapshot(e, v, dir, name, 0, "snapshot")) < 0) {
                 snprintf(err, errlen, "snapshot: %s", strerror(-r));
                 return r;
         }
@@ -317,6 +317,7 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         engine_env_spec(e, v, &spec);
         snprintf(spec.name, sizeof(spec.name), "%s", name);
         spec.from_tree = from;
+        spec.from_base = env_uid_base(v);
         spec.copied = fork_copied;
         spec.copied_data = &ff;
         r = engine_create(e, &spec, ret, err, errlen);
@@ -391,7 +392,7 @@ int engine_commit(struct engine *e, struct env *v, const char *image, json_t **r
         snprintf(file, sizeof(file), "%s/committed-from", partial);
         if ((r = write_text(file, env_name(v))) < 0)
                 goto fail;
-        if ((r = take_snapshot(e, v, partial, "rootfs", "commit-snapshot")) < 0)
+        if ((r = take_snapshot(e, v, partial, "rootfs", env_uid_base(v), "commit-snapshot")) < 0)
                 goto fail;
         if (rename(partial, final) < 0) {
                 r = -errno;

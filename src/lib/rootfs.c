@@ -58,15 +58,16 @@ static int mount_fs_at(int root_fd, const char *rel, const char *fstype, const c
         return attach(mnt, target);
 }
 
-/* An idmapped (and otherwise attributed) clone of the tree at path, detached. */
+/* An idmapped (and otherwise attributed) clone of the tree at path, detached; userns_fd < 0:
+ * no idmap (a tree already owned by the environment's ids). */
 static int idmapped_tree(const char *path, int userns_fd, uint64_t attrs)
 {
         _cleanup_close_ int t = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (t < 0)
                 return -errno;
         struct mount_attr a = {
-                .attr_set = MOUNT_ATTR_IDMAP | attrs,
-                .userns_fd = (uint64_t)userns_fd,
+                .attr_set = (userns_fd >= 0 ? MOUNT_ATTR_IDMAP : 0) | attrs,
+                .userns_fd = userns_fd >= 0 ? (uint64_t)userns_fd : 0,
         };
         if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
                 return -errno;
@@ -81,7 +82,8 @@ static int path_join(char *buf, size_t len, const char *a, const char *b)
 
 static int mount_root_sandbox(const struct rootfs_config *c, int root_dir_fd)
 {
-        _cleanup_close_ int t = idmapped_tree(c->image_rootfs, c->userns_fd,
+        _cleanup_close_ int t = idmapped_tree(c->tree ? c->tree : c->image_rootfs,
+                                              c->shifted ? -EBADF : c->userns_fd,
                                               MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV |
                                                       MOUNT_ATTR_NOSUID);
         if (t < 0)
@@ -93,7 +95,8 @@ static int mount_root_computer(const struct rootfs_config *c, int root_dir_fd)
 {
         if (c->tree) {
                 /* Its own copy-on-write tree, owned by 0..65535 on disk like the image. */
-                _cleanup_close_ int t = idmapped_tree(c->tree, c->userns_fd, MOUNT_ATTR_NODEV);
+                _cleanup_close_ int t = idmapped_tree(c->tree, c->shifted ? -EBADF : c->userns_fd,
+                                                      MOUNT_ATTR_NODEV);
                 if (t < 0)
                         return t;
                 return attach(t, root_dir_fd);

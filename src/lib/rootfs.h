@@ -18,8 +18,10 @@ struct rootfs_config {
         const char *image_rootfs; /* absolute path of the image's rootfs directory */
         const char *env_dir;      /* absolute path of the env's state dir (daemon-made) */
         bool writable;            /* computer: its own tree or an overlay; sandbox: read-only */
-        const char *tree;         /* computer with its own tree (btrfs driver): mounted idmapped
-                                   * and writable; NULL: overlay of env_dir/{lower,upper,work} */
+        const char *tree;         /* its own tree (btrfs driver): mounted idmapped (computers
+                                   * writable); NULL: the image (sandbox) or an overlay of
+                                   * env_dir/{lower,upper,work} (computer) */
+        bool shifted;             /* tree is owned by the env's host ids: bind it, no idmap */
         const char *overlay_dir;  /* overlay computers: holds upper/ and work/ (NULL: env_dir) */
         int userns_fd;            /* the environment's user namespace (for the idmap) */
         uint32_t uid_base;        /* host id of the environment's root */

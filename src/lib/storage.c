@@ -50,6 +50,14 @@ int storage_open(const struct storage_config *c, struct storage **ret, char *err
         snprintf(envs, sizeof(envs), "%s/envs", c->root);
         const char *want = c->driver;
         bool recorded = recorded_driver(c->root, rec, sizeof(rec)) >= 0;
+        /* "btrfs shifted": made where idmapped mounts did not work, so its trees are chowned
+         * to each environment's ids; that stays so even if a later kernel has them. */
+        bool rec_shifted = false;
+        char *space = strchr(rec, ' ');
+        if (space) {
+                rec_shifted = !strcmp(space + 1, "shifted");
+                *space = 0;
+        }
         if (!recorded && (dir_has_entries(images) || dir_has_entries(envs))) {
                 snprintf(rec, sizeof(rec), "dir"); /* made before storage drivers existed */
                 recorded = true;
@@ -81,11 +89,17 @@ int storage_open(const struct storage_config *c, struct storage **ret, char *err
                 free(s);
                 return r;
         }
+        /* A root keeps the ownership model it was made with: trees chowned for one model
+         * would show wrong owners under the other. */
+        if (recorded)
+                s->info.shifted = rec_shifted;
         if (!recorded) {
                 char path[2200];
                 snprintf(path, sizeof(path), "%s/storage-driver", c->root);
                 _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                if (fd < 0 || dprintf(fd, "%s\n", ops->name) < 0 || fsync(fd) < 0) {
+                if (fd < 0 ||
+                    dprintf(fd, "%s%s\n", ops->name, s->info.shifted ? " shifted" : "") < 0 ||
+                    fsync(fd) < 0) {
                         snprintf(err, errlen, "recording the storage driver: %s", strerror(errno));
                         free(s);
                         return -errno;
@@ -169,4 +183,57 @@ int storage_created_at(const char *path, int64_t *ret_sec)
                 return -errno;
         *ret_sec = st.st_mtime;
         return 0;
+}
+
+static uint32_t shift_id(uint32_t id, uint32_t from, uint32_t to)
+{
+        return id >= from && id - from < UID_RANGE_SIZE ? id - from + to : id;
+}
+
+static int shift_entry(int at, const char *name, uint32_t from, uint32_t to, dev_t dev,
+                       unsigned depth)
+{
+        struct stat st;
+        if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (st.st_dev != dev)
+                return 0; /* another filesystem or subvolume: not ours to change */
+        uid_t u = shift_id(st.st_uid, from, to);
+        gid_t g = shift_id(st.st_gid, from, to);
+        if ((u != st.st_uid || g != st.st_gid) &&
+            fchownat(at, name, u, g, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        /* chown clears setuid/setgid on files: put them back. */
+        if (!S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID)) &&
+            fchmodat(at, name, st.st_mode & 07777, 0) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return 0;
+        if (depth > 4096)
+                return -ELOOP;
+        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        int r = 0;
+        struct dirent *de;
+        while (r >= 0 && (de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        r = shift_entry(dirfd(d), de->d_name, from, to, dev, depth + 1);
+        closedir(d);
+        return r;
+}
+
+int storage_shift_tree(const char *path, uint32_t from, uint32_t to)
+{
+        if (from == to)
+                return 0;
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return -errno;
+        return shift_entry(AT_FDCWD, path, from, to, st.st_dev, 0);
 }

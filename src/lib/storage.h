@@ -32,6 +32,7 @@ struct storage_info {
         uint64_t size, used;    /* bytes of the pool's filesystem */
         bool idmapped;          /* idmapped mounts work on the pool */
         bool live_disk_limits;  /* a running computer's disk limit can change */
+        bool shifted;           /* no idmapped mounts: trees are chowned to each env's range */
 };
 
 struct storage;
@@ -44,10 +45,11 @@ struct storage_ops {
                           uint32_t uid_base, uint64_t disk_bytes);
         /* The writable tree of a new computer, a copy of src (an env dir's tree or a snapshot). */
         int (*env_clone)(struct storage *s, const char *src, const char *env_dir,
-                         uint64_t disk_bytes);
-        /* A read-only copy of env_dir's tree as dst_dir/name. */
+                         uint32_t src_base, uint32_t uid_base, uint64_t disk_bytes);
+        /* A read-only copy of env_dir's tree as dst_dir/name; with ownership shifting and
+         * unshift_base set (commit), its owners go back from that range to 0..65535. */
         int (*snapshot)(struct storage *s, const char *env_dir, const char *dst_dir,
-                        const char *name);
+                        const char *name, uint32_t unshift_base);
         /* Replace env_dir's tree by a writable copy of snapshot. */
         int (*restore)(struct storage *s, const char *env_dir, const char *snapshot,
                        uint64_t disk_bytes);
@@ -87,5 +89,9 @@ bool storage_can_snapshot(const struct storage *s);
 int storage_created_at(const char *path, int64_t *ret_sec);
 /* Run argv (absolute program path) and wait; its output goes to /dev/null. */
 int storage_run(const char *const *argv);
+/* chown every inode below path (not following symlinks, not leaving its filesystem) whose
+ * owner or group lies in from..from+65535 to the same place in to..to+65535, keeping setuid and
+ * setgid bits. Hard links are seen twice but moved once. */
+int storage_shift_tree(const char *path, uint32_t from, uint32_t to);
 /* Does idmapping a mount of path work here (kernel and filesystem)? */
 bool storage_probe_idmap(const char *path);

@@ -200,6 +200,7 @@ static int btrfs_open(struct storage *s, char *err, size_t errlen)
         s->info.quota = s->quota_mode;
         s->info.live_disk_limits = true;
         s->info.idmapped = storage_probe_idmap(s->pool);
+        s->info.shifted = !s->info.idmapped;
         return 0;
 }
 
@@ -253,20 +254,32 @@ static int snapshot_into(struct storage *s, const char *src, const char *env_dir
         return btrfs_qgroup_limit(d, id, disk_bytes);
 }
 
+/* Without idmapped mounts, a copy is chowned from its source's id range to its own. */
+static int copy_for(struct storage *s, const char *src, const char *env_dir, uint32_t src_base,
+                    uint32_t uid_base, uint64_t disk_bytes)
+{
+        int r = snapshot_into(s, src, env_dir, "disk", disk_bytes);
+        if (r < 0 || !s->info.shifted)
+                return r;
+        char disk[4200];
+        snprintf(disk, sizeof(disk), "%s/disk", env_dir);
+        return storage_shift_tree(disk, src_base, uid_base);
+}
+
 static int btrfs_env_create(struct storage *s, const char *env_dir, const char *image_rootfs,
                             uint32_t uid_base, uint64_t disk_bytes)
 {
-        return snapshot_into(s, image_rootfs, env_dir, "disk", disk_bytes);
+        return copy_for(s, image_rootfs, env_dir, 0, uid_base, disk_bytes);
 }
 
 static int btrfs_env_clone(struct storage *s, const char *src, const char *env_dir,
-                           uint64_t disk_bytes)
+                           uint32_t src_base, uint32_t uid_base, uint64_t disk_bytes)
 {
-        return snapshot_into(s, src, env_dir, "disk", disk_bytes);
+        return copy_for(s, src, env_dir, src_base, uid_base, disk_bytes);
 }
 
 static int btrfs_take_snapshot(struct storage *s, const char *env_dir, const char *dst_dir,
-                               const char *name)
+                               const char *name, uint32_t unshift_base)
 {
         int r = mkdir_p_at(AT_FDCWD, dst_dir, 0700);
         if (r < 0)
@@ -276,7 +289,18 @@ static int btrfs_take_snapshot(struct storage *s, const char *env_dir, const cha
                 return from;
         if (dst < 0)
                 return dst;
-        return btrfs_snapshot(from, dst, name, true);
+        if (!s->info.shifted || !unshift_base)
+                return btrfs_snapshot(from, dst, name, true);
+        /* A commit of a chowned tree: back to 0..65535 before it turns read-only. */
+        if ((r = btrfs_snapshot(from, dst, name, false)) < 0)
+                return r;
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", dst_dir, name);
+        _cleanup_close_ int snap = -EBADF;
+        if ((r = storage_shift_tree(path, unshift_base, 0)) < 0 ||
+            (snap = open_dir(path)) < 0 || (r = btrfs_subvol_set_readonly(snap, true)) < 0)
+                return r < 0 ? r : snap;
+        return 0;
 }
 
 /* disk is replaced in two renames; recover() finishes or undoes the swap after a crash. */
@@ -359,6 +383,7 @@ static int btrfs_root(struct storage *s, const char *env_dir, struct rootfs_conf
         if (n < 0 || (size_t)n >= len)
                 return -ENAMETOOLONG;
         rc->tree = buf;
+        rc->shifted = s->info.shifted;
         return 0;
 }
 

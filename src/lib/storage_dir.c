@@ -135,13 +135,13 @@ static int dir_unsupported(void)
 }
 
 static int dir_env_clone(struct storage *s, const char *src, const char *env_dir,
-                         uint64_t disk_bytes)
+                         uint32_t src_base, uint32_t uid_base, uint64_t disk_bytes)
 {
         return dir_unsupported();
 }
 
 static int dir_snapshot(struct storage *s, const char *env_dir, const char *dst_dir,
-                        const char *name)
+                        const char *name, uint32_t unshift_base)
 {
         return dir_unsupported();
 }

@@ -4,6 +4,7 @@ The default driver is btrfs: every test daemon makes its own pool file below its
 directory, loop-mounted at <root>/pool (the conftest teardown unmounts it and checks that the
 loop device went away)."""
 import os
+import shutil
 import subprocess
 import time
 
@@ -449,20 +450,50 @@ def test_no_subvolumes_from_inside_so_no_way_around_the_quota(daemon, tmp_path):
     assert not [s for s in subvolumes(daemon) if "escape" in s]
 
 
-def test_without_idmapped_mounts_creates_are_refused_clearly(daemon):
-    daemon.create("before", "--computer")
-    daemon.stop()
-    daemon.extra_env = {"PADDOCK_TEST_NO_IDMAP": "1"}
-    daemon.start()
-    s = daemon.api("GET", "/v1/system").json
-    assert s["idmapped_mounts"] is False and s["storage"]["ownership"] == "unavailable"
-    r = daemon.api("POST", "/v1/envs", {"name": "x", "kind": "computer"})
-    assert r.status == 422 and "idmapped" in r.json["error"]["message"], r
-    assert daemon.api("POST", "/v1/envs/before/fork", {"name": "y"}).status == 422
-    assert "before" in daemon.envs()
-    daemon.stop()
-    daemon.extra_env = {}
-    daemon.start()
+def test_without_idmapped_mounts_ownership_is_shifted_at_create(make_daemon):
+    """Where idmapped mounts do not work, each environment gets a copy chowned to its range."""
+    d = make_daemon(import_image=False)
+    d.stop()
+    # a fresh root made under the same conditions (the env var makes the probe fail)
+    d.extra_env = {"PADDOCK_TEST_NO_IDMAP": "1"}
+    subprocess.run(["umount", os.path.join(d.root, "pool")], check=True)
+    subprocess.run(["rm", "-rf", "--one-file-system", d.root], check=True)
+    d.start()
+    s = d.api("GET", "/v1/system").json
+    assert s["idmapped_mounts"] is False
+    assert s["storage"]["ownership"] == "shifted at create (chown)"
+    d.cli("image", "import", "base", d.image_dir)
+    c = d.create("c", "--computer")
+    base = c["uid_base"]
+    assert d.sh("c", "stat -c %u:%g /bin /etc/passwd") == "0:0\n0:0\n"
+    d.sh("c", "echo x > /root/f; touch /root/g; chown 1000:1000 /root/g; "
+              "cp /bin/busybox /root/suid; chmod 4755 /root/suid")
+    disk = os.path.join(d.env_dir("c"), "disk")
+    st = os.stat(disk + "/root/f")
+    assert (st.st_uid, st.st_gid) == (base, base)
+    assert os.stat(disk + "/root/g").st_uid == base + 1000
+    assert os.stat(disk + "/bin").st_uid == base
+    # a sandbox gets its own chowned, read-only copy
+    d.create("sb")
+    assert d.sh("sb", "stat -c %u /bin; id -u") == "0\n0\n"
+    assert d.exec("sb", "touch /bin/x")["exit_code"] != 0
+    # a fork moves the copy into its own range, setuid bits kept
+    f = d.api("POST", "/v1/envs/c/fork", {"name": "f"}).json
+    fdisk = os.path.join(d.env_dir("f"), "disk")
+    assert os.stat(fdisk + "/root/g").st_uid == f["uid_base"] + 1000
+    assert d.sh("f", "stat -c %u:%a /root/g /root/suid") == "1000:644\n0:4755\n"
+    # a commit goes back to 0..65535 on disk, like every image
+    d.cli("commit", "c", "img")
+    img = os.path.join(d.root, "images", "img", "rootfs")
+    assert os.stat(img + "/root/g").st_uid == 1000 and os.stat(img + "/bin").st_uid == 0
+    d.create("fromimg", "--computer", "--image", "img")
+    assert d.sh("fromimg", "stat -c %u /root/g; cat /root/f") == "1000\nx\n"
+    # the model sticks to the root: a restart with idmapped mounts available keeps shifting
+    d.stop()
+    d.extra_env = {}
+    d.start()
+    assert d.api("GET", "/v1/system").json["storage"]["ownership"] == "shifted at create (chown)"
+    assert d.sh("c", "stat -c %u /root/g") == "1000\n"
 
 
 def test_state_directory_on_btrfs_uses_it_directly(daemon):
