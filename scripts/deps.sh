@@ -4,7 +4,7 @@ set -eu
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
       libarchive-dev nettle-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
       libwslay-dev
-      busybox-static iproute2 util-linux mmdebstrap
+      busybox-static iproute2 util-linux mmdebstrap btrfs-progs e2fsprogs
       tar curl"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest tmux docker-registry skopeo umoci zstd"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"

@@ -48,5 +48,9 @@ int cmd_forget(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_watch(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
+int cmd_snapshot(struct cli *cli, int argc, char **argv); /* cmd_snapshot.c: snapshots, */
+int cmd_restore(struct cli *cli, int argc, char **argv);  /* restore, fork, commit */
+int cmd_fork(struct cli *cli, int argc, char **argv);
+int cmd_commit(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);
 int cmd_daemon(struct cli *cli, int argc, char **argv);

@@ -39,7 +39,8 @@ static const char create_help[] =
     "  --memory SIZE         memory limit, e.g. 512M or 2G\n"
     "  --swap SIZE           swap allowed on top of memory\n"
     "  --pids N              most processes at once\n"
-    "  --disk SIZE           disk size limit\n"
+    "  --disk SIZE           disk limit: a computer's disk quota (btrfs driver); a\n"
+    "                        sandbox's /tmp and /workspace size each (default 256M)\n"
     "  --net MODE            network: none (loopback only), open (internet, never the host\n"
     "                        or private ranges) or allow (only --allow destinations);\n"
     "                        default open for a computer, none for a sandbox\n"
@@ -69,6 +70,7 @@ static const char update_help[] =
     "  --swap SIZE           swap allowed on top of memory\n"
     "  --pids N              most processes at once\n"
     "  --ttl DURATION        destroy this long from now (0: never)\n"
+    "  --disk SIZE|none      disk limit: computers at once, sandboxes while stopped\n"
     "  --autostart           start again whenever paddockd starts\n"
     "  --no-autostart        do not\n"
     "  --json                print the updated environment as JSON\n"
@@ -101,6 +103,7 @@ static const struct option create_options[] = {
 
 static const struct option update_options[] = {
     LIMIT_OPTIONS,
+    {"disk", required_argument, NULL, OPT_DISK},
     {"no-autostart", no_argument, NULL, OPT_NO_AUTOSTART},
     CLI_COMMON_OPTIONS,
     {},
@@ -287,6 +290,15 @@ int cmd_update(struct cli *cli, int argc, char **argv)
 
         opts_reset();
         while ((c = getopt_long(argc, argv, ":h", update_options, NULL)) != -1) {
+                if (c == OPT_DISK) {
+                        json_t *v = !strcmp(optarg, "none") ? json_null() : json_string(optarg);
+                        if (!v) {
+                                r = usage_error(verb, "--disk value is not valid UTF-8");
+                                goto out;
+                        }
+                        json_object_set_new(body, "disk", v);
+                        continue;
+                }
                 r = limit_option(body, c, verb);
                 if (r == 0)
                         r = opts_common(cli, c, argv, verb, update_help);

@@ -29,6 +29,8 @@ static const struct verb verbs[] = {
     {"watch", cmd_watch},     {"shell", cmd_shell},
     {"image", cmd_image},     {"system", cmd_system},
     {"daemon", cmd_daemon},
+    {"snapshot", cmd_snapshot}, {"restore", cmd_restore},
+    {"fork", cmd_fork},         {"commit", cmd_commit},
 };
 
 static const char overview[] =
@@ -55,6 +57,13 @@ static const char overview[] =
     "  kill NAME ID... [-s SIGNAL]  signal them (default TERM)\n"
     "  wait NAME ID                 wait for one, exit with its exit code\n"
     "  forget NAME ID...            drop records of finished ones\n"
+    "\n"
+    "Snapshots (computers, btrfs driver):\n"
+    "  snapshot NAME [SNAP]         take a snapshot (a running computer is frozen meanwhile)\n"
+    "  snapshot ls|rm NAME ...      list or remove snapshots\n"
+    "  restore NAME SNAP            put a stopped computer back to a snapshot\n"
+    "  fork NAME NEW [--snapshot S] a new computer copied from NAME (copy-on-write)\n"
+    "  commit NAME IMAGE            make an image of a computer's disk\n"
     "\n"
     "Network:\n"
     "  net NAME [OPTIONS]           show or change network mode, allow list, links, bandwidth\n"

@@ -247,6 +247,20 @@ void api_handle(struct request *r, void *ctx)
                         method_not_allowed(r);
                 return;
         }
+        /* Storage (api_storage.c): snapshots[/SNAP], restore, fork, commit. */
+        if ((n == 4 || n == 5) && !strcmp(seg[3], "snapshots")) {
+                struct env *v = find_env(r, e, seg[2]);
+                if (v)
+                        api_env_snapshots(r, e, v, n == 5 ? seg[4] : NULL);
+                return;
+        }
+        if (n == 4 && (!strcmp(seg[3], "restore") || !strcmp(seg[3], "fork") ||
+                       !strcmp(seg[3], "commit"))) {
+                struct env *v = find_env(r, e, seg[2]);
+                if (v)
+                        api_env_storage_action(r, e, v, seg[3]);
+                return;
+        }
         if (n == 5) {
                 http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                 return;

@@ -32,6 +32,9 @@ bool api_network(struct request *r, json_t *j, struct netpolicy *p);
 /* /v1/envs/{name}/processes[/{id}[/output|wait|signal]] */
 void api_env_processes(struct request *r, struct engine *e, struct env *v, const char *id,
                        const char *action);
+/* /v1/envs/{name}/snapshots[/{snap}] and POST /v1/envs/{name}/restore|fork|commit */
+void api_env_snapshots(struct request *r, struct engine *e, struct env *v, const char *snap);
+void api_env_storage_action(struct request *r, struct engine *e, struct env *v, const char *action);
 void api_images_list(struct request *r, struct engine *e);
 void api_images_import(struct request *r, struct engine *e);
 /* GET /v1/images/{name}/{sub}: sub "export" streams the image as a tar. */

@@ -266,15 +266,11 @@ void api_envs_create(struct request *r, struct engine *e)
             !api_duration(r, j, "ttl", &spec.ttl_s))
                 goto out;
         if ((j = json_object_get(body, "disk")) && !json_is_null(j)) {
-                if (spec.kind == KIND_COMPUTER) {
-                        http_reply_error(r, 422, "unprocessable",
-                                         "disk: disk quotas for computers need the storage pool, "
-                                         "which this version does not have yet");
+                /* computers: a quota on their disk; sandboxes: the size of /tmp and /workspace */
+                uint64_t *dst = spec.kind == KIND_COMPUTER ? &spec.disk_bytes : &spec.tmp_bytes;
+                if (!api_size(r, j, "disk", dst))
                         goto out;
-                }
-                if (!api_size(r, j, "disk", &spec.tmp_bytes))
-                        goto out;
-                if (spec.tmp_bytes < (1u << 20)) {
+                if (*dst < (1u << 20)) {
                         http_reply_error(r, 400, "invalid_argument", "disk: at least 1M");
                         goto out;
                 }
@@ -353,7 +349,7 @@ void api_env_get(struct request *r, struct engine *e, struct env *v)
 void api_env_patch(struct request *r, struct engine *e, struct env *v)
 {
         static const char *const fields[] = {"cpus", "memory", "swap", "pids", "ttl", "autostart",
-                                             "network", NULL};
+                                             "network", "disk", NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
@@ -375,6 +371,15 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v)
                 p.has_ttl = true;
                 if (!json_is_null(j) && !api_duration(r, j, "ttl", &p.ttl_s))
                         goto out;
+        }
+        if ((j = json_object_get(body, "disk"))) {
+                p.has_disk = true; /* null: no limit */
+                if (!json_is_null(j) && !api_size(r, j, "disk", &p.disk))
+                        goto out;
+                if (!json_is_null(j) && p.disk < (1u << 20)) {
+                        http_reply_error(r, 400, "invalid_argument", "disk: at least 1M");
+                        goto out;
+                }
         }
         if ((j = json_object_get(body, "autostart"))) {
                 if (!json_is_boolean(j)) {

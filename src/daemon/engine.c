@@ -33,7 +33,7 @@ struct env {
         struct env_row row;
         enum env_kind kind;
         struct cgroup_limits limits;
-        uint64_t ttl_s, tmp_bytes;
+        uint64_t ttl_s, tmp_bytes, disk_bytes;
         json_t *vars;   /* environment variables */
         json_t *labels;
         struct netpolicy net;
@@ -214,6 +214,8 @@ static char *spec_dump(const struct env *v)
                               limit_json(v->limits.pids), "env", v->vars, "labels", v->labels,
                               "ttl", (json_int_t)v->ttl_s, "tmp_size", (json_int_t)v->tmp_bytes,
                               "network", netpolicy_json(&v->net));
+        if (j && v->disk_bytes)
+                json_object_set_new(j, "disk", json_integer((json_int_t)v->disk_bytes));
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         return s;
@@ -237,6 +239,7 @@ static void spec_load(struct env *v)
         v->tmp_bytes = (uint64_t)json_integer_value(json_object_get(j, "tmp_size"));
         if (!v->tmp_bytes)
                 v->tmp_bytes = DEFAULT_TMP_BYTES;
+        v->disk_bytes = (uint64_t)json_integer_value(json_object_get(j, "disk"));
         netpolicy_load(&v->net, json_object_get(j, "network"));
         if (inet_pton(AF_INET, v->row.ip, &v->addr) != 1)
                 v->addr.s_addr = 0;
@@ -537,6 +540,14 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 .init_fd = e->cfg.init_fd,
                 .init_envp = envp,
         };
+        char tree[4200];
+        if ((v->kind == KIND_COMPUTER || e->cfg.storage->info.shifted) &&
+            (r = e->cfg.storage->ops->root(e->cfg.storage, dir, &sc.rootfs, tree, sizeof(tree))) < 0) {
+                envp_free(envp);
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
+                snprintf(err, errlen, "storage: %s", strerror(-r));
+                return r;
+        }
         struct spawn_result res;
         r = env_spawn(&sc, &res, err, errlen);
         envp_free(envp);
@@ -717,6 +728,7 @@ static void env_remove_artifacts(struct engine *e, const char *name, uint32_t ui
         cgroup_name_of(name, cg);
         cgroup_env_destroy(e->cfg.cgroups, cg, NULL);
         if (env_dir(e, name, NULL, dir, sizeof(dir)) >= 0) {
+                e->cfg.storage->ops->destroy(e->cfg.storage, dir);
                 int r = rm_rf_at(AT_FDCWD, dir);
                 if (r < 0)
                         log_warn("%s: removing %s: %s", name, dir, strerror(-r));
@@ -725,9 +737,10 @@ static void env_remove_artifacts(struct engine *e, const char *name, uint32_t ui
                 idrange_release(e->cfg.uid_registry, uid_base);
 }
 
-static int make_env_dirs(struct engine *e, struct env *v)
+static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
+                         uint32_t from_base)
 {
-        char dir[4096], sub[4096];
+        char dir[4096], sub[4096], image[4200];
         int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
         if (r < 0)
                 return r;
@@ -737,21 +750,15 @@ static int make_env_dirs(struct engine *e, struct env *v)
                 return r;
         if (mkdir(sub, 0755) < 0)
                 return -errno;
-        if (v->kind == KIND_SANDBOX)
-                return 0;
-        const char *subs[] = {"lower", "upper", "work"};
-        for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
-                if ((r = env_dir(e, v->row.name, subs[i], sub, sizeof(sub))) < 0)
-                        return r;
-                if (mkdir(sub, i == 1 ? 0755 : 0700) < 0)
-                        return -errno;
-        }
-        /* The upper layer's root is the environment's "/": owned by its root user. */
-        if ((r = env_dir(e, v->row.name, "upper", sub, sizeof(sub))) < 0)
-                return r;
-        if (chown(sub, v->row.uid_base, v->row.uid_base) < 0)
-                return -errno;
-        return 0;
+        struct storage *s = e->cfg.storage;
+        if (v->kind == KIND_SANDBOX && !s->info.shifted)
+                return 0; /* its root is the idmapped image itself */
+        snprintf(image, sizeof(image), "%s/images/%s/rootfs", e->cfg.root, v->row.image);
+        r = from_tree ? s->ops->env_clone(s, from_tree, dir, from_base, v->row.uid_base,
+                                          v->disk_bytes)
+                      : s->ops->env_create(s, dir, image, v->row.uid_base, v->disk_bytes);
+        test_crash_point("create-disk");
+        return r;
 }
 
 int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
@@ -769,6 +776,12 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 snprintf(err, errlen, "image %s not found (see `paddock image ls`)", spec->image);
                 return -ENOEXEC;
         }
+        if (!e->cfg.storage->info.idmapped && !e->cfg.storage->info.shifted) {
+                /* The dir driver cannot shift ownership (its lower layer is the shared image). */
+                snprintf(err, errlen, "idmapped mounts do not work on this host's kernel or "
+                         "storage pool, and environments need them (see `paddock system`)");
+                return -ENOEXEC;
+        }
         struct env *v = calloc(1, sizeof(*v));
         if (!v)
                 return -ENOMEM;
@@ -778,6 +791,7 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
         v->limits = spec->limits;
         v->ttl_s = spec->ttl_s;
         v->tmp_bytes = spec->tmp_bytes ? spec->tmp_bytes : DEFAULT_TMP_BYTES;
+        v->disk_bytes = spec->kind == KIND_COMPUTER ? spec->disk_bytes : 0;
         v->vars = spec->env ? json_deep_copy(spec->env) : json_object();
         v->labels = spec->labels ? json_deep_copy(spec->labels) : json_object();
         v->net = spec->net; /* moved: the caller's arrays now belong to the environment */
@@ -814,9 +828,14 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 env_free(v);
                 return r;
         }
-        r = make_env_dirs(e, v);
-        if (r < 0)
-                snprintf(err, errlen, "environment directory: %s", strerror(-r));
+        r = make_env_dirs(e, v, spec->from_tree, spec->from_base);
+        if (spec->copied)
+                spec->copied(spec->copied_data);
+        if (r == -EOPNOTSUPP)
+                snprintf(err, errlen, "the %s storage driver cannot copy environments (fork "
+                         "needs the btrfs driver)", e->cfg.storage->ops->name);
+        else if (r < 0)
+                snprintf(err, errlen, "environment disk: %s", strerror(-r));
         else
                 r = env_spawn_now(e, v, err, errlen);
         if (r < 0) {
@@ -861,9 +880,54 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
         return 0;
 }
 
+/* A computer's limit is a quota of its disk, applied at once (btrfs can change it live); a
+ * sandbox's is the size of its tmpfs /tmp and /workspace, fixed while they are mounted. */
+static int env_set_disk(struct engine *e, struct env *v, uint64_t bytes, char *err, size_t errlen)
+{
+        if (v->kind == KIND_SANDBOX) {
+                if (v->pidfd >= 0) {
+                        snprintf(err, errlen,
+                                 "%s is running: a sandbox's disk (its /tmp and /workspace) "
+                                 "can be resized only while it is stopped",
+                                 v->row.name);
+                        return -EBUSY;
+                }
+                v->tmp_bytes = bytes ? bytes : DEFAULT_TMP_BYTES;
+                return 0;
+        }
+        if (v->pidfd >= 0 && !e->cfg.storage->info.live_disk_limits) {
+                snprintf(err, errlen, "%s is running: the %s storage driver changes a computer's "
+                         "disk limit only while it is stopped", v->row.name,
+                         e->cfg.storage->ops->name);
+                return -EBUSY;
+        }
+        char dir[4096];
+        int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
+        if (r >= 0)
+                r = e->cfg.storage->ops->set_quota(e->cfg.storage, dir, bytes);
+        if (r == -EOPNOTSUPP) {
+                snprintf(err, errlen,
+                         "the %s storage driver cannot make this change (it sets a computer's "
+                         "disk limit at create; it can grow it, never shrink or remove it)",
+                         e->cfg.storage->ops->name);
+                return r;
+        }
+        if (r < 0) {
+                snprintf(err, errlen, "setting the disk limit: %s", strerror(-r));
+                return r;
+        }
+        v->disk_bytes = bytes;
+        return 0;
+}
+
 int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, char *err,
                  size_t errlen)
 {
+        if (p->has_disk) {
+                int r = env_set_disk(e, v, p->disk, err, errlen);
+                if (r < 0)
+                        return r;
+        }
         struct cgroup_limits l = v->limits;
         if (p->has_cpus)
                 l.cpu_millis = p->cpus;
@@ -1029,6 +1093,15 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                         ooms = (json_int_t)st.oom_kills;
                 }
         }
+        json_t *disk_limit = v->kind == KIND_SANDBOX ? json_integer((json_int_t)v->tmp_bytes)
+                             : v->disk_bytes         ? json_integer((json_int_t)v->disk_bytes)
+                                                     : json_null();
+        json_t *disk_used = json_null();
+        char dir[4096];
+        uint64_t used;
+        if (v->kind == KIND_COMPUTER && env_dir(e, v->row.name, NULL, dir, sizeof(dir)) >= 0 &&
+            e->cfg.storage->ops->usage(e->cfg.storage, dir, &used) >= 0)
+                disk_used = json_integer((json_int_t)used);
         const char *state = v->stopping ? "stopping" : v->row.status;
         json_t *net = netpolicy_json(&v->net);
         json_object_set_new(net, "ip", v->addr.s_addr ? json_string(v->row.ip) : json_null());
@@ -1047,7 +1120,7 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                                                  ? (json_int_t)network_env_denied(e->net, v->row.name)
                                                  : 0));
         json_object_set_new(net, "ports", engine_ports_json(e, v));
-        return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:O,s:O,s:o,s:I,s:I,"
+        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:O,s:O,s:o,s:I,s:I,"
                          "s:o,s:I}",
                          "name", v->row.name, "kind", v->row.kind, "image", v->row.image, "state",
                          state, "pid", v->row.pid ? json_integer(v->row.pid) : json_null(),
@@ -1058,6 +1131,14 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                          (json_int_t)v->row.uid_base, "uid_count", (json_int_t)UID_RANGE_SIZE,
                          "ttl", v->ttl_s ? json_integer((json_int_t)v->ttl_s) : json_null(),
                          "tmp_size", (json_int_t)v->tmp_bytes);
+        /* limit: a computer's quota, a sandbox's /tmp and /workspace size each; used: bytes
+         * the computer wrote itself (shared image data not counted), where the driver knows */
+        json_t *disk = json_pack("{s:o,s:o}", "limit", disk_limit, "used", disk_used);
+        if (j)
+                json_object_set_new(j, "disk", disk);
+        else
+                json_decref(disk);
+        return j;
 }
 
 json_t *engine_system_json(struct engine *e)
@@ -1065,12 +1146,21 @@ json_t *engine_system_json(struct engine *e)
         size_t running = 0;
         for (struct env *v = e->envs; v; v = v->next)
                 running += v->pidfd >= 0;
-        return json_pack("{s:s,s:s,s:i,s:b,s:s,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
+        struct storage_info si = storage_info(e->cfg.storage);
+        json_t *storage = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:s}", "driver", si.driver, "pool",
+                                    si.pool, "backing", si.backing, "quota", si.quota, "size",
+                                    (json_int_t)si.size, "used", (json_int_t)si.used,
+                                    "ownership",
+                                    si.shifted    ? "shifted at create (chown)"
+                                    : si.idmapped ? "idmapped mounts"
+                                                  : "unavailable");
+        return json_pack("{s:s,s:s,s:i,s:b,s:s,s:o,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
                          "cgroup_mode",
                          cgroup_mode_name(cgroup_manager_mode(e->cfg.cgroups)), "landlock_abi",
-                         landlock_abi(), "idmapped_mounts", 1, "storage_driver", "overlay",
-                         "root", e->cfg.root, "envs", (json_int_t)e->n_envs, "running",
-                         (json_int_t)running, "network", e->net ? "routed" : "unavailable");
+                         landlock_abi(), "idmapped_mounts", si.idmapped, "storage_driver",
+                         si.driver, "storage", storage, "root", e->cfg.root, "envs",
+                         (json_int_t)e->n_envs, "running", (json_int_t)running, "network",
+                         e->net ? "routed" : "unavailable");
 }
 
 /* ---- startup, reconcile, TTL ----------------------------------------------------------------- */
@@ -1232,6 +1322,9 @@ static void remove_orphans(struct engine *e)
                 while ((de = readdir(d)))
                         if (de->d_name[0] != '.' && !known_env(e, de->d_name)) {
                                 log_info("removing orphaned directory envs/%s", de->d_name);
+                                char orphan[4400];
+                                snprintf(orphan, sizeof(orphan), "%s/%s", path, de->d_name);
+                                e->cfg.storage->ops->destroy(e->cfg.storage, orphan);
                                 rm_rf_at(dirfd(d), de->d_name);
                         }
                 closedir(d);
@@ -1325,4 +1418,51 @@ bool engine_image_in_use(struct engine *e, const char *name, int *ret_count)
                 n += strcmp(v->row.image, name) == 0;
         *ret_count = n;
         return n > 0;
+}
+
+/* ---- what engine_storage.c needs ------------------------------------------------------------ */
+
+struct storage *engine_storage(struct engine *e)
+{
+        return e->cfg.storage;
+}
+
+int engine_env_dir(const struct engine *e, const char *name, char *buf, size_t len)
+{
+        return env_dir(e, name, NULL, buf, len);
+}
+
+uint64_t env_disk_bytes(const struct env *v)
+{
+        return v->disk_bytes;
+}
+
+uint32_t env_uid_base(const struct env *v)
+{
+        return v->row.uid_base;
+}
+
+void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret)
+{
+        struct env_spec s = {.kind = v->kind,
+                             .limits = v->limits,
+                             .ttl_s = v->ttl_s,
+                             .tmp_bytes = v->tmp_bytes,
+                             .disk_bytes = v->disk_bytes,
+                             .autostart = v->row.autostart,
+                             .env = v->vars,
+                             .labels = v->labels};
+        snprintf(s.image, sizeof(s.image), "%s", v->row.image);
+        json_t *net = netpolicy_json(&v->net);
+        netpolicy_load(&s.net, net);
+        json_decref(net);
+        *ret = s;
+}
+
+void engine_mark_thawed(struct engine *e, struct env *v)
+{
+        if (strcmp(v->row.status, "paused") != 0)
+                return;
+        snprintf(v->row.status, sizeof(v->row.status), "running");
+        env_save(e, v);
 }

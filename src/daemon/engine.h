@@ -7,6 +7,7 @@
 #include "lib/netpolicy.h"
 #include "lib/cgroup.h"
 #include "lib/state.h"
+#include "lib/storage.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -26,6 +27,7 @@ struct engine_config {
         struct cgroup_manager *cgroups;
         struct state *state;
         struct loop *loop;
+        struct storage *storage;
 };
 
 /* A validated create request. */
@@ -36,6 +38,11 @@ struct env_spec {
         struct cgroup_limits limits;
         uint64_t ttl_s; /* 0 = none */
         uint64_t tmp_bytes;
+        uint64_t disk_bytes; /* computers: disk limit, 0 = none */
+        const char *from_tree; /* computers: copy this tree (fork) instead of the image */
+        uint32_t from_base;    /* the id range from_tree belongs to (ownership shifting) */
+        void (*copied)(void *data); /* with from_tree: called once the copy is made (or failed) */
+        void *copied_data;
         bool autostart;
         json_t *env;    /* object of string values (borrowed) */
         json_t *labels; /* object of string values (borrowed) */
@@ -73,8 +80,8 @@ bool env_paused(const struct env *v);
 int engine_destroy(struct engine *e, struct env *v, bool force);
 
 struct env_patch {
-        bool has_cpus, has_memory, has_swap, has_pids, has_ttl, has_autostart, has_net;
-        uint64_t cpus, memory, swap, pids, ttl_s;
+        bool has_cpus, has_memory, has_swap, has_pids, has_ttl, has_autostart, has_net, has_disk;
+        uint64_t cpus, memory, swap, pids, ttl_s, disk;
         bool autostart;
         struct netpolicy net; /* with has_net: replaces the policy (moved) */
 };
@@ -153,6 +160,29 @@ const char *engine_root(struct engine *e);
 struct state *engine_state(struct engine *e);
 bool engine_image_in_use(struct engine *e, const char *name, int *ret_count);
 void engine_images_cleanup(struct engine *e); /* interrupted imports, at startup */
+
+/* Storage (engine_storage.c): snapshots, restore, fork, commit. */
+struct storage *engine_storage(struct engine *e);
+int engine_env_dir(const struct engine *e, const char *name, char *buf, size_t len);
+uint64_t env_disk_bytes(const struct env *v);
+uint32_t env_uid_base(const struct env *v);
+/* A create request that repeats v's kind, image, limits, variables, labels and policy; its
+ * net arrays are new (engine_create takes them over, as from the API). */
+void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret);
+json_t *engine_snapshot_list(struct engine *e, struct env *v);
+int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **ret, char *err,
+                    size_t errlen);
+int engine_snapshot_delete(struct engine *e, struct env *v, const char *snap, char *err,
+                           size_t errlen);
+int engine_restore(struct engine *e, struct env *v, const char *snap, char *err, size_t errlen);
+int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
+                struct env **ret, char *err, size_t errlen);
+int engine_commit(struct engine *e, struct env *v, const char *image, json_t **ret, char *err,
+                  size_t errlen);
+/* At startup: half-done restores and forks, unrecorded images. */
+void engine_storage_reconcile(struct engine *e);
+/* Record "running" for an environment the daemon froze and thawed again before adopting it. */
+void engine_mark_thawed(struct engine *e, struct env *v);
 
 /* For exec.c */
 struct loop *engine_loop(struct engine *e);

@@ -231,6 +231,7 @@ void http_status_of_errno(int e, unsigned *ret_status, const char **ret_code)
                 {-EISDIR, 400, "invalid_argument"}, {-ENOTDIR, 400, "invalid_argument"},
                 {-ELOOP, 400, "invalid_argument"},  {-ENAMETOOLONG, 400, "invalid_argument"},
                 {-ENXIO, 400, "invalid_argument"},  {-EDQUOT, 507, "insufficient_storage"},
+                {-EOPNOTSUPP, 422, "unprocessable"},
         };
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
                 if (table[i].err == e) {

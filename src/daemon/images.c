@@ -65,23 +65,22 @@ static int image_dir_remove(const char *dir)
         return rm_rf_at(AT_FDCWD, dir);
 }
 
-/* The empty tree a helper fills: <root>/images/.partial-NAME/rootfs. */
-static int image_partial_prepare(const char *partial)
+/* The empty tree a helper fills: <root>/images/.partial-NAME/rootfs (a directory or a
+ * subvolume: the storage driver decides). */
+static int image_partial_prepare(struct storage *sto, const char *partial)
 {
         char rootfs[4200];
         snprintf(rootfs, sizeof(rootfs), "%s/rootfs", partial);
         image_dir_remove(partial);
-        if (mkdir(partial, 0700) < 0 || mkdir(rootfs, 0755) < 0) {
-                int r = -errno;
+        int r = mkdir(partial, 0700) < 0 ? -errno : sto->ops->image_prepare(sto, rootfs);
+        if (r < 0)
                 image_dir_remove(partial);
-                return r;
-        }
-        return 0;
+        return r;
 }
 
 /* The filled tree becomes the image: .partial-NAME -> NAME (the helper's scratch files next to
  * rootfs are dropped first). */
-static int image_partial_finish(const char *partial, const char *final)
+static int image_partial_finish(struct storage *sto, const char *partial, const char *final)
 {
         DIR *d = opendir(partial);
         if (!d)
@@ -95,6 +94,11 @@ static int image_partial_finish(const char *partial, const char *final)
         struct stat st;
         if (stat(final, &st) == 0)
                 return -EEXIST;
+        char rootfs[4200];
+        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", partial);
+        int r = sto->ops->image_seal(sto, rootfs); /* read-only from now on */
+        if (r < 0)
+                return r;
         return rename(partial, final) < 0 ? -errno : 0;
 }
 
@@ -268,7 +272,7 @@ static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void 
                 bool killed = si.si_code != CLD_EXITED;
                 r = killed && !j->error[0] ? -ECANCELED : j->error_code ? j->error_code : -EINVAL;
                 msg = j->error[0] ? j->error : killed ? "cancelled" : "failed";
-        } else if ((r = image_partial_finish(j->partial, j->final)) < 0) {
+        } else if ((r = image_partial_finish(engine_storage(j->eng), j->partial, j->final)) < 0) {
                 msg = r == -EEXIST ? "an image with this name already exists"
                                    : "cannot move the image into place";
         }
@@ -317,7 +321,7 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
         snprintf(j->partial, sizeof(j->partial), "%s/images/.partial-%s", engine_root(e), name);
         snprintf(j->final, sizeof(j->final), "%s/images/%s", engine_root(e), name);
         int p[2] = {-1, -1};
-        int r = image_partial_prepare(j->partial);
+        int r = image_partial_prepare(engine_storage(e), j->partial);
         if (r < 0 || pipe2(p, O_CLOEXEC) < 0) {
                 r = r < 0 ? r : -errno;
                 snprintf(err, errlen, "cannot prepare the image directory: %s", strerror(-r));

@@ -34,6 +34,8 @@ struct options {
         const char *subnet6; /* NULL: derived from subnet */
         const char *resolv_conf;
         const char *default_image;
+        const char *storage;
+        uint64_t pool_bytes;
         bool no_network;
         bool debug;
 };
@@ -53,7 +55,10 @@ static void usage(FILE *f)
                    "  --resolv-conf PATH  upstream DNS servers (default /etc/resolv.conf)\n"
                    "  --no-network        loopback only for every environment\n"
                    "  --default-image NAME  image of environments created without one "
-                   "(default \"default\")\n");
+                   "(default \"default\")\n"
+                   "  --storage DRIVER    btrfs (default) or dir; fixed when DIR is first used\n"
+                   "  --pool-size SIZE    size of a new btrfs pool file (default: 16G, at most\n"
+                   "                      half the host filesystem)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -65,6 +70,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"subnet", required_argument, NULL, 'n'},  {"resolv-conf", required_argument, NULL, 'R'},
                 {"no-network", no_argument, NULL, 'N'},    {"subnet6", required_argument, NULL, '6'},
                 {"default-image", required_argument, NULL, 'I'},
+                {"storage", required_argument, NULL, 'S'}, {"pool-size", required_argument, NULL, 'P'},
                 {"help", no_argument, NULL, 'h'},          {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -86,6 +92,13 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'R': o->resolv_conf = optarg; break;
                 case 'N': o->no_network = true; break;
                 case 'I': o->default_image = optarg; break;
+                case 'S': o->storage = optarg; break;
+                case 'P':
+                        if (parse_size(optarg, &o->pool_bytes) < 0) {
+                                fprintf(stderr, "paddockd: --pool-size: invalid size %s\n", optarg);
+                                return -EINVAL;
+                        }
+                        break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
                 default: usage(stderr); return -EINVAL;
@@ -109,7 +122,7 @@ static int prepare_root(const char *root, char *ret, size_t len)
         if (strlen(ret) > len / 2 || strpbrk(ret, ",:\\\n\t"))
                 return -EINVAL;
         chmod(ret, 0711);
-        static const char *const subs[] = {"envs", "images", "tmp"};
+        static const char *const subs[] = {"tmp"}; /* envs and images: the storage driver */
         for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
                 char p[4200];
                 snprintf(p, sizeof(p), "%s/%s", ret, subs[i]);
@@ -387,6 +400,13 @@ int main(int argc, char **argv)
                           strerror(-init_fd));
                 return 1;
         }
+        struct storage_config stc = {.root = root, .driver = o.storage, .pool_bytes = o.pool_bytes};
+        struct storage *storage = NULL;
+        char serr[512] = "";
+        if ((r = storage_open(&stc, &storage, serr, sizeof(serr))) < 0) {
+                log_error("storage: %s", serr[0] ? serr : strerror(-r));
+                return 1;
+        }
         char dbpath[4200], spool[4200], subtree[64];
         snprintf(dbpath, sizeof(dbpath), "%s/paddock.db", root);
         snprintf(spool, sizeof(spool), "%s/tmp", root);
@@ -425,7 +445,8 @@ int main(int argc, char **argv)
                                    .init_fd = init_fd,
                                    .cgroups = cg,
                                    .state = state,
-                                   .loop = loop};
+                                   .loop = loop,
+                                   .storage = storage};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));
@@ -442,6 +463,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         engine_set_default_image(engine, o.default_image ? o.default_image : "default");
+        engine_storage_reconcile(engine);
         engine_reconcile(engine);
 
         int lfd = open_socket(o.socket);
@@ -468,6 +490,7 @@ int main(int argc, char **argv)
         close(lfd);
         unlink(o.socket);
         engine_free(engine);
+        storage_free(storage);
         network_free(net);
         cgroup_manager_remove_if_empty(cg);
         cgroup_manager_free(cg);

@@ -58,15 +58,16 @@ static int mount_fs_at(int root_fd, const char *rel, const char *fstype, const c
         return attach(mnt, target);
 }
 
-/* An idmapped (and otherwise attributed) clone of the tree at path, detached. */
+/* An idmapped (and otherwise attributed) clone of the tree at path, detached; userns_fd < 0:
+ * no idmap (a tree already owned by the environment's ids). */
 static int idmapped_tree(const char *path, int userns_fd, uint64_t attrs)
 {
         _cleanup_close_ int t = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (t < 0)
                 return -errno;
         struct mount_attr a = {
-                .attr_set = MOUNT_ATTR_IDMAP | attrs,
-                .userns_fd = (uint64_t)userns_fd,
+                .attr_set = (userns_fd >= 0 ? MOUNT_ATTR_IDMAP : 0) | attrs,
+                .userns_fd = userns_fd >= 0 ? (uint64_t)userns_fd : 0,
         };
         if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
                 return -errno;
@@ -81,7 +82,8 @@ static int path_join(char *buf, size_t len, const char *a, const char *b)
 
 static int mount_root_sandbox(const struct rootfs_config *c, int root_dir_fd)
 {
-        _cleanup_close_ int t = idmapped_tree(c->image_rootfs, c->userns_fd,
+        _cleanup_close_ int t = idmapped_tree(c->tree ? c->tree : c->image_rootfs,
+                                              c->shifted ? -EBADF : c->userns_fd,
                                               MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV |
                                                       MOUNT_ATTR_NOSUID);
         if (t < 0)
@@ -91,11 +93,21 @@ static int mount_root_sandbox(const struct rootfs_config *c, int root_dir_fd)
 
 static int mount_root_computer(const struct rootfs_config *c, int root_dir_fd)
 {
+        if (c->tree) {
+                /* Its own copy-on-write tree, owned by 0..65535 on disk like the image. */
+                _cleanup_close_ int t = idmapped_tree(c->tree, c->shifted ? -EBADF : c->userns_fd,
+                                                      MOUNT_ATTR_NODEV);
+                if (t < 0)
+                        return t;
+                return attach(t, root_dir_fd);
+        }
         char lower[4096], upper[4096], work[4096];
         int r;
         if ((r = path_join(lower, sizeof(lower), c->env_dir, "lower")) < 0 ||
-            (r = path_join(upper, sizeof(upper), c->env_dir, "upper")) < 0 ||
-            (r = path_join(work, sizeof(work), c->env_dir, "work")) < 0)
+            (r = path_join(upper, sizeof(upper), c->overlay_dir ? c->overlay_dir : c->env_dir,
+                           "upper")) < 0 ||
+            (r = path_join(work, sizeof(work), c->overlay_dir ? c->overlay_dir : c->env_dir,
+                           "work")) < 0)
                 return r;
         /* The idmapped image is only visible inside this mount namespace, at env_dir/lower. */
         _cleanup_close_ int t = idmapped_tree(c->image_rootfs, c->userns_fd, MOUNT_ATTR_RDONLY);
@@ -295,7 +307,7 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                 r = -errno;
                 goto fail;
         }
-        step = c->writable ? "overlay root" : "idmapped read-only root";
+        step = !c->writable ? "idmapped read-only root" : c->tree ? "idmapped root" : "overlay root";
         r = c->writable ? mount_root_computer(c, root_dir) : mount_root_sandbox(c, root_dir);
         if (r < 0)
                 goto fail;
@@ -318,11 +330,17 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
         if ((r = setup_dev(root, c)) < 0)
                 goto fail;
         if (!c->writable) {
-                char uid[16], size[32];
+                char uid[16], size[32], inodes[32];
                 snprintf(uid, sizeof(uid), "%u", c->uid_base);
                 snprintf(size, sizeof(size), "%llu", (unsigned long long)c->tmp_bytes);
-                const char *const tmp[] = {"mode", "1777", "size", size, "uid", uid, "gid", uid, NULL};
-                const char *const ws[] = {"mode", "0755", "size", size, "uid", uid, "gid", uid, NULL};
+                /* Inodes cost kernel memory outside the size limit: one per 4 KiB of size, at
+                 * least 1024 (tmpfs' own default is half the host's RAM pages). */
+                uint64_t n_inodes = c->tmp_bytes / 4096 < 1024 ? 1024 : c->tmp_bytes / 4096;
+                snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)n_inodes);
+                const char *const tmp[] = {"mode", "1777", "size", size, "nr_inodes", inodes,
+                                           "uid", uid, "gid", uid, NULL};
+                const char *const ws[] = {"mode", "0755", "size", size, "nr_inodes", inodes,
+                                          "uid", uid, "gid", uid, NULL};
                 step = "/tmp";
                 if ((r = mount_fs_at(root, "tmp", "tmpfs", tmp,
                                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)

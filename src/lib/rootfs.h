@@ -4,7 +4,8 @@
  * The image stays owned by ids 0..65535 on disk; the environment sees it through an idmapped
  * mount onto its own host range. A sandbox gets that tree read-only plus size-limited tmpfs
  * /tmp and /workspace. A computer gets an overlay: the idmapped image below, a per-environment
- * upper directory (owned by the environment's host range) above, so it persists across stops.
+ * upper directory (owned by the environment's host range) above, so it persists across stops;
+ * or (btrfs driver) its own copy-on-write tree, idmapped and writable.
  *
  * Every mount target is resolved inside the new root with openat2(RESOLVE_IN_ROOT|
  * RESOLVE_NO_SYMLINKS) and mounted through fds: a symlink planted in an image (say /proc -> /)
@@ -16,10 +17,15 @@
 struct rootfs_config {
         const char *image_rootfs; /* absolute path of the image's rootfs directory */
         const char *env_dir;      /* absolute path of the env's state dir (daemon-made) */
-        bool writable;            /* computer: overlay; sandbox: read-only */
+        bool writable;            /* computer: its own tree or an overlay; sandbox: read-only */
+        const char *tree;         /* its own tree (btrfs driver): mounted idmapped (computers
+                                   * writable); NULL: the image (sandbox) or an overlay of
+                                   * env_dir/{lower,upper,work} (computer) */
+        bool shifted;             /* tree is owned by the env's host ids: bind it, no idmap */
+        const char *overlay_dir;  /* overlay computers: holds upper/ and work/ (NULL: env_dir) */
         int userns_fd;            /* the environment's user namespace (for the idmap) */
         uint32_t uid_base;        /* host id of the environment's root */
-        uint64_t tmp_bytes;       /* sandbox: size of /tmp and of /workspace */
+        uint64_t tmp_bytes;       /* sandbox: size of /tmp and of /workspace (and inodes) */
         uint64_t shm_bytes;       /* size of /dev/shm */
         const char *resolv_conf;  /* host file bound read-only on /etc/resolv.conf, or NULL */
 };

@@ -13,6 +13,7 @@
 #include "lib/confine.h"
 #include "lib/util.h"
 
+#include <linux/fs.h>
 #include <sched.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -50,6 +51,7 @@ static const char *const allow_common[] = {
         "timerfd_gettime", "timerfd_settime",
         /* POSIX AIO (io_uring is deliberately absent) */
         "io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit",
+        /* ioctl: allow_ioctl() */
         /* memory */
         "brk", "madvise", "map_shadow_stack", "membarrier", "memfd_create", "memfd_secret",
         "mincore", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mremap", "mseal", "msync",
@@ -171,39 +173,59 @@ static int allow_socket(scmp_filter_ctx ctx)
         return 0;
 }
 
-/* ioctl(2) with every request but TIOCSTI (push bytes into a terminal's input, as if typed)
- * and TIOCLINUX (the console's selection paste does the same): a process must not type into a
- * terminal, whoever reads it.
+/* ioctl(2) with every request but
+ * - TIOCSTI (push bytes into a terminal's input, as if typed) and TIOCLINUX (the console's
+ *   selection paste does the same): a process must not type into a terminal, whoever reads it;
+ * - btrfs' own ioctls (type 0x94): creating a subvolume or snapshot inside an environment would
+ *   make a tree outside its disk quota (a new subvolume has a quota group of its own), and the
+ *   rest (balance, devices, quotas, send) is host administration. The generic clone and dedupe
+ *   ioctls that share the type stay: `cp --reflink` works and allocates nothing.
  *
  * The request is an unsigned int to the kernel, so only its low 32 bits may decide: junk in the
- * high half must not carry TIOCSTI past an allow rule. libseccomp's comparisons (its "32-bit"
- * ones included) test all 64 bits except SCMP_CMP_MASKED_EQ, and an unconditional allow cannot
- * be combined with a refusal for the same syscall. So the allowed set, every 32-bit value but
- * the two, is written as masked prefixes: walking down the bits, each subtree that holds
- * neither refused value is one rule "(a1 & mask) == prefix" (34 rules for these two). */
+ * high half must not carry a refused request past an allow rule. libseccomp's comparisons (its
+ * "32-bit" ones included) test all 64 bits except SCMP_CMP_MASKED_EQ, an unconditional allow
+ * cannot be combined with a refusal for the same syscall, and allow rules are OR-ed. So the
+ * allowed set is written as masked prefixes "(a1 & mask) == value": walking the bits (the type
+ * byte first, so the whole btrfs type is one subtree), each subtree without a refused request
+ * becomes one rule (about 45 rules). */
+#define BTRFS_IOC_TYPE 0x94u
 static const uint32_t ioctl_refused[] = {TIOCSTI, TIOCLINUX};
+static const uint32_t ioctl_btrfs_shared[] = {FICLONE, FICLONERANGE, FIDEDUPERANGE};
+static const int ioctl_bit_order[32] = {15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29, 28, 27, 26, 25, 24,
+                                        23, 22, 21, 20, 19, 18, 17, 16, 7,  6,  5,  4,  3,  2,  1, 0};
 
-static int allow_ioctl_below(scmp_filter_ctx ctx, uint32_t prefix, int bit)
+static bool ioctl_subtree_refuses(uint32_t mask, uint32_t value)
 {
-        /* Refused values inside the subtree "bits above `bit` equal prefix". */
-        uint64_t mask = bit >= 31 ? 0 : (uint64_t)(0xffffffffu << (bit + 1)) & 0xffffffffu;
-        bool any = false;
         for (size_t i = 0; i < ELEMENTSOF(ioctl_refused); i++)
-                any |= ((uint64_t)ioctl_refused[i] & mask) == prefix;
-        if (!any)
+                if ((ioctl_refused[i] & mask) == value)
+                        return true;
+        if ((((BTRFS_IOC_TYPE << 8) ^ value) & mask & 0xff00u) != 0)
+                return false; /* no request of the btrfs type in here */
+        if (mask != 0xffffffffu)
+                return true; /* two or more btrfs requests: not all of them shared ones */
+        for (size_t i = 0; i < ELEMENTSOF(ioctl_btrfs_shared); i++)
+                if (ioctl_btrfs_shared[i] == value)
+                        return false;
+        return true;
+}
+
+static int allow_ioctl_below(scmp_filter_ctx ctx, uint32_t mask, uint32_t value, int depth)
+{
+        if (!ioctl_subtree_refuses(mask, value))
                 return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                                        SCMP_A1(SCMP_CMP_MASKED_EQ, mask, prefix));
-        if (bit < 0)
-                return 0; /* exactly a refused value: the default action answers EPERM */
-        int r = allow_ioctl_below(ctx, prefix, bit - 1);
+                                        SCMP_A1(SCMP_CMP_MASKED_EQ, mask, value));
+        if (depth == 32)
+                return 0; /* exactly a refused request: the default action answers EPERM */
+        uint32_t bit = 1u << ioctl_bit_order[depth];
+        int r = allow_ioctl_below(ctx, mask | bit, value, depth + 1);
         if (r < 0)
                 return r;
-        return allow_ioctl_below(ctx, prefix | (1u << bit), bit - 1);
+        return allow_ioctl_below(ctx, mask | bit, value | bit, depth + 1);
 }
 
 static int allow_ioctl(scmp_filter_ctx ctx)
 {
-        return allow_ioctl_below(ctx, 0, 31);
+        return allow_ioctl_below(ctx, 0, 0, 0);
 }
 
 /* Process creation: clone(2) without namespace flags; clone3(2) fails with ENOSYS because

@@ -72,7 +72,8 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret);
 
 /* mkdir -p relative to dirfd (or AT_FDCWD), mode for created components. Existing is fine. */
 int mkdir_p_at(int dirfd, const char *path, mode_t mode);
-/* rm -rf of dirfd/name without following symlinks and without crossing mount points. */
+/* rm -rf of dirfd/name without following symlinks and without crossing mount points; btrfs
+ * subvolumes inside (read-only ones too) are deleted whole. */
 int rm_rf_at(int dirfd, const char *name);
 
 /* Close every fd >= from except those listed (close_range with a /proc fallback). */
@@ -100,3 +101,7 @@ size_t utf8_whole_prefix(const char *s, size_t len);
 /* In a freshly forked child about to exec: default dispositions, nothing blocked (the daemon
  * blocks and ignores signals, and both survive execve). */
 void reset_signals(void);
+
+/* Crash-safety tests: SIGKILL ourselves when PADDOCK_TEST_CRASH_AT names this step. Only the
+ * one who starts the daemon can set it; no API request can. */
+void test_crash_point(const char *step);

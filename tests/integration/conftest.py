@@ -164,6 +164,7 @@ class Daemon:
 
     def __init__(self, image_dir, uid_registry=None, import_image=True, extra_args=()):
         self.extra_args = [str(a) for a in extra_args]  # more paddockd flags, on every start
+        self.extra_env = {}  # more environment variables for the next starts
         self.tmp = tempfile.mkdtemp(prefix="paddock-it-", dir="/var/tmp")
         os.chmod(self.tmp, 0o711)
         self.root = os.path.join(self.tmp, "root")
@@ -194,7 +195,8 @@ class Daemon:
                 ["nsenter", "--net=" + self.netns_path, PADDOCKD, "--root", self.root,
                  "--socket", self.sock, "--uid-registry", self.uids,
                  "--default-image", "base"] + self.extra_args,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
+                env=dict(os.environ, **self.extra_env))
         finally:
             log.close()
         self.pids_started.add(self.proc.pid)
@@ -455,8 +457,10 @@ class Daemon:
             if kids:
                 problems.append("leaked cgroups in %s: %s" % (d, kids))
             _rmdir_tree(d)
-        # 5. leaked mounts below the temp dir (in our mount namespace)
-        mounts = self._mounts()
+        # 5. leaked mounts below the temp dir (in our mount namespace); the btrfs pool stays
+        #    mounted when the daemon stops (running computers use it) and is checked below
+        pool = os.path.join(self.root, "pool")
+        mounts = [m for m in self._mounts() if m != pool]
         if mounts:
             problems.append("leaked mounts: %s" % mounts)
             for m in sorted(mounts, key=len, reverse=True):
@@ -467,7 +471,26 @@ class Daemon:
             problems.append("leftover environment directories: %s" % os.listdir(envs_dir))
         if self.own_registry and self.uid_claims():
             problems.append("leftover uid range claims: %s" % self.uid_claims())
-        # 7. network namespace and directories
+        # 7. the storage pool: unmounting it must free its loop device (autoclear)
+        if pool in self._mounts() and subprocess.run(["umount", pool]).returncode != 0:
+            problems.append("the pool %s could not be unmounted (busy)" % pool)
+            subprocess.run(["umount", "-l", pool], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30  # the kernel detaches autoclear devices in a worker
+        while self._loop_devices() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loops = self._loop_devices()
+        holders = self._loop_holders() if loops else []
+        if loops and holders:
+            # Another process on this host made a mount namespace (a private copy of ours)
+            # while the pool was mounted: the kernel frees the device when that one ends.
+            print("note: %s stays attached while %s hold a copy of the pool mount"
+                  % (loops, holders))
+        elif loops:
+            problems.append("loop devices still attached to files below %s: %s"
+                            % (self.tmp, loops))
+            for dev in loops:
+                subprocess.run(["losetup", "-d", dev], stderr=subprocess.DEVNULL)
+        # 8. network namespace and directories
         subprocess.run(["ip", "netns", "delete", self.netns], stderr=subprocess.DEVNULL)
         if os.path.exists(self.netns_path):
             problems.append("netns %s still exists" % self.netns)
@@ -476,6 +499,33 @@ class Daemon:
         else:
             problems.append("not removing %s: mounts remain" % self.tmp)
         return problems
+
+    def _loop_holders(self):
+        """Processes whose mount namespace still has our pool mounted at its host path: copies
+        made by mount namespaces created elsewhere (environments see only their own root)."""
+        out = []
+        for d in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/mountinfo" % d) as f:
+                    if any(" btrfs /dev/loop" in l and self.tmp in l for l in f):
+                        with open("/proc/%s/comm" % d) as c:
+                            out.append("%s:%s" % (d, c.read().strip()))
+            except OSError:
+                continue
+        return out
+
+    def _loop_devices(self):
+        """Loop devices whose backing file lies below our temp directory."""
+        found = []
+        for dev in os.listdir("/sys/block"):
+            try:
+                with open("/sys/block/%s/loop/backing_file" % dev) as f:
+                    backing = f.read().strip()
+            except OSError:
+                continue
+            if backing.startswith(self.tmp + "/"):
+                found.append("/dev/" + dev)
+        return found
 
     def _mounts(self):
         out = []

@@ -1,0 +1,480 @@
+/* Snapshots, restore, fork and commit: the engine's side of the storage drivers.
+ *
+ * Snapshots live only on disk (R/envs/NAME/snapshots/SNAP, read-only subvolumes): a btrfs
+ * snapshot appears atomically, so there is no record that could disagree with the disk. A
+ * running environment is frozen (cgroup freezer) while its snapshot is taken, so the copy is
+ * what the processes last wrote; a marker file says "frozen by us" so that a daemon killed in
+ * that window thaws it at the next start. Fork creates the new environment like any other
+ * (its row is the journal), its disk a writable snapshot of the source's (frozen until that
+ * copy exists) or of a snapshot; commit makes the image under images/.partial-IMAGE and
+ * renames it into place. */
+#include "daemon/engine.h"
+#include "daemon/log.h"
+#include "lib/parse.h"
+#include "lib/util.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_SNAPSHOTS 256
+#define FREEZE_MARK ".frozen-for-snapshot"
+
+static int snap_dir(struct engine *e, const struct env *v, char *buf, size_t len)
+{
+        char dir[4096];
+        int r = engine_env_dir(e, env_name(v), dir, sizeof(dir));
+        if (r < 0)
+                return r;
+        int n = snprintf(buf, len, "%s/snapshots", dir);
+        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Computers on a driver with snapshots; a message for everything else. */
+static int check_snapshottable(struct engine *e, const struct env *v, const char *what, char *err,
+                               size_t errlen)
+{
+        if (env_kind(v) == KIND_SANDBOX) {
+                snprintf(err, errlen,
+                         "%s: sandboxes have no disk of their own to %s (their root is the "
+                         "read-only image, /tmp and /workspace are memory)",
+                         env_name(v), what);
+                return -ENOEXEC;
+        }
+        if (!storage_can_snapshot(engine_storage(e))) {
+                snprintf(err, errlen, "%s needs the btrfs storage driver (this daemon uses %s)", what,
+                         engine_storage(e)->ops->name);
+                return -EOPNOTSUPP;
+        }
+        return 0;
+}
+
+static size_t count_snapshots(const char *dir)
+{
+        size_t n = 0;
+        DIR *d = opendir(dir);
+        if (!d)
+                return 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                n += de->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+/* Freeze a running environment for a copy; returns whether we froze it (and must thaw). */
+static int freeze_for_copy(struct engine *e, struct env *v, bool *ret_frozen)
+{
+        *ret_frozen = false;
+        if (!env_running(v) || env_paused(v))
+                return 0;
+        char dir[4096], mark[4200];
+        int r = engine_env_dir(e, env_name(v), dir, sizeof(dir));
+        if (r < 0)
+                return r;
+        snprintf(mark, sizeof(mark), "%s/" FREEZE_MARK, dir);
+        _cleanup_close_ int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        r = engine_pause(e, v, true);
+        if (r < 0) {
+                unlink(mark);
+                return r;
+        }
+        *ret_frozen = true;
+        return 0;
+}
+
+static void thaw_after_copy(struct engine *e, struct env *v, bool frozen)
+{
+        if (!frozen)
+                return;
+        int r = engine_pause(e, v, false);
+        if (r < 0)
+                log_error("%s: thawing after a snapshot: %s", env_name(v), strerror(-r));
+        char dir[4096], mark[4200];
+        if (engine_env_dir(e, env_name(v), dir, sizeof(dir)) >= 0) {
+                snprintf(mark, sizeof(mark), "%s/" FREEZE_MARK, dir);
+                unlink(mark);
+        }
+}
+
+/* A read-only snapshot of v's disk as dst_dir/name, v frozen meanwhile. */
+static int take_snapshot(struct engine *e, struct env *v, const char *dst_dir, const char *name,
+                         uint32_t unshift_base, const char *crash_step)
+{
+        char dir[4096];
+        int r = engine_env_dir(e, env_name(v), dir, sizeof(dir));
+        if (r < 0)
+                return r;
+        bool frozen;
+        if ((r = freeze_for_copy(e, v, &frozen)) < 0)
+                return r;
+        struct storage *s = engine_storage(e);
+        r = s->ops->snapshot(s, dir, dst_dir, name, unshift_base);
+        test_crash_point(crash_step);
+        thaw_after_copy(e, v, frozen);
+        return r;
+}
+
+static json_t *snapshot_json(const char *dir, const char *name)
+{
+        char ts[32] = "";
+        int64_t sec;
+        if (storage_created_at(dir, &sec) >= 0) {
+                time_t t = (time_t)sec;
+                struct tm tm;
+                gmtime_r(&t, &tm);
+                strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        }
+        return json_pack("{s:s,s:s}", "name", name, "created_at", ts);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+json_t *engine_snapshot_list(struct engine *e, struct env *v)
+{
+        json_t *arr = json_array();
+        char dir[4200];
+        if (snap_dir(e, v, dir, sizeof(dir)) < 0)
+                return arr;
+        DIR *d = opendir(dir);
+        if (!d)
+                return arr;
+        char *names[MAX_SNAPSHOTS * 2];
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) && n < ELEMENTSOF(names))
+                if (de->d_name[0] != '.')
+                        names[n++] = strdup(de->d_name);
+        closedir(d);
+        qsort(names, n, sizeof(char *), cmp_names);
+        for (size_t i = 0; i < n; i++) {
+                if (!names[i])
+                        continue;
+                char p[4500];
+                snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+                json_array_append_new(arr, snapshot_json(p, names[i]));
+                free(names[i]);
+        }
+        return arr;
+}
+
+int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **ret, char *err,
+                    size_t errlen)
+{
+        int r = check_snapshottable(e, v, "snapshot", err, errlen);
+        if (r < 0)
+                return r;
+        char dir[4200], name[64], path[4300];
+        if ((r = snap_dir(e, v, dir, sizeof(dir))) < 0)
+                return r;
+        if (snap) {
+                if (!name_is_valid(snap)) {
+                        snprintf(err, errlen, "invalid snapshot name (use letters, digits, '-', '_', '.')");
+                        return -EINVAL;
+                }
+                snprintf(name, sizeof(name), "%s", snap);
+        } else {
+                time_t t = time(NULL);
+                struct tm tm;
+                gmtime_r(&t, &tm);
+                strftime(name, sizeof(name), "snap-%Y%m%d-%H%M%S", &tm);
+                snprintf(path, sizeof(path), "%s/%s", dir, name);
+                for (int i = 2; access(path, F_OK) == 0 && i < 1000; i++) {
+                        size_t base = strlen("snap-YYYYmmdd-HHMMSS");
+                        snprintf(name + base, sizeof(name) - base, "-%d", i);
+                        snprintf(path, sizeof(path), "%s/%s", dir, name);
+                }
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        if (access(path, F_OK) == 0) {
+                snprintf(err, errlen, "%s already has a snapshot named %s", env_name(v), name);
+                return -EEXIST;
+        }
+        if (count_snapshots(dir) >= MAX_SNAPSHOTS) {
+                snprintf(err, errlen, "%s has %d snapshots, the limit; remove some first",
+                         env_name(v), MAX_SNAPSHOTS);
+                return -EAGAIN;
+        }
+        if ((r = take_snapshot(e, v, dir, name, 0, "snapshot")) < 0) {
+                snprintf(err, errlen, "snapshot: %s", strerror(-r));
+                return r;
+        }
+        log_info("%s: snapshot %s taken", env_name(v), name);
+        *ret = snapshot_json(path, name);
+        return 0;
+}
+
+/* dir/snap must be an existing snapshot of v. */
+static int find_snapshot(struct engine *e, struct env *v, const char *snap, char *path, size_t len,
+                         char *err, size_t errlen)
+{
+        char dir[4200];
+        int r = snap_dir(e, v, dir, sizeof(dir));
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (!snap || !name_is_valid(snap) || snprintf(path, len, "%s/%s", dir, snap) >= (int)len ||
+            lstat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                snprintf(err, errlen, "%s has no snapshot named %s", env_name(v), snap ? snap : "");
+                return -ENOENT;
+        }
+        return 0;
+}
+
+int engine_snapshot_delete(struct engine *e, struct env *v, const char *snap, char *err,
+                           size_t errlen)
+{
+        char path[4300];
+        int r = find_snapshot(e, v, snap, path, sizeof(path), err, errlen);
+        if (r < 0)
+                return r;
+        r = rm_rf_at(AT_FDCWD, path);
+        if (r < 0) {
+                snprintf(err, errlen, "removing snapshot %s: %s", snap, strerror(-r));
+                return r;
+        }
+        log_info("%s: snapshot %s removed", env_name(v), snap);
+        return 0;
+}
+
+int engine_restore(struct engine *e, struct env *v, const char *snap, char *err, size_t errlen)
+{
+        int r = check_snapshottable(e, v, "restore", err, errlen);
+        if (r < 0)
+                return r;
+        char path[4300], dir[4096];
+        if ((r = find_snapshot(e, v, snap, path, sizeof(path), err, errlen)) < 0)
+                return r;
+        if (env_running(v)) {
+                snprintf(err, errlen, "%s is running: stop it before restoring a snapshot",
+                         env_name(v));
+                return -EBUSY;
+        }
+        if ((r = engine_env_dir(e, env_name(v), dir, sizeof(dir))) < 0)
+                return r;
+        struct storage *s = engine_storage(e);
+        r = s->ops->restore(s, dir, path, env_disk_bytes(v));
+        if (r < 0) {
+                snprintf(err, errlen, "restore: %s", strerror(-r));
+                return r;
+        }
+        log_info("%s: restored snapshot %s", env_name(v), snap);
+        return 0;
+}
+
+struct fork_freeze {
+        struct engine *e;
+        struct env *v;
+        bool frozen, done;
+};
+
+static void fork_copied(void *data)
+{
+        struct fork_freeze *ff = data;
+        if (ff->done)
+                return;
+        ff->done = true;
+        if (ff->frozen)
+                test_crash_point("fork-copy");
+        thaw_after_copy(ff->e, ff->v, ff->frozen);
+}
+
+int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
+                struct env **ret, char *err, size_t errlen)
+{
+        int r = check_snapshottable(e, v, "fork", err, errlen);
+        if (r < 0)
+                return r;
+        if (!name || !name_is_valid(name)) {
+                snprintf(err, errlen, "name: 1-63 letters, digits, '-', '_' or '.'");
+                return -EINVAL;
+        }
+        if (engine_find(e, name)) {
+                snprintf(err, errlen, "an environment named %s already exists", name);
+                return -EEXIST;
+        }
+        char from[4300], dir[4096];
+        struct fork_freeze ff = {.e = e, .v = v};
+        if (snap) {
+                if ((r = find_snapshot(e, v, snap, from, sizeof(from), err, errlen)) < 0)
+                        return r;
+        } else {
+                /* The source's disk as it is now: frozen (if it runs) only until it is copied. */
+                if ((r = engine_env_dir(e, env_name(v), dir, sizeof(dir))) < 0)
+                        return r;
+                snprintf(from, sizeof(from), "%s/disk", dir);
+                if ((r = freeze_for_copy(e, v, &ff.frozen)) < 0) {
+                        snprintf(err, errlen, "freezing %s: %s", env_name(v), strerror(-r));
+                        return r;
+                }
+        }
+        struct env_spec spec;
+        engine_env_spec(e, v, &spec);
+        snprintf(spec.name, sizeof(spec.name), "%s", name);
+        spec.from_tree = from;
+        spec.from_base = env_uid_base(v);
+        spec.copied = fork_copied;
+        spec.copied_data = &ff;
+        r = engine_create(e, &spec, ret, err, errlen);
+        spec.net.rules = NULL; /* moved into the environment, or freed with it */
+        spec.net.links = NULL;
+        fork_copied(&ff); /* in case engine_create failed before copying */
+        if (r >= 0)
+                log_info("%s: forked from %s%s%s", name, env_name(v), snap ? " snapshot " : "",
+                         snap ? snap : "");
+        return r;
+}
+
+static int write_text(const char *path, const char *text)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        return write_all(fd, text, strlen(text));
+}
+
+static uint64_t image_size(struct engine *e, const char *name)
+{
+        struct image_row *rows = NULL;
+        size_t n = 0;
+        uint64_t size = 0;
+        if (state_image_list(engine_state(e), &rows, &n) >= 0)
+                for (size_t i = 0; i < n; i++)
+                        if (!strcmp(rows[i].name, name))
+                                size = rows[i].size;
+        free(rows);
+        return size;
+}
+
+int engine_commit(struct engine *e, struct env *v, const char *image, json_t **ret, char *err,
+                  size_t errlen)
+{
+        int r = check_snapshottable(e, v, "commit", err, errlen);
+        if (r < 0)
+                return r;
+        if (!image || !name_is_valid(image)) {
+                snprintf(err, errlen, "image: invalid image name (use letters, digits, '-', '_', '.')");
+                return -EINVAL;
+        }
+        if (engine_image_exists(e, image)) {
+                snprintf(err, errlen, "an image named %s already exists", image);
+                return -EEXIST;
+        }
+        char partial[4200], final[4200], file[4300], dir[4096];
+        snprintf(partial, sizeof(partial), "%s/images/.partial-%s", engine_root(e), image);
+        snprintf(final, sizeof(final), "%s/images/%s", engine_root(e), image);
+        rm_rf_at(AT_FDCWD, partial);
+        if (mkdir(partial, 0700) < 0) {
+                r = -errno;
+                snprintf(err, errlen, "preparing the image: %s", strerror(-r));
+                return r;
+        }
+        /* Its size: the image it came from plus what it wrote (as the quota counts it). */
+        uint64_t used = 0, size;
+        struct storage *s = engine_storage(e);
+        if (engine_env_dir(e, env_name(v), dir, sizeof(dir)) >= 0)
+                s->ops->usage(s, dir, &used);
+        json_t *env = engine_env_json(e, v);
+        size = image_size(e, json_string_value(json_object_get(env, "image"))) + used;
+        json_decref(env);
+        char text[64];
+        snprintf(text, sizeof(text), "%llu", (unsigned long long)size);
+        snprintf(file, sizeof(file), "%s/size", partial);
+        if ((r = write_text(file, text)) < 0)
+                goto fail;
+        /* Marks an image made by commit: if the daemon dies after the rename below but before
+         * the record, the next start records it instead of losing it. */
+        snprintf(file, sizeof(file), "%s/committed-from", partial);
+        if ((r = write_text(file, env_name(v))) < 0)
+                goto fail;
+        if ((r = take_snapshot(e, v, partial, "rootfs", env_uid_base(v), "commit-snapshot")) < 0)
+                goto fail;
+        if (rename(partial, final) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        test_crash_point("commit-rename");
+        struct image_row row = {.created_at = wall_s(), .size = size};
+        snprintf(row.name, sizeof(row.name), "%s", image);
+        if ((r = state_image_insert(engine_state(e), &row)) < 0) {
+                rm_rf_at(AT_FDCWD, final);
+                snprintf(err, errlen, "recording the image: %s", strerror(-r));
+                return r;
+        }
+        log_info("image %s committed from %s", image, env_name(v));
+        *ret = json_pack("{s:s,s:I,s:s}", "name", image, "size", (json_int_t)size, "from",
+                         env_name(v));
+        return 0;
+fail:
+        rm_rf_at(AT_FDCWD, partial);
+        snprintf(err, errlen, "commit: %s", strerror(-r));
+        return r;
+}
+
+/* Images renamed into place by commit whose record a crash prevented. */
+static void record_committed_images(struct engine *e)
+{
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/images", engine_root(e));
+        DIR *d = opendir(path);
+        if (!d)
+                return;
+        struct image_row *rows = NULL;
+        size_t n = 0;
+        if (state_image_list(engine_state(e), &rows, &n) < 0) {
+                closedir(d);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.' || !name_is_valid(de->d_name))
+                        continue;
+                bool known = false;
+                for (size_t i = 0; i < n && !known; i++)
+                        known = !strcmp(rows[i].name, de->d_name);
+                char mark[4500];
+                snprintf(mark, sizeof(mark), "%s/%s/committed-from", path, de->d_name);
+                if (known || access(mark, F_OK) < 0)
+                        continue;
+                char sizefile[4500], *text = NULL;
+                snprintf(sizefile, sizeof(sizefile), "%s/%s/size", path, de->d_name);
+                struct image_row row = {.created_at = wall_s()};
+                if (read_file_at(AT_FDCWD, sizefile, 64, &text) >= 0) {
+                        row.size = strtoull(text, NULL, 10);
+                        free(text);
+                }
+                snprintf(row.name, sizeof(row.name), "%.63s", de->d_name);
+                if (state_image_insert(engine_state(e), &row) >= 0)
+                        log_info("image %s: recorded an interrupted commit", de->d_name);
+        }
+        free(rows);
+        closedir(d);
+}
+
+void engine_storage_reconcile(struct engine *e)
+{
+        struct storage *s = engine_storage(e);
+        for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v)) {
+                char dir[4096], mark[4200];
+                if (engine_env_dir(e, env_name(v), dir, sizeof(dir)) < 0)
+                        continue;
+                int r = s->ops->recover(s, dir);
+                if (r < 0 && r != -ENOENT)
+                        log_warn("%s: recovering its disk: %s", env_name(v), strerror(-r));
+                /* Frozen by a snapshot the daemon did not finish: its row says paused; the
+                 * reconcile that follows adopts it as running once thawed here. */
+                snprintf(mark, sizeof(mark), "%s/" FREEZE_MARK, dir);
+                if (access(mark, F_OK) == 0) {
+                        log_info("%s: thawing after an interrupted snapshot", env_name(v));
+                        cgroup_env_freeze(engine_cgroups(e), env_cgroup(v), false);
+                        engine_mark_thawed(e, v);
+                        unlink(mark);
+                }
+        }
+        record_committed_images(e);
+}
