@@ -503,7 +503,8 @@ def test_state_directory_on_btrfs_uses_it_directly(daemon):
     inner = os.path.join(daemon.root, "pool", "inner")
     sock = os.path.join(daemon.tmp, "inner.sock")
     proc = subprocess.Popen(["nsenter", "--net=" + daemon.netns_path, PADDOCKD, "--root", inner,
-                             "--socket", sock, "--uid-registry", daemon.uids, "--no-network"],
+                             "--socket", sock, "--uid-registry", daemon.uids, "--no-network",
+                             "--default-image", "base"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def cli(*args, check=True):
