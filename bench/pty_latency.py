@@ -126,7 +126,7 @@ def main():
         daemon = subprocess.Popen(
             ["nsenter", "--net=/run/netns/" + netns, os.path.join(BUILD, "paddockd"), "--root",
              os.path.join(work, "root"), "--socket", sock, "--uid-registry",
-             os.path.join(work, "uids"), "--no-network"], stdout=log, stderr=log,
+             os.path.join(work, "uids"), "--no-network", "--default-image", "base"], stdout=log, stderr=log,
             stdin=subprocess.DEVNULL)
         for _ in range(300):
             if os.path.exists(sock):

@@ -170,7 +170,7 @@ mkdir -p "$work/root" "$work/uids"
 # group leader), so $! is paddockd's own pid. setsid keeps a Ctrl-C or a signal to our process
 # group away from paddockd: cleanup stops it, after destroying the environments.
 nsenter --net="/run/netns/$netns" setsid "$build/paddockd" --root "$work/root" --socket "$sock" \
-        --uid-registry "$work/uids" --init "$build/paddock-init" >"$work/paddockd.log" 2>&1 &
+        --uid-registry "$work/uids" --init "$build/paddock-init" --default-image base >"$work/paddockd.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 100); do
         [ -S "$sock" ] && break
