@@ -70,7 +70,7 @@ static const char overview[] =
     "  port add|ls|rm NAME ...      publish environment ports on the host\n"
     "\n"
     "Images and daemon:\n"
-    "  image ls|import|rm           manage root filesystem images\n"
+    "  image ls|import|export|pull|build|rm   manage root filesystem images\n"
     "  system                       daemon version and host capabilities\n"
     "  daemon [ARGS]                run paddockd\n"
     "\n"
