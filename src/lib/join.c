@@ -193,6 +193,8 @@ static _Noreturn void command_main(const struct join_config *c)
                 cmd_fail(126, "switch user", strerror(errno));
         if (c->pty_sock >= 0)
                 become_terminal_session(c);
+        else if (setsid() < 0) /* no controlling terminal: never the daemon's (see spawn.c) */
+                cmd_fail(126, "new session", strerror(errno));
         if ((r = raise_effective()) < 0)
                 cmd_fail(126, "capabilities", strerror(-r));
         if ((r = confine_apply(c->profile, &step)) < 0)

@@ -57,6 +57,11 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1)
                 _exit(1);
+        /* A session of its own, without a controlling terminal: otherwise the environment
+         * shares the daemon's, and whoever started paddockd in a terminal would hand it over
+         * (open /dev/tty, tcsetpgrp: its keystrokes, its screen). */
+        if (setsid() < 0)
+                child_fail(report_fd, "new session", -errno);
 
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, NULL, 0)) < 0)
                 child_fail(report_fd, "join cgroup", r);

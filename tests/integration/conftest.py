@@ -12,6 +12,7 @@ Run as root with Debian's python:
 PADDOCK_BUILD selects the directory holding paddockd, paddock and paddock-init
 (default: <repo>/build).
 """
+import fcntl
 import http.client
 import itertools
 import json
@@ -21,6 +22,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import termios
 import time
 
 import pytest
@@ -165,6 +167,7 @@ class Daemon:
     def __init__(self, image_dir, uid_registry=None, import_image=True, extra_args=()):
         self.extra_args = [str(a) for a in extra_args]  # more paddockd flags, on every start
         self.extra_env = {}  # more environment variables for the next starts
+        self.ctty = None  # a terminal fd: the next starts get it as controlling terminal
         self.tmp = tempfile.mkdtemp(prefix="paddock-it-", dir="/var/tmp")
         os.chmod(self.tmp, 0o711)
         self.root = os.path.join(self.tmp, "root")
@@ -187,6 +190,12 @@ class Daemon:
 
     # ---- process control
 
+    def _take_ctty(self):
+        """In the child before exec: a new session whose controlling terminal is self.ctty
+        (like a daemon started by hand in a terminal)."""
+        os.setsid()
+        fcntl.ioctl(self.ctty, termios.TIOCSCTTY, 0)
+
     def start(self, timeout=15):
         assert self.proc is None or self.proc.poll() is not None, "daemon already running"
         log = open(self.logpath, "ab")
@@ -196,7 +205,8 @@ class Daemon:
                  "--socket", self.sock, "--uid-registry", self.uids,
                  "--default-image", "base"] + self.extra_args,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
-                env=dict(os.environ, **self.extra_env))
+                env=dict(os.environ, **self.extra_env),
+                preexec_fn=self._take_ctty if self.ctty is not None else None)
         finally:
             log.close()
         self.pids_started.add(self.proc.pid)

@@ -237,3 +237,40 @@ def test_pid1_holds_no_host_files(daemon, kind):
             bad[int(fd)] = t
     assert bad == {}, "PID 1 (host pid %d) holds host files open: %s" % (pid, bad)
     assert pid_alive(pid)
+
+
+def stat_tty_session(stat_line):
+    """(session, tty_nr) from a /proc/PID/stat line."""
+    fields = stat_line[stat_line.rindex(")") + 2:].split()
+    return int(fields[3]), int(fields[4])
+
+
+def test_environments_never_get_the_daemons_terminal(daemon):
+    """paddockd started by hand in a terminal: nothing inside an environment (PID 1, an exec, a
+    background process) may have that terminal, or it could take its foreground (tcsetpgrp)
+    and read the admin's keystrokes."""
+    master, slave = os.openpty()
+    try:
+        daemon.ctty = slave
+        daemon.restart()
+        with open("/proc/%d/stat" % daemon.pid) as f:
+            assert stat_tty_session(f.read())[1] != 0  # the daemon has it: the test can fail
+        for kind in ("computer", "sandbox"):
+            env = "tty-" + kind
+            create(daemon, env, kind)
+            out = daemon.sh(env, "cat /proc/1/stat; cat /proc/self/stat; "
+                                 "if (exec 3</dev/tty) 2>/dev/null; then echo OPENED; "
+                                 "else echo REFUSED; fi")
+            lines = out.splitlines()
+            for line in lines[:2]:
+                assert stat_tty_session(line)[1] == 0, line  # no controlling terminal
+            assert lines[2] == "REFUSED", out
+            pid = daemon.cli("exec", "-d", env, "--", "cat", "/proc/self/stat").out.strip()
+            daemon.cli("wait", env, pid)
+            logs = daemon.cli("logs", env, pid).out
+            assert stat_tty_session(logs.strip())[1] == 0, logs  # background processes too
+    finally:
+        daemon.ctty = None
+        daemon.restart()  # without the terminal: closing it hangs up its session
+        os.close(slave)
+        os.close(master)
