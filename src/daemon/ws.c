@@ -37,9 +37,27 @@ static void queue_close_when_drained(struct ws_conn *c)
                                 strlen(c->close_reason));
 }
 
+/* Reading stops while the client does not take what we send: every PING it sends queues a
+ * PONG, every bad control message an error, and a client that never reads must not make that
+ * queue grow without bound. */
+#define WS_SEND_BACKLOG_BYTES (1u << 20)
+#define WS_SEND_BACKLOG_MSGS 1024u
+
+static bool send_backlogged(struct ws_conn *c)
+{
+        return wslay_event_get_queued_msg_length(c->ctx) > WS_SEND_BACKLOG_BYTES ||
+               wslay_event_get_queued_msg_count(c->ctx) > WS_SEND_BACKLOG_MSGS;
+}
+
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
         struct ws_conn *c = user;
+        /* Paused by a handler during this very recv loop, or backlogged: stop here, not at
+         * the next EAGAIN (the rest of a burst stays in the socket). */
+        if (c->paused || send_backlogged(c)) {
+                wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+                return -1;
+        }
         if (c->extra_off < c->extra_len) {
                 size_t n = c->extra_len - c->extra_off;
                 if (n > len)
@@ -149,6 +167,8 @@ static void update_events(struct ws_conn *c)
                 finish(c);
                 return;
         }
+        if (want_write && send_backlogged(c))
+                want_read = false; /* until the client takes what is queued */
         /* While paused, not even RDHUP: a half-closed peer would wake us in a loop. */
         loop_set_events(c->src,
                         (want_read ? EPOLLIN | EPOLLRDHUP : 0) | (want_write ? EPOLLOUT : 0));

@@ -5,6 +5,7 @@ import itertools
 import os
 import re
 import shlex
+import socket
 import subprocess
 import tempfile
 import time
@@ -460,3 +461,34 @@ def test_default_shell_prefers_bash_when_the_image_has_it(box):
                   "chmod 755 /bin/bash")
     out, ctl, _ = WS(box.sock, "box").collect()
     assert b"fake-bash -l" in out and ctl[-1]["exit_code"] == 3, (out, ctl)
+
+
+def daemon_rss_kib(d):
+    with open("/proc/%d/status" % d.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_client_that_never_reads_cannot_grow_the_daemon(box):
+    """Every PING queues a PONG: a client that sends PINGs and never reads must be stopped by
+    backpressure (the daemon stops reading), not buffered without bound."""
+    ws = WS(box.sock, "box", {"cmd": ["sleep", "100"]}, timeout=3)
+    ws.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    before = daemon_rss_kib(box)
+    frame_payload = b"p" * 120
+    sent = 0
+    try:
+        for _ in range(200000):  # 24 MB of PONGs if all were queued
+            ws.send_frame(0x9, frame_payload)
+            sent += 1
+    except (socket.timeout, BlockingIOError):
+        pass  # the daemon stopped reading: what we want
+    grown = daemon_rss_kib(box) - before
+    assert sent < 200000, "the daemon kept reading PINGs it could not answer"
+    assert grown < 8 * 1024, "daemon RSS grew by %d KiB" % grown
+    ws.s.close()
+    assert box.api("GET", "/v1/system").status == 200
+    wait_for(lambda: "sleep" not in box.sh("box", "ps -o comm 2>/dev/null || ps"),
+             timeout=15, what="session hung up")
