@@ -336,7 +336,7 @@ static void images_build(struct request *r, struct engine *e, json_t *body, bool
         if (!from)
                 from = "debian:bookworm";
         size_t slen = strncmp(from, "debian:", 7) ? 0 : strlen(from + 7);
-        if (slen == 0 || slen >= sizeof(spec.suite) ||
+        if (slen == 0 || slen >= sizeof(spec.suite) || from[7] < 'a' || from[7] > 'z' ||
             strspn(from + 7, "abcdefghijklmnopqrstuvwxyz-") != slen)
                 BAD("from: debian:SUITE (debian:bookworm, debian:trixie, ...), not %.64s", from);
         snprintf(spec.suite, sizeof(spec.suite), "%s", from + 7);

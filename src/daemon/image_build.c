@@ -56,6 +56,7 @@ static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *par
         argv[n++] = variant;
         if (a->spec.packages[0])
                 argv[n++] = include;
+        argv[n++] = "--"; /* positionals only from here: a suite is never an option */
         argv[n++] = (char *)a->spec.suite;
         argv[n++] = tar;
         argv[n++] = source;

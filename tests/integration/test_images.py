@@ -500,6 +500,7 @@ def test_build_errors_leave_nothing(daemon, local_mirror):
     p = daemon.cli("image", "build", "x", "--mirror", "local:nosuch", check=False)
     assert p.returncode == 1 and "no local mirror nosuch" in p.err
     for build in [{"from": "ubuntu:jammy"}, {"from": "debian:Book!"}, {"from": "debian:"},
+                  {"from": "debian:--help"}, {"from": "debian:-customize-hook"},
                   {"packages": ["ok", "A B"]}, {"packages": "a,../x"}, {"packages": 5},
                   {"mirror": "file:///etc"}, {"mirror": "local:../x"}, {"mirror": "http://x/ y"},
                   {"mirror": "ftp://x"}, {"variant": "everything"}, {"bogus": 1},
