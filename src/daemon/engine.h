@@ -151,6 +151,8 @@ void engine_set_default_image(struct engine *e, const char *name);
 const char *engine_default_image(struct engine *e);
 int engine_image_delete(struct engine *e, const char *name, char *err, size_t errlen);
 bool engine_image_exists(struct engine *e, const char *name);
+/* An import, pull or build of this name is running (it owns images/.partial-NAME). */
+bool engine_image_being_made(const char *name);
 
 /* Called with the name of every environment destroyed (the API layer drops its records). */
 void engine_set_destroy_hook(struct engine *e, void (*fn)(const char *name));

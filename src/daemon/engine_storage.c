@@ -365,6 +365,10 @@ int engine_commit(struct engine *e, struct env *v, const char *image, json_t **r
                 snprintf(err, errlen, "an image named %s already exists", image);
                 return -EEXIST;
         }
+        if (engine_image_being_made(image)) {
+                snprintf(err, errlen, "image %s is being made right now", image);
+                return -EBUSY;
+        }
         char partial[4200], final[4200], file[4300], dir[4096];
         snprintf(partial, sizeof(partial), "%s/images/.partial-%s", engine_root(e), image);
         snprintf(final, sizeof(final), "%s/images/%s", engine_root(e), image);

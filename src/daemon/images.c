@@ -48,6 +48,14 @@ const char *engine_default_image(struct engine *e)
         return default_image;
 }
 
+bool engine_image_being_made(const char *name)
+{
+        for (struct image_job *k = running_jobs; k; k = k->next)
+                if (strcmp(k->name, name) == 0)
+                        return true;
+        return false;
+}
+
 bool engine_image_exists(struct engine *e, const char *name)
 {
         char path[4096];

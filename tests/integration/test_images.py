@@ -639,3 +639,26 @@ def test_client_going_away_cancels_the_pull(daemon, registry):
              timeout=15, what="the cancelled pull to be cleaned up")
     assert image_names(daemon) == ["base"]
     assert "cancelled" in daemon.log() or "pull failed" in daemon.log()
+
+
+def test_commit_does_not_take_the_name_of_a_pull_in_progress(daemon, registry):
+    """A commit must not delete or replace the .partial directory of a running pull."""
+    registry.push("v4", "test/slow/busybox:v4")
+    daemon.create("src", "--computer")
+    cli = subprocess.Popen([PADDOCK,
+                            "--socket", daemon.sock, "image", "pull", "--insecure",
+                            REGISTRY + "/test/slow/busybox:v4"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        layer = os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")
+        wait_for(lambda: os.path.exists(layer), timeout=30, what="the pull to download")
+        r = daemon.api("POST", "/v1/envs/src/commit", {"image": "busybox-v4"})
+        assert r.status == 409 and "being made" in r.error()[1], r
+        assert os.path.exists(layer)  # the pull's files are untouched
+    finally:
+        cli.kill()
+        cli.wait()
+    # the disconnect cancels the pull; afterwards the name is free for a commit
+    wait_for(lambda: partials(daemon) == [], timeout=15, what="the pull to be cancelled")
+    r = daemon.api("POST", "/v1/envs/src/commit", {"image": "busybox-v4"})
+    assert r.status in (200, 201), r
