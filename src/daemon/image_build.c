@@ -168,6 +168,6 @@ int engine_image_build(struct engine *e, const struct image_build_spec *spec,
                         return -ENOENT;
                 }
         }
-        return image_job_start(e, spec->name, "build", fill_from_mmdebstrap, &a, cb, ret_job, err,
+        return image_job_start(e, spec->name, "build", fill_from_mmdebstrap, &a, -1, cb, ret_job, err,
                                errlen);
 }

@@ -24,9 +24,11 @@ typedef int (*image_fill_fn)(const char *partial, const char *rootfs, void *arg,
 
 /* what names the job in logs ("import", "pull", "build"). arg stays the caller's: the helper
  * has its own copy. */
+/* keep_fd: a descriptor the fill function needs (the archive of an import), or -1; the
+ * helper closes every other one it inherited from the daemon. */
 int image_job_start(struct engine *e, const char *name, const char *what, image_fill_fn fill,
-                    void *arg, const struct image_callbacks *cb, struct image_job **ret_job,
-                    char *err, size_t errlen);
+                    void *arg, int keep_fd, const struct image_callbacks *cb,
+                    struct image_job **ret_job, char *err, size_t errlen);
 
 /* In the helper: one progress line for the client ("layer 2/3: 12.0 MiB"), and the image's
  * size once known. */
@@ -34,4 +36,4 @@ void image_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void image_report_size(uint64_t bytes);
 
 /* In a forked helper (image jobs, export): die with the daemon, default signals. */
-void image_helper_init(pid_t daemon_pid);
+void image_helper_init(pid_t daemon_pid, const int *keep, size_t n_keep);

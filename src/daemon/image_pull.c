@@ -315,6 +315,6 @@ int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
 {
         struct pull_arg a = {.insecure = spec->insecure};
         snprintf(a.ref, sizeof(a.ref), "%s", spec->ref);
-        return image_job_start(e, spec->name, "pull", fill_from_registry, &a, cb, ret_job, err,
+        return image_job_start(e, spec->name, "pull", fill_from_registry, &a, -1, cb, ret_job, err,
                                errlen);
 }

@@ -114,12 +114,15 @@ static int image_partial_finish(struct storage *sto, const char *partial, const 
 
 static int helper_msg_fd = -1;
 
-void image_helper_init(pid_t daemon_pid)
+void image_helper_init(pid_t daemon_pid, const int *keep, size_t n_keep)
 {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != daemon_pid) /* the daemon died before the line above */
                 _exit(1);
         reset_signals();
+        /* Hostile archives and registries are parsed here: nothing of the daemon's (its API
+         * socket, database, environments' pidfds, terminal sessions) stays within reach. */
+        close_fds_from(3, keep, n_keep);
 }
 
 static void helper_line(char kind, const char *text)
@@ -155,9 +158,10 @@ void image_report_size(uint64_t bytes)
 }
 
 static _Noreturn void run_helper(struct image_job *j, pid_t daemon_pid, int msg_fd,
-                                 image_fill_fn fill, void *arg)
+                                 image_fill_fn fill, void *arg, int keep_fd)
 {
-        image_helper_init(daemon_pid);
+        int keep[] = {msg_fd, keep_fd};
+        image_helper_init(daemon_pid, keep, keep_fd >= 0 ? 2 : 1);
         helper_msg_fd = msg_fd;
         char rootfs[4200], err[480] = "";
         snprintf(rootfs, sizeof(rootfs), "%s/rootfs", j->partial);
@@ -298,8 +302,8 @@ static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void 
 }
 
 int image_job_start(struct engine *e, const char *name, const char *what, image_fill_fn fill,
-                    void *arg, const struct image_callbacks *cb, struct image_job **ret_job,
-                    char *err, size_t errlen)
+                    void *arg, int keep_fd, const struct image_callbacks *cb,
+                    struct image_job **ret_job, char *err, size_t errlen)
 {
         if (!name_is_valid(name)) {
                 snprintf(err, errlen, "invalid image name (use letters, digits, '-', '_', '.')");
@@ -341,7 +345,7 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
         pid_t pid = fork();
         if (pid == 0) {
                 close(p[0]);
-                run_helper(j, daemon_pid, p[1], fill, arg);
+                run_helper(j, daemon_pid, p[1], fill, arg, keep_fd);
         }
         close(p[1]);
         j->msg_fd = p[0];
@@ -388,8 +392,8 @@ int engine_image_import(struct engine *e, const char *name, int archive_fd,
                         const struct image_callbacks *cb, struct image_job **ret_job, char *err,
                         size_t errlen)
 {
-        return image_job_start(e, name, "import", fill_from_archive, &archive_fd, cb, ret_job, err,
-                               errlen);
+        return image_job_start(e, name, "import", fill_from_archive, &archive_fd, archive_fd, cb,
+                               ret_job, err, errlen);
 }
 
 /* ---------------------------------------------------------------- export */
@@ -411,8 +415,7 @@ int engine_image_export(struct engine *e, const char *name, int compression, int
         pid_t daemon_pid = getpid();
         pid_t pid = fork();
         if (pid == 0) {
-                image_helper_init(daemon_pid);
-                close(p[0]);
+                image_helper_init(daemon_pid, &p[1], 1);
                 char msg[480];
                 _exit(image_pack(rootfs, p[1], (enum image_compression)compression, msg,
                                  sizeof(msg)) < 0);

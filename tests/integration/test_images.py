@@ -662,3 +662,42 @@ def test_commit_does_not_take_the_name_of_a_pull_in_progress(daemon, registry):
     wait_for(lambda: partials(daemon) == [], timeout=15, what="the pull to be cancelled")
     r = daemon.api("POST", "/v1/envs/src/commit", {"image": "busybox-v4"})
     assert r.status in (200, 201), r
+
+
+def fd_targets(pid):
+    out = {}
+    d = "/proc/%d/fd" % pid
+    for fd in os.listdir(d):
+        try:
+            out[int(fd)] = os.readlink(os.path.join(d, fd))
+        except OSError:
+            pass
+    return out
+
+
+def test_image_helpers_hold_none_of_the_daemons_descriptors(daemon, registry):
+    """The helper parses what a registry sends: the daemon's API socket, database, pidfds and
+    sessions must not be within its reach."""
+    registry.push("v4", "test/slow/busybox:v4")
+    daemon.create("other", "--computer")  # the daemon holds this environment's pidfd
+    cli = subprocess.Popen([PADDOCK,
+                            "--socket", daemon.sock, "image", "pull", "--insecure",
+                            REGISTRY + "/test/slow/busybox:v4"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        layer = os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")
+        wait_for(lambda: os.path.exists(layer), timeout=30, what="the pull to download")
+        daemon_fds = fd_targets(daemon.pid)
+        assert any("pidfd" in t for t in daemon_fds.values())  # the test can fail
+        helpers = helper_pids(daemon.pid)
+        assert helpers
+        for h in helpers:
+            for fd, target in fd_targets(h).items():
+                if fd <= 2:
+                    continue
+                assert "pidfd" not in target and "paddock.db" not in target, (fd, target)
+                assert target not in daemon_fds.values() or target.startswith("pipe:"), (fd, target)
+    finally:
+        cli.kill()
+        cli.wait()
+    wait_for(lambda: partials(daemon) == [], timeout=15, what="the pull to be cancelled")
