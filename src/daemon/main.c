@@ -36,6 +36,7 @@ struct options {
         const char *default_image;
         const char *storage;
         uint64_t pool_bytes;
+        uint64_t image_max_bytes;
         bool no_network;
         bool debug;
 };
@@ -58,7 +59,8 @@ static void usage(FILE *f)
                    "(default \"default\")\n"
                    "  --storage DRIVER    btrfs (default) or dir; fixed when DIR is first used\n"
                    "  --pool-size SIZE    size of a new btrfs pool file (default: 16G, at most\n"
-                   "                      half the host filesystem)\n");
+                   "                      half the host filesystem)\n"
+                   "  --max-image-size SIZE  disk one image may use (btrfs; default: half the pool)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -71,6 +73,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"no-network", no_argument, NULL, 'N'},    {"subnet6", required_argument, NULL, '6'},
                 {"default-image", required_argument, NULL, 'I'},
                 {"storage", required_argument, NULL, 'S'}, {"pool-size", required_argument, NULL, 'P'},
+                {"max-image-size", required_argument, NULL, 'M'},
                 {"help", no_argument, NULL, 'h'},          {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -93,6 +96,13 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'N': o->no_network = true; break;
                 case 'I': o->default_image = optarg; break;
                 case 'S': o->storage = optarg; break;
+                case 'M':
+                        if (parse_size(optarg, &o->image_max_bytes) < 0 || !o->image_max_bytes) {
+                                fprintf(stderr, "paddockd: --max-image-size: invalid size %s\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
                 case 'P':
                         if (parse_size(optarg, &o->pool_bytes) < 0) {
                                 fprintf(stderr, "paddockd: --pool-size: invalid size %s\n", optarg);
@@ -400,7 +410,8 @@ int main(int argc, char **argv)
                           strerror(-init_fd));
                 return 1;
         }
-        struct storage_config stc = {.root = root, .driver = o.storage, .pool_bytes = o.pool_bytes};
+        struct storage_config stc = {.root = root, .driver = o.storage, .pool_bytes = o.pool_bytes,
+                                   .image_max_bytes = o.image_max_bytes};
         struct storage *storage = NULL;
         char serr[512] = "";
         if ((r = storage_open(&stc, &storage, serr, sizeof(serr))) < 0) {

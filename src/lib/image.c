@@ -233,6 +233,22 @@ static int whiteout_pass(int fd, char *errbuf, size_t errlen)
         return r;
 }
 
+/* A write into the new tree failed: out of space (the image's own limit or the pool) is said
+ * so, with its errno; anything else is libarchive's message. */
+static int write_error(struct archive *out, struct archive_entry *e, char *errbuf, size_t errlen,
+                       int fallback)
+{
+        int en = archive_errno(out);
+        if (en == EDQUOT || en == ENOSPC) {
+                snprintf(errbuf, errlen, "%s: %s: the image is larger than the daemon allows "
+                         "(--max-image-size) or the pool is full", archive_entry_pathname(e),
+                         strerror(en));
+                return -en;
+        }
+        snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e), archive_error_string(out));
+        return fallback;
+}
+
 static int copy_data(struct archive *in, struct archive *out, struct archive_entry *e, char *errbuf,
                      size_t errlen)
 {
@@ -241,11 +257,8 @@ static int copy_data(struct archive *in, struct archive *out, struct archive_ent
         la_int64_t off;
         int s;
         while ((s = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK)
-                if (archive_write_data_block(out, buf, len, off) < ARCHIVE_WARN) {
-                        snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e),
-                                 archive_error_string(out));
-                        return -EIO;
-                }
+                if (archive_write_data_block(out, buf, len, off) < ARCHIVE_WARN)
+                        return write_error(out, e, errbuf, errlen, -EIO);
         if (s != ARCHIVE_EOF) {
                 snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e),
                          archive_error_string(in));
@@ -296,9 +309,7 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                         *bytes += (uint64_t)archive_entry_size(e);
                 s = archive_write_header(out, e);
                 if (s < ARCHIVE_WARN) {
-                        snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e),
-                                 archive_error_string(out));
-                        r = -EINVAL;
+                        r = write_error(out, e, errbuf, errlen, -EINVAL);
                         goto out;
                 }
                 if (archive_entry_size(e) > 0 && (r = copy_data(in, out, e, errbuf, errlen)) < 0)

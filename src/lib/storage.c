@@ -83,6 +83,7 @@ int storage_open(const struct storage_config *c, struct storage **ret, char *err
         s->ops = ops;
         snprintf(s->root, sizeof(s->root), "%s", c->root);
         s->pool_bytes = c->pool_bytes;
+        s->image_max_bytes = c->image_max_bytes;
         s->info.driver = ops->name;
         int r = ops->open(s, err, errlen);
         if (r < 0) {

@@ -22,6 +22,7 @@ struct storage_config {
         const char *root;    /* state directory (absolute, resolved) */
         const char *driver;  /* "btrfs", "dir", or NULL: what R already uses, else btrfs */
         uint64_t pool_bytes; /* size of a new pool file; 0 = default */
+        uint64_t image_max_bytes; /* what one image may hold on disk; 0 = default */
 };
 
 struct storage_info {
@@ -71,6 +72,7 @@ struct storage {
         char root[2048];
         char pool[2100];
         uint64_t pool_bytes;
+        uint64_t image_max_bytes; /* 0: no limit */
         struct storage_info info;
         char quota_mode[32];
 };

@@ -365,7 +365,20 @@ static int btrfs_image_prepare(struct storage *s, const char *rootfs)
                 return d;
         if ((r = btrfs_subvol_create(d, base)) < 0)
                 return r;
-        return fchmodat(d, base, 0755, 0) < 0 ? -errno : 0;
+        if (fchmodat(d, base, 0755, 0) < 0)
+                return -errno;
+        /* A decompression bomb (from an archive or a registry) stops at the image limit with
+         * EDQUOT instead of filling the pool every environment writes to. */
+        uint64_t limit = s->image_max_bytes ? s->image_max_bytes : storage_info(s).size / 2;
+        if (!limit)
+                return 0;
+        _cleanup_close_ int fd = openat(d, base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        uint64_t id;
+        if ((r = btrfs_subvol_id(fd, &id)) < 0)
+                return r;
+        return btrfs_qgroup_limit(fd, id, limit);
 }
 
 static int btrfs_image_seal(struct storage *s, const char *rootfs)

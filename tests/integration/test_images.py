@@ -701,3 +701,28 @@ def test_image_helpers_hold_none_of_the_daemons_descriptors(daemon, registry):
         cli.kill()
         cli.wait()
     wait_for(lambda: partials(daemon) == [], timeout=15, what="the pull to be cancelled")
+
+
+def test_decompression_bomb_stops_at_the_image_limit(make_daemon, tmp_path):
+    """A small archive that unpacks to more than --max-image-size fails with a clear error and
+    leaves nothing; the pool is not filled."""
+    d = make_daemon(extra_args=["--max-image-size", "24M"])
+    bomb = tmp_path / "bomb.tar.gz"
+    with tarfile.open(bomb, "w:gz") as t:
+        for i in range(3):
+            ti = tarfile.TarInfo("zeros/%d" % i)
+            ti.size = 32 << 20
+            t.addfile(ti, io.BytesIO(bytes(ti.size)))
+    assert os.path.getsize(bomb) < 1 << 20
+    p = d.cli("image", "import", "bomb", str(bomb), check=False)
+    assert p.returncode != 0, p.out
+    assert "quota" in p.err.lower() or "space" in p.err.lower(), p.err
+    assert partials(d) == [] and image_names(d) == ["base"]
+    # an image under the limit still imports
+    small = tmp_path / "small.tar.gz"
+    with tarfile.open(small, "w:gz") as t:
+        ti = tarfile.TarInfo("bin/data")
+        ti.size = 4 << 20
+        t.addfile(ti, io.BytesIO(bytes(ti.size)))
+    d.cli("image", "import", "small", str(small))
+    assert image_names(d) == ["base", "small"]
