@@ -550,8 +550,11 @@ def test_snapshots_count_against_the_quota_until_removed(daemon):
     assert rc != 0
     daemon.sh("q", "rm -f /root/b")
     daemon.cli("snapshot", "rm", "q", "s1")
-    # btrfs frees a deleted snapshot in the background; the daemon wakes its cleaner at once
-    wait_for(lambda: daemon.inspect("q")["disk"]["used"] < 4 << 20, timeout=30,
+    # btrfs frees a deleted snapshot in the background (the daemon wakes its cleaner at once);
+    # the freed space is accounted at the next transaction commit, which a sync forces rather
+    # than waiting for btrfs' 30 s commit interval
+    wait_for(lambda: daemon.sh("q", "sync") is not None and
+             daemon.inspect("q")["disk"]["used"] < 4 << 20, timeout=60, interval=0.5,
              what="the snapshot's space to come back")
     rc, err = write_until_full(daemon, "q", "/root/b", 16)
     assert rc == 0, err
