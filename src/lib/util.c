@@ -96,7 +96,18 @@ int mkdir_p_at(int dirfd, const char *path, mode_t mode)
         return 0;
 }
 
-static int rm_rf_children(int fd, dev_t dev);
+/* Removal walks at most RM_RF_MAX_DEPTH directories deep (one fd and one DIR each); a deeper
+ * directory, which an environment can make in its own disk, is first renamed up to the top of
+ * the walk and removed by a later pass, so no depth runs the daemon out of fds or stack. */
+#define RM_RF_MAX_DEPTH 64
+struct rm_walk {
+        int top; /* the directory the walk started in */
+        dev_t dev;
+        unsigned long moved; /* directories renamed up to top in this pass */
+        unsigned long serial;
+};
+static int rm_rf_tree(int fd, dev_t dev);
+static int rm_rf_children(int fd, struct rm_walk *w, int depth);
 
 /* A btrfs subvolume (not a mount point) at dirfd/name: deleted whole, read-only ones too;
  * subvolumes nested inside it first. -EBUSY for anything else on another device. */
@@ -121,11 +132,11 @@ static int rm_subvolume(int dirfd, const char *name)
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return -errno;
-        r = rm_rf_children(TAKE_FD(fd), st.st_dev);
+        r = rm_rf_tree(TAKE_FD(fd), st.st_dev);
         return r < 0 ? r : btrfs_subvol_delete(dirfd, name);
 }
 
-static int rm_rf_children(int fd, dev_t dev)
+static int rm_rf_children(int fd, struct rm_walk *w, int depth)
 {
         DIR *d = fdopendir(fd);
         if (!d) {
@@ -144,10 +155,20 @@ static int rm_rf_children(int fd, dev_t dev)
                         continue;
                 }
                 if (S_ISDIR(st.st_mode)) {
-                        if (st.st_dev != dev) {
+                        if (st.st_dev != w->dev) {
                                 int q = rm_subvolume(dirfd(d), de->d_name);
                                 if (q < 0)
                                         r = q; /* a mount point: never descend into it */
+                                continue;
+                        }
+                        if (depth >= RM_RF_MAX_DEPTH) {
+                                char flat[64];
+                                snprintf(flat, sizeof(flat), ".rm-deep-%lu", w->serial++);
+                                if (renameat(dirfd(d), de->d_name, w->top, flat) == 0) {
+                                        w->moved++;
+                                        continue;
+                                }
+                                r = -errno;
                                 continue;
                         }
                         int sub = openat(dirfd(d), de->d_name,
@@ -156,7 +177,7 @@ static int rm_rf_children(int fd, dev_t dev)
                                 r = -errno;
                                 continue;
                         }
-                        int q = rm_rf_children(sub, dev);
+                        int q = rm_rf_children(sub, w, depth + 1);
                         if (q < 0)
                                 r = q;
                         if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
@@ -166,6 +187,25 @@ static int rm_rf_children(int fd, dev_t dev)
                 }
         }
         closedir(d);
+        return r;
+}
+
+/* Empty the directory fd (taken): passes until nothing deep was moved up. */
+static int rm_rf_tree(int fd, dev_t dev)
+{
+        struct rm_walk w = {.top = fd, .dev = dev};
+        int r;
+        do {
+                w.moved = 0;
+                int pass = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                if (pass < 0) {
+                        r = -errno;
+                        break;
+                }
+                lseek(pass, 0, SEEK_SET); /* the dup shares the offset: start from the top */
+                r = rm_rf_children(pass, &w, 0);
+        } while (r >= 0 && w.moved);
+        close(fd);
         return r;
 }
 
@@ -198,7 +238,7 @@ int rm_rf_at(int dirfd, const char *name)
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        int r = rm_rf_children(fd, st.st_dev);
+        int r = rm_rf_tree(fd, st.st_dev);
         if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
                 return r < 0 ? r : -errno;
         return r;

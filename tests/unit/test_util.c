@@ -664,6 +664,40 @@ static void test_util_rm_rf_at__nested_tree_not_following_symlinks(void)
         tmp_teardown();
 }
 
+/* A tree far deeper than the fds (and stack) a walk could hold (an environment can make one
+ * in its own disk): removed completely with a soft limit of 128 descriptors. */
+static void test_util_rm_rf_at__very_deep_tree(void)
+{
+        tmp_setup();
+        CHECK_EQ_INT(mkdir(pathf("deep"), 0755), 0);
+        int fd = open(pathf("deep"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        for (int i = 0; i < 3000 && fd >= 0; i++) {
+                CHECK_EQ_INT(mkdirat(fd, "d", 0755), 0);
+                if (i % 500 == 0) {
+                        CHECK_EQ_INT(mkdirat(fd, "side", 0755), 0);
+                        int f = openat(fd, "side/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                        CHECK(f >= 0);
+                        close(f);
+                }
+                int next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                close(fd);
+                fd = next;
+        }
+        CHECK(fd >= 0);
+        if (fd >= 0)
+                close(fd);
+        struct rlimit old, low;
+        CHECK_EQ_INT(getrlimit(RLIMIT_NOFILE, &old), 0);
+        low = old;
+        low.rlim_cur = 128;
+        CHECK_EQ_INT(setrlimit(RLIMIT_NOFILE, &low), 0);
+        int r = rm_rf_at(AT_FDCWD, pathf("deep"));
+        setrlimit(RLIMIT_NOFILE, &old);
+        CHECK_EQ_INT(r, 0);
+        CHECK(!exists(pathf("deep")));
+        tmp_teardown();
+}
+
 static void test_util_rm_rf_at__relative_and_special(void)
 {
         tmp_setup();
@@ -1050,6 +1084,7 @@ int main(void)
         RUN(test_util_rm_rf_at__nested_tree_not_following_symlinks);
         RUN(test_util_rm_rf_at__relative_and_special);
         RUN(test_util_rm_rf_at__stops_at_mount_points);
+        RUN(test_util_rm_rf_at__very_deep_tree);
         RUN(test_util_mkdir_p_at__creates_and_tolerates);
         RUN(test_util_file_at__round_trip);
         RUN(test_util_file_at__refuses_symlink);
