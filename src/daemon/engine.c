@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -55,6 +56,10 @@ struct engine {
         struct env *envs;
         size_t n_envs;
         struct loop_timer *sweep;
+        struct loop_timer *spare_timer; /* makes the next computer's disk after a create */
+        char spare_image[64];
+        int spare_pidfd; /* the helper making it, or -1 */
+        struct loop_source *spare_src;
         struct network *net; /* NULL: networking unavailable, every env is "none" */
         void (*destroyed)(const char *name);
 };
@@ -737,6 +742,67 @@ static void env_remove_artifacts(struct engine *e, const char *name, uint32_t ui
                 idrange_release(e->cfg.uid_registry, uid_base);
 }
 
+static void on_spare_made(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        struct engine *e = data;
+        siginfo_t si = {0};
+        if (waitid(P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
+                return;
+        if (si.si_code != CLD_EXITED || si.si_status != 0)
+                log_warn("image %s: preparing a spare disk failed", e->spare_image);
+        loop_remove(e->spare_src);
+        e->spare_src = NULL;
+        close(e->spare_pidfd);
+        e->spare_pidfd = -1;
+}
+
+/* The snapshot commits a btrfs transaction (5-15 ms): a helper makes it, so the event loop
+ * keeps serving meanwhile. */
+static void on_spare_timer(struct loop_timer *t, void *data)
+{
+        struct engine *e = data;
+        e->spare_timer = NULL;
+        if (e->spare_pidfd >= 0)
+                return; /* one at a time; the next create asks again */
+        struct storage *s = e->cfg.storage;
+        char image[4200];
+        snprintf(image, sizeof(image), "%s/images/%s/rootfs", e->cfg.root, e->spare_image);
+        pid_t daemon_pid = getpid();
+        pid_t pid = fork();
+        if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != daemon_pid)
+                        _exit(1);
+                close_fds_from(3, NULL, 0);
+                int r = s->ops->prepare_spare(s, image);
+                _exit(r < 0 && r != -ENOENT ? 1 : 0);
+        }
+        int pidfd = pid > 0 ? sys_pidfd_open(pid, 0) : -1;
+        if (pidfd < 0 || loop_add_fd(e->cfg.loop, pidfd, EPOLLIN, on_spare_made, e,
+                                     &e->spare_src) < 0) {
+                if (pid > 0) {
+                        kill(pid, SIGKILL);
+                        waitpid(pid, NULL, 0);
+                }
+                if (pidfd >= 0)
+                        close(pidfd);
+                return;
+        }
+        e->spare_pidfd = pidfd;
+}
+
+/* After the create has answered (a timer, not this turn of the loop): the next computer of
+ * this image finds its disk ready. */
+static void schedule_spare(struct engine *e, const char *image)
+{
+        struct storage *s = e->cfg.storage;
+        if (!s->ops->prepare_spare || e->spare_pidfd >= 0)
+                return;
+        snprintf(e->spare_image, sizeof(e->spare_image), "%s", image);
+        if (!e->spare_timer)
+                e->spare_timer = loop_add_timer(e->cfg.loop, 1, on_spare_timer, e);
+}
+
 static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
                          uint32_t from_base)
 {
@@ -757,6 +823,8 @@ static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
         r = from_tree ? s->ops->env_clone(s, from_tree, dir, from_base, v->row.uid_base,
                                           v->disk_bytes)
                       : s->ops->env_create(s, dir, image, v->row.uid_base, v->disk_bytes);
+        if (r >= 0 && !from_tree)
+                schedule_spare(e, v->row.image);
         test_crash_point("create-disk");
         return r;
 }
@@ -1171,6 +1239,7 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
         if (!e)
                 return -ENOMEM;
         e->cfg = *cfg;
+        e->spare_pidfd = -1;
         struct env_row *rows;
         size_t n;
         int r = state_env_list(cfg->state, &rows, &n);
@@ -1204,6 +1273,10 @@ void engine_free(struct engine *e)
         if (!e)
                 return;
         loop_cancel_timer(e->sweep);
+        loop_cancel_timer(e->spare_timer);
+        loop_remove(e->spare_src);
+        if (e->spare_pidfd >= 0)
+                close(e->spare_pidfd); /* the helper dies with us (PR_SET_PDEATHSIG) */
         while (e->envs) {
                 struct env *v = e->envs;
                 e->envs = v->next;

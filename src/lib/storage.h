@@ -60,6 +60,11 @@ struct storage_ops {
         int (*destroy)(struct storage *s, const char *env_dir);
         /* At startup: finish or roll back a half-done restore, remount what a reboot lost. */
         int (*recover)(struct storage *s, const char *env_dir);
+        /* Make ahead of time what env_create needs for image_rootfs, so that a create finds it
+         * ready (btrfs: a spare snapshot; renaming it into place commits no transaction).
+         * NULL where nothing helps. drop_spares: forget them all (an image goes away). */
+        int (*prepare_spare)(struct storage *s, const char *image_rootfs);
+        void (*drop_spares)(struct storage *s);
         int (*image_prepare)(struct storage *s, const char *rootfs);
         int (*image_seal)(struct storage *s, const char *rootfs);
         /* How a computer's root is mounted (fills the rootfs_config fields of the driver). */

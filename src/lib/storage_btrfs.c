@@ -196,6 +196,7 @@ static int btrfs_open(struct storage *s, char *err, size_t errlen)
                 return r;
         }
         read_quota_mode(s, pool);
+        rm_rf_at(pool, "spares"); /* made ahead of time by the last run: nothing to keep */
         s->info.pool = s->pool;
         s->info.quota = s->quota_mode;
         s->info.live_disk_limits = true;
@@ -266,9 +267,76 @@ static int copy_for(struct storage *s, const char *src, const char *env_dir, uin
         return storage_shift_tree(disk, src_base, uid_base);
 }
 
+/* Spares: <pool>/spares/<subvolume id of the image>, a writable snapshot of that image made
+ * while nobody waits (the id of a deleted subvolume is never given out again, so a spare
+ * never outlives its image's identity). Swept at every start. */
+static int spare_name(const char *image_rootfs, char *buf, size_t len)
+{
+        _cleanup_close_ int img = open_dir(image_rootfs);
+        if (img < 0)
+                return img;
+        uint64_t id;
+        int r = btrfs_subvol_id(img, &id);
+        if (r < 0)
+                return r;
+        snprintf(buf, len, "%llu", (unsigned long long)id);
+        return 0;
+}
+
+static int spares_dir(struct storage *s)
+{
+        char p[2200];
+        snprintf(p, sizeof(p), "%s/spares", s->pool);
+        if (mkdir(p, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        return open_dir(p);
+}
+
+static int take_spare(struct storage *s, const char *image_rootfs, const char *env_dir)
+{
+        char name[32];
+        int r = spare_name(image_rootfs, name, sizeof(name));
+        if (r < 0)
+                return r;
+        _cleanup_close_ int spares = spares_dir(s), env = open_dir(env_dir);
+        if (spares < 0)
+                return spares;
+        if (env < 0)
+                return env;
+        return renameat(spares, name, env, "disk") < 0 ? -errno : 0;
+}
+
+static int btrfs_prepare_spare(struct storage *s, const char *image_rootfs)
+{
+        if (s->info.shifted)
+                return 0; /* each copy is chowned for its own range: nothing to share */
+        char name[32];
+        int r = spare_name(image_rootfs, name, sizeof(name));
+        if (r < 0)
+                return r;
+        _cleanup_close_ int spares = spares_dir(s), from = open_dir(image_rootfs);
+        if (spares < 0)
+                return spares;
+        if (from < 0)
+                return from;
+        struct stat st;
+        if (fstatat(spares, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return 0;
+        return btrfs_snapshot(from, spares, name, false);
+}
+
+static void btrfs_drop_spares(struct storage *s)
+{
+        _cleanup_close_ int pool = open_dir(s->pool);
+        if (pool >= 0)
+                rm_rf_at(pool, "spares");
+}
+
 static int btrfs_env_create(struct storage *s, const char *env_dir, const char *image_rootfs,
                             uint32_t uid_base, uint64_t disk_bytes)
 {
+        if (!s->info.shifted && take_spare(s, image_rootfs, env_dir) == 0)
+                return disk_bytes ? btrfs_set_quota(s, env_dir, disk_bytes) : 0;
         return copy_for(s, image_rootfs, env_dir, 0, uid_base, disk_bytes);
 }
 
@@ -411,6 +479,8 @@ const struct storage_ops storage_btrfs_ops = {
         .usage = btrfs_usage,
         .destroy = btrfs_destroy,
         .recover = btrfs_recover,
+        .prepare_spare = btrfs_prepare_spare,
+        .drop_spares = btrfs_drop_spares,
         .image_prepare = btrfs_image_prepare,
         .image_seal = btrfs_image_seal,
         .root = btrfs_root,

@@ -13,11 +13,20 @@ import pytest
 from conftest import PADDOCKD, wait_for
 
 
-def subvolumes(daemon):
+def all_subvolumes(daemon):
     """Paths of every subvolume in the daemon's pool, relative to it."""
     out = subprocess.run(["btrfs", "subvolume", "list", os.path.join(daemon.root, "pool")],
                          check=True, capture_output=True, text=True).stdout
     return sorted(line.split(" path ", 1)[1] for line in out.splitlines() if " path " in line)
+
+
+def subvolumes(daemon):
+    """The pool's subvolumes but the spare disks made ahead of creates (spares/<image id>)."""
+    return [p for p in all_subvolumes(daemon) if not p.startswith("spares/")]
+
+
+def spares(daemon):
+    return [p for p in all_subvolumes(daemon) if p.startswith("spares/")]
 
 
 def loop_devices(daemon):
@@ -558,3 +567,26 @@ def test_snapshots_count_against_the_quota_until_removed(daemon):
              what="the snapshot's space to come back")
     rc, err = write_until_full(daemon, "q", "/root/b", 16)
     assert rc == 0, err
+
+
+def test_spare_disks_are_made_ahead_and_never_shared(daemon):
+    """After a computer is created its image gets one spare disk (made once the create has
+    answered), the next computer takes it: independent copies, quotas applied, no spare left
+    behind by image rm or a restart."""
+    daemon.create("a", "--computer")
+    wait_for(lambda: len(spares(daemon)) == 1, timeout=10, what="a spare disk")
+    daemon.create("b", "--computer", "--disk", "16M")  # takes the spare
+    wait_for(lambda: len(spares(daemon)) == 1, timeout=10, what="the next spare")
+    daemon.sh("a", "echo from-a > /root/f")
+    assert daemon.exec("b", ["cat", "/root/f"], expect_status=200)["exit_code"] != 0
+    rc, _ = write_until_full(daemon, "b", "/root/big", 32)
+    assert rc != 0  # the quota holds on a disk that was a spare
+    for x in ("a", "b"):
+        daemon.cli("rm", "-f", x)
+    daemon.restart()
+    assert spares(daemon) == []  # swept at start
+    daemon.create("c", "--computer")
+    wait_for(lambda: len(spares(daemon)) == 1, timeout=10, what="a spare disk")
+    daemon.cli("rm", "-f", "c")
+    daemon.cli("image", "rm", "base")
+    assert spares(daemon) == [] and subvolumes(daemon) == []
