@@ -18,6 +18,7 @@ struct follower {
         struct request *req;
         struct proc *p;
         uint64_t next_seq;
+        struct chunk *last; /* the chunk sent last: still alive while its seq >= head's */
         bool follow, sent_exit;
         char *pending;
         size_t pending_len, pending_off;
@@ -278,7 +279,10 @@ static bool follower_fill(struct follower *f)
         struct proc *p = f->p;
         json_t *j = NULL;
         if (p) {
-                struct chunk *c = p->head;
+                /* Resume after the last chunk sent instead of scanning from the head: with
+                 * many tiny chunks a scan per line would stall the daemon (quadratic). */
+                bool last_alive = f->last && p->head && p->head->seq < f->next_seq;
+                struct chunk *c = last_alive ? f->last->next : p->head;
                 while (c && c->seq < f->next_seq)
                         c = c->next;
                 if (c) {
@@ -296,6 +300,7 @@ static bool follower_fill(struct follower *f)
                         if (j && b64)
                                 json_object_set_new(j, "encoding", json_string("base64"));
                         f->next_seq = c->seq + 1;
+                        f->last = c;
                 } else if (p->exited && !f->sent_exit) {
                         j = result_json(&p->res);
                         f->sent_exit = true;

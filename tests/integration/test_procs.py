@@ -319,3 +319,16 @@ def test_processes_die_with_their_environment(daemon):
     assert r.status in (200, 404), r.status
     c.close()
     assert daemon.api("GET", "/v1/envs/s/processes").status == 404
+
+
+def test_many_tiny_writes_stay_readable(box):
+    # one byte per write: the buffer holds many small pieces; reading them back must neither
+    # stall the daemon nor lose the newest bytes
+    pid = start(box, "box", "yes | dd bs=1 count=1500000 2>/dev/null; echo END")["id"]
+    p = wait_for(lambda: exited(box, "box", pid), timeout=120, what="the writer")
+    r = box.api("GET", "/v1/envs/box/processes/%d/output" % pid, timeout=60)
+    assert r.status == 200, r
+    kept = collect([json.loads(l) for l in r.body.splitlines()], "stdout")
+    assert kept.endswith(b"y\ny\nEND\n") and len(kept) <= 1 << 20, kept[-20:]
+    assert p["dropped_bytes"] == 1500004 - len(kept), p
+    assert box.api("GET", "/v1/system", timeout=10).status == 200
