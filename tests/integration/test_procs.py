@@ -4,6 +4,7 @@ import base64
 import json
 import select
 import subprocess
+import time
 
 import pytest
 
@@ -326,9 +327,22 @@ def test_many_tiny_writes_stay_readable(box):
     # stall the daemon nor lose the newest bytes
     pid = start(box, "box", "yes | dd bs=1 count=1500000 2>/dev/null; echo END")["id"]
     p = wait_for(lambda: exited(box, "box", pid), timeout=120, what="the writer")
-    r = box.api("GET", "/v1/envs/box/processes/%d/output" % pid, timeout=60)
-    assert r.status == 200, r
-    kept = collect([json.loads(l) for l in r.body.splitlines()], "stdout")
+    # a deadline on the whole answer (a per-read timeout would not end a trickle)
+    c = box.conn(timeout=10)
+    try:
+        c.request("GET", "/v1/envs/box/processes/%d/output" % pid)
+        r = c.getresponse()
+        assert r.status == 200
+        pieces, deadline = [], time.monotonic() + 120
+        while True:
+            piece = r.read1(1 << 16)
+            if not piece:
+                break
+            pieces.append(piece)
+            assert time.monotonic() < deadline, "output of one process took minutes to read"
+    finally:
+        c.close()
+    kept = collect([json.loads(l) for l in b"".join(pieces).splitlines()], "stdout")
     assert kept.endswith(b"y\ny\nEND\n") and len(kept) <= 1 << 20, kept[-20:]
     assert p["dropped_bytes"] == 1500004 - len(kept), p
     assert box.api("GET", "/v1/system", timeout=10).status == 200
