@@ -40,7 +40,7 @@ struct proc {
         struct exec_result res;
         struct exec_session *s;
         struct chunk *head, *tail;
-        size_t bytes;
+        size_t bytes; /* memory the chunks take (chunk_cost) */
         uint64_t next_seq, dropped_bytes;
         struct follower *followers;
         struct waiter *waiters;
@@ -56,6 +56,13 @@ static void wake_followers(struct proc *p)
 {
         for (struct follower *f = p->followers; f; f = f->next)
                 http_stream_wake(f->req);
+}
+
+/* What a chunk costs the daemon: its bytes plus its header and the allocator's, so that a
+ * process writing one byte at a time cannot make a million chunks out of the 1 MiB budget. */
+static size_t chunk_cost(size_t len)
+{
+        return sizeof(struct chunk) + len + 16;
 }
 
 static void on_output(void *data, int stream, const char *buf, size_t len)
@@ -76,12 +83,12 @@ static void on_output(void *data, int stream, const char *buf, size_t len)
         else
                 p->head = c;
         p->tail = c;
-        p->bytes += len;
+        p->bytes += chunk_cost(len);
         /* Bounded: the oldest output goes first. */
         while (p->bytes > PROCS_BUFFER_BYTES && p->head != p->tail) {
                 struct chunk *old = p->head;
                 p->head = old->next;
-                p->bytes -= old->len;
+                p->bytes -= chunk_cost(old->len);
                 p->dropped_bytes += old->len;
                 free(old);
         }
