@@ -151,10 +151,10 @@ def test_network_is_loopback_only_and_up(daemon, kind):
     assert "lo:" in link and "UP" in link, link
     # loopback works: a TCP round trip on 127.0.0.1 inside the environment
     out = daemon.sh("n1", "cd /tmp && (nc -l -p 12345 > got &) ; i=0; "
-                          "while [ $i -lt 50 ]; do echo ping | nc 127.0.0.1 12345 2>/dev/null && break; "
+                          "while [ $i -lt 150 ]; do echo ping | nc 127.0.0.1 12345 2>/dev/null && break; "
                           "i=$((i+1)); sleep 0.1; done; "
-                          "i=0; while [ ! -s got ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; cat got")
-    assert out == "ping\n"
+                          "i=0; while [ ! -s got ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; cat got")
+    assert out == "ping\n", out
 
 
 def test_sandbox_confinement(daemon):
