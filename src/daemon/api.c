@@ -53,6 +53,23 @@ static bool value_text(json_t *j, char *buf, size_t len)
         return false;
 }
 
+bool api_known_fields(struct request *r, json_t *obj, const char *const *allowed)
+{
+        const char *k;
+        json_t *v;
+        json_object_foreach(obj, k, v)
+        {
+                bool ok = false;
+                for (size_t i = 0; allowed[i] && !ok; i++)
+                        ok = strcmp(k, allowed[i]) == 0;
+                if (!ok) {
+                        http_reply_error(r, 400, "invalid_argument", "unknown field \"%.64s\"", k);
+                        return false;
+                }
+        }
+        return true;
+}
+
 bool api_size(struct request *r, json_t *j, const char *field, uint64_t *ret)
 {
         char text[64];

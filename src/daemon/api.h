@@ -45,6 +45,8 @@ void api_system(struct request *r, struct engine *e);
 /* Shared value parsers: a JSON value that is a string with units or a plain number.
  * On failure they reply 400 naming the field and return false. */
 bool api_size(struct request *r, json_t *j, const char *field, uint64_t *ret);
+/* Every key of obj is one of allowed (NULL-terminated); else 400 naming the first stranger. */
+bool api_known_fields(struct request *r, json_t *obj, const char *const *allowed);
 bool api_duration(struct request *r, json_t *j, const char *field, uint64_t *ret_s);
 bool api_cpus(struct request *r, json_t *j, const char *field, uint64_t *ret_millis);
 bool api_string_map(struct request *r, json_t *j, const char *field, bool (*key_ok)(const char *));

@@ -195,23 +195,6 @@ static bool parse_limits(struct request *r, json_t *body, struct cgroup_limits *
         return true;
 }
 
-static bool only_fields(struct request *r, json_t *body, const char *const *allowed)
-{
-        const char *k;
-        json_t *v;
-        json_object_foreach(body, k, v)
-        {
-                bool ok = false;
-                for (size_t i = 0; allowed[i] && !ok; i++)
-                        ok = strcmp(k, allowed[i]) == 0;
-                if (!ok) {
-                        http_reply_error(r, 400, "invalid_argument", "unknown field \"%.64s\"", k);
-                        return false;
-                }
-        }
-        return true;
-}
-
 void api_envs_create(struct request *r, struct engine *e)
 {
         static const char *const fields[] = {"name", "kind", "image", "cpus", "memory", "swap",
@@ -223,7 +206,7 @@ void api_envs_create(struct request *r, struct engine *e)
         struct env_spec spec = {.kind = KIND_SANDBOX,
                                 .limits = {CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED}};
         json_t *j;
-        if (!only_fields(r, body, fields))
+        if (!api_known_fields(r, body, fields))
                 goto out;
         j = json_object_get(body, "name");
         if (!json_is_string(j) || !name_is_valid(json_string_value(j))) {
@@ -356,7 +339,7 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v)
         struct env_patch p = {0};
         struct cgroup_limits l = {CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED};
         json_t *j;
-        if (!only_fields(r, body, fields) || !parse_limits(r, body, &l))
+        if (!api_known_fields(r, body, fields) || !parse_limits(r, body, &l))
                 goto out;
         /* null clears a limit */
         p.has_cpus = json_object_get(body, "cpus") != NULL;

@@ -276,17 +276,8 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
         char **argv = NULL;
         unsigned char *stdin_buf = NULL;
         json_t *j;
-        const char *k;
-        json_object_foreach(body, k, j)
-        {
-                bool ok = false;
-                for (size_t i = 0; fields[i] && !ok; i++)
-                        ok = !strcmp(k, fields[i]);
-                if (!ok) {
-                        http_reply_error(r, 400, "invalid_argument", "unknown field \"%.64s\"", k);
-                        goto out;
-                }
-        }
+        if (!api_known_fields(r, body, fields))
+                goto out;
         if (json_is_true(json_object_get(body, "tty"))) {
                 http_reply_error(r, 422, "unprocessable",
                                  "tty: interactive sessions use the WebSocket endpoint "

@@ -264,18 +264,9 @@ static bool parse_spec(struct request *r, json_t *spec, struct exec_request *rq,
 {
         static const char *const fields[] = {"cmd",     "env",  "cwd",  "user",
                                              "timeout", "cols", "rows", NULL};
+        if (!api_known_fields(r, spec, fields))
+                return false;
         json_t *j;
-        const char *k;
-        json_object_foreach(spec, k, j)
-        {
-                bool ok = false;
-                for (size_t i = 0; fields[i] && !ok; i++)
-                        ok = !strcmp(k, fields[i]);
-                if (!ok) {
-                        http_reply_error(r, 400, "invalid_argument", "unknown field \"%.64s\"", k);
-                        return false;
-                }
-        }
         if ((j = json_object_get(spec, "cmd")) && !json_is_null(j)) {
                 if (!api_exec_argv(r, j, argv))
                         return false;

@@ -28,23 +28,6 @@ static bool string_field(struct request *r, json_t *body, const char *field, boo
         return true;
 }
 
-static bool only(struct request *r, json_t *body, const char *const *allowed)
-{
-        const char *k;
-        json_t *v;
-        json_object_foreach(body, k, v)
-        {
-                bool ok = false;
-                for (size_t i = 0; allowed[i] && !ok; i++)
-                        ok = strcmp(k, allowed[i]) == 0;
-                if (!ok) {
-                        http_reply_error(r, 400, "invalid_argument", "unknown field \"%.64s\"", k);
-                        return false;
-                }
-        }
-        return true;
-}
-
 void api_env_snapshots(struct request *r, struct engine *e, struct env *v, const char *snap)
 {
         const char *m = req_method(r);
@@ -76,7 +59,7 @@ void api_env_snapshots(struct request *r, struct engine *e, struct env *v, const
         const char *name;
         if (!body)
                 return;
-        if (only(r, body, fields) && string_field(r, body, "name", false, &name)) {
+        if (api_known_fields(r, body, fields) && string_field(r, body, "name", false, &name)) {
                 json_t *out = NULL;
                 int rc = engine_snapshot(e, v, name, &out, err, sizeof(err));
                 if (rc < 0)
@@ -102,7 +85,7 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
         int rc;
         if (!strcmp(action, "restore")) {
                 static const char *const fields[] = {"snapshot", NULL};
-                if (only(r, body, fields) && string_field(r, body, "snapshot", true, &a)) {
+                if (api_known_fields(r, body, fields) && string_field(r, body, "snapshot", true, &a)) {
                         rc = engine_restore(e, v, a, err, sizeof(err));
                         if (rc < 0)
                                 http_reply_errno(r, rc, "%s", err);
@@ -112,7 +95,7 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
         } else if (!strcmp(action, "fork")) {
                 static const char *const fields[] = {"name", "snapshot", NULL};
                 struct env *nv;
-                if (only(r, body, fields) && string_field(r, body, "name", true, &a) &&
+                if (api_known_fields(r, body, fields) && string_field(r, body, "name", true, &a) &&
                     string_field(r, body, "snapshot", false, &b)) {
                         rc = engine_fork(e, v, a, b, &nv, err, sizeof(err));
                         if (rc < 0)
@@ -123,7 +106,7 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
         } else {
                 static const char *const fields[] = {"image", NULL};
                 json_t *out = NULL;
-                if (only(r, body, fields) && string_field(r, body, "image", true, &a)) {
+                if (api_known_fields(r, body, fields) && string_field(r, body, "image", true, &a)) {
                         rc = engine_commit(e, v, a, &out, err, sizeof(err));
                         if (rc < 0)
                                 http_reply_errno(r, rc, "%s", err);
