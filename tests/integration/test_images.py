@@ -391,15 +391,27 @@ def helper_pids(daemon_pid):
     return out
 
 
-def test_kill9_during_pull_leaves_nothing(daemon, registry):
+def start_slow_pull(daemon, registry):
+    """A CLI pull of a repository whose blobs trickle, waited for until its first layer is on
+    disk (the job is then mid-download). Returns the CLI process: kill it to cancel."""
     registry.push("v4", "test/slow/busybox:v4")
     cli = subprocess.Popen([PADDOCK,
                             "--socket", daemon.sock, "image", "pull", "--insecure",
                             REGISTRY + "/test/slow/busybox:v4"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    layer = os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")
     try:
-        wait_for(lambda: os.path.exists(os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")),
-                 timeout=30, what="the pull to download")
+        wait_for(lambda: os.path.exists(layer), timeout=30, what="the pull to download")
+    except BaseException:
+        cli.kill()
+        cli.wait()
+        raise
+    return cli
+
+
+def test_kill9_during_pull_leaves_nothing(daemon, registry):
+    cli = start_slow_pull(daemon, registry)
+    try:
         helpers = helper_pids(daemon.pid)
         assert helpers
         daemon.kill9()
@@ -643,15 +655,10 @@ def test_client_going_away_cancels_the_pull(daemon, registry):
 
 def test_commit_does_not_take_the_name_of_a_pull_in_progress(daemon, registry):
     """A commit must not delete or replace the .partial directory of a running pull."""
-    registry.push("v4", "test/slow/busybox:v4")
     daemon.create("src", "--computer")
-    cli = subprocess.Popen([PADDOCK,
-                            "--socket", daemon.sock, "image", "pull", "--insecure",
-                            REGISTRY + "/test/slow/busybox:v4"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cli = start_slow_pull(daemon, registry)
+    layer = os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")
     try:
-        layer = os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")
-        wait_for(lambda: os.path.exists(layer), timeout=30, what="the pull to download")
         r = daemon.api("POST", "/v1/envs/src/commit", {"image": "busybox-v4"})
         assert r.status == 409 and "being made" in r.error()[1], r
         assert os.path.exists(layer)  # the pull's files are untouched
@@ -678,15 +685,9 @@ def fd_targets(pid):
 def test_image_helpers_hold_none_of_the_daemons_descriptors(daemon, registry):
     """The helper parses what a registry sends: the daemon's API socket, database, pidfds and
     sessions must not be within its reach."""
-    registry.push("v4", "test/slow/busybox:v4")
     daemon.create("other", "--computer")  # the daemon holds this environment's pidfd
-    cli = subprocess.Popen([PADDOCK,
-                            "--socket", daemon.sock, "image", "pull", "--insecure",
-                            REGISTRY + "/test/slow/busybox:v4"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cli = start_slow_pull(daemon, registry)
     try:
-        layer = os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")
-        wait_for(lambda: os.path.exists(layer), timeout=30, what="the pull to download")
         daemon_fds = fd_targets(daemon.pid)
         assert any("pidfd" in t for t in daemon_fds.values())  # the test can fail
         helpers = helper_pids(daemon.pid)
