@@ -136,6 +136,23 @@ static int rm_subvolume(int dirfd, const char *name)
         return r < 0 ? r : btrfs_subvol_delete(dirfd, name);
 }
 
+/* Rename dirfd/name up to the walk's top under a fresh name: never over an entry that is
+ * there already (the tree's own names, an environment's included, stay what they are). */
+static int move_to_top(struct rm_walk *w, int dirfd, const char *name)
+{
+        for (int tries = 0; tries < 1000; tries++) {
+                char flat[64];
+                snprintf(flat, sizeof(flat), ".rm-deep-%lu", w->serial++);
+                if (renameat2(dirfd, name, w->top, flat, RENAME_NOREPLACE) == 0) {
+                        w->moved++;
+                        return 0;
+                }
+                if (errno != EEXIST)
+                        return -errno;
+        }
+        return -EEXIST;
+}
+
 static int rm_rf_children(int fd, struct rm_walk *w, int depth)
 {
         DIR *d = fdopendir(fd);
@@ -162,13 +179,9 @@ static int rm_rf_children(int fd, struct rm_walk *w, int depth)
                                 continue;
                         }
                         if (depth >= RM_RF_MAX_DEPTH) {
-                                char flat[64];
-                                snprintf(flat, sizeof(flat), ".rm-deep-%lu", w->serial++);
-                                if (renameat(dirfd(d), de->d_name, w->top, flat) == 0) {
-                                        w->moved++;
-                                        continue;
-                                }
-                                r = -errno;
+                                int q = move_to_top(w, dirfd(d), de->d_name);
+                                if (q < 0)
+                                        r = q;
                                 continue;
                         }
                         int sub = openat(dirfd(d), de->d_name,
