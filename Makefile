@@ -1,21 +1,36 @@
-# Paddock build. `make` builds the three programs into build/; `make check` runs the C unit tests.
+# Paddock build. `make` builds the three programs into build/; `make check` runs the C unit
+# tests; `make compdb` writes compile_commands.json for editors and clang-tidy.
+#
+# Layering (docs/architecture.md): src/lib is compiled with only its own packages' flags and
+# may include nothing from src/daemon or src/cli; `make layering` checks that and runs in
+# every build. The daemon may use lib; the CLI may use lib; neither includes the other.
 CC      ?= cc
 BUILD   ?= build
 WERROR  ?= -Werror
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 -Wall -Wextra $(WERROR) -Wno-unused-parameter -D_GNU_SOURCE \
-           -fno-strict-aliasing -fstack-protector-strong -D_FORTIFY_SOURCE=2 -Isrc
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wmissing-prototypes -Wshadow -Wformat=2 \
+           -Wswitch-enum -Wundef -Wvla
+CFLAGS  += -std=gnu11 $(WARN) $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing \
+           -fstack-protector-strong -D_FORTIFY_SOURCE=2 -Isrc -MMD -MP
 SAN     ?=
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
-PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle
-PKGS_DAEMON := $(PKGS_LIB) libmicrohttpd libcurl
-PKGS_CLI    := libcurl jansson nettle
-# wslay (WebSocket framing) ships no pkg-config file in Debian.
+# The registry client (src/lib/registry.c) is an HTTP *client* built on libcurl and belongs to
+# the library; the HTTP *server* (libmicrohttpd) and WebSocket framing (wslay) are daemon-only.
+PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle libcurl
+PKGS_DAEMON := libmicrohttpd
+PKGS_CLI    :=
+# wslay ships no pkg-config file in Debian; lib/websocket.c holds the framing both use.
 LIBS_WS     := -lwslay
-cflags_of = $(shell pkg-config --cflags $(1))
-libs_of   = $(shell pkg-config --libs $(1))
+
+# pkg-config runs once per make, not once per object.
+LIB_CFLAGS    := $(shell pkg-config --cflags $(PKGS_LIB))
+LIB_LIBS      := $(shell pkg-config --libs $(PKGS_LIB))
+DAEMON_CFLAGS := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_DAEMON))
+DAEMON_LIBS   := $(LIB_LIBS) $(shell pkg-config --libs $(PKGS_DAEMON)) $(LIBS_WS)
+CLI_CFLAGS    := $(LIB_CFLAGS)
+CLI_LIBS      := $(LIB_LIBS) $(LIBS_WS)
 
 LIB_SRC    := $(wildcard src/lib/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c)
@@ -28,33 +43,63 @@ DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-all: $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init
+all: layering $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init
 
-$(BUILD)/%.o: %.c $(wildcard src/*/*.h)
+$(BUILD)/src/lib/%.o: src/lib/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS) $(call cflags_of,$(PKGS_DAEMON) $(PKGS_CLI)) -c -o $@ $<
+	@$(CC) $(CFLAGS) $(LIB_CFLAGS) -c -o $@ $<
+
+$(BUILD)/src/daemon/%.o: src/daemon/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) $(DAEMON_CFLAGS) -c -o $@ $<
+
+$(BUILD)/src/cli/%.o: src/cli/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) $(CLI_CFLAGS) -c -o $@ $<
 
 $(BUILD)/libpaddock.a: $(LIB_OBJ)
+	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/paddockd: $(DAEMON_OBJ) $(BUILD)/libpaddock.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(call libs_of,$(PKGS_DAEMON)) $(LIBS_WS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS)
 
 $(BUILD)/paddock: $(CLI_OBJ) $(BUILD)/libpaddock.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(call libs_of,$(PKGS_CLI)) $(LIBS_WS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS)
 
 # PID 1 inside every environment: static, tiny, no sanitizers (it runs in an empty root).
 $(BUILD)/paddock-init: $(INIT_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -Wall -Wextra $(WERROR) -D_GNU_SOURCE -static -o $@ $^
+	$(CC) -std=gnu11 -O2 -Wall -Wextra $(WERROR) -D_GNU_SOURCE -Isrc -MMD -MP -static -o $@ $(INIT_SRC)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a tests/unit/unit.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $(call cflags_of,$(PKGS_LIB)) -o $@ $< $(BUILD)/libpaddock.a $(LDFLAGS) $(call libs_of,$(PKGS_LIB))
+	$(CC) $(CFLAGS) -Wno-missing-prototypes -Itests/unit $(LIB_CFLAGS) -o $@ $< $(BUILD)/libpaddock.a $(LDFLAGS) $(LIB_LIBS)
 
+# Each unit test program prints one "N passed, N failed, N skipped" line; exit 77 means it
+# could not run here at all. The summary counts skips apart from passes.
 check: $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+	@./tests/unit/run.sh $(UNIT_BIN)
+
+# The library must not reach up into the programs, and no program into the other.
+layering:
+	@bad=$$(grep -nE '#include +["<](daemon|cli)/|#include +<(microhttpd|wslay/wslay)\.h>' src/lib/*.[ch]; \
+	        grep -nE '#include +["<]cli/' src/daemon/*.[ch]; \
+	        grep -nE '#include +["<]daemon/|#include +<microhttpd\.h>' src/cli/*.[ch]); \
+	 if [ -n "$$bad" ]; then echo "layering violation (docs/architecture.md):"; echo "$$bad"; exit 1; fi
+
+# compile_commands.json for clangd / clang-tidy, with the exact flags each part is built with.
+compdb:
+	@{ echo '['; sep=''; \
+	  for f in $(LIB_SRC); do printf '%s{"directory":"%s","file":"%s","command":"%s %s %s -c %s"}\n' "$$sep" "$(CURDIR)" "$$f" "$(CC)" "$(CFLAGS)" "$(LIB_CFLAGS)" "$$f"; sep=','; done; \
+	  for f in $(DAEMON_SRC); do printf ',{"directory":"%s","file":"%s","command":"%s %s %s -c %s"}\n' "$(CURDIR)" "$$f" "$(CC)" "$(CFLAGS)" "$(DAEMON_CFLAGS)" "$$f"; done; \
+	  for f in $(CLI_SRC); do printf ',{"directory":"%s","file":"%s","command":"%s %s %s -c %s"}\n' "$(CURDIR)" "$$f" "$(CC)" "$(CFLAGS)" "$(CLI_CFLAGS)" "$$f"; done; \
+	  for f in $(UNIT_SRC); do printf ',{"directory":"%s","file":"%s","command":"%s %s -Itests/unit %s -c %s"}\n' "$(CURDIR)" "$$f" "$(CC)" "$(CFLAGS)" "$(LIB_CFLAGS)" "$$f"; done; \
+	  echo ']'; } > compile_commands.json
+	@echo "wrote compile_commands.json"
 
 PREFIX ?= /usr/local
 install: all
@@ -62,9 +107,11 @@ install: all
 	install -m 0755 $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init $(DESTDIR)$(PREFIX)/bin/
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) compile_commands.json
 
 format:
 	clang-format -i src/*/*.c src/*/*.h tests/unit/*.c tests/unit/*.h
 
-.PHONY: all check clean format install
+.PHONY: all check clean compdb format install layering
+
+-include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UNIT_BIN:=.d) $(BUILD)/paddock-init.d

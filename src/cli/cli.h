@@ -3,11 +3,10 @@
 #pragma once
 
 #include "cli/client.h"
+#include "lib/paddock.h"
 
 #include <stdbool.h>
 
-#define PADDOCK_VERSION        "0.1.0"
-#define PADDOCK_DEFAULT_SOCKET "/run/paddock/paddock.sock"
 
 /* Exit codes of every verb but exec (which passes on the command's own code). */
 enum {

@@ -67,11 +67,11 @@ static bool window_size(unsigned *cols, unsigned *rows)
 }
 
 /* Leave the screen on a fresh line before we print anything of our own. */
-static void say(const char *fmt, const char *msg)
+static void say(const char *msg)
 {
         if (termios_saved)
                 fputs("\r\n", stderr);
-        fprintf(stderr, fmt, msg);
+        fprintf(stderr, "paddock: %s\n", msg);
 }
 
 static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
@@ -94,9 +94,9 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
                 s->have_exit = true;
                 s->exit_code = c < 0 || c > 255 ? 255 : (int)c;
                 if (json_is_true(json_object_get(j, "timed_out")))
-                        say("%s", "paddock: the session timed out\n");
+                        say("the session timed out");
         } else if (err) {
-                say("paddock: %s\n", err);
+                say(err);
         }
         json_decref(j);
 }

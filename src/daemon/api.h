@@ -1,4 +1,4 @@
-/* The HTTP API (DESIGN §3). Parses and validates requests, calls the engine, renders JSON.
+/* The HTTP API. Parses and validates requests, calls the engine, renders JSON.
  * No syscalls here beyond what the http layer does: the engine interface is the boundary. */
 #pragma once
 #include "daemon/engine.h"

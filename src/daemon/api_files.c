@@ -1,4 +1,4 @@
-/* Files API (DESIGN §3): GET|PUT|DELETE /v1/envs/{name}/files, GET files/list and files/stat,
+/* Files API: GET|PUT|DELETE /v1/envs/{name}/files, GET files/list and files/stat,
  * POST files/mkdir and files/move, GET|PUT /v1/envs/{name}/archive.
  *
  * Each request becomes one job: a helper forked by lib/files.c that enters the environment

@@ -1,4 +1,4 @@
-/* Snapshots, restore, fork and commit (DESIGN §3):
+/* Snapshots, restore, fork and commit:
  *   GET    /v1/envs/{name}/snapshots               list
  *   POST   /v1/envs/{name}/snapshots   {name?}     take one (a running env is frozen meanwhile)
  *   DELETE /v1/envs/{name}/snapshots/{snap}

@@ -1,4 +1,4 @@
-/* The environments' DNS resolver (DESIGN.md §8): the only DNS server an environment can reach,
+/* The environments' DNS resolver (docs/network.md): the only DNS server an environment can reach,
  * at the gateway address, port 53, UDP and TCP, on the daemon's event loop.
  *
  * For each query the policy decides, by source address and name:

@@ -7,6 +7,7 @@
 #include "daemon/network.h"
 #include "daemon/procs.h"
 #include "lib/confine.h"
+#include "lib/paddock.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -23,7 +24,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#define PADDOCK_VERSION "0.1.0"
 
 struct options {
         const char *root;
@@ -47,7 +47,7 @@ static void usage(FILE *f)
                    "                [--debug] [--version]\n"
                    "  --root DIR          state directory (env PADDOCK_ROOT, default /var/lib/paddock)\n"
                    "  --socket PATH       API socket (env PADDOCK_SOCKET, default "
-                   "/run/paddock/paddock.sock)\n"
+                   PADDOCK_DEFAULT_SOCKET ")\n"
                    "  --init PATH         paddock-init binary (default: next to paddockd)\n"
                    "  --uid-registry DIR  host-wide id range claims (default /var/lib/paddock-uids)\n"
                    "  --subnet CIDR       environments' addresses (default 10.77.0.0/16)\n"
@@ -77,7 +77,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"help", no_argument, NULL, 'h'},          {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
-        o->socket = getenv("PADDOCK_SOCKET") ? getenv("PADDOCK_SOCKET") : "/run/paddock/paddock.sock";
+        o->socket = getenv("PADDOCK_SOCKET") ? getenv("PADDOCK_SOCKET") : PADDOCK_DEFAULT_SOCKET;
         o->subnet = "10.77.0.0/16";
         o->resolv_conf = "/etc/resolv.conf";
         o->uid_registry = getenv("PADDOCK_UID_REGISTRY") ? getenv("PADDOCK_UID_REGISTRY")

@@ -1,4 +1,4 @@
-/* Networking of environments (DESIGN §8): addresses, the routed veth, the firewall table, the
+/* Networking of environments (docs/network.md): addresses, the routed veth, the firewall table, the
  * DNS resolver and bandwidth. The engine calls this; it calls lib/netlink, lib/nft and dns. */
 #pragma once
 #include "daemon/loop.h"

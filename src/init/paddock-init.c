@@ -14,6 +14,8 @@
  * only receives signals it has a handler for (or blocks); we install a no-op handler for each
  * as well, which also undoes any SIG_IGN inherited through exec (an ignored SIGCHLD would make
  * the kernel auto-reap and hide exits). */
+#include "lib/paddock.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -25,9 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef PADDOCK_VERSION
-#define PADDOCK_VERSION "0.1.0"
-#endif
 
 #define INIT_NAME         "paddock-init"
 #define SHUTDOWN_GRACE_MS 10000

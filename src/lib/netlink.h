@@ -1,6 +1,6 @@
 /* Links, addresses, routes and traffic shaping over rtnetlink (libmnl). No `ip`/`tc` at run time.
  *
- * Network model (DESIGN §8): routed veth per environment. The host side of every environment's
+ * Network model (docs/network.md): routed veth per environment. The host side of every environment's
  * veth carries the same gateway address (e.g. 10.77.0.1/32, like Calico's 169.254.1.1) and a
  * /32 route to the environment's address; the environment side ("eth0") carries the
  * environment's address /32, an on-link route to the gateway and a default route via it. The

@@ -1,5 +1,6 @@
 #include "lib/parse.h"
 #include "lib/util.h"
+#include "lib/paddock.h"
 
 #include <ctype.h>
 
@@ -105,7 +106,7 @@ bool name_is_valid(const char *s)
                 return false;
         size_t n = 0;
         for (const char *p = s; *p; p++, n++) {
-                if (n >= 63)
+                if (n >= NAME_LEN_MAX)
                         return false;
                 if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
                         return false;

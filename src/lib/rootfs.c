@@ -74,12 +74,6 @@ static int idmapped_tree(const char *path, int userns_fd, uint64_t attrs)
         return TAKE_FD(t);
 }
 
-static int path_join(char *buf, size_t len, const char *a, const char *b)
-{
-        int n = snprintf(buf, len, "%s/%s", a, b);
-        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
 static int mount_root_sandbox(const struct rootfs_config *c, int root_dir_fd)
 {
         _cleanup_close_ int t = idmapped_tree(c->tree ? c->tree : c->image_rootfs,
@@ -103,11 +97,9 @@ static int mount_root_computer(const struct rootfs_config *c, int root_dir_fd)
         }
         char lower[4096], upper[4096], work[4096];
         int r;
-        if ((r = path_join(lower, sizeof(lower), c->env_dir, "lower")) < 0 ||
-            (r = path_join(upper, sizeof(upper), c->overlay_dir ? c->overlay_dir : c->env_dir,
-                           "upper")) < 0 ||
-            (r = path_join(work, sizeof(work), c->overlay_dir ? c->overlay_dir : c->env_dir,
-                           "work")) < 0)
+        if ((r = BUF_PRINTF(lower, "%s/lower", c->env_dir)) < 0 ||
+            (r = BUF_PRINTF(upper, "%s/upper", c->overlay_dir ? c->overlay_dir : c->env_dir)) < 0 ||
+            (r = BUF_PRINTF(work, "%s/work", c->overlay_dir ? c->overlay_dir : c->env_dir)) < 0)
                 return r;
         /* The idmapped image is only visible inside this mount namespace, at env_dir/lower. */
         _cleanup_close_ int t = idmapped_tree(c->image_rootfs, c->userns_fd, MOUNT_ATTR_RDONLY);
@@ -300,7 +292,7 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                 goto fail;
         }
         step = "root mount point";
-        if ((r = path_join(rootdir, sizeof(rootdir), c->env_dir, "rootfs")) < 0)
+        if ((r = BUF_PRINTF(rootdir, "%s/rootfs", c->env_dir)) < 0)
                 goto fail;
         root_dir = open(rootdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root_dir < 0) {

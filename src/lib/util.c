@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <linux/close_range.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -411,4 +412,36 @@ void test_crash_point(const char *step)
         const char *at = getenv("PADDOCK_TEST_CRASH_AT");
         if (at && strcmp(at, step) == 0)
                 raise(SIGKILL);
+}
+
+int buf_printf(char *buf, size_t size, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(buf, size, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -EINVAL;
+        if ((size_t)n >= size)
+                return -ENAMETOOLONG;
+        return n;
+}
+
+char *path_join(const char *a, const char *b)
+{
+        size_t la = strlen(a);
+        bool slash = la > 0 && a[la - 1] == '/';
+        char *p;
+        if (asprintf(&p, "%s%s%s", a, slash ? "" : "/", b) < 0)
+                return NULL;
+        return p;
+}
+
+const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE])
+{
+        time_t t = (time_t)unix_s;
+        struct tm tm;
+        if (!gmtime_r(&t, &tm) || strftime(buf, RFC3339_SIZE, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                buf[0] = '\0';
+        return buf;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #define _cleanup_close_   _cleanup_(closep)
 #define _cleanup_free_    _cleanup_(freep)
 #define _cleanup_fclose_  _cleanup_(fclosep)
+#define _cleanup_closedir_ _cleanup_(closedirp)
 #define _unused_          __attribute__((unused))
 #define _warn_unused_     __attribute__((warn_unused_result))
 #define ELEMENTSOF(x)     (sizeof(x) / sizeof((x)[0]))
@@ -42,6 +44,12 @@ static inline void fclosep(FILE **f)
                 fclose(*f);
 }
 
+static inline void closedirp(DIR **d)
+{
+        if (*d)
+                closedir(*d);
+}
+
 /* Hand an fd (or pointer) out of a scope whose cleanup would otherwise close (free) it. */
 #define TAKE_FD(fd)                                                                                \
         ({                                                                                         \
@@ -60,6 +68,19 @@ static inline int negative_errno(void)
 {
         return errno > 0 ? -errno : -EIO;
 }
+
+/* snprintf into a fixed buffer where truncation is an error, never a silently different string
+ * (a path cut short names another file): the length written, or -ENAMETOOLONG. Use
+ * BUF_PRINTF(array, ...) for arrays so the size cannot disagree with the buffer. */
+_warn_unused_ __attribute__((format(printf, 3, 4))) int buf_printf(char *buf, size_t size,
+                                                                   const char *fmt, ...);
+#define BUF_PRINTF(buf, ...) buf_printf((buf), sizeof(buf), __VA_ARGS__)
+/* "a/b" in a new allocation (NULL on out-of-memory); a trailing '/' of a is not doubled. */
+char *path_join(const char *a, const char *b);
+
+/* RFC 3339 UTC timestamp, "2026-12-01T23:11:03Z" (RFC3339_SIZE bytes with the NUL). */
+#define RFC3339_SIZE 21
+const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE]);
 
 /* Whole-buffer write/read that retry on EINTR and short transfers. */
 int write_all(int fd, const void *buf, size_t len);

@@ -1,4 +1,4 @@
-"""Networking (DESIGN.md §8): none / open / allow policies, the daemon's DNS resolver, links,
+"""Networking (docs/network.md): none / open / allow policies, the daemon's DNS resolver, links,
 bandwidth, published ports and cleanup, against a fake internet.
 
 Every daemon runs in its own network namespace (conftest). Here a second namespace, the "fake

@@ -1,0 +1,10 @@
+/* Cleanup attribute for jansson values, like _cleanup_free_ for malloc'd memory. */
+#pragma once
+#include <jansson.h>
+
+static inline void json_decrefp(json_t **j)
+{
+        if (*j)
+                json_decref(*j);
+}
+#define _cleanup_json_ __attribute__((cleanup(json_decrefp)))
