@@ -17,7 +17,7 @@ CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
 # The registry client (src/lib/registry.c) is an HTTP *client* built on libcurl and belongs to
-# the library; the HTTP *server* (libmicrohttpd) and WebSocket framing (wslay) are daemon-only.
+# the library; the HTTP *server* (libmicrohttpd) is daemon-only.
 PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle libcurl
 PKGS_DAEMON := libmicrohttpd
 PKGS_CLI    :=
