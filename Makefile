@@ -77,7 +77,8 @@ $(BUILD)/paddock-init: $(INIT_SRC)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Wno-missing-prototypes -Itests/unit $(LIB_CFLAGS) -o $@ $< $(BUILD)/libpaddock.a $(LDFLAGS) $(LIB_LIBS)
+	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) -Wno-missing-prototypes -Itests/unit $(LIB_CFLAGS) -o $@ $< $(BUILD)/libpaddock.a $(LDFLAGS) $(LIB_LIBS)
 
 # Each unit test program prints one "N passed, N failed, N skipped" line; exit 77 means it
 # could not run here at all. The summary counts skips apart from passes.

@@ -112,14 +112,17 @@ def test_ctrl_d_ends_the_shell_with_its_exit_code(term):
 
 
 def test_exec_it_runs_a_command_in_a_terminal(term):
-    term.start(pane_cmd('"$PADDOCK" exec -it box -- sh -c \'printf "name? "; read x; '
-                        'echo "got:$x tty:$(tty)"; exit 3\''))
+    # After the CLI exits, the pane's own shell prints its terminal's line discipline flags.
+    mode = 'echo "MODE=$(stty -a | tr " ;" "\\n\\n" | grep -E "^-?(icanon|echo)$" | tr "\\n" " ")"'
+    term.start("sh -c %s" % shlex.quote(
+        '"$PADDOCK" exec -it box -- sh -c \'printf "name? "; read x; echo "got:$x tty:$(tty)"; '
+        'exit 3\'; echo "EXIT=$?"; %s; exec sleep 3600' % mode))
     term.wait_for(r"name\? ")
     term.line("paddock")
     term.wait_for(r"got:paddock tty:/dev/pts/\d+")
     term.wait_for(r"EXIT=3\b")
-    # the local terminal is back in cooked mode afterwards: a host shell reads lines again
-    assert "stty" not in term.screen()
+    # the local terminal is back in cooked mode afterwards (raw mode would show -icanon -echo)
+    term.wait_for(r"MODE=icanon echo\b")
 
 
 def test_exec_t_alone_and_refusals_without_a_terminal(box):

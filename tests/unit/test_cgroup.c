@@ -769,7 +769,7 @@ static void real_lifecycle(const char *root, const char *name, bool want_v1)
         int r = cgroup_manager_new(root, "/proc/self/cgroup", c.subtree, &m);
         if (r == -EBUSY || r == -EOPNOTSUPP) {
                 /* v2 without a delegated group of our own (e.g. a login session scope). */
-                printf("skip %s: manager: %s\n", name, strerror(-r));
+                SKIP("manager: %s (no delegated cgroup of our own)", strerror(-r));
                 real_cleanup(&c, NULL, true);
                 return;
         }
@@ -779,7 +779,7 @@ static void real_lifecycle(const char *root, const char *name, bool want_v1)
         enum cgroup_mode mode = cgroup_manager_mode(m);
         bool v2 = mode == CGROUP_V2;
         if ((mode == CGROUP_V1) != want_v1) {
-                printf("skip %s: %s host\n", name, cgroup_mode_name(mode));
+                SKIP("%s host", cgroup_mode_name(mode));
                 goto out;
         }
         printf("     %s: %s\n", name, cgroup_mode_name(mode));
@@ -898,7 +898,7 @@ out:
 static void test_cgroup_real__lifecycle(void)
 {
         if (geteuid() != 0) {
-                printf("skip test_cgroup_real__lifecycle: not root\n");
+                SKIP("not root");
                 return;
         }
         real_lifecycle("/sys/fs/cgroup", "test_cgroup_real__lifecycle", false);
@@ -912,7 +912,7 @@ static void test_cgroup_real__v1_only(void)
         struct statfs sfs;
         if (geteuid() != 0 || statfs("/sys/fs/cgroup/memory", &sfs) < 0 ||
             sfs.f_type != 0x27e0eb) {
-                printf("skip test_cgroup_real__v1_only: not root or no v1 memory hierarchy\n");
+                SKIP("not root or no v1 memory hierarchy");
                 return;
         }
         tmp_setup();

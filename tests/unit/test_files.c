@@ -526,7 +526,7 @@ static int archive_in(const char *dir, const char *const *names, const char *con
 static void test_files_archive_in__hostile_entries(void)
 {
         if (geteuid() != 0) {
-                printf("  (skipped: needs root for chroot)\n");
+                SKIP("needs root for chroot");
                 return;
         }
         setup();

@@ -847,8 +847,7 @@ static void test_image_layers__whiteout_escapes(void)
 int main(void)
 {
         if (geteuid() != 0) {
-                printf("skip test_image: needs root (chroot, chown)\n");
-                return 0;
+                UNIT_SKIP_ALL("needs root (chroot, chown)");
         }
         RUN(test_image_unpack__plain);
         RUN(test_image_unpack__gzip);

@@ -63,7 +63,7 @@ static int new_netns(void)
 static void in_fresh_netns(const char *name, void (*body)(void))
 {
         if (geteuid() != 0) {
-                printf("skip %s: not root\n", name);
+                SKIP("not root");
                 return;
         }
         fflush(stdout);
@@ -822,7 +822,7 @@ static void body_sweep(void)
 static void test_tc_bandwidth__sweep(void)
 {
         if (!getenv("PADDOCK_TC_SWEEP")) {
-                printf("skip test_tc_bandwidth__sweep: PADDOCK_TC_SWEEP not set\n");
+                SKIP("PADDOCK_TC_SWEEP not set (a long measurement run on demand)");
                 return;
         }
         in_fresh_netns(__func__, body_sweep);

@@ -1085,8 +1085,7 @@ NETNS_TEST(test_nft_ipv6_then_ipv4_only__removes_v6_sets)
 int main(void)
 {
         if (geteuid() != 0) {
-                printf("skip test_nft: needs root\n");
-                return 0;
+                UNIT_SKIP_ALL("needs root");
         }
         RUN(test_nft_open__idempotent_and_confined);
         RUN(test_nft_names__validation);

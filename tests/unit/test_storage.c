@@ -155,9 +155,7 @@ static bool usable(void)
 int main(void)
 {
         if (!usable()) {
-                printf("SKIP test_storage: no mkfs.btrfs or loop devices\n");
-                printf("0 passed, 0 failed, 2 skipped\n");
-                return 77;
+                UNIT_SKIP_ALL("no mkfs.btrfs or loop devices");
         }
         snprintf(tmp_root, sizeof(tmp_root), "/var/tmp/paddock-unit-XXXXXX");
         if (!mkdtemp(tmp_root))

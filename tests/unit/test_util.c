@@ -1062,8 +1062,37 @@ static void test_join_passwd_lookup__line_cut_at_limit(void)
         tmp_teardown();
 }
 
+static void test_util_buf_printf__truncation_is_an_error(void)
+{
+        char b[8];
+        CHECK_EQ_INT(BUF_PRINTF(b, "%s/%s", "ab", "cd"), 5);
+        CHECK_EQ_STR(b, "ab/cd");
+        CHECK_EQ_INT(BUF_PRINTF(b, "%s/%s", "abc", "defg"), -ENAMETOOLONG); /* 8 chars: no room */
+        CHECK_EQ_INT(BUF_PRINTF(b, "%s", "1234567"), 7);                     /* exactly fits */
+}
+
+static void test_util_path_join__one_slash(void)
+{
+        _cleanup_free_ char *a = path_join("/var/lib", "x");
+        _cleanup_free_ char *b = path_join("/var/lib/", "x");
+        _cleanup_free_ char *c = path_join("", "x");
+        CHECK_EQ_STR(a, "/var/lib/x");
+        CHECK_EQ_STR(b, "/var/lib/x");
+        CHECK_EQ_STR(c, "/x");
+}
+
+static void test_util_format_rfc3339__utc(void)
+{
+        char ts[RFC3339_SIZE];
+        CHECK_EQ_STR(format_rfc3339(0, ts), "1970-01-01T00:00:00Z");
+        CHECK_EQ_STR(format_rfc3339(1796166663, ts), "2026-12-01T23:11:03Z");
+}
+
 int main(void)
 {
+        RUN(test_util_buf_printf__truncation_is_an_error);
+        RUN(test_util_path_join__one_slash);
+        RUN(test_util_format_rfc3339__utc);
         RUN(test_util_utf8_valid__ascii);
         RUN(test_util_utf8_valid__multibyte);
         RUN(test_util_utf8_valid__overlong);
