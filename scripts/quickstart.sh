@@ -1,11 +1,11 @@
 #!/bin/sh
 # Paddock quick start: install dependencies, build, start paddockd, provide the image named
 # "default" (what `paddock create` uses without --image), create a computer and a sandbox and
-# run something in each.
-#   sudo ./scripts/quickstart.sh            Debian bookworm (bash, coreutils, python3, curl,
+# run something in each. Run it as root (a fresh Debian 12 has no sudo):
+#   ./scripts/quickstart.sh                 Debian bookworm (bash, coreutils, python3, curl,
 #                                            git, ca-certificates) built by `paddock image
 #                                            build` with mmdebstrap (a minute or two)
-#   sudo PADDOCK_IMAGE=busybox ./scripts/quickstart.sh
+#   PADDOCK_IMAGE=busybox ./scripts/quickstart.sh
 #                                            a busybox image instead (seconds, no downloads)
 set -eu
 cd "$(dirname "$0")/.."

@@ -1,5 +1,7 @@
 #!/bin/bash
-# Host side of tests/vm/v2-smoke.sh: run it in the cgroup-v2 QEMU guest of ../shared/vm.
+# Host side of tests/vm/v2-smoke.sh: run it in a cgroup-v2 QEMU guest (Debian 12, systemd).
+# The VM runner is not part of this repository: PADDOCK_VM_SCRIPTS names the directory that
+# holds its run-in-vm.sh (the fallback below is where the developers' machines keep it).
 #   tests/vm/run-v2-smoke.sh [run-in-vm.sh options, e.g. --keep or --fresh]
 # run-in-vm.sh copies only the files git knows of (build/ is ignored), so this stages a copy of
 # the tree plus build/{paddockd,paddock,paddock-init} and the host's static busybox (the guest

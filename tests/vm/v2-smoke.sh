@@ -1,6 +1,6 @@
 #!/bin/bash
-# cgroup-v2 smoke test of Paddock on a systemd host. Runs INSIDE the QEMU guest of
-# ../shared/vm (Debian 12, systemd, pure cgroup v2), as root, from a copy of the source tree that
+# cgroup-v2 smoke test of Paddock on a systemd host. Runs INSIDE a QEMU guest
+# (Debian 12, systemd, pure cgroup v2), as root, from a copy of the source tree that
 # holds a prebuilt build/ (paddockd, paddock, paddock-init). From the host, use
 # tests/vm/run-v2-smoke.sh, which stages the tree with build/ and a static busybox and runs this.
 #
