@@ -163,12 +163,14 @@ static size_t split_path(const char *path, char seg[MAX_SEGMENTS][128])
 }
 
 /* What an adapter gets: the environment of a /v1/envs/{name}/... route (looked up and known to
- * exist), and the route's other {placeholders} in the order they appear in the pattern. */
+ * exist), the route's other {placeholders} in the order they appear in the pattern (NULL past
+ * them), and the fixed argument of the route's entry. */
 struct route_call {
         struct request *r;
         struct engine *e;
         struct env *v;
         const char *arg[MAX_SEGMENTS];
+        const char *what;
 };
 
 enum {
@@ -183,150 +185,160 @@ enum {
 struct api_route_entry {
         struct api_route route;
         void (*call)(const struct route_call *c);
+        const char *what; /* the adapter's fixed argument: an action, a sub-resource */
         unsigned flags;
 };
 
 /* Thin adapters: today's handlers with today's arguments. */
-static void system_get(const struct route_call *c) { api_system(c->r, c->e); }
-static void images_list(const struct route_call *c) { api_images_list(c->r, c->e); }
-static void images_import(const struct route_call *c) { api_images_import(c->r, c->e); }
-static void image_delete(const struct route_call *c) { api_image_delete(c->r, c->e, c->arg[0]); }
-static void image_export(const struct route_call *c)
+static void system_get(const struct route_call *c)
 {
-        api_image_get(c->r, c->e, c->arg[0], "export");
+        api_system(c->r, c->e);
 }
-static void envs_list(const struct route_call *c) { api_envs_list(c->r, c->e); }
-static void envs_create(const struct route_call *c) { api_envs_create(c->r, c->e); }
-static void env_get(const struct route_call *c) { api_env_get(c->r, c->e, c->v); }
-static void env_patch(const struct route_call *c) { api_env_patch(c->r, c->e, c->v); }
-static void env_delete(const struct route_call *c) { api_env_delete(c->r, c->e, c->v); }
-static void env_start(const struct route_call *c) { api_env_action(c->r, c->e, c->v, "start"); }
-static void env_stop(const struct route_call *c) { api_env_action(c->r, c->e, c->v, "stop"); }
-static void env_restart(const struct route_call *c)
+
+static void images_list(const struct route_call *c)
 {
-        api_env_action(c->r, c->e, c->v, "restart");
+        api_images_list(c->r, c->e);
 }
-static void env_pause(const struct route_call *c) { api_env_action(c->r, c->e, c->v, "pause"); }
-static void env_resume(const struct route_call *c) { api_env_action(c->r, c->e, c->v, "resume"); }
-static void env_exec(const struct route_call *c) { api_env_exec(c->r, c->e, c->v); }
-static void env_exec_ws(const struct route_call *c) { api_env_exec_ws(c->r, c->e, c->v); }
-static void files(const struct route_call *c) { api_env_files(c->r, c->e, c->v, "files", NULL); }
-static void files_list(const struct route_call *c)
+
+static void images_import(const struct route_call *c)
 {
-        api_env_files(c->r, c->e, c->v, "files", "list");
+        api_images_import(c->r, c->e);
 }
-static void files_stat(const struct route_call *c)
+
+static void image_delete(const struct route_call *c)
 {
-        api_env_files(c->r, c->e, c->v, "files", "stat");
+        api_image_delete(c->r, c->e, c->arg[0]);
 }
-static void files_mkdir(const struct route_call *c)
+
+static void image_get(const struct route_call *c)
 {
-        api_env_files(c->r, c->e, c->v, "files", "mkdir");
+        api_image_get(c->r, c->e, c->arg[0], c->what);
 }
-static void files_move(const struct route_call *c)
+
+static void envs_list(const struct route_call *c)
 {
-        api_env_files(c->r, c->e, c->v, "files", "move");
+        api_envs_list(c->r, c->e);
 }
-static void files_watch(const struct route_call *c) { api_env_watch(c->r, c->e, c->v); }
+
+static void envs_create(const struct route_call *c)
+{
+        api_envs_create(c->r, c->e);
+}
+
+static void env_get(const struct route_call *c)
+{
+        api_env_get(c->r, c->e, c->v);
+}
+
+static void env_patch(const struct route_call *c)
+{
+        api_env_patch(c->r, c->e, c->v);
+}
+
+static void env_delete(const struct route_call *c)
+{
+        api_env_delete(c->r, c->e, c->v);
+}
+
+static void env_action(const struct route_call *c)
+{
+        api_env_action(c->r, c->e, c->v, c->what);
+}
+
+static void env_exec(const struct route_call *c)
+{
+        api_env_exec(c->r, c->e, c->v);
+}
+
+static void env_exec_ws(const struct route_call *c)
+{
+        api_env_exec_ws(c->r, c->e, c->v);
+}
+
+static void files(const struct route_call *c)
+{
+        api_env_files(c->r, c->e, c->v, "files", c->what);
+}
+
 static void archive(const struct route_call *c)
 {
         api_env_files(c->r, c->e, c->v, "archive", NULL);
 }
-static void ports(const struct route_call *c) { api_env_ports(c->r, c->e, c->v, NULL); }
-static void port_delete(const struct route_call *c)
+
+static void files_watch(const struct route_call *c)
+{
+        api_env_watch(c->r, c->e, c->v);
+}
+
+static void ports(const struct route_call *c)
 {
         api_env_ports(c->r, c->e, c->v, c->arg[0]);
 }
-static void procs(const struct route_call *c)
+
+static void processes(const struct route_call *c)
 {
-        api_env_processes(c->r, c->e, c->v, NULL, NULL);
+        api_env_processes(c->r, c->e, c->v, c->arg[0], c->what);
 }
-static void proc(const struct route_call *c)
-{
-        api_env_processes(c->r, c->e, c->v, c->arg[0], NULL);
-}
-static void proc_output(const struct route_call *c)
-{
-        api_env_processes(c->r, c->e, c->v, c->arg[0], "output");
-}
-static void proc_wait(const struct route_call *c)
-{
-        api_env_processes(c->r, c->e, c->v, c->arg[0], "wait");
-}
-static void proc_signal(const struct route_call *c)
-{
-        api_env_processes(c->r, c->e, c->v, c->arg[0], "signal");
-}
+
 static void snapshots(const struct route_call *c)
-{
-        api_env_snapshots(c->r, c->e, c->v, NULL);
-}
-static void snapshot_delete(const struct route_call *c)
 {
         api_env_snapshots(c->r, c->e, c->v, c->arg[0]);
 }
-static void env_restore(const struct route_call *c)
+
+static void storage_action(const struct route_call *c)
 {
-        api_env_storage_action(c->r, c->e, c->v, "restore");
-}
-static void env_fork(const struct route_call *c)
-{
-        api_env_storage_action(c->r, c->e, c->v, "fork");
-}
-static void env_commit(const struct route_call *c)
-{
-        api_env_storage_action(c->r, c->e, c->v, "commit");
+        api_env_storage_action(c->r, c->e, c->v, c->what);
 }
 
 #define ENV_FIRST ROUTE_ENV_FIRST
-#define PROCS (ROUTE_ENV_FIRST | ROUTE_OWN_METHODS)
+#define PROCS     (ROUTE_ENV_FIRST | ROUTE_OWN_METHODS)
 /* Every route of the API. A pattern is literal segments and {placeholders}; one that starts
  * with /v1/envs/{name} names an environment. docs/API.md has a heading for each entry
  * (tests/integration/test_docs.py compares it with `paddockd --routes`). */
 static const struct api_route_entry routes[] = {
-        {{"GET", "/v1/system"}, system_get, 0},
-        {{"GET", "/v1/images"}, images_list, 0},
-        {{"POST", "/v1/images"}, images_import, 0},
-        {{"DELETE", "/v1/images/{name}"}, image_delete, 0},
-        {{"GET", "/v1/images/{name}/export"}, image_export, 0},
-        {{"GET", "/v1/envs"}, envs_list, 0},
-        {{"POST", "/v1/envs"}, envs_create, 0},
-        {{"GET", "/v1/envs/{name}"}, env_get, 0},
-        {{"PATCH", "/v1/envs/{name}"}, env_patch, 0},
-        {{"DELETE", "/v1/envs/{name}"}, env_delete, 0},
-        {{"POST", "/v1/envs/{name}/start"}, env_start, 0},
-        {{"POST", "/v1/envs/{name}/stop"}, env_stop, 0},
-        {{"POST", "/v1/envs/{name}/restart"}, env_restart, 0},
-        {{"POST", "/v1/envs/{name}/pause"}, env_pause, 0},
-        {{"POST", "/v1/envs/{name}/resume"}, env_resume, 0},
-        {{"POST", "/v1/envs/{name}/exec"}, env_exec, 0},
-        {{"GET", "/v1/envs/{name}/exec/ws"}, env_exec_ws, ENV_FIRST},
-        {{"GET", "/v1/envs/{name}/processes"}, procs, PROCS},
-        {{"GET", "/v1/envs/{name}/processes/{id}"}, proc, PROCS},
-        {{"DELETE", "/v1/envs/{name}/processes/{id}"}, proc, PROCS},
-        {{"GET", "/v1/envs/{name}/processes/{id}/output"}, proc_output, PROCS},
-        {{"GET", "/v1/envs/{name}/processes/{id}/wait"}, proc_wait, PROCS},
-        {{"POST", "/v1/envs/{name}/processes/{id}/wait"}, proc_wait, PROCS},
-        {{"POST", "/v1/envs/{name}/processes/{id}/signal"}, proc_signal, PROCS},
-        {{"GET", "/v1/envs/{name}/files"}, files, ENV_FIRST},
-        {{"PUT", "/v1/envs/{name}/files"}, files, ENV_FIRST},
-        {{"DELETE", "/v1/envs/{name}/files"}, files, ENV_FIRST},
-        {{"GET", "/v1/envs/{name}/files/list"}, files_list, ENV_FIRST},
-        {{"GET", "/v1/envs/{name}/files/stat"}, files_stat, ENV_FIRST},
-        {{"POST", "/v1/envs/{name}/files/mkdir"}, files_mkdir, ENV_FIRST},
-        {{"POST", "/v1/envs/{name}/files/move"}, files_move, ENV_FIRST},
-        {{"GET", "/v1/envs/{name}/files/watch"}, files_watch, ENV_FIRST},
-        {{"GET", "/v1/envs/{name}/archive"}, archive, ENV_FIRST},
-        {{"PUT", "/v1/envs/{name}/archive"}, archive, ENV_FIRST},
-        {{"GET", "/v1/envs/{name}/ports"}, ports, ENV_FIRST},
-        {{"POST", "/v1/envs/{name}/ports"}, ports, ENV_FIRST},
-        {{"DELETE", "/v1/envs/{name}/ports/{host_port}"}, port_delete, ENV_FIRST},
-        {{"GET", "/v1/envs/{name}/snapshots"}, snapshots, ENV_FIRST},
-        {{"POST", "/v1/envs/{name}/snapshots"}, snapshots, ENV_FIRST},
-        {{"DELETE", "/v1/envs/{name}/snapshots/{snap}"}, snapshot_delete, ENV_FIRST},
-        {{"POST", "/v1/envs/{name}/restore"}, env_restore, ENV_FIRST},
-        {{"POST", "/v1/envs/{name}/fork"}, env_fork, ENV_FIRST},
-        {{"POST", "/v1/envs/{name}/commit"}, env_commit, ENV_FIRST},
+    {{"GET", "/v1/system"}, system_get, NULL, 0},
+    {{"GET", "/v1/images"}, images_list, NULL, 0},
+    {{"POST", "/v1/images"}, images_import, NULL, 0},
+    {{"DELETE", "/v1/images/{name}"}, image_delete, NULL, 0},
+    {{"GET", "/v1/images/{name}/export"}, image_get, "export", 0},
+    {{"GET", "/v1/envs"}, envs_list, NULL, 0},
+    {{"POST", "/v1/envs"}, envs_create, NULL, 0},
+    {{"GET", "/v1/envs/{name}"}, env_get, NULL, 0},
+    {{"PATCH", "/v1/envs/{name}"}, env_patch, NULL, 0},
+    {{"DELETE", "/v1/envs/{name}"}, env_delete, NULL, 0},
+    {{"POST", "/v1/envs/{name}/start"}, env_action, "start", 0},
+    {{"POST", "/v1/envs/{name}/stop"}, env_action, "stop", 0},
+    {{"POST", "/v1/envs/{name}/restart"}, env_action, "restart", 0},
+    {{"POST", "/v1/envs/{name}/pause"}, env_action, "pause", 0},
+    {{"POST", "/v1/envs/{name}/resume"}, env_action, "resume", 0},
+    {{"POST", "/v1/envs/{name}/exec"}, env_exec, NULL, 0},
+    {{"GET", "/v1/envs/{name}/exec/ws"}, env_exec_ws, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/processes"}, processes, NULL, PROCS},
+    {{"GET", "/v1/envs/{name}/processes/{id}"}, processes, NULL, PROCS},
+    {{"DELETE", "/v1/envs/{name}/processes/{id}"}, processes, NULL, PROCS},
+    {{"GET", "/v1/envs/{name}/processes/{id}/output"}, processes, "output", PROCS},
+    {{"GET", "/v1/envs/{name}/processes/{id}/wait"}, processes, "wait", PROCS},
+    {{"POST", "/v1/envs/{name}/processes/{id}/wait"}, processes, "wait", PROCS},
+    {{"POST", "/v1/envs/{name}/processes/{id}/signal"}, processes, "signal", PROCS},
+    {{"GET", "/v1/envs/{name}/files"}, files, NULL, ENV_FIRST},
+    {{"PUT", "/v1/envs/{name}/files"}, files, NULL, ENV_FIRST},
+    {{"DELETE", "/v1/envs/{name}/files"}, files, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/files/list"}, files, "list", ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/files/stat"}, files, "stat", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/files/mkdir"}, files, "mkdir", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/files/move"}, files, "move", ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/files/watch"}, files_watch, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/archive"}, archive, NULL, ENV_FIRST},
+    {{"PUT", "/v1/envs/{name}/archive"}, archive, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/ports"}, ports, NULL, ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/ports"}, ports, NULL, ENV_FIRST},
+    {{"DELETE", "/v1/envs/{name}/ports/{host_port}"}, ports, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/snapshots"}, snapshots, NULL, ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/snapshots"}, snapshots, NULL, ENV_FIRST},
+    {{"DELETE", "/v1/envs/{name}/snapshots/{snap}"}, snapshots, NULL, ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/restore"}, storage_action, "restore", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/fork"}, storage_action, "fork", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/commit"}, storage_action, "commit", ENV_FIRST},
 };
 #undef ENV_FIRST
 #undef PROCS
@@ -391,8 +403,8 @@ void api_handle(struct request *r, void *ctx)
         const struct api_route_entry *hit = NULL, *known = NULL; /* known: the path matches */
         const char *env = NULL;
 
-        if (n > MAX_SEGMENTS || (n > 0 && strcmp(seg[0], "v1") != 0))
-                n = 0; /* matches nothing */
+        if (n > MAX_SEGMENTS)
+                n = 0; /* a segment too long, or too many of them: matches nothing */
         for (size_t i = 0; i < ELEMENTSOF(routes) && !hit; i++) {
                 if (!pattern_match(routes[i].route.pattern, seg, n, &env, c.arg))
                         continue;
@@ -417,5 +429,6 @@ void api_handle(struct request *r, void *ctx)
                                  req_method(r), req_path(r));
                 return;
         }
+        c.what = hit->what;
         hit->call(&c);
 }
