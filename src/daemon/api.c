@@ -132,7 +132,10 @@ bool api_count(struct request *r, json_t *j, const char *field, uint64_t min, ui
         return true;
 }
 
-/* Split "/v1/envs/NAME/processes/ID/ACTION" into at most 6 segments. */
+/* ---------------------------------------------------------------- the route table */
+
+/* Split "/v1/envs/NAME/processes/ID/ACTION" into at most 6 segments; 99 when longer. A trailing
+ * slash adds no segment; "//" makes an empty one. */
 #define MAX_SEGMENTS 6
 static size_t split_path(const char *path, char seg[MAX_SEGMENTS][128])
 {
@@ -159,10 +162,226 @@ static size_t split_path(const char *path, char seg[MAX_SEGMENTS][128])
         return *p && n == MAX_SEGMENTS ? 99 : n;
 }
 
-static void method_not_allowed(struct request *r)
+/* What an adapter gets: the environment of a /v1/envs/{name}/... route (looked up and known to
+ * exist), the route's other {placeholders} in the order they appear in the pattern (NULL past
+ * them), and the fixed argument of the route's entry. */
+struct route_call {
+        struct request *r;
+        struct engine *e;
+        struct env *v;
+        const char *arg[MAX_SEGMENTS];
+        const char *what;
+};
+
+enum {
+        /* The environment is looked up before the method is checked, so a wrong method on a
+         * missing environment answers 404: how these resources have always answered. */
+        ROUTE_ENV_FIRST = 1 << 0,
+        /* The handler checks the method itself (api_procs.c words its own 405s and looks the
+         * process up first): a wrong method on this path is passed to it, not answered here. */
+        ROUTE_OWN_METHODS = 1 << 1,
+};
+
+struct api_route_entry {
+        struct api_route route;
+        void (*call)(const struct route_call *c);
+        const char *what; /* the adapter's fixed argument: an action, a sub-resource */
+        unsigned flags;
+};
+
+/* Thin adapters: today's handlers with today's arguments. */
+static void system_get(const struct route_call *c)
 {
-        http_reply_error(r, 405, "method_not_allowed", "%s is not allowed on %s", req_method(r),
-                         req_path(r));
+        api_system(c->r, c->e);
+}
+
+static void images_list(const struct route_call *c)
+{
+        api_images_list(c->r, c->e);
+}
+
+static void images_import(const struct route_call *c)
+{
+        api_images_import(c->r, c->e);
+}
+
+static void image_delete(const struct route_call *c)
+{
+        api_image_delete(c->r, c->e, c->arg[0]);
+}
+
+static void image_get(const struct route_call *c)
+{
+        api_image_get(c->r, c->e, c->arg[0], c->what);
+}
+
+static void envs_list(const struct route_call *c)
+{
+        api_envs_list(c->r, c->e);
+}
+
+static void envs_create(const struct route_call *c)
+{
+        api_envs_create(c->r, c->e);
+}
+
+static void env_get(const struct route_call *c)
+{
+        api_env_get(c->r, c->e, c->v);
+}
+
+static void env_patch(const struct route_call *c)
+{
+        api_env_patch(c->r, c->e, c->v);
+}
+
+static void env_delete(const struct route_call *c)
+{
+        api_env_delete(c->r, c->e, c->v);
+}
+
+static void env_action(const struct route_call *c)
+{
+        api_env_action(c->r, c->e, c->v, c->what);
+}
+
+static void env_exec(const struct route_call *c)
+{
+        api_env_exec(c->r, c->e, c->v);
+}
+
+static void env_exec_ws(const struct route_call *c)
+{
+        api_env_exec_ws(c->r, c->e, c->v);
+}
+
+static void files(const struct route_call *c)
+{
+        api_env_files(c->r, c->e, c->v, "files", c->what);
+}
+
+static void archive(const struct route_call *c)
+{
+        api_env_files(c->r, c->e, c->v, "archive", NULL);
+}
+
+static void files_watch(const struct route_call *c)
+{
+        api_env_watch(c->r, c->e, c->v);
+}
+
+static void ports(const struct route_call *c)
+{
+        api_env_ports(c->r, c->e, c->v, c->arg[0]);
+}
+
+static void processes(const struct route_call *c)
+{
+        api_env_processes(c->r, c->e, c->v, c->arg[0], c->what);
+}
+
+static void snapshots(const struct route_call *c)
+{
+        api_env_snapshots(c->r, c->e, c->v, c->arg[0]);
+}
+
+static void storage_action(const struct route_call *c)
+{
+        api_env_storage_action(c->r, c->e, c->v, c->what);
+}
+
+#define ENV_FIRST ROUTE_ENV_FIRST
+#define PROCS     (ROUTE_ENV_FIRST | ROUTE_OWN_METHODS)
+/* Every route of the API. A pattern is literal segments and {placeholders}; one that starts
+ * with /v1/envs/{name} names an environment. docs/API.md has a heading for each entry
+ * (tests/integration/test_docs.py compares it with `paddockd --routes`). */
+static const struct api_route_entry routes[] = {
+    {{"GET", "/v1/system"}, system_get, NULL, 0},
+    {{"GET", "/v1/images"}, images_list, NULL, 0},
+    {{"POST", "/v1/images"}, images_import, NULL, 0},
+    {{"DELETE", "/v1/images/{name}"}, image_delete, NULL, 0},
+    {{"GET", "/v1/images/{name}/export"}, image_get, "export", 0},
+    {{"GET", "/v1/envs"}, envs_list, NULL, 0},
+    {{"POST", "/v1/envs"}, envs_create, NULL, 0},
+    {{"GET", "/v1/envs/{name}"}, env_get, NULL, 0},
+    {{"PATCH", "/v1/envs/{name}"}, env_patch, NULL, 0},
+    {{"DELETE", "/v1/envs/{name}"}, env_delete, NULL, 0},
+    {{"POST", "/v1/envs/{name}/start"}, env_action, "start", 0},
+    {{"POST", "/v1/envs/{name}/stop"}, env_action, "stop", 0},
+    {{"POST", "/v1/envs/{name}/restart"}, env_action, "restart", 0},
+    {{"POST", "/v1/envs/{name}/pause"}, env_action, "pause", 0},
+    {{"POST", "/v1/envs/{name}/resume"}, env_action, "resume", 0},
+    {{"POST", "/v1/envs/{name}/exec"}, env_exec, NULL, 0},
+    {{"GET", "/v1/envs/{name}/exec/ws"}, env_exec_ws, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/processes"}, processes, NULL, PROCS},
+    {{"GET", "/v1/envs/{name}/processes/{id}"}, processes, NULL, PROCS},
+    {{"DELETE", "/v1/envs/{name}/processes/{id}"}, processes, NULL, PROCS},
+    {{"GET", "/v1/envs/{name}/processes/{id}/output"}, processes, "output", PROCS},
+    {{"GET", "/v1/envs/{name}/processes/{id}/wait"}, processes, "wait", PROCS},
+    {{"POST", "/v1/envs/{name}/processes/{id}/wait"}, processes, "wait", PROCS},
+    {{"POST", "/v1/envs/{name}/processes/{id}/signal"}, processes, "signal", PROCS},
+    {{"GET", "/v1/envs/{name}/files"}, files, NULL, ENV_FIRST},
+    {{"PUT", "/v1/envs/{name}/files"}, files, NULL, ENV_FIRST},
+    {{"DELETE", "/v1/envs/{name}/files"}, files, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/files/list"}, files, "list", ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/files/stat"}, files, "stat", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/files/mkdir"}, files, "mkdir", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/files/move"}, files, "move", ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/files/watch"}, files_watch, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/archive"}, archive, NULL, ENV_FIRST},
+    {{"PUT", "/v1/envs/{name}/archive"}, archive, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/ports"}, ports, NULL, ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/ports"}, ports, NULL, ENV_FIRST},
+    {{"DELETE", "/v1/envs/{name}/ports/{host_port}"}, ports, NULL, ENV_FIRST},
+    {{"GET", "/v1/envs/{name}/snapshots"}, snapshots, NULL, ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/snapshots"}, snapshots, NULL, ENV_FIRST},
+    {{"DELETE", "/v1/envs/{name}/snapshots/{snap}"}, snapshots, NULL, ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/restore"}, storage_action, "restore", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/fork"}, storage_action, "fork", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/commit"}, storage_action, "commit", ENV_FIRST},
+};
+#undef ENV_FIRST
+#undef PROCS
+
+size_t api_routes_count(void)
+{
+        return ELEMENTSOF(routes);
+}
+
+const struct api_route *api_route_at(size_t i)
+{
+        return i < ELEMENTSOF(routes) ? &routes[i].route : NULL;
+}
+
+/* Does pattern match the n segments of a path? Then *ret_env is the {name} segment of a
+ * /v1/envs/{name} route (else NULL) and ret_arg the other placeholders' segments, in order. */
+static bool pattern_match(const char *pattern, char seg[MAX_SEGMENTS][128], size_t n,
+                          const char **ret_env, const char *ret_arg[MAX_SEGMENTS])
+{
+        const char *p = pattern, *env = NULL, *arg[MAX_SEGMENTS] = {NULL};
+        size_t i = 0, nargs = 0;
+        while (*p == '/')
+                p++;
+        for (; *p; i++) {
+                size_t len = strcspn(p, "/");
+                if (i >= n)
+                        return false;
+                if (p[0] == '{') {
+                        if (i == 2 && !strcmp(seg[1], "envs"))
+                                env = seg[i];
+                        else
+                                arg[nargs++] = seg[i];
+                } else if (strlen(seg[i]) != len || strncmp(p, seg[i], len) != 0) {
+                        return false;
+                }
+                p += len;
+                p += *p == '/';
+        }
+        if (i != n)
+                return false;
+        *ret_env = env;
+        memcpy(ret_arg, arg, sizeof(arg));
+        return true;
 }
 
 static struct env *find_env(struct request *r, struct engine *e, const char *name)
@@ -173,147 +392,43 @@ static struct env *find_env(struct request *r, struct engine *e, const char *nam
         return v;
 }
 
+/* Unknown path: 404. Known path, other method: 405 (or the handler's own answer, see
+ * ROUTE_OWN_METHODS). The environment is looked up after the method check, or before it for
+ * ROUTE_ENV_FIRST routes. */
 void api_handle(struct request *r, void *ctx)
 {
-        struct engine *e = ctx;
+        struct route_call c = {.r = r, .e = ctx};
         char seg[MAX_SEGMENTS][128];
         size_t n = split_path(req_path(r), seg);
-        const char *m = req_method(r);
-        bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST");
+        const struct api_route_entry *hit = NULL, *known = NULL; /* known: the path matches */
+        const char *env = NULL;
 
-        if (n < 2 || n > MAX_SEGMENTS || strcmp(seg[0], "v1") != 0) {
+        if (n > MAX_SEGMENTS)
+                n = 0; /* a segment too long, or too many of them: matches nothing */
+        for (size_t i = 0; i < ELEMENTSOF(routes) && !hit; i++) {
+                if (!pattern_match(routes[i].route.pattern, seg, n, &env, c.arg))
+                        continue;
+                if (!known)
+                        known = &routes[i]; /* the entries of one pattern share their flags */
+                if (!strcmp(routes[i].route.method, req_method(r)))
+                        hit = &routes[i];
+        }
+        if (!known) {
                 http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
                 return;
         }
-        if (!strcmp(seg[1], "system") && n == 2) {
-                if (get)
-                        api_system(r, e);
-                else
-                        method_not_allowed(r);
-                return;
-        }
-        if (!strcmp(seg[1], "images")) {
-                if (n == 2 && get)
-                        api_images_list(r, e);
-                else if (n == 2 && post)
-                        api_images_import(r, e);
-                else if (n == 3 && !strcmp(m, "DELETE"))
-                        api_image_delete(r, e, seg[2]);
-                else if (n == 4 && get)
-                        api_image_get(r, e, seg[2], seg[3]);
-                else if (n <= 3)
-                        method_not_allowed(r);
-                else
-                        http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
-                return;
-        }
-        if (strcmp(seg[1], "envs") != 0) {
-                http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
-                return;
-        }
-        if (n == 2) {
-                if (get)
-                        api_envs_list(r, e);
-                else if (post)
-                        api_envs_create(r, e);
-                else
-                        method_not_allowed(r);
-                return;
-        }
-        /* Background processes: /v1/envs/NAME/processes[/ID[/output|wait|signal]] */
-        if (n >= 4 && !strcmp(seg[3], "processes")) {
-                struct env *v = find_env(r, e, seg[2]);
-                if (v)
-                        api_env_processes(r, e, v, n >= 5 ? seg[4] : NULL, n >= 6 ? seg[5] : NULL);
-                return;
-        }
-        if (n == 6) {
-                http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
-                return;
-        }
-        /* A stream of changes below a directory (api_watch.c): files/watch. */
-        if (n == 5 && !strcmp(seg[3], "files") && !strcmp(seg[4], "watch")) {
-                struct env *v = find_env(r, e, seg[2]);
-                if (v)
-                        api_env_watch(r, e, v);
-                return;
-        }
-        /* Interactive terminal sessions (api_exec_ws.c). */
-        if (n == 5 && !strcmp(seg[3], "exec") && !strcmp(seg[4], "ws")) {
-                struct env *v = find_env(r, e, seg[2]);
-                if (v)
-                        api_env_exec_ws(r, e, v);
-                return;
-        }
-        /* Files API (api_files.c): files, files/{list,stat,mkdir,move}, archive. */
-        if (n >= 4 && (!strcmp(seg[3], "files") || !strcmp(seg[3], "archive"))) {
-                struct env *v = find_env(r, e, seg[2]);
-                if (v)
-                        api_env_files(r, e, v, seg[3], n == 5 ? seg[4] : NULL);
-                return;
-        }
-        if (n >= 4 && !strcmp(seg[3], "ports")) {
-                struct env *v = find_env(r, e, seg[2]);
-                if (!v)
+        if (env && (hit || (known->flags & ROUTE_ENV_FIRST))) {
+                c.v = find_env(r, c.e, env);
+                if (!c.v)
                         return;
-                if (n == 4 && (get || post))
-                        api_env_ports(r, e, v, NULL);
-                else if (n == 5 && !strcmp(m, "DELETE"))
-                        api_env_ports(r, e, v, seg[4]);
-                else
-                        method_not_allowed(r);
+        }
+        if (!hit && (known->flags & ROUTE_OWN_METHODS))
+                hit = known;
+        if (!hit) {
+                http_reply_error(r, 405, "method_not_allowed", "%s is not allowed on %s",
+                                 req_method(r), req_path(r));
                 return;
         }
-        /* Storage (api_storage.c): snapshots[/SNAP], restore, fork, commit. */
-        if ((n == 4 || n == 5) && !strcmp(seg[3], "snapshots")) {
-                struct env *v = find_env(r, e, seg[2]);
-                if (v)
-                        api_env_snapshots(r, e, v, n == 5 ? seg[4] : NULL);
-                return;
-        }
-        if (n == 4 && (!strcmp(seg[3], "restore") || !strcmp(seg[3], "fork") ||
-                       !strcmp(seg[3], "commit"))) {
-                struct env *v = find_env(r, e, seg[2]);
-                if (v)
-                        api_env_storage_action(r, e, v, seg[3]);
-                return;
-        }
-        if (n == 5) {
-                http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
-                return;
-        }
-        static const char *const actions[] = {"start", "stop",  "restart", "exec",
-                                              "pause", "resume", NULL};
-        if (n == 4) {
-                bool known = false;
-                for (size_t i = 0; actions[i]; i++)
-                        known |= !strcmp(seg[3], actions[i]);
-                if (!known) {
-                        http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
-                        return;
-                }
-        }
-        if (n == 4 && !post) {
-                method_not_allowed(r);
-                return;
-        }
-        if (n == 3 && !get && strcmp(m, "PATCH") && strcmp(m, "DELETE")) {
-                method_not_allowed(r);
-                return;
-        }
-        struct env *v = find_env(r, e, seg[2]);
-        if (!v)
-                return;
-        if (n == 3) {
-                if (get)
-                        api_env_get(r, e, v);
-                else if (!strcmp(m, "PATCH"))
-                        api_env_patch(r, e, v);
-                else
-                        api_env_delete(r, e, v);
-        } else if (!strcmp(seg[3], "exec")) {
-                api_env_exec(r, e, v);
-        } else {
-                api_env_action(r, e, v, seg[3]);
-        }
+        c.what = hit->what;
+        hit->call(&c);
 }

@@ -7,6 +7,16 @@
 void api_handle(struct request *r, void *engine);
 bool api_wants_spool(const char *method, const char *path, const char *content_type);
 
+/* The route table api_handle dispatches on, read-only (paddockd --routes prints it).
+ * pattern is like /v1/envs/{name}/files/list: literal segments and {placeholders}. */
+struct api_route {
+        const char *method;
+        const char *pattern;
+};
+size_t api_routes_count(void);
+/* The i-th route, or NULL past the end. */
+const struct api_route *api_route_at(size_t i);
+
 /* Handlers, one file per resource. */
 void api_envs_list(struct request *r, struct engine *e);
 void api_envs_create(struct request *r, struct engine *e);

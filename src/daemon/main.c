@@ -44,7 +44,7 @@ struct options {
 static void usage(FILE *f)
 {
         fprintf(f, "Usage: paddockd [--root DIR] [--socket PATH] [--init PATH] [--uid-registry DIR]\n"
-                   "                [--debug] [--version]\n"
+                   "                [--debug] [--version] [--routes]\n"
                    "  --root DIR          state directory (env PADDOCK_ROOT, default /var/lib/paddock)\n"
                    "  --socket PATH       API socket (env PADDOCK_SOCKET, default "
                    PADDOCK_DEFAULT_SOCKET ")\n"
@@ -74,7 +74,8 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"default-image", required_argument, NULL, 'I'},
                 {"storage", required_argument, NULL, 'S'}, {"pool-size", required_argument, NULL, 'P'},
                 {"max-image-size", required_argument, NULL, 'M'},
-                {"help", no_argument, NULL, 'h'},          {0},
+                {"help", no_argument, NULL, 'h'},          {"routes", no_argument, NULL, 'L'},
+                {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
         o->socket = getenv("PADDOCK_SOCKET") ? getenv("PADDOCK_SOCKET") : PADDOCK_DEFAULT_SOCKET;
@@ -111,6 +112,10 @@ static int parse_options(int argc, char **argv, struct options *o)
                         break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
+                case 'L': /* the API's routes, one "METHOD PATTERN" a line (docs/API.md lists them) */
+                        for (size_t i = 0; i < api_routes_count(); i++)
+                                printf("%s %s\n", api_route_at(i)->method, api_route_at(i)->pattern);
+                        exit(0);
                 default: usage(stderr); return -EINVAL;
                 }
         }
