@@ -35,18 +35,23 @@ static int env_adopt(struct engine *e, struct env *v)
         return r;
 }
 
-static void sweep_expired(struct loop_timer *t, void *data)
+/* Destroy every environment whose time to live is over (running execs do not extend it). */
+static void destroy_expired(struct engine *e, const char *why)
 {
-        struct engine *e = data;
         int64_t now = wall_s();
         for (struct env *v = e->envs, *next; v; v = next) {
                 next = v->next;
-                /* Running execs do not extend the life of an expired environment. */
                 if (v->row.expires_at && v->row.expires_at <= now) {
-                        log_info("%s: time to live expired", v->row.name);
+                        log_info("%s: %s", v->row.name, why);
                         engine_destroy(e, v, true);
                 }
         }
+}
+
+static void sweep_expired(struct loop_timer *t, void *data)
+{
+        struct engine *e = data;
+        destroy_expired(e, "time to live expired");
         e->sweep = loop_add_timer(e->cfg.loop, 1000, sweep_expired, e);
 }
 
@@ -178,14 +183,8 @@ int engine_reconcile(struct engine *e)
                 }
         }
         remove_orphans(e);
-        int64_t now = wall_s();
-        for (struct env *v = e->envs, *next; v; v = next) {
-                next = v->next;
-                if (v->row.expires_at && v->row.expires_at <= now) {
-                        log_info("%s: expired while the daemon was down", v->row.name);
-                        engine_destroy(e, v, true);
-                        continue;
-                }
+        destroy_expired(e, "expired while the daemon was down");
+        for (struct env *v = e->envs; v; v = v->next) {
                 if (v->pidfd < 0 && v->row.autostart) {
                         char err[512];
                         if (engine_start(e, v, err, sizeof(err)) < 0)
