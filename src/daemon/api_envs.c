@@ -1,6 +1,7 @@
 /* /v1/envs: create, list, inspect, patch, delete, start/stop/restart. */
 #include "daemon/api.h"
 #include "daemon/log.h"
+#include "lib/paddock.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -66,6 +67,16 @@ bool api_env_map(struct request *r, json_t *j, const char *field)
         return api_string_map(r, j, field, env_key_valid);
 }
 
+/* calloc for n elements (at least one, so that an empty array is not NULL); replies 500 when
+ * memory runs out. */
+static void *new_array(struct request *r, size_t n, size_t size)
+{
+        void *a = calloc(n ? n : 1, size);
+        if (!a)
+                http_reply_errno(r, -ENOMEM, "out of memory");
+        return a;
+}
+
 /* network: {"mode": "none|open|allow", "allow": ["host[:port]", "*.domain", "cidr[:port]"],
  * "bandwidth": {"egress": "10mbit", "ingress": ...} or "bandwidth": "10mbit", "links": [..]} */
 bool api_network(struct request *r, json_t *j, struct netpolicy *p)
@@ -102,12 +113,9 @@ bool api_network(struct request *r, json_t *j, struct netpolicy *p)
                         return false;
                 }
                 free(p->rules);
-                p->rules = calloc(n ? n : 1, sizeof(*p->rules));
                 p->n_rules = 0;
-                if (!p->rules) {
-                        http_reply_errno(r, -ENOMEM, "out of memory");
+                if (!(p->rules = new_array(r, n, sizeof(*p->rules))))
                         return false;
-                }
                 for (size_t i = 0; i < n; i++) {
                         const char *rule = json_string_value(json_array_get(allow, i));
                         if (!rule || netpolicy_rule_parse(rule, &p->rules[p->n_rules]) < 0) {
@@ -153,12 +161,9 @@ bool api_network(struct request *r, json_t *j, struct netpolicy *p)
                         return false;
                 }
                 free(p->links);
-                p->links = calloc(n ? n : 1, sizeof(*p->links));
                 p->n_links = 0;
-                if (!p->links) {
-                        http_reply_errno(r, -ENOMEM, "out of memory");
+                if (!(p->links = new_array(r, n, sizeof(*p->links))))
                         return false;
-                }
                 for (size_t i = 0; i < n; i++) {
                         const char *l = json_string_value(json_array_get(links, i));
                         if (!l || !name_is_valid(l)) {
@@ -166,7 +171,7 @@ bool api_network(struct request *r, json_t *j, struct netpolicy *p)
                                                  "network.links[%zu]: invalid environment name", i);
                                 return false;
                         }
-                        snprintf(p->links[p->n_links++], 64, "%s", l);
+                        snprintf(p->links[p->n_links++], sizeof(p->links[0]), "%s", l);
                 }
         }
         return true;
@@ -211,8 +216,8 @@ void api_envs_create(struct request *r, struct engine *e)
         j = json_object_get(body, "name");
         if (!json_is_string(j) || !name_is_valid(json_string_value(j))) {
                 http_reply_error(r, 400, "invalid_argument",
-                                 "name: required; 1-63 letters, digits, '-', '_' or '.', "
-                                 "starting with a letter or digit");
+                                 "name: required; 1-%d letters, digits, '-', '_' or '.', "
+                                 "starting with a letter or digit", NAME_LEN_MAX);
                 goto out;
         }
         snprintf(spec.name, sizeof(spec.name), "%s", json_string_value(j));
@@ -411,7 +416,7 @@ void api_env_delete(struct request *r, struct engine *e, struct env *v)
 {
         const char *force = req_query(r, "force");
         bool f = force && (!strcmp(force, "1") || !strcmp(force, "true"));
-        char name[64];
+        char name[NAME_BUF_SIZE];
         snprintf(name, sizeof(name), "%s", env_name(v));
         int rc = engine_destroy(e, v, f);
         if (rc == -EBUSY) {

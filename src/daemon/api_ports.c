@@ -1,5 +1,6 @@
 /* Published ports: host port -> environment port, by DNAT in Paddock's firewall table. */
 #include "daemon/api.h"
+#include "lib/jsonutil.h"
 #include "lib/util.h"
 
 static bool parse_port(const char *s, uint16_t *ret)
@@ -50,7 +51,7 @@ void api_env_ports(struct request *r, struct engine *e, struct env *v, const cha
                         http_reply_json(r, 200, json_pack("{s:i,s:s}", "deleted", hp, "proto", proto));
                 return;
         }
-        json_t *body = req_json_object(r);
+        _cleanup_json_ json_t *body = req_json_object(r);
         if (!body)
                 return;
         uint16_t hp, port;
@@ -60,16 +61,17 @@ void api_env_ports(struct request *r, struct engine *e, struct env *v, const cha
             !json_port(json_object_get(body, "port"), &port)) {
                 http_reply_error(r, 400, "invalid_argument",
                                  "host_port and port: required, 1-65535");
-        } else if (!proto_valid(proto)) {
-                http_reply_error(r, 400, "invalid_argument", "proto: tcp or udp");
-        } else {
-                char err[512] = "";
-                int rc = engine_port_add(e, v, proto, hp, port, err, sizeof(err));
-                if (rc < 0)
-                        http_reply_errno(r, rc, "%s", err);
-                else
-                        http_reply_json(r, 201, json_pack("{s:s,s:i,s:i}", "proto", proto,
-                                                          "host_port", hp, "port", port));
+                return;
         }
-        json_decref(body);
+        if (!proto_valid(proto)) {
+                http_reply_error(r, 400, "invalid_argument", "proto: tcp or udp");
+                return;
+        }
+        char err[512] = "";
+        int rc = engine_port_add(e, v, proto, hp, port, err, sizeof(err));
+        if (rc < 0)
+                http_reply_errno(r, rc, "%s", err);
+        else
+                http_reply_json(r, 201, json_pack("{s:s,s:i,s:i}", "proto", proto, "host_port",
+                                                  hp, "port", port));
 }

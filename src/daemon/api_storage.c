@@ -6,6 +6,7 @@
  *   POST   /v1/envs/{name}/fork        {name, snapshot?}  -> the new environment
  *   POST   /v1/envs/{name}/commit      {image}     -> the new image */
 #include "daemon/api.h"
+#include "lib/jsonutil.h"
 
 #include <string.h>
 
@@ -55,19 +56,17 @@ void api_env_snapshots(struct request *r, struct engine *e, struct env *v, const
                 return;
         }
         static const char *const fields[] = {"name", NULL};
-        json_t *body = req_json_object(r);
+        _cleanup_json_ json_t *body = req_json_object(r);
         const char *name;
-        if (!body)
+        if (!body || !api_known_fields(r, body, fields) ||
+            !string_field(r, body, "name", false, &name))
                 return;
-        if (api_known_fields(r, body, fields) && string_field(r, body, "name", false, &name)) {
-                json_t *out = NULL;
-                int rc = engine_snapshot(e, v, name, &out, err, sizeof(err));
-                if (rc < 0)
-                        http_reply_errno(r, rc, "%s", err);
-                else
-                        http_reply_json(r, 201, out);
-        }
-        json_decref(body);
+        json_t *out = NULL;
+        int rc = engine_snapshot(e, v, name, &out, err, sizeof(err));
+        if (rc < 0)
+                http_reply_errno(r, rc, "%s", err);
+        else
+                http_reply_json(r, 201, out);
 }
 
 void api_env_storage_action(struct request *r, struct engine *e, struct env *v, const char *action)
@@ -77,7 +76,7 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
                                  req_method(r), req_path(r));
                 return;
         }
-        json_t *body = req_json_object(r);
+        _cleanup_json_ json_t *body = req_json_object(r);
         if (!body)
                 return;
         char err[512] = "";
@@ -114,5 +113,4 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
                                 http_reply_json(r, 201, out);
                 }
         }
-        json_decref(body);
 }

@@ -5,6 +5,10 @@
  *                                            \--> pending: one connected UDP socket per
  *                                                 attempt, timer, next upstream on failure
  *                                                 --> learned() for each A/AAAA --> reply
+ *
+ * One file on purpose (~800 lines): UDP clients, TCP connections and upstream attempts are
+ * one state machine around struct pending (a TCP connection owns its query in flight, a
+ * reply may free the connection), and splitting it would put that ownership in two places.
  */
 #include "daemon/dns.h"
 #include "daemon/log.h"
@@ -33,6 +37,25 @@
                         (r)->last_warn_ms = _now;                                                  \
                         log_warn(__VA_ARGS__);                                                     \
                 }                                                                                  \
+        } while (0)
+
+/* Doubly linked lists (queries in flight, connections): x goes in first, or out. */
+#define LIST_PUSH(head, x)                                                                         \
+        do {                                                                                       \
+                (x)->prev = NULL;                                                                  \
+                (x)->next = (head);                                                                \
+                if (head)                                                                          \
+                        (head)->prev = (x);                                                        \
+                (head) = (x);                                                                      \
+        } while (0)
+#define LIST_UNLINK(head, x)                                                                       \
+        do {                                                                                       \
+                if ((x)->prev)                                                                     \
+                        (x)->prev->next = (x)->next;                                               \
+                else                                                                               \
+                        (head) = (x)->next;                                                        \
+                if ((x)->next)                                                                     \
+                        (x)->next->prev = (x)->prev;                                               \
         } while (0)
 
 struct tcp_conn;
@@ -227,12 +250,7 @@ static void pending_free(struct pending *p)
         pending_close_attempt(p);
         if (p->conn)
                 p->conn->pending = NULL;
-        if (p->prev)
-                p->prev->next = p->next;
-        else
-                r->pending = p->next;
-        if (p->next)
-                p->next->prev = p->prev;
+        LIST_UNLINK(r->pending, p);
         r->n_pending--;
         free(p);
 }
@@ -485,10 +503,7 @@ static enum query_result handle_query(struct dns_resolver *r, const uint8_t *msg
         memcpy(p->env, env, sizeof(env));
         if (udp_client)
                 p->client = *udp_client;
-        p->next = r->pending;
-        if (r->pending)
-                r->pending->prev = p;
-        r->pending = p;
+        LIST_PUSH(r->pending, p);
         r->n_pending++;
         p->conn = conn;
         if (pending_send(p) < 0) {
@@ -565,12 +580,7 @@ static void conn_free(struct tcp_conn *c)
         loop_remove(c->src);
         close(c->fd);
         free(c->out);
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                r->conns = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
+        LIST_UNLINK(r->conns, c);
         r->n_conns--;
         free(c);
 }
@@ -706,10 +716,7 @@ static void tcp_accept(struct loop_source *s, int fd, uint32_t events, void *dat
                         continue;
                 }
                 c->fd = TAKE_FD(cfd);
-                c->next = r->conns;
-                if (r->conns)
-                        r->conns->prev = c;
-                r->conns = c;
+                LIST_PUSH(r->conns, c);
                 r->n_conns++;
                 (void)conn_arm_timer(c); /* the whole first query within the timeout */
         }

@@ -53,6 +53,7 @@
 
 #include "daemon/loop.h"
 #include "lib/dnsmsg.h"
+#include "lib/paddock.h"
 
 #define DNS_MAX_PENDING            1024
 #define DNS_MAX_PENDING_PER_SOURCE 256
@@ -62,7 +63,7 @@
 #define DNS_MAX_UPSTREAMS          8
 #define DNS_QUERY_MAX              4096
 #define DNS_LEARN_MAX              128
-#define DNS_ENV_NAME_MAX           64
+#define DNS_ENV_NAME_MAX           NAME_BUF_SIZE /* holds a name with its NUL */
 
 enum dns_verdict { DNS_REFUSE, DNS_NXDOMAIN, DNS_FORWARD, DNS_FORWARD_LEARN };
 

@@ -6,6 +6,7 @@
 #include "daemon/network.h"
 #include "lib/netpolicy.h"
 #include "lib/cgroup.h"
+#include "lib/paddock.h"
 #include "lib/state.h"
 #include "lib/storage.h"
 
@@ -32,9 +33,9 @@ struct engine_config {
 
 /* A validated create request. */
 struct env_spec {
-        char name[64];
+        char name[NAME_BUF_SIZE];
         enum env_kind kind;
-        char image[64];
+        char image[NAME_BUF_SIZE];
         struct cgroup_limits limits;
         uint64_t ttl_s; /* 0 = none */
         uint64_t tmp_bytes;
@@ -121,7 +122,7 @@ int engine_image_import(struct engine *e, const char *name, int archive_fd,
                         size_t errlen);
 struct image_pull_spec {
         char ref[512];
-        char name[64]; /* empty: derived from ref */
+        char name[NAME_BUF_SIZE]; /* empty: derived from ref */
         bool insecure; /* plain http, for a loopback registry only */
 };
 int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
@@ -129,7 +130,7 @@ int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
                       size_t errlen);
 #define IMAGE_BUILD_MAX_PACKAGES 200
 struct image_build_spec {
-        char name[64];
+        char name[NAME_BUF_SIZE];
         char suite[32];     /* debian:SUITE */
         char variant[16];   /* mmdebstrap --variant; minbase by default */
         char mirror[512];   /* http(s) URL of a Debian mirror, "local:NAME", or "" */

@@ -7,14 +7,21 @@
  * that window thaws it at the next start. Fork creates the new environment like any other
  * (its row is the journal), its disk a writable snapshot of the source's (frozen until that
  * copy exists) or of a snapshot; commit makes the image under images/.partial-IMAGE and
- * renames it into place. */
-#include "daemon/engine.h"
+ * renames it into place.
+ *
+ * Spare disks (at the end) keep their state in struct engine (engine_internal.h); the rest
+ * works through the engine's accessors and its path helpers. */
+#include "daemon/engine_internal.h"
 #include "daemon/log.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define MAX_SNAPSHOTS 256
@@ -22,12 +29,13 @@
 
 static int snap_dir(struct engine *e, const struct env *v, char *buf, size_t len)
 {
-        char dir[4096];
-        int r = engine_env_dir(e, env_name(v), dir, sizeof(dir));
-        if (r < 0)
-                return r;
-        int n = snprintf(buf, len, "%s/snapshots", dir);
-        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+        return env_dir(e, env_name(v), "snapshots", buf, len);
+}
+
+/* The marker of a freeze for a copy, in the environment's directory. */
+static int freeze_mark(struct engine *e, const struct env *v, char *buf, size_t len)
+{
+        return env_dir(e, env_name(v), FREEZE_MARK, buf, len);
 }
 
 /* Computers on a driver with snapshots; a message for everything else. */
@@ -52,13 +60,12 @@ static int check_snapshottable(struct engine *e, const struct env *v, const char
 static size_t count_snapshots(const char *dir)
 {
         size_t n = 0;
-        DIR *d = opendir(dir);
+        _cleanup_closedir_ DIR *d = opendir(dir);
         if (!d)
                 return 0;
         struct dirent *de;
         while ((de = readdir(d)))
                 n += de->d_name[0] != '.';
-        closedir(d);
         return n;
 }
 
@@ -68,11 +75,10 @@ static int freeze_for_copy(struct engine *e, struct env *v, bool *ret_frozen)
         *ret_frozen = false;
         if (!env_running(v) || env_paused(v))
                 return 0;
-        char dir[4096], mark[4200];
-        int r = engine_env_dir(e, env_name(v), dir, sizeof(dir));
+        char mark[4200];
+        int r = freeze_mark(e, v, mark, sizeof(mark));
         if (r < 0)
                 return r;
-        snprintf(mark, sizeof(mark), "%s/" FREEZE_MARK, dir);
         _cleanup_close_ int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
@@ -92,11 +98,9 @@ static void thaw_after_copy(struct engine *e, struct env *v, bool frozen)
         int r = engine_pause(e, v, false);
         if (r < 0)
                 log_error("%s: thawing after a snapshot: %s", env_name(v), strerror(-r));
-        char dir[4096], mark[4200];
-        if (engine_env_dir(e, env_name(v), dir, sizeof(dir)) >= 0) {
-                snprintf(mark, sizeof(mark), "%s/" FREEZE_MARK, dir);
+        char mark[4200];
+        if (freeze_mark(e, v, mark, sizeof(mark)) >= 0)
                 unlink(mark);
-        }
 }
 
 /* A read-only snapshot of v's disk as dst_dir/name, v frozen meanwhile. */
@@ -119,14 +123,10 @@ static int take_snapshot(struct engine *e, struct env *v, const char *dst_dir, c
 
 static json_t *snapshot_json(const char *dir, const char *name)
 {
-        char ts[32] = "";
+        char ts[RFC3339_SIZE] = "";
         int64_t sec;
-        if (storage_created_at(dir, &sec) >= 0) {
-                time_t t = (time_t)sec;
-                struct tm tm;
-                gmtime_r(&t, &tm);
-                strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        }
+        if (storage_created_at(dir, &sec) >= 0)
+                format_rfc3339(sec, ts);
         return json_pack("{s:s,s:s}", "name", name, "created_at", ts);
 }
 
@@ -141,23 +141,22 @@ json_t *engine_snapshot_list(struct engine *e, struct env *v)
         char dir[4200];
         if (snap_dir(e, v, dir, sizeof(dir)) < 0)
                 return arr;
-        DIR *d = opendir(dir);
-        if (!d)
-                return arr;
         char *names[MAX_SNAPSHOTS * 2];
         size_t n = 0;
-        struct dirent *de;
-        while ((de = readdir(d)) && n < ELEMENTSOF(names))
-                if (de->d_name[0] != '.')
-                        names[n++] = strdup(de->d_name);
-        closedir(d);
+        {
+                _cleanup_closedir_ DIR *d = opendir(dir);
+                if (!d)
+                        return arr;
+                struct dirent *de;
+                while ((de = readdir(d)) && n < ELEMENTSOF(names))
+                        if (de->d_name[0] != '.')
+                                names[n++] = strdup(de->d_name);
+        }
         qsort(names, n, sizeof(char *), cmp_names);
         for (size_t i = 0; i < n; i++) {
-                if (!names[i])
-                        continue;
-                char p[4500];
-                snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-                json_array_append_new(arr, snapshot_json(p, names[i]));
+                _cleanup_free_ char *p = names[i] ? path_join(dir, names[i]) : NULL;
+                if (p)
+                        json_array_append_new(arr, snapshot_json(p, names[i]));
                 free(names[i]);
         }
         return arr;
@@ -169,7 +168,7 @@ int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **
         int r = check_snapshottable(e, v, "snapshot", err, errlen);
         if (r < 0)
                 return r;
-        char dir[4200], name[64], path[4300];
+        char dir[4200], name[NAME_BUF_SIZE], path[4300];
         if ((r = snap_dir(e, v, dir, sizeof(dir))) < 0)
                 return r;
         if (snap) {
@@ -183,14 +182,17 @@ int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **
                 struct tm tm;
                 gmtime_r(&t, &tm);
                 strftime(name, sizeof(name), "snap-%Y%m%d-%H%M%S", &tm);
-                snprintf(path, sizeof(path), "%s/%s", dir, name);
-                for (int i = 2; access(path, F_OK) == 0 && i < 1000; i++) {
+                for (int i = 2; i < 1000; i++) {
+                        if ((r = BUF_PRINTF(path, "%s/%s", dir, name)) < 0)
+                                return r;
+                        if (access(path, F_OK) < 0)
+                                break;
                         size_t base = strlen("snap-YYYYmmdd-HHMMSS");
                         snprintf(name + base, sizeof(name) - base, "-%d", i);
-                        snprintf(path, sizeof(path), "%s/%s", dir, name);
                 }
         }
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        if ((r = BUF_PRINTF(path, "%s/%s", dir, name)) < 0)
+                return r;
         if (access(path, F_OK) == 0) {
                 snprintf(err, errlen, "%s already has a snapshot named %s", env_name(v), name);
                 return -EEXIST;
@@ -218,7 +220,7 @@ static int find_snapshot(struct engine *e, struct env *v, const char *snap, char
         if (r < 0)
                 return r;
         struct stat st;
-        if (!snap || !name_is_valid(snap) || snprintf(path, len, "%s/%s", dir, snap) >= (int)len ||
+        if (!snap || !name_is_valid(snap) || buf_printf(path, len, "%s/%s", dir, snap) < 0 ||
             lstat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
                 snprintf(err, errlen, "%s has no snapshot named %s", env_name(v), snap ? snap : "");
                 return -ENOENT;
@@ -291,23 +293,22 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         if (r < 0)
                 return r;
         if (!name || !name_is_valid(name)) {
-                snprintf(err, errlen, "name: 1-63 letters, digits, '-', '_' or '.'");
+                snprintf(err, errlen, "name: 1-%d letters, digits, '-', '_' or '.'", NAME_LEN_MAX);
                 return -EINVAL;
         }
         if (engine_find(e, name)) {
                 snprintf(err, errlen, "an environment named %s already exists", name);
                 return -EEXIST;
         }
-        char from[4300], dir[4096];
+        char from[4300];
         struct fork_freeze ff = {.e = e, .v = v};
         if (snap) {
                 if ((r = find_snapshot(e, v, snap, from, sizeof(from), err, errlen)) < 0)
                         return r;
         } else {
                 /* The source's disk as it is now: frozen (if it runs) only until it is copied. */
-                if ((r = engine_env_dir(e, env_name(v), dir, sizeof(dir))) < 0)
+                if ((r = env_dir(e, env_name(v), "disk", from, sizeof(from))) < 0)
                         return r;
-                snprintf(from, sizeof(from), "%s/disk", dir);
                 if ((r = freeze_for_copy(e, v, &ff.frozen)) < 0) {
                         snprintf(err, errlen, "freezing %s: %s", env_name(v), strerror(-r));
                         return r;
@@ -330,8 +331,13 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         return r;
 }
 
-static int write_text(const char *path, const char *text)
+/* dir/name := text (created or replaced, never through a symlink). */
+static int write_text_in(const char *dir, const char *name, const char *text)
 {
+        char path[4400];
+        int r = BUF_PRINTF(path, "%s/%s", dir, name);
+        if (r < 0)
+                return r;
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0)
                 return -errno;
@@ -369,9 +375,12 @@ int engine_commit(struct engine *e, struct env *v, const char *image, json_t **r
                 snprintf(err, errlen, "image %s is being made right now", image);
                 return -EBUSY;
         }
-        char partial[4200], final[4200], file[4300], dir[4096];
-        snprintf(partial, sizeof(partial), "%s/images/.partial-%s", engine_root(e), image);
-        snprintf(final, sizeof(final), "%s/images/%s", engine_root(e), image);
+        char partial[4200], final[4200], dir[4096];
+        if ((r = BUF_PRINTF(partial, "%s/images/.partial-%s", engine_root(e), image)) < 0 ||
+            (r = BUF_PRINTF(final, "%s/images/%s", engine_root(e), image)) < 0) {
+                snprintf(err, errlen, "image %s: path too long", image);
+                return r;
+        }
         rm_rf_at(AT_FDCWD, partial);
         if (mkdir(partial, 0700) < 0) {
                 r = -errno;
@@ -383,18 +392,14 @@ int engine_commit(struct engine *e, struct env *v, const char *image, json_t **r
         struct storage *s = engine_storage(e);
         if (engine_env_dir(e, env_name(v), dir, sizeof(dir)) >= 0)
                 s->ops->usage(s, dir, &used);
-        json_t *env = engine_env_json(e, v);
-        size = image_size(e, json_string_value(json_object_get(env, "image"))) + used;
-        json_decref(env);
+        size = image_size(e, v->row.image) + used;
         char text[64];
         snprintf(text, sizeof(text), "%llu", (unsigned long long)size);
-        snprintf(file, sizeof(file), "%s/size", partial);
-        if ((r = write_text(file, text)) < 0)
+        if ((r = write_text_in(partial, "size", text)) < 0)
                 goto fail;
         /* Marks an image made by commit: if the daemon dies after the rename below but before
          * the record, the next start records it instead of losing it. */
-        snprintf(file, sizeof(file), "%s/committed-from", partial);
-        if ((r = write_text(file, env_name(v))) < 0)
+        if ((r = write_text_in(partial, "committed-from", env_name(v))) < 0)
                 goto fail;
         if ((r = take_snapshot(e, v, partial, "rootfs", env_uid_base(v), "commit-snapshot")) < 0)
                 goto fail;
@@ -423,17 +428,14 @@ fail:
 /* Images renamed into place by commit whose record a crash prevented. */
 static void record_committed_images(struct engine *e)
 {
-        char path[4200];
-        snprintf(path, sizeof(path), "%s/images", engine_root(e));
-        DIR *d = opendir(path);
+        _cleanup_free_ char *path = path_join(engine_root(e), "images");
+        _cleanup_closedir_ DIR *d = path ? opendir(path) : NULL;
         if (!d)
                 return;
         struct image_row *rows = NULL;
         size_t n = 0;
-        if (state_image_list(engine_state(e), &rows, &n) < 0) {
-                closedir(d);
+        if (state_image_list(engine_state(e), &rows, &n) < 0)
                 return;
-        }
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (de->d_name[0] == '.' || !name_is_valid(de->d_name))
@@ -441,23 +443,22 @@ static void record_committed_images(struct engine *e)
                 bool known = false;
                 for (size_t i = 0; i < n && !known; i++)
                         known = !strcmp(rows[i].name, de->d_name);
-                char mark[4500];
-                snprintf(mark, sizeof(mark), "%s/%s/committed-from", path, de->d_name);
-                if (known || access(mark, F_OK) < 0)
+                /* Valid names are short: NAME/committed-from always fits. */
+                char mark[NAME_BUF_SIZE + 32], sizefile[NAME_BUF_SIZE + 32], *text = NULL;
+                if (known || BUF_PRINTF(mark, "%s/committed-from", de->d_name) < 0 ||
+                    BUF_PRINTF(sizefile, "%s/size", de->d_name) < 0 ||
+                    faccessat(dirfd(d), mark, F_OK, 0) < 0)
                         continue;
-                char sizefile[4500], *text = NULL;
-                snprintf(sizefile, sizeof(sizefile), "%s/%s/size", path, de->d_name);
                 struct image_row row = {.created_at = wall_s()};
-                if (read_file_at(AT_FDCWD, sizefile, 64, &text) >= 0) {
+                if (read_file_at(dirfd(d), sizefile, 64, &text) >= 0) {
                         row.size = strtoull(text, NULL, 10);
                         free(text);
                 }
-                snprintf(row.name, sizeof(row.name), "%.63s", de->d_name);
+                snprintf(row.name, sizeof(row.name), "%.*s", NAME_LEN_MAX, de->d_name);
                 if (state_image_insert(engine_state(e), &row) >= 0)
                         log_info("image %s: recorded an interrupted commit", de->d_name);
         }
         free(rows);
-        closedir(d);
 }
 
 void engine_storage_reconcile(struct engine *e)
@@ -465,14 +466,14 @@ void engine_storage_reconcile(struct engine *e)
         struct storage *s = engine_storage(e);
         for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v)) {
                 char dir[4096], mark[4200];
-                if (engine_env_dir(e, env_name(v), dir, sizeof(dir)) < 0)
+                if (env_dir(e, env_name(v), NULL, dir, sizeof(dir)) < 0 ||
+                    freeze_mark(e, v, mark, sizeof(mark)) < 0)
                         continue;
                 int r = s->ops->recover(s, dir);
                 if (r < 0 && r != -ENOENT)
                         log_warn("%s: recovering its disk: %s", env_name(v), strerror(-r));
                 /* Frozen by a snapshot the daemon did not finish: its row says paused; the
                  * reconcile that follows adopts it as running once thawed here. */
-                snprintf(mark, sizeof(mark), "%s/" FREEZE_MARK, dir);
                 if (access(mark, F_OK) == 0) {
                         log_info("%s: thawing after an interrupted snapshot", env_name(v));
                         cgroup_env_freeze(engine_cgroups(e), env_cgroup(v), false);
@@ -481,4 +482,78 @@ void engine_storage_reconcile(struct engine *e)
                 }
         }
         record_committed_images(e);
+}
+
+/* ---- spare disks --------------------------------------------------------------------------
+ * A computer's disk is a writable snapshot of its image; the btrfs driver can make the next
+ * one ahead of time so that a create only renames it into place. */
+
+static void on_spare_made(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        struct engine *e = data;
+        siginfo_t si = {0};
+        if (waitid(P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
+                return;
+        if (si.si_code != CLD_EXITED || si.si_status != 0)
+                log_warn("image %s: preparing a spare disk failed", e->spare.image);
+        loop_remove(e->spare.src);
+        e->spare.src = NULL;
+        close(e->spare.pidfd);
+        e->spare.pidfd = -1;
+}
+
+/* The snapshot commits a btrfs transaction (5-15 ms): a helper makes it, so the event loop
+ * keeps serving meanwhile. */
+static void on_spare_timer(struct loop_timer *t, void *data)
+{
+        struct engine *e = data;
+        e->spare.timer = NULL;
+        if (e->spare.pidfd >= 0)
+                return; /* one at a time; the next create asks again */
+        struct storage *s = e->cfg.storage;
+        char image[4200];
+        if (image_rootfs(e, e->spare.image, image, sizeof(image)) < 0)
+                return;
+        pid_t daemon_pid = getpid();
+        pid_t pid = fork();
+        if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != daemon_pid)
+                        _exit(1);
+                close_fds_from(3, NULL, 0);
+                int r = s->ops->prepare_spare(s, image);
+                _exit(r < 0 && r != -ENOENT ? 1 : 0);
+        }
+        int pidfd = pid > 0 ? sys_pidfd_open(pid, 0) : -1;
+        if (pidfd < 0 || loop_add_fd(e->cfg.loop, pidfd, EPOLLIN, on_spare_made, e,
+                                     &e->spare.src) < 0) {
+                if (pid > 0) {
+                        kill(pid, SIGKILL);
+                        waitpid(pid, NULL, 0);
+                }
+                if (pidfd >= 0)
+                        close(pidfd);
+                return;
+        }
+        e->spare.pidfd = pidfd;
+}
+
+/* After the create has answered (a timer, not this turn of the loop): the next computer of
+ * this image finds its disk ready. */
+void spare_schedule(struct engine *e, const char *image)
+{
+        struct storage *s = e->cfg.storage;
+        if (!s->ops->prepare_spare || e->spare.pidfd >= 0)
+                return;
+        snprintf(e->spare.image, sizeof(e->spare.image), "%s", image);
+        if (!e->spare.timer)
+                e->spare.timer = loop_add_timer(e->cfg.loop, 1, on_spare_timer, e);
+}
+
+void spare_free(struct engine *e)
+{
+        loop_cancel_timer(e->spare.timer);
+        loop_remove(e->spare.src);
+        if (e->spare.pidfd >= 0)
+                close(e->spare.pidfd); /* the helper dies with us (PR_SET_PDEATHSIG) */
 }

@@ -397,9 +397,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 r->conn = conn;
                 r->spool_fd = -EBADF;
                 snprintf(r->method, sizeof(r->method), "%s", method);
-                if (strlen(url) >= sizeof(r->path))
-                        r->bad_path = true;
-                snprintf(r->path, sizeof(r->path), "%s", url);
+                r->bad_path = BUF_PRINTF(r->path, "%s", url) < 0; /* answered 414 */
                 *con_cls = r;
                 const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                              MHD_HTTP_HEADER_CONTENT_TYPE);

@@ -1,8 +1,9 @@
+/* The daemon's log: one line per message on stderr, UTC timestamp first. */
 #include "daemon/log.h"
+#include "lib/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
 
 static enum log_level min_level = LOG_INFO;
@@ -17,12 +18,9 @@ void log_msg(enum log_level l, const char *fmt, ...)
         static const char *const names[] = {"debug", "info", "warning", "error"};
         if (l < min_level)
                 return;
-        char line[2048], ts[32];
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        int n = snprintf(line, sizeof(line), "%s paddockd[%d]: %s: ", ts, (int)getpid(), names[l]);
+        char line[2048], ts[RFC3339_SIZE];
+        int n = snprintf(line, sizeof(line), "%s paddockd[%d]: %s: ", format_rfc3339(wall_s(), ts),
+                         (int)getpid(), names[l]);
         va_list ap;
         va_start(ap, fmt);
         if (n > 0 && (size_t)n < sizeof(line))

@@ -140,7 +140,8 @@ static int prepare_root(const char *root, char *ret, size_t len)
         static const char *const subs[] = {"tmp"}; /* envs and images: the storage driver */
         for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
                 char p[4200];
-                snprintf(p, sizeof(p), "%s/%s", ret, subs[i]);
+                if ((r = BUF_PRINTF(p, "%s/%s", ret, subs[i])) < 0)
+                        return r;
                 if (mkdir(p, 0700) < 0 && errno != EEXIST)
                         return -errno;
         }
@@ -150,12 +151,14 @@ static int prepare_root(const char *root, char *ret, size_t len)
 static int lock_root(const char *root)
 {
         char p[4200];
-        snprintf(p, sizeof(p), "%s/paddockd.lock", root);
+        int r = BUF_PRINTF(p, "%s/paddockd.lock", root);
+        if (r < 0)
+                return r;
         int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-                int r = -errno;
+                r = -errno;
                 close(fd);
                 return r == -EWOULDBLOCK ? -EBUSY : r;
         }
@@ -209,19 +212,19 @@ static int open_socket(const char *path)
 static int open_init(const char *given)
 {
         char path[4096];
-        if (given) {
-                snprintf(path, sizeof(path), "%s", given);
-        } else {
+        const char *init = given;
+        if (!init) {
                 char self[4096];
                 ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
                 if (n < 0)
                         return -errno;
                 self[n] = 0;
-                snprintf(path, sizeof(path), "%s/paddock-init", dirname(self));
-                if (access(path, X_OK) < 0)
-                        snprintf(path, sizeof(path), "/usr/lib/paddock/paddock-init");
+                init = "/usr/lib/paddock/paddock-init";
+                if (BUF_PRINTF(path, "%s/paddock-init", dirname(self)) >= 0 &&
+                    access(path, X_OK) == 0)
+                        init = path;
         }
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = open(init, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         return fd;
@@ -235,17 +238,28 @@ static uint32_t fnv1a(const char *s)
         return h;
 }
 
-static int parse_cidr(const char *s, struct in_addr *addr, uint8_t *prefix)
+/* "ADDR/PREFIX": ADDR into buf, the prefix length as written (not yet range-checked). */
+static int split_cidr(const char *s, char *buf, size_t size, unsigned long *ret_prefix)
 {
-        char buf[32];
         const char *slash = strchr(s, '/');
-        if (!slash || (size_t)(slash - s) >= sizeof(buf))
+        if (!slash || (size_t)(slash - s) >= size || slash[1] == 0)
                 return -EINVAL;
         memcpy(buf, s, (size_t)(slash - s));
         buf[slash - s] = 0;
         char *end;
         unsigned long p = strtoul(slash + 1, &end, 10);
-        if (*end || p < 8 || p > 28 || inet_pton(AF_INET, buf, addr) != 1)
+        if (*end)
+                return -EINVAL;
+        *ret_prefix = p;
+        return 0;
+}
+
+static int parse_cidr(const char *s, struct in_addr *addr, uint8_t *prefix)
+{
+        char buf[32];
+        unsigned long p;
+        if (split_cidr(s, buf, sizeof(buf), &p) < 0 || p < 8 || p > 28 ||
+            inet_pton(AF_INET, buf, addr) != 1)
                 return -EINVAL;
         uint32_t mask = ~0u << (32 - p);
         if (ntohl(addr->s_addr) & ~mask)
@@ -257,14 +271,9 @@ static int parse_cidr(const char *s, struct in_addr *addr, uint8_t *prefix)
 static int parse_cidr6(const char *s, struct in6_addr *addr, uint8_t *prefix)
 {
         char buf[INET6_ADDRSTRLEN];
-        const char *slash = strchr(s, '/');
-        if (!slash || (size_t)(slash - s) >= sizeof(buf))
-                return -EINVAL;
-        memcpy(buf, s, (size_t)(slash - s));
-        buf[slash - s] = 0;
-        char *end;
-        unsigned long p = strtoul(slash + 1, &end, 10);
-        if (*end || slash[1] == 0 || p < 8 || p > 120 || inet_pton(AF_INET6, buf, addr) != 1)
+        unsigned long p;
+        if (split_cidr(s, buf, sizeof(buf), &p) < 0 || p < 8 || p > 120 ||
+            inet_pton(AF_INET6, buf, addr) != 1)
                 return -EINVAL;
         for (unsigned i = 0; i < 16; i++) {
                 unsigned bits = p > i * 8 ? (unsigned)p - i * 8 : 0;
@@ -282,7 +291,7 @@ static int parse_cidr6(const char *s, struct in6_addr *addr, uint8_t *prefix)
  * forwarding) first, which is what they had in effect before. */
 static int enable_ipv6_forwarding(void)
 {
-        DIR *d = opendir("/proc/sys/net/ipv6/conf");
+        _cleanup_closedir_ DIR *d = opendir("/proc/sys/net/ipv6/conf");
         if (!d)
                 return -errno;
         struct dirent *de;
@@ -290,20 +299,18 @@ static int enable_ipv6_forwarding(void)
                 if (de->d_name[0] == '.' || !strcmp(de->d_name, "all") ||
                     !strcmp(de->d_name, "default") || !strcmp(de->d_name, "lo"))
                         continue;
-                char path[300];
+                _cleanup_close_ int link = openat(dirfd(d), de->d_name,
+                                                  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 _cleanup_free_ char *ra = NULL, *fwd = NULL;
-                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/accept_ra", de->d_name);
-                if (read_file_at(AT_FDCWD, path, 16, &ra) < 0 || strncmp(ra, "1", 1) != 0)
+                if (link < 0 || read_file_at(link, "accept_ra", 16, &ra) < 0 ||
+                    strncmp(ra, "1", 1) != 0)
                         continue;
-                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/forwarding", de->d_name);
-                if (read_file_at(AT_FDCWD, path, 16, &fwd) < 0 || strncmp(fwd, "0", 1) != 0)
+                if (read_file_at(link, "forwarding", 16, &fwd) < 0 || strncmp(fwd, "0", 1) != 0)
                         continue;
-                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/accept_ra", de->d_name);
-                if (write_file_at(AT_FDCWD, path, "2") == 0)
+                if (write_file_at(link, "accept_ra", "2") == 0)
                         log_info("%s: accept_ra=2 (router advertisements while forwarding)",
                                  de->d_name);
         }
-        closedir(d);
         return write_file_at(AT_FDCWD, "/proc/sys/net/ipv6/conf/all/forwarding", "1");
 }
 
@@ -424,8 +431,10 @@ int main(int argc, char **argv)
                 return 1;
         }
         char dbpath[4200], spool[4200], subtree[64];
-        snprintf(dbpath, sizeof(dbpath), "%s/paddock.db", root);
-        snprintf(spool, sizeof(spool), "%s/tmp", root);
+        if (BUF_PRINTF(dbpath, "%s/paddock.db", root) < 0 || BUF_PRINTF(spool, "%s/tmp", root) < 0) {
+                log_error("state directory %s: path too long", root);
+                return 1;
+        }
         snprintf(subtree, sizeof(subtree), "paddock-%08x", fnv1a(root));
 
         struct state *state = NULL;

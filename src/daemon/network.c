@@ -1,8 +1,13 @@
+/* The host side of environments' networking (see network.h): each environment's routed veth,
+ * its nftables chain and bandwidth, published ports (remembered so that a stop removes exactly
+ * its own) and the DNS resolver. The engine decides what to ask (engine_net.c); this file
+ * carries it out through lib/netlink, lib/nft and lib/tc. */
 #include "daemon/network.h"
 #include "daemon/dns.h"
 #include "daemon/log.h"
 #include "lib/netlink.h"
 #include "lib/nft.h"
+#include "lib/paddock.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -17,7 +22,7 @@ struct network {
         /* Published ports added through this daemon, so that taking an environment down
          * deletes exactly those without listing the firewall's maps. */
         struct known_port {
-                char env[64];
+                char env[NAME_BUF_SIZE];
                 char proto[4];
                 struct in_addr addr;
                 uint16_t host_port, port;

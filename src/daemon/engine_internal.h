@@ -1,0 +1,98 @@
+/* What the engine's own files share and nobody else may see: the environment and engine
+ * structs and the helpers one part of the engine calls in another. The interface for the rest
+ * of the daemon is engine.h.
+ *
+ *   engine.c            accessors, the stored spec, environment variables, engine_new/free
+ *   engine_lifecycle.c  start, stop, exit, pause; create, destroy, patch
+ *   engine_net.c        addresses, the environment's network, links, published ports
+ *   engine_json.c       the JSON views of an environment and of the daemon
+ *   engine_reconcile.c  startup: roll back, adopt, remove orphans, autostart; the TTL sweep
+ *   engine_storage.c    snapshots, restore, fork, commit; spare disks made ahead of time */
+#pragma once
+#include "daemon/engine.h"
+#include "lib/paddock.h"
+
+#include <netinet/in.h>
+
+/* Longest cgroup directory name of an environment: "env-" and its name. */
+#define CGROUP_NAME_SIZE (4 + NAME_BUF_SIZE)
+
+struct waiter {
+        env_done_fn fn;
+        void *data;
+        struct waiter *next;
+};
+
+struct env {
+        struct engine *eng;
+        struct env_row row;
+        enum env_kind kind;
+        struct cgroup_limits limits;
+        uint64_t ttl_s, tmp_bytes, disk_bytes;
+        json_t *vars;   /* environment variables */
+        json_t *labels;
+        struct netpolicy net;
+        struct in_addr addr; /* 0 until the environment first needs an address */
+        char cgname[CGROUP_NAME_SIZE];
+        int pidfd;
+        bool is_child; /* we are its parent and must reap it */
+        struct loop_source *exit_src;
+        bool stopping;
+        bool paused;
+        struct loop_timer *kill_timer;
+        struct waiter *waiters;
+        unsigned exec_seq;
+        struct env *next;
+};
+
+/* The next computer's disk, made by a helper after a create (engine_storage.c). */
+struct spare_disk {
+        struct loop_timer *timer;
+        char image[NAME_BUF_SIZE];
+        int pidfd; /* the helper making it, or -1 */
+        struct loop_source *src;
+};
+
+struct engine {
+        struct engine_config cfg;
+        struct env *envs;
+        size_t n_envs;
+        struct loop_timer *sweep;
+        struct spare_disk spare;
+        struct network *net; /* NULL: networking unavailable, every env is "none" */
+        void (*destroyed)(const char *name);
+};
+
+/* engine.c */
+void cgroup_name_of(const char *name, char out[static CGROUP_NAME_SIZE]);
+/* R/envs/NAME, or R/envs/NAME/SUB when sub is not NULL; -ENAMETOOLONG if it does not fit. */
+int env_dir(const struct engine *e, const char *name, const char *sub, char *buf, size_t len);
+/* R/images/IMAGE/rootfs; -ENAMETOOLONG if it does not fit. */
+int image_rootfs(const struct engine *e, const char *image, char *buf, size_t len);
+/* The note an id range claim carries: "ROOT\tNAME" (remove_orphans matches the prefix). */
+int owner_note(const struct engine *e, const char *name, char *buf, size_t len);
+json_t *limit_json(uint64_t v);
+char *spec_dump(const struct env *v);
+int env_save(struct engine *e, struct env *v);
+void env_free(struct env *v);
+void env_unlink(struct engine *e, struct env *v);
+void env_append(struct engine *e, struct env *v);
+void envp_free(char **arr);
+
+/* engine_lifecycle.c */
+int env_watch(struct engine *e, struct env *v);
+/* PID 1 is gone: collect it, clear the cgroup, record "stopped". */
+void env_mark_stopped(struct engine *e, struct env *v);
+/* Remove everything an environment may own on the host; safe to repeat. */
+void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base);
+
+/* engine_net.c */
+int ensure_addr(struct engine *e, struct env *v);
+int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
+               size_t errlen);
+void reapply_linked(struct engine *e, struct env *v);
+int write_resolv_conf(struct engine *e, const char *dir, char *path, size_t len);
+
+/* engine_storage.c */
+void spare_schedule(struct engine *e, const char *image);
+void spare_free(struct engine *e);

@@ -1,0 +1,108 @@
+/* The JSON views of the engine: one environment (its spec, state, usage, disk and network) and
+ * the daemon as a whole (`paddock system`). What the API returns for these is built here
+ * and nowhere else, so its shape is in one place. */
+#include "daemon/engine_internal.h"
+#include "lib/confine.h"
+#include "lib/userns.h"
+#include "lib/util.h"
+
+#include <arpa/inet.h>
+
+static json_t *time_json(int64_t t)
+{
+        char buf[RFC3339_SIZE];
+        return t ? json_string(format_rfc3339(t, buf)) : json_null();
+}
+
+json_t *engine_env_json(struct engine *e, struct env *v)
+{
+        json_t *cpus = v->limits.cpu_millis == CG_UNLIMITED
+                               ? json_null()
+                               : json_real((double)v->limits.cpu_millis / 1000.0);
+        json_t *limits = json_pack("{s:o,s:o,s:o,s:o}", "cpus", cpus, "memory",
+                                   limit_json(v->limits.memory_bytes), "swap",
+                                   limit_json(v->limits.swap_bytes), "pids",
+                                   limit_json(v->limits.pids));
+        json_t *usage = json_null();
+        json_int_t ooms = 0;
+        if (v->pidfd >= 0) {
+                struct cgroup_stats st;
+                if (cgroup_env_stats(e->cfg.cgroups, v->cgname, &st) >= 0) {
+                        usage = json_pack("{s:I,s:I,s:I,s:I,s:I}", "memory",
+                                          (json_int_t)st.memory_current, "memory_peak",
+                                          (json_int_t)st.memory_peak, "pids",
+                                          (json_int_t)st.pids_current, "cpu_usage_us",
+                                          (json_int_t)st.cpu_usage_us, "oom_kills",
+                                          (json_int_t)st.oom_kills);
+                        ooms = (json_int_t)st.oom_kills;
+                }
+        }
+        json_t *disk_limit = v->kind == KIND_SANDBOX ? json_integer((json_int_t)v->tmp_bytes)
+                             : v->disk_bytes         ? json_integer((json_int_t)v->disk_bytes)
+                                                     : json_null();
+        json_t *disk_used = json_null();
+        char dir[4096];
+        uint64_t used;
+        if (v->kind == KIND_COMPUTER && env_dir(e, v->row.name, NULL, dir, sizeof(dir)) >= 0 &&
+            e->cfg.storage->ops->usage(e->cfg.storage, dir, &used) >= 0)
+                disk_used = json_integer((json_int_t)used);
+        const char *state = v->stopping ? "stopping" : v->row.status;
+        json_t *net = netpolicy_json(&v->net);
+        json_object_set_new(net, "ip", v->addr.s_addr ? json_string(v->row.ip) : json_null());
+        if (e->net && v->addr.s_addr) {
+                struct in_addr gw = network_gateway(e->net);
+                json_object_set_new(net, "gateway", json_string(inet_ntoa(gw)));
+        }
+        struct in6_addr a6;
+        char a6s[INET6_ADDRSTRLEN];
+        json_object_set_new(net, "ip6",
+                            e->net && v->addr.s_addr && network_addr6(e->net, v->addr, &a6)
+                                ? json_string(inet_ntop(AF_INET6, &a6, a6s, sizeof(a6s)))
+                                : json_null());
+        json_object_set_new(net, "denied",
+                            json_integer(e->net && v->pidfd >= 0 && v->net.mode != NET_NONE
+                                                 ? (json_int_t)network_env_denied(e->net, v->row.name)
+                                                 : 0));
+        json_object_set_new(net, "ports", engine_ports_json(e, v));
+        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:O,s:O,s:o,s:I,s:I,"
+                         "s:o,s:I}",
+                         "name", v->row.name, "kind", v->row.kind, "image", v->row.image, "state",
+                         state, "pid", v->row.pid ? json_integer(v->row.pid) : json_null(),
+                         "created_at", time_json(v->row.created_at), "expires_at",
+                         time_json(v->row.expires_at), "limits", limits, "usage", usage,
+                         "oom_kills", ooms, "autostart", v->row.autostart, "labels", v->labels,
+                         "env", v->vars, "network", net, "uid_base",
+                         (json_int_t)v->row.uid_base, "uid_count", (json_int_t)UID_RANGE_SIZE,
+                         "ttl", v->ttl_s ? json_integer((json_int_t)v->ttl_s) : json_null(),
+                         "tmp_size", (json_int_t)v->tmp_bytes);
+        /* limit: a computer's quota, a sandbox's /tmp and /workspace size each; used: bytes
+         * the computer wrote itself (shared image data not counted), where the driver knows */
+        json_t *disk = json_pack("{s:o,s:o}", "limit", disk_limit, "used", disk_used);
+        if (j)
+                json_object_set_new(j, "disk", disk);
+        else
+                json_decref(disk);
+        return j;
+}
+
+json_t *engine_system_json(struct engine *e)
+{
+        size_t running = 0;
+        for (struct env *v = e->envs; v; v = v->next)
+                running += v->pidfd >= 0;
+        struct storage_info si = storage_info(e->cfg.storage);
+        json_t *storage = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:s}", "driver", si.driver, "pool",
+                                    si.pool, "backing", si.backing, "quota", si.quota, "size",
+                                    (json_int_t)si.size, "used", (json_int_t)si.used,
+                                    "ownership",
+                                    si.shifted    ? "shifted at create (chown)"
+                                    : si.idmapped ? "idmapped mounts"
+                                                  : "unavailable");
+        return json_pack("{s:s,s:s,s:i,s:b,s:s,s:o,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
+                         "cgroup_mode",
+                         cgroup_mode_name(cgroup_manager_mode(e->cfg.cgroups)), "landlock_abi",
+                         landlock_abi(), "idmapped_mounts", si.idmapped, "storage_driver",
+                         si.driver, "storage", storage, "root", e->cfg.root, "envs",
+                         (json_int_t)e->n_envs, "running", (json_int_t)running, "network",
+                         e->net ? "routed" : "unavailable");
+}

@@ -1,0 +1,513 @@
+/* An environment's life: start (cgroup, user namespace, disk, PID 1, network), the exit of
+ * PID 1, stop with its grace period, pause; create (journal row first, then id range, disk and
+ * start), destroy, and patch (limits, disk, TTL, policy). Each change is recorded before it is
+ * acknowledged: the row's status is the journal engine_reconcile.c reads after a crash. */
+#include "daemon/engine_internal.h"
+#include "daemon/exec.h"
+#include "daemon/log.h"
+#include "lib/spawn.h"
+#include "lib/userns.h"
+#include "lib/util.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *data);
+static void env_kill_sync(struct engine *e, struct env *v);
+
+static const char *kind_name(enum env_kind k)
+{
+        return k == KIND_COMPUTER ? "computer" : "sandbox";
+}
+
+int env_watch(struct engine *e, struct env *v)
+{
+        return loop_add_fd(e->cfg.loop, v->pidfd, EPOLLIN, env_on_exit, v, &v->exit_src);
+}
+
+static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
+{
+        char dir[4096], image[4096], resolv[4200];
+        int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
+        if (r >= 0)
+                r = image_rootfs(e, v->row.image, image, sizeof(image));
+        if (r >= 0)
+                r = write_resolv_conf(e, dir, resolv, sizeof(resolv));
+        if (r < 0) {
+                snprintf(err, errlen, "%s: its paths are too long", v->row.name);
+                return r;
+        }
+        if (access(image, F_OK) < 0) {
+                snprintf(err, errlen, "image %s is missing", v->row.image);
+                return -ENOEXEC;
+        }
+        r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
+        if (r < 0) {
+                snprintf(err, errlen, "cgroup: %s", strerror(-r));
+                return r;
+        }
+        _cleanup_close_ int userns = -EBADF;
+        r = userns_create(v->row.uid_base, UID_RANGE_SIZE, &userns);
+        if (r < 0) {
+                snprintf(err, errlen, "user namespace: %s", strerror(-r));
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
+                return r;
+        }
+        char **envp = env_build_envp(v, NULL);
+        struct spawn_config sc = {
+                .hostname = v->row.name,
+                .profile = v->kind == KIND_SANDBOX ? PROFILE_SANDBOX : PROFILE_COMPUTER,
+                .rootfs = {.image_rootfs = image,
+                           .env_dir = dir,
+                           .writable = v->kind == KIND_COMPUTER,
+                           .userns_fd = userns,
+                           .uid_base = v->row.uid_base,
+                           .tmp_bytes = v->tmp_bytes,
+                           .shm_bytes = DEFAULT_SHM_BYTES,
+                           .resolv_conf = resolv},
+                .cgroups = e->cfg.cgroups,
+                .cgroup_name = v->cgname,
+                .init_fd = e->cfg.init_fd,
+                .init_envp = envp,
+        };
+        char tree[4200];
+        if ((v->kind == KIND_COMPUTER || e->cfg.storage->info.shifted) &&
+            (r = e->cfg.storage->ops->root(e->cfg.storage, dir, &sc.rootfs, tree, sizeof(tree))) < 0) {
+                envp_free(envp);
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
+                snprintf(err, errlen, "storage: %s", strerror(-r));
+                return r;
+        }
+        struct spawn_result res;
+        r = env_spawn(&sc, &res, err, errlen);
+        envp_free(envp);
+        if (r < 0) {
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
+                return r;
+        }
+        v->pidfd = res.pidfd;
+        v->is_child = true;
+        v->row.pid = res.pid;
+        v->row.pid_start = res.start_time;
+        snprintf(v->row.status, sizeof(v->row.status), "running");
+        r = env_net_up(e, v, false, true, err, errlen);
+        if (r < 0) {
+                env_kill_sync(e, v);
+                return r;
+        }
+        if (e->net && v->net.mode != NET_NONE)
+                reapply_linked(e, v); /* links are symmetric: peers accept the new address */
+        r = env_watch(e, v);
+        if (r >= 0)
+                r = env_save(e, v);
+        if (r < 0) {
+                snprintf(err, errlen, "record start: %s", strerror(-r));
+                sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
+        }
+        return r;
+}
+
+static void notify_waiters(struct env *v)
+{
+        struct waiter *w = v->waiters;
+        v->waiters = NULL;
+        while (w) {
+                struct waiter *next = w->next;
+                w->fn(v, w->data);
+                free(w);
+                w = next;
+        }
+}
+
+void env_mark_stopped(struct engine *e, struct env *v)
+{
+        if (v->pidfd >= 0) {
+                if (v->is_child) {
+                        siginfo_t si;
+                        waitid(P_PIDFD, (id_t)v->pidfd, &si, WEXITED | WNOHANG);
+                }
+                loop_remove(v->exit_src);
+                v->exit_src = NULL;
+                close(v->pidfd);
+                v->pidfd = -EBADF;
+        }
+        loop_cancel_timer(v->kill_timer);
+        v->kill_timer = NULL;
+        v->stopping = false;
+        /* Commands exec'd into it are our children (CLONE_PARENT): the pid namespace's end
+         * killed them; reap them so the cgroup can empty. */
+        exec_reap_env(v->row.name, 1000);
+        int r = cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
+        if (r < 0 && r != -ENOENT)
+                log_warn("%s: removing cgroups: %s", v->row.name, strerror(-r));
+        if (e->net && v->net.mode != NET_NONE)
+                network_env_gone(e->net, v->row.name, v->addr); /* its processes are gone */
+        v->row.pid = 0;
+        v->row.pid_start = 0;
+        v->paused = false;
+        snprintf(v->row.status, sizeof(v->row.status), "stopped");
+        r = env_save(e, v);
+        if (r < 0)
+                log_error("%s: recording stop: %s", v->row.name, strerror(-r));
+}
+
+static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        struct env *v = data;
+        log_info("%s: stopped", v->row.name);
+        env_mark_stopped(v->eng, v);
+        notify_waiters(v);
+}
+
+/* Kill everything and wait (bounded) for PID 1 to be gone. */
+static void env_kill_sync(struct engine *e, struct env *v)
+{
+        if (v->pidfd < 0)
+                return;
+        if (v->paused)
+                engine_pause(e, v, false);
+        /* Killing PID 1 ends the pid namespace: the kernel kills everything else in it. PID 1
+         * finishes exiting only once every process of the namespace is reaped, and the commands
+         * exec'd into it are our children (CLONE_PARENT): reap them while waiting. */
+        sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
+        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
+                exec_reap_env(v->row.name, 0);
+                struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
+                if (poll(&p, 1, 10) > 0)
+                        break;
+        }
+        env_mark_stopped(e, v);
+        notify_waiters(v);
+}
+
+static void on_kill_timer(struct loop_timer *t, void *data)
+{
+        struct env *v = data;
+        v->kill_timer = NULL;
+        log_info("%s: did not stop in time, killing", v->row.name);
+        /* The end of PID 1 ends its pid namespace: the kernel kills everything in it. */
+        sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
+}
+
+void engine_stop(struct engine *e, struct env *v, unsigned timeout_s, env_done_fn done, void *data)
+{
+        if (v->pidfd < 0) {
+                if (done)
+                        done(v, data);
+                return;
+        }
+        if (done) {
+                struct waiter *w = calloc(1, sizeof(*w));
+                if (w) {
+                        *w = (struct waiter){.fn = done, .data = data, .next = v->waiters};
+                        v->waiters = w;
+                }
+        }
+        if (v->stopping)
+                return;
+        v->stopping = true;
+        log_info("%s: stopping", v->row.name);
+        if (v->paused)
+                engine_pause(e, v, false);
+        if (timeout_s == 0 || sys_pidfd_send_signal(v->pidfd, SIGTERM, 0) < 0)
+                on_kill_timer(NULL, v);
+        else
+                v->kill_timer = loop_add_timer(e->cfg.loop, (uint64_t)timeout_s * 1000,
+                                               on_kill_timer, v);
+}
+
+int engine_pause(struct engine *e, struct env *v, bool pause)
+{
+        if (v->pidfd < 0)
+                return -EBUSY;
+        if (v->paused == pause)
+                return 0;
+        int r = cgroup_env_freeze(e->cfg.cgroups, v->cgname, pause);
+        if (r < 0)
+                return r;
+        v->paused = pause;
+        snprintf(v->row.status, sizeof(v->row.status), "%s", pause ? "paused" : "running");
+        log_info("%s: %s", v->row.name, pause ? "paused" : "resumed");
+        return env_save(e, v);
+}
+
+bool env_paused(const struct env *v)
+{
+        return v->paused;
+}
+
+int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
+{
+        if (v->pidfd >= 0) {
+                snprintf(err, errlen, "%s is already running", v->row.name);
+                return -EALREADY;
+        }
+        int r = env_spawn_now(e, v, err, errlen);
+        if (r >= 0)
+                log_info("%s: started (pid %lld)", v->row.name, (long long)v->row.pid);
+        return r;
+}
+
+void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
+{
+        char dir[4096], cg[CGROUP_NAME_SIZE];
+        cgroup_name_of(name, cg);
+        cgroup_env_destroy(e->cfg.cgroups, cg, NULL);
+        if (env_dir(e, name, NULL, dir, sizeof(dir)) >= 0) {
+                e->cfg.storage->ops->destroy(e->cfg.storage, dir);
+                int r = rm_rf_at(AT_FDCWD, dir);
+                if (r < 0)
+                        log_warn("%s: removing %s: %s", name, dir, strerror(-r));
+        }
+        if (uid_base)
+                idrange_release(e->cfg.uid_registry, uid_base);
+}
+
+static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
+                         uint32_t from_base)
+{
+        char dir[4096], sub[4096], image[4200];
+        int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
+        if (r < 0)
+                return r;
+        if (mkdir(dir, 0700) < 0)
+                return -errno;
+        if ((r = env_dir(e, v->row.name, "rootfs", sub, sizeof(sub))) < 0)
+                return r;
+        if (mkdir(sub, 0755) < 0)
+                return -errno;
+        struct storage *s = e->cfg.storage;
+        if (v->kind == KIND_SANDBOX && !s->info.shifted)
+                return 0; /* its root is the idmapped image itself */
+        if ((r = image_rootfs(e, v->row.image, image, sizeof(image))) < 0)
+                return r;
+        r = from_tree ? s->ops->env_clone(s, from_tree, dir, from_base, v->row.uid_base,
+                                          v->disk_bytes)
+                      : s->ops->env_create(s, dir, image, v->row.uid_base, v->disk_bytes);
+        if (r >= 0 && !from_tree)
+                spare_schedule(e, v->row.image);
+        test_crash_point("create-disk");
+        return r;
+}
+
+int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
+                  size_t errlen)
+{
+        if (engine_find(e, spec->name)) {
+                snprintf(err, errlen, "an environment named %s already exists", spec->name);
+                return -EEXIST;
+        }
+        if (e->n_envs >= MAX_ENVS) {
+                snprintf(err, errlen, "too many environments (limit %d)", MAX_ENVS);
+                return -EAGAIN;
+        }
+        if (!engine_image_exists(e, spec->image)) {
+                snprintf(err, errlen, "image %s not found (see `paddock image ls`)", spec->image);
+                return -ENOEXEC;
+        }
+        if (!e->cfg.storage->info.idmapped && !e->cfg.storage->info.shifted) {
+                /* The dir driver cannot shift ownership (its lower layer is the shared image). */
+                snprintf(err, errlen, "idmapped mounts do not work on this host's kernel or "
+                         "storage pool, and environments need them (see `paddock system`)");
+                return -ENOEXEC;
+        }
+        struct env *v = calloc(1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        v->eng = e;
+        v->pidfd = -EBADF;
+        v->kind = spec->kind;
+        v->limits = spec->limits;
+        v->ttl_s = spec->ttl_s;
+        v->tmp_bytes = spec->tmp_bytes ? spec->tmp_bytes : DEFAULT_TMP_BYTES;
+        v->disk_bytes = spec->kind == KIND_COMPUTER ? spec->disk_bytes : 0;
+        v->vars = spec->env ? json_deep_copy(spec->env) : json_object();
+        v->labels = spec->labels ? json_deep_copy(spec->labels) : json_object();
+        v->net = spec->net; /* moved: the caller's arrays now belong to the environment */
+        if (!e->net && v->net.mode != NET_NONE) {
+                snprintf(err, errlen, "networking is not available on this daemon (see its log)");
+                v->net.rules = NULL;
+                v->net.links = NULL;
+                env_free(v);
+                return -ENOEXEC;
+        }
+        snprintf(v->row.name, sizeof(v->row.name), "%s", spec->name);
+        cgroup_name_of(v->row.name, v->cgname);
+        snprintf(v->row.kind, sizeof(v->row.kind), "%s", kind_name(spec->kind));
+        snprintf(v->row.image, sizeof(v->row.image), "%s", spec->image);
+        snprintf(v->row.status, sizeof(v->row.status), "creating");
+        v->row.created_at = wall_s();
+        v->row.expires_at = spec->ttl_s ? v->row.created_at + (int64_t)spec->ttl_s : 0;
+        v->row.autostart = spec->autostart;
+        v->row.spec = spec_dump(v);
+
+        char owner[4200];
+        int r = owner_note(e, spec->name, owner, sizeof(owner));
+        if (r >= 0)
+                r = idrange_claim(e->cfg.uid_registry, owner, &v->row.uid_base);
+        if (r < 0) {
+                snprintf(err, errlen, "no free id range: %s", strerror(-r));
+                env_free(v);
+                return r;
+        }
+        /* Journal first: a crash from here on is rolled back at the next start. */
+        r = state_env_insert(e->cfg.state, &v->row);
+        if (r < 0) {
+                snprintf(err, errlen, "record: %s", strerror(-r));
+                idrange_release(e->cfg.uid_registry, v->row.uid_base);
+                env_free(v);
+                return r;
+        }
+        r = make_env_dirs(e, v, spec->from_tree, spec->from_base);
+        if (spec->copied)
+                spec->copied(spec->copied_data);
+        if (r == -EOPNOTSUPP)
+                snprintf(err, errlen, "the %s storage driver cannot copy environments (fork "
+                         "needs the btrfs driver)", e->cfg.storage->ops->name);
+        else if (r < 0)
+                snprintf(err, errlen, "environment disk: %s", strerror(-r));
+        else
+                r = env_spawn_now(e, v, err, errlen);
+        if (r < 0) {
+                env_remove_artifacts(e, v->row.name, v->row.uid_base);
+                state_env_delete(e->cfg.state, v->row.name);
+                env_free(v);
+                return r;
+        }
+        env_append(e, v);
+        if (e->net && v->net.mode != NET_NONE)
+                reapply_linked(e, v); /* now that it is listed, peers see its address */
+        log_info("%s: created %s from image %s (ids %u..%u)", v->row.name, v->row.kind,
+                 v->row.image, v->row.uid_base, v->row.uid_base + UID_RANGE_SIZE - 1);
+        *ret = v;
+        return 0;
+}
+
+int engine_destroy(struct engine *e, struct env *v, bool force)
+{
+        if (v->pidfd >= 0) {
+                if (!force)
+                        return -EBUSY;
+                env_kill_sync(e, v);
+        }
+        snprintf(v->row.status, sizeof(v->row.status), "deleting");
+        env_save(e, v);
+        /* Its firewall chain and published ports went with its network when it stopped
+         * (env_mark_stopped); the port rows go with the record (ON DELETE CASCADE). */
+        env_remove_artifacts(e, v->row.name, v->row.uid_base);
+        int r = state_env_delete(e->cfg.state, v->row.name);
+        if (r < 0)
+                log_error("%s: deleting record: %s", v->row.name, strerror(-r));
+        log_info("%s: destroyed", v->row.name);
+        if (e->destroyed)
+                e->destroyed(v->row.name);
+        env_unlink(e, v);
+        /* Peers that were linked with it drop its address: whoever gets it next is a stranger. */
+        if (e->net && v->addr.s_addr)
+                reapply_linked(e, v);
+        notify_waiters(v);
+        env_free(v);
+        return 0;
+}
+
+/* A computer's limit is a quota of its disk, applied at once (btrfs can change it live); a
+ * sandbox's is the size of its tmpfs /tmp and /workspace, fixed while they are mounted. */
+static int env_set_disk(struct engine *e, struct env *v, uint64_t bytes, char *err, size_t errlen)
+{
+        if (v->kind == KIND_SANDBOX) {
+                if (v->pidfd >= 0) {
+                        snprintf(err, errlen,
+                                 "%s is running: a sandbox's disk (its /tmp and /workspace) "
+                                 "can be resized only while it is stopped",
+                                 v->row.name);
+                        return -EBUSY;
+                }
+                v->tmp_bytes = bytes ? bytes : DEFAULT_TMP_BYTES;
+                return 0;
+        }
+        if (v->pidfd >= 0 && !e->cfg.storage->info.live_disk_limits) {
+                snprintf(err, errlen, "%s is running: the %s storage driver changes a computer's "
+                         "disk limit only while it is stopped", v->row.name,
+                         e->cfg.storage->ops->name);
+                return -EBUSY;
+        }
+        char dir[4096];
+        int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
+        if (r >= 0)
+                r = e->cfg.storage->ops->set_quota(e->cfg.storage, dir, bytes);
+        if (r == -EOPNOTSUPP) {
+                snprintf(err, errlen,
+                         "the %s storage driver cannot make this change (it sets a computer's "
+                         "disk limit at create; it can grow it, never shrink or remove it)",
+                         e->cfg.storage->ops->name);
+                return r;
+        }
+        if (r < 0) {
+                snprintf(err, errlen, "setting the disk limit: %s", strerror(-r));
+                return r;
+        }
+        v->disk_bytes = bytes;
+        return 0;
+}
+
+int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, char *err,
+                 size_t errlen)
+{
+        if (p->has_disk) {
+                int r = env_set_disk(e, v, p->disk, err, errlen);
+                if (r < 0)
+                        return r;
+        }
+        struct cgroup_limits l = v->limits;
+        if (p->has_cpus)
+                l.cpu_millis = p->cpus;
+        if (p->has_memory)
+                l.memory_bytes = p->memory;
+        if (p->has_swap)
+                l.swap_bytes = p->swap;
+        if (p->has_pids)
+                l.pids = p->pids;
+        if (v->pidfd >= 0) {
+                int r = cgroup_env_set_limits(e->cfg.cgroups, v->cgname, &l);
+                if (r < 0) {
+                        snprintf(err, errlen, "applying limits: %s", strerror(-r));
+                        return r;
+                }
+        }
+        v->limits = l;
+        if (p->has_ttl) {
+                v->ttl_s = p->ttl_s;
+                v->row.expires_at = p->ttl_s ? wall_s() + (int64_t)p->ttl_s : 0;
+        }
+        if (p->has_autostart)
+                v->row.autostart = p->autostart;
+        if (p->has_net) {
+                if (!e->net && p->net.mode != NET_NONE) {
+                        snprintf(err, errlen, "networking is not available on this daemon");
+                        return -ENOEXEC;
+                }
+                enum net_mode old = v->net.mode;
+                bool rules_changed = old != p->net.mode || v->net.n_rules != p->net.n_rules ||
+                                     (p->net.n_rules &&
+                                      memcmp(v->net.rules, p->net.rules,
+                                             p->net.n_rules * sizeof(*p->net.rules)) != 0);
+                netpolicy_clear(&v->net);
+                v->net = p->net;
+                int r = 0;
+                if (v->pidfd >= 0 && e->net) {
+                        if (v->net.mode == NET_NONE && old != NET_NONE)
+                                network_env_down(e->net, v->row.name);
+                        else if (v->net.mode != NET_NONE && old == NET_NONE)
+                                r = env_net_up(e, v, false, true, err, errlen);
+                        else if (v->net.mode != NET_NONE)
+                                r = env_net_up(e, v, true, rules_changed, err, errlen);
+                        reapply_linked(e, v);
+                }
+                int q = env_save(e, v);
+                return r < 0 ? r : q;
+        }
+        return env_save(e, v);
+}

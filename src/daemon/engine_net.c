@@ -1,0 +1,241 @@
+/* The engine's networking: each environment's address (lowest free in the subnet, kept for
+ * its life), bringing its network up at start or adoption and changing it on a policy patch,
+ * links (symmetric: both peers' firewalls are updated), the resolver's view of which address
+ * is which environment, and published ports. The kernel side (veth, nftables, tc) is
+ * network.c; this file decides what to ask of it. */
+#include "daemon/engine_internal.h"
+#include "daemon/log.h"
+#include "lib/util.h"
+
+#include <arpa/inet.h>
+
+static int alloc_addr(struct engine *e, struct in_addr *ret)
+{
+        struct in_addr gw = network_gateway(e->net);
+        /* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. */
+        for (uint32_t h = ntohl(gw.s_addr) + 1;; h++) {
+                struct in_addr a = {.s_addr = htonl(h)};
+                struct in_addr next = {.s_addr = htonl(h + 1)};
+                if (!network_in_subnet(e->net, a) || !network_in_subnet(e->net, next))
+                        return -ENOSPC; /* h+1 outside means h is the broadcast address */
+                bool used = false;
+                for (struct env *v = e->envs; v && !used; v = v->next)
+                        used = v->addr.s_addr == a.s_addr;
+                if (!used) {
+                        *ret = a;
+                        return 0;
+                }
+        }
+}
+
+static bool policy_links(const struct env *v, const char *name)
+{
+        for (size_t i = 0; i < v->net.n_links; i++)
+                if (strcmp(v->net.links[i], name) == 0)
+                        return true;
+        return false;
+}
+
+/* Addresses v may talk to: those it links and those that link it (links are symmetric). */
+static size_t link_addrs(struct engine *e, const struct env *v, struct in_addr *out, size_t max)
+{
+        size_t n = 0;
+        for (struct env *o = e->envs; o && n < max; o = o->next)
+                if (o != v && o->addr.s_addr &&
+                    (policy_links(v, o->row.name) || policy_links(o, v->row.name)))
+                        out[n++] = o->addr;
+        return n;
+}
+
+static int env_netns_fd(const struct env *v)
+{
+        char path[64];
+        if (BUF_PRINTF(path, "/proc/%lld/ns/net", (long long)v->row.pid) < 0)
+                return -ENAMETOOLONG;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        /* The pidfd pins the process: if it is still alive, the pid was not reused. */
+        if (sys_pidfd_send_signal(v->pidfd, 0, 0) < 0) {
+                close(fd);
+                return -ESRCH;
+        }
+        return fd;
+}
+
+int ensure_addr(struct engine *e, struct env *v)
+{
+        if (v->addr.s_addr)
+                return 0;
+        int r = alloc_addr(e, &v->addr);
+        if (r < 0)
+                return r;
+        inet_ntop(AF_INET, &v->addr, v->row.ip, sizeof(v->row.ip));
+        return 0;
+}
+
+/* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
+int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
+               size_t errlen)
+{
+        if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
+                return 0;
+        int r = ensure_addr(e, v);
+        if (r < 0) {
+                snprintf(err, errlen, "no free address in the environments' subnet");
+                return r;
+        }
+        struct in_addr links[NETPOLICY_MAX_LINKS * 2];
+        size_t nl = link_addrs(e, v, links, ELEMENTSOF(links));
+        if (adopt && network_link_present(e->net, v->row.name))
+                return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl,
+                                          flush_learned, err, errlen);
+        _cleanup_close_ int ns = env_netns_fd(v);
+        if (ns < 0) {
+                snprintf(err, errlen, "network namespace: %s", strerror(-ns));
+                return ns;
+        }
+        r = network_env_up(e->net, v->row.name, ns, v->addr, &v->net, links, nl, err, errlen);
+        if (r < 0)
+                return r;
+        /* Published ports leave the firewall with the environment's chain at stop. */
+        struct port_row *ports = NULL;
+        size_t np = 0;
+        if (state_port_list(e->cfg.state, v->row.name, &ports, &np) >= 0)
+                for (size_t i = 0; i < np; i++)
+                        network_port_add(e->net, v->row.name, ports[i].proto, ports[i].host_port,
+                                         v->addr, ports[i].port);
+        free(ports);
+        return 0;
+}
+
+/* Environments linked with v apply their firewall again (their peer's address changed). */
+void reapply_linked(struct engine *e, struct env *v)
+{
+        for (struct env *o = e->envs; o; o = o->next) {
+                if (o == v || o->pidfd < 0 || o->net.mode == NET_NONE)
+                        continue;
+                if (!policy_links(o, v->row.name) && !policy_links(v, o->row.name))
+                        continue;
+                char err[256];
+                struct in_addr links[NETPOLICY_MAX_LINKS * 2];
+                size_t nl = link_addrs(e, o, links, ELEMENTSOF(links));
+                if (network_env_update(e->net, o->row.name, o->addr, &o->net, links, nl, false,
+                                       err, sizeof(err)) < 0)
+                        log_warn("%s: updating links: %s", o->row.name, err);
+        }
+}
+
+static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *name, size_t len)
+{
+        struct engine *e = ctx;
+        for (struct env *v = e->envs; v; v = v->next)
+                if (v->pidfd >= 0 && v->addr.s_addr == a.s_addr) {
+                        snprintf(name, len, "%s", v->row.name);
+                        return &v->net;
+                }
+        return NULL;
+}
+
+void engine_set_network(struct engine *e, struct network *n)
+{
+        e->net = n;
+}
+
+struct network_envs engine_network_envs(struct engine *e)
+{
+        return (struct network_envs){.by_addr = env_by_addr, .ctx = e};
+}
+
+/* dir/resolv.conf (its path in path) naming the gateway's resolver, or none when there is no
+ * network. A failed write leaves the environment without one, as a host without DNS. */
+int write_resolv_conf(struct engine *e, const char *dir, char *path, size_t len)
+{
+        char text[64];
+        int r = buf_printf(path, len, "%s/resolv.conf", dir);
+        if (r < 0)
+                return r;
+        struct in_addr gw = e->net ? network_gateway(e->net) : (struct in_addr){0};
+        snprintf(text, sizeof(text), "nameserver %s\n", e->net ? inet_ntoa(gw) : "127.0.0.1");
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0)
+                (void)!write(fd, text, strlen(text));
+        return 0;
+}
+
+bool engine_has_network(const struct engine *e)
+{
+        return e->net != NULL;
+}
+
+const struct netpolicy *env_netpolicy(const struct env *v)
+{
+        return &v->net;
+}
+
+int engine_port_add(struct engine *e, struct env *v, const char *proto, uint16_t host_port,
+                    uint16_t port, char *err, size_t errlen)
+{
+        if (!e->net || v->net.mode == NET_NONE) {
+                snprintf(err, errlen, "%s has no network (mode none): publish needs open or allow",
+                         v->row.name);
+                return -ENOEXEC;
+        }
+        int r = ensure_addr(e, v);
+        if (r < 0) {
+                snprintf(err, errlen, "no free address");
+                return r;
+        }
+        struct port_row row = {.host_port = host_port, .port = port};
+        snprintf(row.proto, sizeof(row.proto), "%s", proto);
+        snprintf(row.env, sizeof(row.env), "%s", v->row.name);
+        env_save(e, v);
+        r = state_port_insert(e->cfg.state, &row);
+        if (r < 0) {
+                if (r == -EEXIST)
+                        snprintf(err, errlen, "host port %u/%s is already published", host_port,
+                                 proto);
+                else
+                        snprintf(err, errlen, "recording the port: %s", strerror(-r));
+                return r;
+        }
+        r = network_port_add(e->net, v->row.name, proto, host_port, v->addr, port);
+        if (r < 0) {
+                state_port_delete(e->cfg.state, proto, host_port);
+                snprintf(err, errlen, "firewall: %s", strerror(-r));
+        }
+        return r;
+}
+
+int engine_port_remove(struct engine *e, struct env *v, const char *proto, uint16_t host_port)
+{
+        struct port_row *rows = NULL;
+        size_t n = 0;
+        int r = state_port_list(e->cfg.state, v->row.name, &rows, &n);
+        if (r < 0)
+                return r;
+        bool found = false;
+        for (size_t i = 0; i < n; i++)
+                found |= rows[i].host_port == host_port && !strcmp(rows[i].proto, proto);
+        free(rows);
+        if (!found)
+                return -ENOENT;
+        if (e->net)
+                network_port_remove(e->net, proto, host_port);
+        return state_port_delete(e->cfg.state, proto, host_port);
+}
+
+json_t *engine_ports_json(struct engine *e, struct env *v)
+{
+        json_t *arr = json_array();
+        struct port_row *rows = NULL;
+        size_t n = 0;
+        if (state_port_list(e->cfg.state, v->row.name, &rows, &n) < 0)
+                return arr;
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, json_pack("{s:s,s:i,s:i}", "proto", rows[i].proto,
+                                                     "host_port", rows[i].host_port, "port",
+                                                     rows[i].port));
+        free(rows);
+        return arr;
+}

@@ -1,0 +1,196 @@
+/* Startup and time: at start the daemon rolls back half-done creates and deletes (their rows
+ * say "creating" / "deleting"), re-adopts environments whose PID 1 survived it (pid and start
+ * time must both match), marks the others stopped, removes leftovers that have no record
+ * (cgroups, directories, id claims, firewall state), destroys sandboxes that expired while it
+ * was down and starts autostart computers. Then a one-second sweep destroys expired ones. */
+#include "daemon/engine_internal.h"
+#include "daemon/log.h"
+#include "lib/userns.h"
+#include "lib/util.h"
+
+#include <dirent.h>
+
+static int env_adopt(struct engine *e, struct env *v)
+{
+        uint64_t st;
+        if (v->row.pid <= 0 || proc_start_time((pid_t)v->row.pid, &st) < 0 || st != v->row.pid_start)
+                return -ESRCH;
+        if (proc_is_zombie((pid_t)v->row.pid))
+                return -ESRCH; /* exited, not yet reaped by its new parent */
+        int fd = sys_pidfd_open((pid_t)v->row.pid, 0);
+        if (fd < 0)
+                return fd;
+        /* Check again now that the pidfd pins the process. */
+        if (proc_start_time((pid_t)v->row.pid, &st) < 0 || st != v->row.pid_start) {
+                close(fd);
+                return -ESRCH;
+        }
+        v->pidfd = fd;
+        v->is_child = false;
+        int r = env_watch(e, v);
+        if (r < 0) {
+                close(fd);
+                v->pidfd = -EBADF;
+        }
+        return r;
+}
+
+/* Destroy every environment whose time to live is over (running execs do not extend it). */
+static void destroy_expired(struct engine *e, const char *why)
+{
+        int64_t now = wall_s();
+        for (struct env *v = e->envs, *next; v; v = next) {
+                next = v->next;
+                if (v->row.expires_at && v->row.expires_at <= now) {
+                        log_info("%s: %s", v->row.name, why);
+                        engine_destroy(e, v, true);
+                }
+        }
+}
+
+static void sweep_expired(struct loop_timer *t, void *data)
+{
+        struct engine *e = data;
+        destroy_expired(e, "time to live expired");
+        e->sweep = loop_add_timer(e->cfg.loop, 1000, sweep_expired, e);
+}
+
+static bool known_env(struct engine *e, const char *name)
+{
+        return engine_find(e, name) != NULL;
+}
+
+static void remove_network_orphans(struct engine *e)
+{
+        if (!e->net)
+                return;
+        const char **keep = calloc(e->n_envs + 1, sizeof(char *));
+        size_t n = 0;
+        if (!keep)
+                return;
+        for (struct env *v = e->envs; v; v = v->next)
+                if (v->pidfd >= 0 && v->net.mode != NET_NONE)
+                        keep[n++] = v->row.name;
+        network_remove_orphans(e->net, keep, n);
+        free(keep);
+        /* Published ports of every environment whose network is up are (re)installed: the
+         * table may be new. Not those of stopped ones: nothing would take them out again when
+         * such an environment is removed, and its address may go to another one (they come
+         * back at its start, env_net_up). */
+        struct port_row *ports = NULL;
+        size_t np = 0;
+        if (state_port_list(e->cfg.state, NULL, &ports, &np) >= 0)
+                for (size_t i = 0; i < np; i++) {
+                        struct env *v = engine_find(e, ports[i].env);
+                        if (v && v->addr.s_addr && v->pidfd >= 0 && v->net.mode != NET_NONE)
+                                network_port_add(e->net, v->row.name, ports[i].proto,
+                                                 ports[i].host_port, v->addr, ports[i].port);
+                }
+        free(ports);
+}
+
+static void remove_orphan_dirs(struct engine *e)
+{
+        _cleanup_free_ char *path = path_join(e->cfg.root, "envs");
+        _cleanup_closedir_ DIR *d = path ? opendir(path) : NULL;
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.' || known_env(e, de->d_name))
+                        continue;
+                log_info("removing orphaned directory envs/%s", de->d_name);
+                _cleanup_free_ char *orphan = path_join(path, de->d_name);
+                if (orphan)
+                        e->cfg.storage->ops->destroy(e->cfg.storage, orphan);
+                rm_rf_at(dirfd(d), de->d_name);
+        }
+}
+
+/* Id ranges claimed for this root (their note starts "ROOT\t", owner_note) by a name that has
+ * no environment. */
+static void remove_orphan_id_claims(struct engine *e)
+{
+        _cleanup_closedir_ DIR *d = opendir(e->cfg.uid_registry);
+        char prefix[4200];
+        int plen = BUF_PRINTF(prefix, "%s\t", e->cfg.root);
+        if (!d || plen < 0)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *note = NULL;
+                if (de->d_name[0] == '.' || read_file_at(dirfd(d), de->d_name, 4300, &note) < 0)
+                        continue;
+                if (strncmp(note, prefix, (size_t)plen) == 0 && !known_env(e, note + plen)) {
+                        log_info("releasing orphaned id range %s", de->d_name);
+                        unlinkat(dirfd(d), de->d_name, 0);
+                }
+        }
+}
+
+/* Leftovers of environments that have no record: firewall state, cgroups, directories, id
+ * claims. */
+static void remove_orphans(struct engine *e)
+{
+        remove_network_orphans(e);
+        char **names = NULL;
+        size_t n = 0;
+        if (cgroup_list_envs(e->cfg.cgroups, &names, &n) >= 0) {
+                for (size_t i = 0; i < n; i++) {
+                        bool ours = strncmp(names[i], "env-", 4) == 0;
+                        if (!ours || !known_env(e, names[i] + 4)) {
+                                log_info("removing orphaned cgroup %s", names[i]);
+                                cgroup_env_destroy(e->cfg.cgroups, names[i], NULL);
+                        }
+                        free(names[i]);
+                }
+                free(names);
+        }
+        remove_orphan_dirs(e);
+        remove_orphan_id_claims(e);
+}
+
+int engine_reconcile(struct engine *e)
+{
+        for (struct env *v = e->envs, *next; v; v = next) {
+                next = v->next;
+                if (strcmp(v->row.status, "creating") == 0 || strcmp(v->row.status, "deleting") == 0) {
+                        log_info("%s: rolling back an interrupted %s", v->row.name,
+                                 v->row.status[0] == 'c' ? "create" : "delete");
+                        cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
+                        env_remove_artifacts(e, v->row.name, v->row.uid_base);
+                        state_env_delete(e->cfg.state, v->row.name);
+                        env_unlink(e, v);
+                        env_free(v);
+                        continue;
+                }
+                char owner[4200];
+                if (owner_note(e, v->row.name, owner, sizeof(owner)) >= 0)
+                        idrange_reclaim(e->cfg.uid_registry, owner, v->row.uid_base);
+                if (!strcmp(v->row.status, "running") || !strcmp(v->row.status, "paused")) {
+                        v->paused = !strcmp(v->row.status, "paused");
+                        if (env_adopt(e, v) >= 0) {
+                                log_info("%s: re-adopted running environment (pid %lld)",
+                                         v->row.name, (long long)v->row.pid);
+                                char err[512];
+                                if (env_net_up(e, v, true, false, err, sizeof(err)) < 0)
+                                        log_error("%s: restoring its network: %s", v->row.name, err);
+                        } else {
+                                log_info("%s: PID 1 is gone; marking stopped", v->row.name);
+                                cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
+                                env_mark_stopped(e, v);
+                        }
+                }
+        }
+        remove_orphans(e);
+        destroy_expired(e, "expired while the daemon was down");
+        for (struct env *v = e->envs; v; v = v->next) {
+                if (v->pidfd < 0 && v->row.autostart) {
+                        char err[512];
+                        if (engine_start(e, v, err, sizeof(err)) < 0)
+                                log_error("%s: autostart failed: %s", v->row.name, err);
+                }
+        }
+        e->sweep = loop_add_timer(e->cfg.loop, 1000, sweep_expired, e);
+        return 0;
+}
