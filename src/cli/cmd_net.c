@@ -124,24 +124,11 @@ int cmd_net(struct cli *cli, int argc, char **argv)
         json_t *body = NULL;
         char *path = NULL;
         struct response resp = {};
-        int r, c;
-
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", net_options, NULL)) != -1) {
-                r = netopts_option(&o, c, verb);
-                if (r == 0)
-                        r = opts_common(cli, c, argv, verb, net_help);
-                if (r >= 0)
-                        goto out;
-        }
-        if (optind >= argc) {
-                r = usage_error(verb, "missing NAME");
+        int r = opts_parse(cli, argc, argv, verb, net_help, NULL, net_options, netopts_option, &o);
+        if (r < 0)
+                r = opts_operands(argc, argv, verb, 1, 1, "missing NAME");
+        if (r >= 0)
                 goto out;
-        }
-        if (argc - optind > 1) {
-                r = usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
-                goto out;
-        }
         const char *name = argv[optind];
         bool show_only;
         json_t *net = netopts_json(&o, verb, &show_only);

@@ -30,45 +30,33 @@ static const struct option shell_options[] = {
     {},
 };
 
+static int shell_option(void *userdata, int c, const char *verb)
+{
+        json_t *spec = userdata;
+        if (c == 'u' || c == 'w') {
+                json_t *v = json_string(optarg);
+                if (!v)
+                        return usage_error(verb, "value '%s' is not valid UTF-8", optarg);
+                json_object_set_new(spec, c == 'u' ? "user" : "cwd", v);
+                return -1;
+        }
+        if (c == 'e') {
+                if (kv_add(json_child(spec, "env"), optarg) < 0)
+                        return usage_error(verb, "-e wants K=V, not '%s'", optarg);
+                return -1;
+        }
+        return 0;
+}
+
 int cmd_shell(struct cli *cli, int argc, char **argv)
 {
         json_t *spec = json_object();
-        int c, r = EXIT_USAGE;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":hu:w:e:", shell_options, NULL)) != -1) {
-                if (c == 'u' || c == 'w') {
-                        json_t *v = json_string(optarg);
-                        if (!v) {
-                                r = usage_error("shell", "value '%s' is not valid UTF-8", optarg);
-                                goto out;
-                        }
-                        json_object_set_new(spec, c == 'u' ? "user" : "cwd", v);
-                        continue;
-                }
-                if (c == 'e') {
-                        json_t *env = json_object_get(spec, "env");
-                        if (!env) {
-                                env = json_object();
-                                json_object_set_new(spec, "env", env);
-                        }
-                        if (kv_add(env, optarg) < 0) {
-                                r = usage_error("shell", "-e wants K=V, not '%s'", optarg);
-                                goto out;
-                        }
-                        continue;
-                }
-                int e = opts_common(cli, c, argv, "shell", shell_help);
-                if (e >= 0) {
-                        r = e;
-                        goto out;
-                }
-        }
-        if (argc - optind != 1) {
+        int r = opts_parse(cli, argc, argv, "shell", shell_help, ":hu:w:e:", shell_options,
+                           shell_option, spec);
+        if (r < 0 && argc - optind != 1)
                 r = usage_error("shell", argc - optind < 1 ? "missing NAME" : "too many operands");
-                goto out;
-        }
-        r = tty_session_run(cli, argv[optind], spec, true);
-out:
+        if (r < 0)
+                r = tty_session_run(cli, argv[optind], spec, true);
         json_decref(spec);
         return r;
 }

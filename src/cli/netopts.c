@@ -19,8 +19,9 @@ static int list_add(json_t **arr, const char *s)
         return json_array_append_new(*arr, v);
 }
 
-int netopts_option(struct netopts *o, int c, const char *verb)
+int netopts_option(void *netopts, int c, const char *verb)
 {
+        struct netopts *o = netopts;
         switch (c) {
         case OPT_NET_MODE:
                 if (!mode_valid(optarg))
