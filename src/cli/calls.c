@@ -2,8 +2,8 @@
 
 #include <stdio.h>
 
-int call_print_list(struct cli *cli, const char *path, const char *key,
-                    const char *const *headers, size_t n_cols, list_row_fn row)
+int call_print_list(struct cli *cli, const char *path, const char *key, const char *const *headers,
+                    size_t n_cols, list_row_fn row)
 {
         struct client *client = cli_client(cli);
         struct response resp = {};
@@ -18,8 +18,7 @@ int call_print_list(struct cli *cli, const char *path, const char *key,
         }
         const json_t *items = json_object_get(resp.json, key);
         if (!json_is_array(items)) {
-                fprintf(stderr, "paddock: unexpected answer from paddockd (no \"%s\" list)\n",
-                        key);
+                fprintf(stderr, "paddock: unexpected answer from paddockd (no \"%s\" list)\n", key);
                 goto out;
         }
         t = table_new(headers, n_cols);

@@ -15,8 +15,8 @@ typedef int (*list_row_fn)(struct table *t, const json_t *item, time_t now);
 /* GET path and print the array under key as a table with these headers, one row per element,
  * or with --json the answer as it came. EXIT_OK, or EXIT_FAIL after saying why; a NULL path
  * (out of memory, already said) is EXIT_FAIL. */
-int call_print_list(struct cli *cli, const char *path, const char *key,
-                    const char *const *headers, size_t n_cols, list_row_fn row);
+int call_print_list(struct cli *cli, const char *path, const char *key, const char *const *headers,
+                    size_t n_cols, list_row_fn row);
 
 /* One of a row of requests (one per operand): method on path with body (may be NULL); then on
  * stdout plain (plus a newline), or the answer as JSON when plain is NULL or --json was given.

@@ -625,9 +625,17 @@ static int user_option(void *userdata, int c, const char *verb)
 int cmd_cp(struct cli *cli, int argc, char **argv)
 {
         const char *user = NULL;
-        int r = opts_parse(cli, argc, argv, "cp", cp_help, ":hu:", cp_options, user_option, &user);
-        if (r < 0)
-                r = opts_operands(argc, argv, "cp", 2, 2, "needs SRC and DST, one of them NAME:/PATH");
+        static const struct verb_syntax syntax = {
+            .verb = "cp",
+            .help = cp_help,
+            .shortopts = ":hu:",
+            .options = cp_options,
+            .own = user_option,
+            .min = 2,
+            .max = 2,
+            .missing = "needs SRC and DST, one of them NAME:/PATH",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &user);
         if (r >= 0)
                 return r;
         const char *src = argv[optind], *dst = argv[optind + 1];

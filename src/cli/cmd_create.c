@@ -221,9 +221,16 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 {
         const char *verb = "create";
         struct create_opts o = {.body = json_object()};
-        int r = opts_parse(cli, argc, argv, verb, create_help, NULL, create_options, create_own, &o);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, 1, "missing NAME");
+        static const struct verb_syntax syntax = {
+            .verb = "create",
+            .help = create_help,
+            .options = create_options,
+            .own = create_own,
+            .min = 1,
+            .max = 1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0)
                 goto out;
         const char *name = argv[optind];
@@ -281,9 +288,16 @@ int cmd_update(struct cli *cli, int argc, char **argv)
 {
         const char *verb = "update";
         json_t *body = json_object();
-        int r = opts_parse(cli, argc, argv, verb, update_help, NULL, update_options, update_own, body);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, 1, "missing NAME");
+        static const struct verb_syntax syntax = {
+            .verb = "update",
+            .help = update_help,
+            .options = update_options,
+            .own = update_own,
+            .min = 1,
+            .max = 1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, body);
         if (r < 0 && json_object_size(body) == 0)
                 r = usage_error(verb, "nothing to change");
         if (r >= 0)

@@ -142,15 +142,14 @@ static int ls_option(void *userdata, int c, const char *verb)
 
 int cmd_ls(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "ls";
         struct ls_opts o = {.labels = calloc((size_t)argc, sizeof(char *))};
         char *query = NULL, *path = NULL;
 
         if (!o.labels)
                 return EXIT_FAIL;
-        int r = opts_parse(cli, argc, argv, verb, ls_help, NULL, ls_options, ls_option, &o);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 0, 0, "");
+        static const struct verb_syntax syntax = {
+            .verb = "ls", .help = ls_help, .options = ls_options, .own = ls_option};
+        int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0)
                 goto out;
 
@@ -175,16 +174,6 @@ out:
         return r;
 }
 
-/* The options of a verb that takes one or more NAMEs (own: its own options, may be NULL), then
- * at least one NAME. -1 to go on with the names from optind on, else the exit code. */
-static int parse_names(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
-                       const char *shortopts, const struct option *options, opts_own_fn own,
-                       void *userdata)
-{
-        int r = opts_parse(cli, argc, argv, verb, help, shortopts, options, own, userdata);
-        return r >= 0 ? r : opts_operands(argc, argv, verb, 1, -1, "missing NAME");
-}
-
 /* One request per NAME: print each result, go on after failures. */
 static int for_each_name(struct cli *cli, int argc, char **argv, const char *method,
                          const char *suffix, const char *query, bool print_object)
@@ -204,7 +193,14 @@ static int for_each_name(struct cli *cli, int argc, char **argv, const char *met
 
 int cmd_inspect(struct cli *cli, int argc, char **argv)
 {
-        int r = parse_names(cli, argc, argv, "inspect", inspect_help, NULL, NULL, NULL, NULL);
+        static const struct verb_syntax syntax = {
+            .verb = "inspect",
+            .help = inspect_help,
+            .min = 1,
+            .max = -1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
                 return r;
         return for_each_name(cli, argc, argv, "GET", NULL, NULL, true);
@@ -221,7 +217,17 @@ static int rm_option(void *userdata, int c, const char *verb)
 int cmd_rm(struct cli *cli, int argc, char **argv)
 {
         bool force = false;
-        int r = parse_names(cli, argc, argv, "rm", rm_help, ":hf", rm_options, rm_option, &force);
+        static const struct verb_syntax syntax = {
+            .verb = "rm",
+            .help = rm_help,
+            .shortopts = ":hf",
+            .options = rm_options,
+            .own = rm_option,
+            .min = 1,
+            .max = -1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &force);
         if (r >= 0)
                 return r;
         return for_each_name(cli, argc, argv, "DELETE", NULL, force ? "force=1" : NULL, false);
@@ -239,8 +245,16 @@ int cmd_lifecycle(struct cli *cli, int argc, char **argv)
 {
         const char *verb = argv[0]; /* start, stop, restart, pause or resume */
         const char *timeout = NULL;
-        int r = parse_names(cli, argc, argv, verb, lifecycle_help, NULL, lifecycle_options,
-                            timeout_option, &timeout);
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = lifecycle_help,
+            .options = lifecycle_options,
+            .own = timeout_option,
+            .min = 1,
+            .max = -1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &timeout);
         if (r >= 0)
                 return r;
         bool stops = strcmp(verb, "stop") == 0 || strcmp(verb, "restart") == 0;

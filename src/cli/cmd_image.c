@@ -65,10 +65,8 @@ static int image_row(struct table *t, const json_t *img, time_t now)
 
 static int image_ls(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "image ls";
-        int r = opts_parse(cli, argc, argv, verb, image_ls_help, NULL, NULL, NULL, NULL);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 0, 0, "");
+        static const struct verb_syntax syntax = {.verb = "image ls", .help = image_ls_help};
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
                 return r;
         static const char *const headers[] = {"NAME", "SIZE", "USED_BY", "CREATED"};
@@ -108,9 +106,14 @@ static ssize_t read_source(char *buf, size_t len, void *userdata)
 static int image_import(struct cli *cli, int argc, char **argv)
 {
         const char *verb = "image import";
-        int r = opts_parse(cli, argc, argv, verb, image_import_help, NULL, NULL, NULL, NULL);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 2, 2, "needs NAME and FILE or DIR");
+        static const struct verb_syntax syntax = {
+            .verb = "image import",
+            .help = image_import_help,
+            .min = 2,
+            .max = 2,
+            .missing = "needs NAME and FILE or DIR",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
                 return r;
         const char *name = argv[optind], *src = argv[optind + 1];
@@ -189,10 +192,14 @@ out:
 
 static int image_rm(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "image rm";
-        int r = opts_parse(cli, argc, argv, verb, image_rm_help, NULL, NULL, NULL, NULL);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, -1, "missing NAME");
+        static const struct verb_syntax syntax = {
+            .verb = "image rm",
+            .help = image_rm_help,
+            .min = 1,
+            .max = -1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);
@@ -215,8 +222,8 @@ static int image_rm(struct cli *cli, int argc, char **argv)
 int cmd_image(struct cli *cli, int argc, char **argv)
 {
         static const struct subverb subs[] = {
-            {"ls", image_ls}, {"list", image_ls},   {"import", image_import},
-            {"rm", image_rm}, {"remove", image_rm}, {"pull", image_pull},
+            {"ls", image_ls},         {"list", image_ls},     {"import", image_import},
+            {"rm", image_rm},         {"remove", image_rm},   {"pull", image_pull},
             {"export", image_export}, {"build", image_build},
         };
         return subverb_dispatch(cli, argc, argv, "image", image_help,

@@ -140,11 +140,18 @@ int image_pull(struct cli *cli, int argc, char **argv)
             CLI_COMMON_OPTIONS,
             {},
         };
-        const char *verb = "image pull";
         struct pull_opts o = {};
-        int r = opts_parse(cli, argc, argv, verb, pull_help, ":hq", options, pull_option, &o);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, 1, "missing REF");
+        static const struct verb_syntax syntax = {
+            .verb = "image pull",
+            .help = pull_help,
+            .shortopts = ":hq",
+            .options = options,
+            .own = pull_option,
+            .min = 1,
+            .max = 1,
+            .missing = "missing REF",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0)
                 return r;
         json_t *body = json_pack("{s:s,s:b}", "pull", argv[optind], "insecure", o.insecure);
@@ -214,11 +221,18 @@ int image_build(struct cli *cli, int argc, char **argv)
             CLI_COMMON_OPTIONS,
             {},
         };
-        const char *verb = "image build";
         struct build_opts o = {.build = json_object(), .packages = json_array()};
-        int r = opts_parse(cli, argc, argv, verb, build_help, ":hq", options, build_option, &o);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, 1, "missing NAME");
+        static const struct verb_syntax syntax = {
+            .verb = "image build",
+            .help = build_help,
+            .shortopts = ":hq",
+            .options = options,
+            .own = build_option,
+            .min = 1,
+            .max = 1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0) {
                 json_decref(o.build);
                 json_decref(o.packages);
@@ -284,8 +298,14 @@ int image_export(struct cli *cli, int argc, char **argv)
             {},
         };
         const char *verb = "image export", *comp = NULL;
-        int r = opts_parse(cli, argc, argv, verb, export_help, NULL, options, compress_option,
-                           &comp);
+        static const struct verb_syntax syntax = {
+            .verb = "image export",
+            .help = export_help,
+            .options = options,
+            .own = compress_option,
+            .max = -1,
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &comp);
         if (r >= 0)
                 return r;
         if (argc - optind != 2)

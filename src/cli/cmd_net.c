@@ -124,9 +124,16 @@ int cmd_net(struct cli *cli, int argc, char **argv)
         json_t *body = NULL;
         char *path = NULL;
         struct response resp = {};
-        int r = opts_parse(cli, argc, argv, verb, net_help, NULL, net_options, netopts_option, &o);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, 1, "missing NAME");
+        static const struct verb_syntax syntax = {
+            .verb = "net",
+            .help = net_help,
+            .options = net_options,
+            .own = netopts_option,
+            .min = 1,
+            .max = 1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0)
                 goto out;
         const char *name = argv[optind];

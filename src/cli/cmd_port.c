@@ -93,10 +93,14 @@ static int parse_spec(const char *verb, const char *arg, bool with_target, struc
 static int port_change(struct cli *cli, int argc, char **argv, bool add)
 {
         const char *verb = add ? "port add" : "port rm";
-        int r = opts_parse(cli, argc, argv, verb, add ? port_add_help : port_rm_help, NULL, NULL,
-                           NULL, NULL);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, -1, "missing NAME");
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = add ? port_add_help : port_rm_help,
+            .min = 1,
+            .max = -1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r < 0)
                 r = opts_operands(argc, argv, verb, 2, -1,
                                   add ? "missing HOSTPORT:PORT" : "missing HOSTPORT");
@@ -159,17 +163,17 @@ static int port_row(struct table *t, const json_t *p, time_t now)
         char host[16], port[16];
         snprintf(host, sizeof(host), "%lld",
                  (long long)json_integer_value(json_object_get(p, "host_port")));
-        snprintf(port, sizeof(port), "%lld", (long long)json_integer_value(json_object_get(p, "port")));
+        snprintf(port, sizeof(port), "%lld",
+                 (long long)json_integer_value(json_object_get(p, "port")));
         const char *cells[] = {host, port, json_string_value(json_object_get(p, "proto"))};
         return table_add(t, cells);
 }
 
 static int port_ls(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "port ls";
-        int r = opts_parse(cli, argc, argv, verb, port_ls_help, NULL, NULL, NULL, NULL);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, 1, "missing NAME");
+        static const struct verb_syntax syntax = {
+            .verb = "port ls", .help = port_ls_help, .min = 1, .max = 1, .missing = "missing NAME"};
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);

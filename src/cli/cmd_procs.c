@@ -97,9 +97,17 @@ static int parse_args(struct cli *cli, int argc, char **argv, const char *verb, 
                       const char *shortopts, const struct option *options, int min_ids, int max_ids,
                       struct procs_args *a)
 {
-        int r = opts_parse(cli, argc, argv, verb, help, shortopts, options, procs_option, a);
-        if (r < 0)
-                r = opts_operands(argc, argv, verb, 1, -1, "missing NAME");
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = help,
+            .shortopts = shortopts,
+            .options = options,
+            .own = procs_option,
+            .min = 1,
+            .max = -1,
+            .missing = "missing NAME",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, a);
         if (r < 0)
                 r = opts_operands(argc, argv, verb, 1 + min_ids, max_ids < 0 ? -1 : 1 + max_ids,
                                   "missing the process ID");

@@ -51,8 +51,15 @@ static int shell_option(void *userdata, int c, const char *verb)
 int cmd_shell(struct cli *cli, int argc, char **argv)
 {
         json_t *spec = json_object();
-        int r = opts_parse(cli, argc, argv, "shell", shell_help, ":hu:w:e:", shell_options,
-                           shell_option, spec);
+        static const struct verb_syntax syntax = {
+            .verb = "shell",
+            .help = shell_help,
+            .shortopts = ":hu:w:e:",
+            .options = shell_options,
+            .own = shell_option,
+            .max = -1,
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, spec);
         if (r < 0 && argc - optind != 1)
                 r = usage_error("shell", argc - optind < 1 ? "missing NAME" : "too many operands");
         if (r < 0)

@@ -67,8 +67,14 @@ static int snapshot_option(void *userdata, int c, const char *verb)
 static int parse(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
                  int min, int max, const char *missing, const char **ret_snapshot)
 {
-        int r = opts_parse(cli, argc, argv, verb, help, NULL, ret_snapshot ? fork_options : NULL,
-                           ret_snapshot ? snapshot_option : NULL, ret_snapshot);
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = help,
+            .options = ret_snapshot ? fork_options : NULL,
+            .own = ret_snapshot ? snapshot_option : NULL,
+            .max = -1,
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, ret_snapshot);
         if (r >= 0)
                 return r;
         int n = argc - optind;
@@ -157,7 +163,8 @@ int cmd_snapshot(struct cli *cli, int argc, char **argv)
             {"rm", snapshot_rm},
             {"remove", snapshot_rm},
         };
-        const struct subverb *sub = argc >= 3 ? subverb_find(subs, ELEMENTSOF(subs), argv[1]) : NULL;
+        const struct subverb *sub =
+            argc >= 3 ? subverb_find(subs, ELEMENTSOF(subs), argv[1]) : NULL;
         if (sub)
                 return sub->run(cli, argc - 1, argv + 1);
         int r = parse(cli, argc, argv, "snapshot", snapshot_help, 1, 2, "NAME", NULL);

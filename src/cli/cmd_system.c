@@ -19,9 +19,8 @@ static const char system_help[] =
 
 int cmd_system(struct cli *cli, int argc, char **argv)
 {
-        int r = opts_parse(cli, argc, argv, "system", system_help, NULL, NULL, NULL, NULL);
-        if (r < 0)
-                r = opts_operands(argc, argv, "system", 0, 0, "");
+        static const struct verb_syntax syntax = {.verb = "system", .help = system_help};
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);

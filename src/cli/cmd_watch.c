@@ -114,10 +114,16 @@ static int no_recursive_option(void *userdata, int c, const char *verb)
 int cmd_watch(struct cli *cli, int argc, char **argv)
 {
         bool recursive = true;
-        int r = opts_parse(cli, argc, argv, "watch", watch_help, NULL, watch_options,
-                           no_recursive_option, &recursive);
-        if (r < 0)
-                r = opts_operands(argc, argv, "watch", 2, 2, "needs NAME and PATH");
+        static const struct verb_syntax syntax = {
+            .verb = "watch",
+            .help = watch_help,
+            .options = watch_options,
+            .own = no_recursive_option,
+            .min = 2,
+            .max = 2,
+            .missing = "needs NAME and PATH",
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &recursive);
         if (r >= 0)
                 return r;
         const char *name = argv[optind], *dir = argv[optind + 1];

@@ -53,25 +53,25 @@ int opts_common(struct cli *cli, int c, char **argv, const char *verb, const cha
         }
 }
 
-int opts_parse(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
-               const char *shortopts, const struct option *options, opts_own_fn own,
+int opts_parse(struct cli *cli, int argc, char **argv, const struct verb_syntax *syntax,
                void *userdata)
 {
         static const struct option common_only[] = {
             CLI_COMMON_OPTIONS,
             {},
         };
+        const struct verb_syntax *s = syntax;
         int c;
         opts_reset();
-        while ((c = getopt_long(argc, argv, shortopts ? shortopts : ":h",
-                                options ? options : common_only, NULL)) != -1) {
-                int r = own ? own(userdata, c, verb) : 0;
+        while ((c = getopt_long(argc, argv, s->shortopts ? s->shortopts : ":h",
+                                s->options ? s->options : common_only, NULL)) != -1) {
+                int r = s->own ? s->own(userdata, c, s->verb) : 0;
                 if (r == 0)
-                        r = opts_common(cli, c, argv, verb, help);
+                        r = opts_common(cli, c, argv, s->verb, s->help);
                 if (r >= 0)
                         return r;
         }
-        return -1;
+        return opts_operands(argc, argv, s->verb, s->min, s->max, s->missing);
 }
 
 int opts_operands(int argc, char **argv, const char *verb, int min, int max, const char *missing)

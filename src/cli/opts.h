@@ -27,12 +27,22 @@ enum {
  * (after a usage error). */
 typedef int (*opts_own_fn)(void *userdata, int c, const char *verb);
 
-/* The option loop of a verb: getopt_long over argv with shortopts (NULL: ":h") and options
- * (NULL: only the common ones); each option goes to own (when not NULL), then to opts_common.
- * -1 when every option is read and the operands start at optind; else the exit code to return
- * (EXIT_OK after --help). */
-int opts_parse(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
-               const char *shortopts, const struct option *options, opts_own_fn own,
+/* What a verb takes. A field left zero means: shortopts ":h", only the common options, none of
+ * its own, no operands. */
+struct verb_syntax {
+        const char *verb; /* as usage errors name it: "image ls" */
+        const char *help;
+        const char *shortopts;
+        const struct option *options;
+        opts_own_fn own; /* given userdata */
+        int min, max;    /* operands after the options; max -1: any number, checked by the verb */
+        const char *missing; /* the usage error for fewer than min: "missing NAME" */
+};
+
+/* The option loop of a verb (getopt_long; each option goes to the verb's own function, then to
+ * opts_common), then the operand count. -1 when the operands from optind on are what the verb
+ * takes; else the exit code to return (EXIT_OK after --help, EXIT_USAGE after a usage error). */
+int opts_parse(struct cli *cli, int argc, char **argv, const struct verb_syntax *syntax,
                void *userdata);
 
 /* At least min operands from optind (else the usage error `missing`, e.g. "missing NAME") and
