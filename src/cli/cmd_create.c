@@ -226,20 +226,16 @@ int cmd_create(struct cli *cli, int argc, char **argv)
             .help = create_help,
             .options = create_options,
             .own = create_own,
-            .min = 1,
-            .max = 1,
-            .missing = "missing NAME",
+            OPERANDS_NAME,
         };
         int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0)
                 goto out;
         const char *name = argv[optind];
-        bool no_network;
-        json_t *network = netopts_json(&o.net, verb, &no_network);
-        if (!network && !no_network) {
-                r = EXIT_USAGE;
+        json_t *network;
+        r = netopts_json(&o.net, verb, &network);
+        if (r >= 0)
                 goto out;
-        }
         if (network) {
                 /* --allow alone means --net allow (the daemon's rule too; said here so the
                  * request reads as what it does). */
@@ -293,9 +289,7 @@ int cmd_update(struct cli *cli, int argc, char **argv)
             .help = update_help,
             .options = update_options,
             .own = update_own,
-            .min = 1,
-            .max = 1,
-            .missing = "missing NAME",
+            OPERANDS_NAME,
         };
         int r = opts_parse(cli, argc, argv, &syntax, body);
         if (r < 0 && json_object_size(body) == 0)

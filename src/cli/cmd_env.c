@@ -148,7 +148,11 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
         if (!o.labels)
                 return EXIT_FAIL;
         static const struct verb_syntax syntax = {
-            .verb = "ls", .help = ls_help, .options = ls_options, .own = ls_option};
+            .verb = "ls",
+            .help = ls_help,
+            .options = ls_options,
+            .own = ls_option,
+        };
         int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0)
                 goto out;
@@ -196,9 +200,7 @@ int cmd_inspect(struct cli *cli, int argc, char **argv)
         static const struct verb_syntax syntax = {
             .verb = "inspect",
             .help = inspect_help,
-            .min = 1,
-            .max = -1,
-            .missing = "missing NAME",
+            OPERANDS_NAMES,
         };
         int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
@@ -223,9 +225,7 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
             .shortopts = ":hf",
             .options = rm_options,
             .own = rm_option,
-            .min = 1,
-            .max = -1,
-            .missing = "missing NAME",
+            OPERANDS_NAMES,
         };
         int r = opts_parse(cli, argc, argv, &syntax, &force);
         if (r >= 0)
@@ -250,9 +250,7 @@ int cmd_lifecycle(struct cli *cli, int argc, char **argv)
             .help = lifecycle_help,
             .options = lifecycle_options,
             .own = timeout_option,
-            .min = 1,
-            .max = -1,
-            .missing = "missing NAME",
+            OPERANDS_NAMES,
         };
         int r = opts_parse(cli, argc, argv, &syntax, &timeout);
         if (r >= 0)

@@ -195,9 +195,7 @@ static int image_rm(struct cli *cli, int argc, char **argv)
         static const struct verb_syntax syntax = {
             .verb = "image rm",
             .help = image_rm_help,
-            .min = 1,
-            .max = -1,
-            .missing = "missing NAME",
+            OPERANDS_NAMES,
         };
         int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
@@ -221,11 +219,10 @@ static int image_rm(struct cli *cli, int argc, char **argv)
 
 int cmd_image(struct cli *cli, int argc, char **argv)
 {
-        static const struct subverb subs[] = {
-            {"ls", image_ls},         {"list", image_ls},     {"import", image_import},
-            {"rm", image_rm},         {"remove", image_rm},   {"pull", image_pull},
-            {"export", image_export}, {"build", image_build},
-        };
+        static const struct subverb subs[] = {{"ls", image_ls},         {"list", image_ls},
+                                              {"import", image_import}, {"rm", image_rm},
+                                              {"remove", image_rm},     {"pull", image_pull},
+                                              {"export", image_export}, {"build", image_build}};
         return subverb_dispatch(cli, argc, argv, "image", image_help,
                                 "missing COMMAND (ls, import, pull, build, export or rm)", subs,
                                 ELEMENTSOF(subs));

@@ -228,9 +228,7 @@ int image_build(struct cli *cli, int argc, char **argv)
             .shortopts = ":hq",
             .options = options,
             .own = build_option,
-            .min = 1,
-            .max = 1,
-            .missing = "missing NAME",
+            OPERANDS_NAME,
         };
         int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0) {

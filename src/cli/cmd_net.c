@@ -129,20 +129,16 @@ int cmd_net(struct cli *cli, int argc, char **argv)
             .help = net_help,
             .options = net_options,
             .own = netopts_option,
-            .min = 1,
-            .max = 1,
-            .missing = "missing NAME",
+            OPERANDS_NAME,
         };
         int r = opts_parse(cli, argc, argv, &syntax, &o);
         if (r >= 0)
                 goto out;
         const char *name = argv[optind];
-        bool show_only;
-        json_t *net = netopts_json(&o, verb, &show_only);
-        if (!net && !show_only) {
-                r = EXIT_USAGE;
+        json_t *net; /* NULL: show only */
+        r = netopts_json(&o, verb, &net);
+        if (r >= 0)
                 goto out;
-        }
         if (net) {
                 body = json_object();
                 json_object_set_new(body, "network", net);

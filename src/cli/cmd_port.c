@@ -96,9 +96,7 @@ static int port_change(struct cli *cli, int argc, char **argv, bool add)
         const struct verb_syntax syntax = {
             .verb = verb,
             .help = add ? port_add_help : port_rm_help,
-            .min = 1,
-            .max = -1,
-            .missing = "missing NAME",
+            OPERANDS_NAMES,
         };
         int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r < 0)
@@ -172,7 +170,10 @@ static int port_row(struct table *t, const json_t *p, time_t now)
 static int port_ls(struct cli *cli, int argc, char **argv)
 {
         static const struct verb_syntax syntax = {
-            .verb = "port ls", .help = port_ls_help, .min = 1, .max = 1, .missing = "missing NAME"};
+            .verb = "port ls",
+            .help = port_ls_help,
+            OPERANDS_NAME,
+        };
         int r = opts_parse(cli, argc, argv, &syntax, NULL);
         if (r >= 0)
                 return r;
@@ -186,10 +187,11 @@ static int port_ls(struct cli *cli, int argc, char **argv)
 
 int cmd_port(struct cli *cli, int argc, char **argv)
 {
-        static const struct subverb subs[] = {
-            {"add", port_add}, {"ls", port_ls},     {"list", port_ls},
-            {"rm", port_rm},   {"remove", port_rm},
-        };
+        static const struct subverb subs[] = {{"add", port_add},
+                                              {"ls", port_ls},
+                                              {"list", port_ls},
+                                              {"rm", port_rm},
+                                              {"remove", port_rm}};
         return subverb_dispatch(cli, argc, argv, "port", port_help,
                                 "missing COMMAND (add, ls or rm)", subs, ELEMENTSOF(subs));
 }

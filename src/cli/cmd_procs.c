@@ -103,9 +103,7 @@ static int parse_args(struct cli *cli, int argc, char **argv, const char *verb, 
             .shortopts = shortopts,
             .options = options,
             .own = procs_option,
-            .min = 1,
-            .max = -1,
-            .missing = "missing NAME",
+            OPERANDS_NAMES,
         };
         int r = opts_parse(cli, argc, argv, &syntax, a);
         if (r < 0)
