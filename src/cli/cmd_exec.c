@@ -53,9 +53,7 @@ static const struct option exec_options[] = {
     {"detach", no_argument, NULL, 'd'},
     {"interactive", no_argument, NULL, 'i'},
     {"tty", no_argument, NULL, 't'},
-    {"env", required_argument, NULL, 'e'},
-    {"workdir", required_argument, NULL, 'w'},
-    {"user", required_argument, NULL, 'u'},
+    PROCESS_OPTIONS,
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
     CLI_COMMON_OPTIONS,
@@ -81,28 +79,9 @@ static int exec_option(void *userdata, int c, const char *verb)
         case 't':
                 o->tty = true;
                 return -1;
-        case 'e': {
-                json_t *env = json_child(o->body, "env");
-                if (strchr(optarg, '=')) {
-                        if (kv_add(env, optarg) < 0)
-                                return usage_error(verb, "-e wants K=V, not '%s'", optarg);
-                        return -1;
-                }
-                /* -e K: pass on this shell's value, like docker does. */
-                const char *v = getenv(optarg);
-                if (!v)
-                        return usage_error(verb, "-e %s: %s is not set here", optarg, optarg);
-                json_object_set_new(env, optarg, json_string(v));
-                return -1;
-        }
-        case 'w':
-        case 'u':
         case OPT_TIMEOUT:
         case OPT_MAX_OUTPUT: {
-                const char *key = c == 'w'           ? "cwd"
-                                  : c == 'u'         ? "user"
-                                  : c == OPT_TIMEOUT ? "timeout"
-                                                     : "max_output";
+                const char *key = c == OPT_TIMEOUT ? "timeout" : "max_output";
                 if (c == OPT_TIMEOUT)
                         o->timeout = optarg;
                 json_t *v = json_string(optarg);
@@ -111,7 +90,7 @@ static int exec_option(void *userdata, int c, const char *verb)
                 return -1;
         }
         default:
-                return 0;
+                return process_option(o->body, c, verb, true);
         }
 }
 

@@ -23,29 +23,14 @@ static const char shell_help[] =
     "  -e, --env K=V         environment variable (repeatable)\n";
 
 static const struct option shell_options[] = {
-    {"user", required_argument, NULL, 'u'},
-    {"workdir", required_argument, NULL, 'w'},
-    {"env", required_argument, NULL, 'e'},
+    PROCESS_OPTIONS,
     CLI_COMMON_OPTIONS,
     {},
 };
 
 static int shell_option(void *userdata, int c, const char *verb)
 {
-        json_t *spec = userdata;
-        if (c == 'u' || c == 'w') {
-                json_t *v = json_string(optarg);
-                if (!v)
-                        return usage_error(verb, "value '%s' is not valid UTF-8", optarg);
-                json_object_set_new(spec, c == 'u' ? "user" : "cwd", v);
-                return -1;
-        }
-        if (c == 'e') {
-                if (kv_add(json_child(spec, "env"), optarg) < 0)
-                        return usage_error(verb, "-e wants K=V, not '%s'", optarg);
-                return -1;
-        }
-        return 0;
+        return process_option(userdata, c, verb, false);
 }
 
 int cmd_shell(struct cli *cli, int argc, char **argv)

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void opts_reset(void)
@@ -115,6 +116,30 @@ int subverb_dispatch(struct cli *cli, int argc, char **argv, const char *verb, c
         if (!s)
                 return usage_error(verb, "unknown command '%s'", argv[i]);
         return s->run(cli, argc - i, argv + i);
+}
+
+int process_option(json_t *spec, int c, const char *verb, bool pass_env)
+{
+        if (c == 'u' || c == 'w') {
+                json_t *v = json_string(optarg);
+                if (!v || json_object_set_new(spec, c == 'u' ? "user" : "cwd", v) < 0)
+                        return usage_error(verb, "value '%s' is not valid UTF-8", optarg);
+                return -1;
+        }
+        if (c != 'e')
+                return 0;
+        json_t *env = json_child(spec, "env");
+        if (!pass_env || strchr(optarg, '=')) {
+                if (kv_add(env, optarg) < 0)
+                        return usage_error(verb, "-e wants K=V, not '%s'", optarg);
+                return -1;
+        }
+        /* -e K: pass on this shell's value, like docker does. */
+        const char *v = getenv(optarg);
+        if (!v)
+                return usage_error(verb, "-e %s: %s is not set here", optarg, optarg);
+        json_object_set_new(env, optarg, json_string(v));
+        return -1;
 }
 
 int kv_add(json_t *obj, const char *arg)

@@ -80,6 +80,18 @@ const struct subverb *subverb_find(const struct subverb *subs, size_t n_subs, co
 int subverb_dispatch(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
                      const char *missing, const struct subverb *subs, size_t n_subs);
 
+/* The options exec and shell share, about the process they start: -e K=V, -w DIR, -u USER. */
+#define PROCESS_OPTIONS                                                                            \
+        {"env", required_argument, NULL, 'e'}, {"workdir", required_argument, NULL, 'w'},          \
+        {                                                                                          \
+                "user", required_argument, NULL, 'u'                                               \
+        }
+
+/* For c of PROCESS_OPTIONS: record it in the request spec ("env", "cwd", "user") and return
+ * -1; 0 when c is not one of them; else the exit code after a usage error. "-e K" without '='
+ * passes on our own K when pass_env, else it is an error. */
+int process_option(json_t *spec, int c, const char *verb, bool pass_env);
+
 /* Add "K=V" to obj as K: "V". -1 when arg has no '=' or an empty key. */
 int kv_add(json_t *obj, const char *arg);
 /* The object obj[key], made on first use; NULL when out of memory. */
