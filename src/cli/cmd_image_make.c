@@ -54,13 +54,15 @@ static bool progress_sink(const char *data, size_t len, void *userdata)
         return lines_feed(&o->lines, data, len, on_line, o) >= 0;
 }
 
-/* POST /v1/images?stream=1 with body; prints progress; EXIT_OK once the image exists. */
-int image_job_request(struct cli *cli, const json_t *body, bool quiet)
+/* POST /v1/images?stream=1 with body (taken over); prints progress on stderr unless quiet;
+ * EXIT_OK once the image exists. */
+static int image_job_request(struct cli *cli, json_t *body, bool quiet)
 {
         struct client *client = cli_client(cli);
+        char *text = client ? json_dumps(body, JSON_COMPACT) : NULL;
+        json_decref(body);
         if (!client)
                 return EXIT_FAIL;
-        char *text = json_dumps(body, JSON_COMPACT);
         struct progress_out o = {.cli = cli, .quiet = quiet, .lines = {.max = 1 << 20}};
         struct request req = {.method = "POST",
                               .path = "/v1/images?stream=1",
@@ -157,9 +159,7 @@ int image_pull(struct cli *cli, int argc, char **argv)
         json_t *body = json_pack("{s:s,s:b}", "pull", argv[optind], "insecure", o.insecure);
         if (o.name)
                 json_object_set_new(body, "name", json_string(o.name));
-        r = image_job_request(cli, body, o.quiet);
-        json_decref(body);
-        return r;
+        return image_job_request(cli, body, o.quiet);
 }
 
 /* ---------------------------------------------------------------- build */
@@ -238,9 +238,7 @@ int image_build(struct cli *cli, int argc, char **argv)
         }
         json_object_set_new(o.build, "packages", o.packages);
         json_t *body = json_pack("{s:s,s:o}", "name", argv[optind], "build", o.build);
-        r = image_job_request(cli, body, o.quiet);
-        json_decref(body);
-        return r;
+        return image_job_request(cli, body, o.quiet);
 }
 
 /* ---------------------------------------------------------------- export */
