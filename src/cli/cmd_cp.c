@@ -622,20 +622,19 @@ static int user_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct verb_syntax cp_syntax = {
+    .verb = "cp",
+    .help = cp_help,
+    .shortopts = ":hu:",
+    .options = cp_options,
+    .own = user_option,
+    OPERANDS(2, 2, "needs SRC and DST, one of them NAME:/PATH"),
+};
+
 int cmd_cp(struct cli *cli, int argc, char **argv)
 {
         const char *user = NULL;
-        static const struct verb_syntax syntax = {
-            .verb = "cp",
-            .help = cp_help,
-            .shortopts = ":hu:",
-            .options = cp_options,
-            .own = user_option,
-            .min = 2,
-            .max = 2,
-            .missing = "needs SRC and DST, one of them NAME:/PATH",
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &user);
+        int r = opts_parse(cli, argc, argv, &cp_syntax, &user);
         if (r >= 0)
                 return r;
         const char *src = argv[optind], *dst = argv[optind + 1];

@@ -217,18 +217,19 @@ static int create_own(void *userdata, int c, const char *verb)
         return r == 0 ? create_option(o->body, c, verb) : r;
 }
 
+static const struct verb_syntax create_syntax = {
+    .verb = "create",
+    .help = create_help,
+    .options = create_options,
+    .own = create_own,
+    OPERANDS_NAME,
+};
+
 int cmd_create(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "create";
+        const char *verb = create_syntax.verb;
         struct create_opts o = {.body = json_object()};
-        static const struct verb_syntax syntax = {
-            .verb = "create",
-            .help = create_help,
-            .options = create_options,
-            .own = create_own,
-            OPERANDS_NAME,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &o);
+        int r = opts_parse(cli, argc, argv, &create_syntax, &o);
         if (r >= 0)
                 goto out;
         const char *name = argv[optind];
@@ -280,18 +281,19 @@ static int update_own(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct verb_syntax update_syntax = {
+    .verb = "update",
+    .help = update_help,
+    .options = update_options,
+    .own = update_own,
+    OPERANDS_NAME,
+};
+
 int cmd_update(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "update";
+        const char *verb = update_syntax.verb;
         json_t *body = json_object();
-        static const struct verb_syntax syntax = {
-            .verb = "update",
-            .help = update_help,
-            .options = update_options,
-            .own = update_own,
-            OPERANDS_NAME,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, body);
+        int r = opts_parse(cli, argc, argv, &update_syntax, body);
         if (r < 0 && json_object_size(body) == 0)
                 r = usage_error(verb, "nothing to change");
         if (r >= 0)

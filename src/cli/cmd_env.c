@@ -140,6 +140,13 @@ static int ls_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct verb_syntax ls_syntax = {
+    .verb = "ls",
+    .help = ls_help,
+    .options = ls_options,
+    .own = ls_option,
+};
+
 int cmd_ls(struct cli *cli, int argc, char **argv)
 {
         struct ls_opts o = {.labels = calloc((size_t)argc, sizeof(char *))};
@@ -147,13 +154,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 
         if (!o.labels)
                 return EXIT_FAIL;
-        static const struct verb_syntax syntax = {
-            .verb = "ls",
-            .help = ls_help,
-            .options = ls_options,
-            .own = ls_option,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &o);
+        int r = opts_parse(cli, argc, argv, &ls_syntax, &o);
         if (r >= 0)
                 goto out;
 
@@ -195,14 +196,15 @@ static int for_each_name(struct cli *cli, int argc, char **argv, const char *met
         return r;
 }
 
+static const struct verb_syntax inspect_syntax = {
+    .verb = "inspect",
+    .help = inspect_help,
+    OPERANDS_NAMES,
+};
+
 int cmd_inspect(struct cli *cli, int argc, char **argv)
 {
-        static const struct verb_syntax syntax = {
-            .verb = "inspect",
-            .help = inspect_help,
-            OPERANDS_NAMES,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, NULL);
+        int r = opts_parse(cli, argc, argv, &inspect_syntax, NULL);
         if (r >= 0)
                 return r;
         return for_each_name(cli, argc, argv, "GET", NULL, NULL, true);
@@ -216,18 +218,19 @@ static int rm_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct verb_syntax rm_syntax = {
+    .verb = "rm",
+    .help = rm_help,
+    .shortopts = ":hf",
+    .options = rm_options,
+    .own = rm_option,
+    OPERANDS_NAMES,
+};
+
 int cmd_rm(struct cli *cli, int argc, char **argv)
 {
         bool force = false;
-        static const struct verb_syntax syntax = {
-            .verb = "rm",
-            .help = rm_help,
-            .shortopts = ":hf",
-            .options = rm_options,
-            .own = rm_option,
-            OPERANDS_NAMES,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &force);
+        int r = opts_parse(cli, argc, argv, &rm_syntax, &force);
         if (r >= 0)
                 return r;
         return for_each_name(cli, argc, argv, "DELETE", NULL, force ? "force=1" : NULL, false);

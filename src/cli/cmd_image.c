@@ -63,10 +63,11 @@ static int image_row(struct table *t, const json_t *img, time_t now)
         return table_add(t, cells);
 }
 
+static const struct verb_syntax image_ls_syntax = {.verb = "image ls", .help = image_ls_help};
+
 static int image_ls(struct cli *cli, int argc, char **argv)
 {
-        static const struct verb_syntax syntax = {.verb = "image ls", .help = image_ls_help};
-        int r = opts_parse(cli, argc, argv, &syntax, NULL);
+        int r = opts_parse(cli, argc, argv, &image_ls_syntax, NULL);
         if (r >= 0)
                 return r;
         static const char *const headers[] = {"NAME", "SIZE", "USED_BY", "CREATED"};
@@ -103,17 +104,16 @@ static ssize_t read_source(char *buf, size_t len, void *userdata)
         }
 }
 
+static const struct verb_syntax image_import_syntax = {
+    .verb = "image import",
+    .help = image_import_help,
+    OPERANDS(2, 2, "needs NAME and FILE or DIR"),
+};
+
 static int image_import(struct cli *cli, int argc, char **argv)
 {
         const char *verb = "image import";
-        static const struct verb_syntax syntax = {
-            .verb = "image import",
-            .help = image_import_help,
-            .min = 2,
-            .max = 2,
-            .missing = "needs NAME and FILE or DIR",
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, NULL);
+        int r = opts_parse(cli, argc, argv, &image_import_syntax, NULL);
         if (r >= 0)
                 return r;
         const char *name = argv[optind], *src = argv[optind + 1];
@@ -190,14 +190,15 @@ out:
         return r;
 }
 
+static const struct verb_syntax image_rm_syntax = {
+    .verb = "image rm",
+    .help = image_rm_help,
+    OPERANDS_NAMES,
+};
+
 static int image_rm(struct cli *cli, int argc, char **argv)
 {
-        static const struct verb_syntax syntax = {
-            .verb = "image rm",
-            .help = image_rm_help,
-            OPERANDS_NAMES,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, NULL);
+        int r = opts_parse(cli, argc, argv, &image_rm_syntax, NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);

@@ -133,27 +133,27 @@ static int pull_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct option pull_options[] = {
+    {"name", required_argument, NULL, OPT_NAME},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"quiet", no_argument, NULL, 'q'},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+static const struct verb_syntax pull_syntax = {
+    .verb = "image pull",
+    .help = pull_help,
+    .shortopts = ":hq",
+    .options = pull_options,
+    .own = pull_option,
+    OPERANDS(1, 1, "missing REF"),
+};
+
 int image_pull(struct cli *cli, int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"name", required_argument, NULL, OPT_NAME},
-            {"insecure", no_argument, NULL, OPT_INSECURE},
-            {"quiet", no_argument, NULL, 'q'},
-            CLI_COMMON_OPTIONS,
-            {},
-        };
         struct pull_opts o = {};
-        static const struct verb_syntax syntax = {
-            .verb = "image pull",
-            .help = pull_help,
-            .shortopts = ":hq",
-            .options = options,
-            .own = pull_option,
-            .min = 1,
-            .max = 1,
-            .missing = "missing REF",
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &o);
+        int r = opts_parse(cli, argc, argv, &pull_syntax, &o);
         if (r >= 0)
                 return r;
         json_t *body = json_pack("{s:s,s:b}", "pull", argv[optind], "insecure", o.insecure);
@@ -210,27 +210,29 @@ static int build_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct option build_options[] = {
+    {"from", required_argument, NULL, OPT_FROM},
+    {"packages", required_argument, NULL, OPT_PACKAGES},
+    {"variant", required_argument, NULL, OPT_VARIANT},
+    {"mirror", required_argument, NULL, OPT_MIRROR},
+    {"quiet", no_argument, NULL, 'q'},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+static const struct verb_syntax build_syntax = {
+    .verb = "image build",
+    .help = build_help,
+    .shortopts = ":hq",
+    .options = build_options,
+    .own = build_option,
+    OPERANDS_NAME,
+};
+
 int image_build(struct cli *cli, int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"from", required_argument, NULL, OPT_FROM},
-            {"packages", required_argument, NULL, OPT_PACKAGES},
-            {"variant", required_argument, NULL, OPT_VARIANT},
-            {"mirror", required_argument, NULL, OPT_MIRROR},
-            {"quiet", no_argument, NULL, 'q'},
-            CLI_COMMON_OPTIONS,
-            {},
-        };
         struct build_opts o = {.build = json_object(), .packages = json_array()};
-        static const struct verb_syntax syntax = {
-            .verb = "image build",
-            .help = build_help,
-            .shortopts = ":hq",
-            .options = options,
-            .own = build_option,
-            OPERANDS_NAME,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &o);
+        int r = opts_parse(cli, argc, argv, &build_syntax, &o);
         if (r >= 0) {
                 json_decref(o.build);
                 json_decref(o.packages);
@@ -286,22 +288,24 @@ static int compress_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct option export_options[] = {
+    {"compress", required_argument, NULL, OPT_COMPRESS},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+static const struct verb_syntax export_syntax = {
+    .verb = "image export",
+    .help = export_help,
+    .options = export_options,
+    .own = compress_option,
+    .max = -1,
+};
+
 int image_export(struct cli *cli, int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"compress", required_argument, NULL, OPT_COMPRESS},
-            CLI_COMMON_OPTIONS,
-            {},
-        };
         const char *verb = "image export", *comp = NULL;
-        static const struct verb_syntax syntax = {
-            .verb = "image export",
-            .help = export_help,
-            .options = options,
-            .own = compress_option,
-            .max = -1,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &comp);
+        int r = opts_parse(cli, argc, argv, &export_syntax, &comp);
         if (r >= 0)
                 return r;
         if (argc - optind != 2)

@@ -117,21 +117,22 @@ static void print_network(const json_t *env)
         }
 }
 
+static const struct verb_syntax net_syntax = {
+    .verb = "net",
+    .help = net_help,
+    .options = net_options,
+    .own = netopts_option,
+    OPERANDS_NAME,
+};
+
 int cmd_net(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "net";
+        const char *verb = net_syntax.verb;
         struct netopts o = {};
         json_t *body = NULL;
         char *path = NULL;
         struct response resp = {};
-        static const struct verb_syntax syntax = {
-            .verb = "net",
-            .help = net_help,
-            .options = net_options,
-            .own = netopts_option,
-            OPERANDS_NAME,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &o);
+        int r = opts_parse(cli, argc, argv, &net_syntax, &o);
         if (r >= 0)
                 goto out;
         const char *name = argv[optind];

@@ -167,14 +167,15 @@ static int port_row(struct table *t, const json_t *p, time_t now)
         return table_add(t, cells);
 }
 
+static const struct verb_syntax port_ls_syntax = {
+    .verb = "port ls",
+    .help = port_ls_help,
+    OPERANDS_NAME,
+};
+
 static int port_ls(struct cli *cli, int argc, char **argv)
 {
-        static const struct verb_syntax syntax = {
-            .verb = "port ls",
-            .help = port_ls_help,
-            OPERANDS_NAME,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, NULL);
+        int r = opts_parse(cli, argc, argv, &port_ls_syntax, NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);

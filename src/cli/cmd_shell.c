@@ -33,18 +33,19 @@ static int shell_option(void *userdata, int c, const char *verb)
         return process_option(userdata, c, verb, false);
 }
 
+static const struct verb_syntax shell_syntax = {
+    .verb = "shell",
+    .help = shell_help,
+    .shortopts = ":hu:w:e:",
+    .options = shell_options,
+    .own = shell_option,
+    .max = -1,
+};
+
 int cmd_shell(struct cli *cli, int argc, char **argv)
 {
         json_t *spec = json_object();
-        static const struct verb_syntax syntax = {
-            .verb = "shell",
-            .help = shell_help,
-            .shortopts = ":hu:w:e:",
-            .options = shell_options,
-            .own = shell_option,
-            .max = -1,
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, spec);
+        int r = opts_parse(cli, argc, argv, &shell_syntax, spec);
         if (r < 0 && argc - optind != 1)
                 r = usage_error("shell", argc - optind < 1 ? "missing NAME" : "too many operands");
         if (r < 0)

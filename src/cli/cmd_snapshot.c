@@ -62,8 +62,8 @@ static int snapshot_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
-/* The common options (fork: and --snapshot), then min to max operands. -1 to go on, else the
- * exit code. */
+/* The common options (and fork's --snapshot, when ret_snapshot), then min to max operands
+ * (these verbs do not name the extra one). -1 to go on, else the exit code. */
 static int parse(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
                  int min, int max, const char *missing, const char **ret_snapshot)
 {

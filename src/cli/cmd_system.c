@@ -17,10 +17,11 @@ static const char system_help[] =
     "\n"
     "Show the daemon's version, cgroup mode, kernel features, state directory and counts.\n";
 
+static const struct verb_syntax system_syntax = {.verb = "system", .help = system_help};
+
 int cmd_system(struct cli *cli, int argc, char **argv)
 {
-        static const struct verb_syntax syntax = {.verb = "system", .help = system_help};
-        int r = opts_parse(cli, argc, argv, &syntax, NULL);
+        int r = opts_parse(cli, argc, argv, &system_syntax, NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);

@@ -111,19 +111,18 @@ static int no_recursive_option(void *userdata, int c, const char *verb)
         return -1;
 }
 
+static const struct verb_syntax watch_syntax = {
+    .verb = "watch",
+    .help = watch_help,
+    .options = watch_options,
+    .own = no_recursive_option,
+    OPERANDS(2, 2, "needs NAME and PATH"),
+};
+
 int cmd_watch(struct cli *cli, int argc, char **argv)
 {
         bool recursive = true;
-        static const struct verb_syntax syntax = {
-            .verb = "watch",
-            .help = watch_help,
-            .options = watch_options,
-            .own = no_recursive_option,
-            .min = 2,
-            .max = 2,
-            .missing = "needs NAME and PATH",
-        };
-        int r = opts_parse(cli, argc, argv, &syntax, &recursive);
+        int r = opts_parse(cli, argc, argv, &watch_syntax, &recursive);
         if (r >= 0)
                 return r;
         const char *name = argv[optind], *dir = argv[optind + 1];

@@ -39,9 +39,10 @@ struct verb_syntax {
         const char *missing; /* the usage error for fewer than min: "missing NAME" */
 };
 
-/* The operands of most verbs: one NAME, or one or more. */
-#define OPERANDS_NAME  .min = 1, .max = 1, .missing = "missing NAME"
-#define OPERANDS_NAMES .min = 1, .max = -1, .missing = "missing NAME"
+/* The operand fields of a verb_syntax; most verbs take one NAME, or one or more. */
+#define OPERANDS(lo, hi, missing_msg) .min = (lo), .max = (hi), .missing = (missing_msg)
+#define OPERANDS_NAME                 OPERANDS(1, 1, "missing NAME")
+#define OPERANDS_NAMES                OPERANDS(1, -1, "missing NAME")
 
 /* The option loop of a verb (getopt_long; each option goes to the verb's own function, then to
  * opts_common), then the operand count. -1 when the operands from optind on are what the verb
