@@ -57,7 +57,7 @@ static const struct option cp_options[] = {
 
 /* One side of the copy inside an environment. */
 struct remote {
-        const char *env;
+        char *env;
         const char *path; /* absolute */
 };
 
@@ -68,13 +68,16 @@ struct cp {
 };
 
 /* "NAME:/PATH" is remote when NAME is not empty and has no '/' (so ./a:b and /x:y are host
- * paths). 1 remote, 0 host path, or a usage error's exit code. */
-static int parse_side(const char *arg, char *name_buf, size_t len, struct remote *ret)
+ * paths). 1 remote (ret->env malloc'd), 0 host path, -1 out of memory, or a usage error's exit
+ * code. */
+static int parse_side(const char *arg, struct remote *ret)
 {
         const char *colon = strchr(arg, ':');
         if (!colon || colon == arg || memchr(arg, '/', (size_t)(colon - arg)))
                 return 0;
-        if ((size_t)(colon - arg) >= len)
+        /* Far past NAME_LEN_MAX: refused here as it always was; shorter bad names (and names
+         * up to NAME_LEN_MAX that do not exist) are the daemon's to name. */
+        if ((size_t)(colon - arg) > 255)
                 return usage_error("cp", "'%.*s' is not an environment name", (int)(colon - arg),
                                    arg);
         if (colon[1] != '/')
@@ -82,9 +85,10 @@ static int parse_side(const char *arg, char *name_buf, size_t len, struct remote
                                    "'%s': the path inside the environment must be absolute "
                                    "(NAME:/PATH)",
                                    arg);
-        memcpy(name_buf, arg, (size_t)(colon - arg));
-        name_buf[colon - arg] = 0;
-        *ret = (struct remote){.env = name_buf, .path = colon + 1};
+        char *name = strndup(arg, (size_t)(colon - arg));
+        if (!name)
+                return -1;
+        *ret = (struct remote){.env = name, .path = colon + 1};
         return 1;
 }
 
@@ -105,16 +109,6 @@ static char *base_name(const char *path, bool *ret_contents)
         *ret_contents = dot || !*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 ||
                         strcmp(base, "..") == 0;
         return base;
-}
-
-/* dir + "/" + base, without doubling a '/'. malloc'd. */
-static char *join(const char *dir, const char *base)
-{
-        size_t len = strlen(dir);
-        char *p = NULL;
-        if (asprintf(&p, "%s%s%s", dir, len && dir[len - 1] == '/' ? "" : "/", base) < 0)
-                return NULL;
-        return p;
 }
 
 static void oom(void)
@@ -269,8 +263,10 @@ static int copy_file_in(struct cp *x, const char *src, const char *dst)
                 if (S_ISREG(st.st_mode))
                         u.left = st.st_size;
                 u.what = src;
-                snprintf(extra, sizeof(extra), "parents=0&mode=0%03o",
-                         (unsigned)(st.st_mode & 0777));
+                if (BUF_PRINTF(extra, "parents=0&mode=0%03o", (unsigned)(st.st_mode & 0777)) < 0) {
+                        close(u.fd); /* cannot happen: the mode is three octal digits */
+                        return -1;
+                }
         }
         int r = upload(x, "files", dst, extra, &u, "application/octet-stream");
         if (u.fd != STDIN_FILENO)
@@ -333,7 +329,7 @@ static int copy_in(struct cp *x, const char *src)
         } else if (dst_dir) {
                 bool contents = false;
                 char *base = base_name(src, &contents);
-                target = !base ? NULL : dir && contents ? strdup(dst) : join(dst, base);
+                target = !base ? NULL : dir && contents ? strdup(dst) : path_join(dst, base);
                 free(base);
                 if (!target)
                         oom();
@@ -561,7 +557,7 @@ static int copy_out(struct cp *x, const char *dst)
                 /* Into DST under SRC's own name (the link's name when SRC is a symlink). */
                 bool contents = false;
                 char *base = base_name(x->r.path, &contents);
-                target = !base ? NULL : dir && contents ? strdup(dst) : join(dst, base);
+                target = !base ? NULL : dir && contents ? strdup(dst) : path_join(dst, base);
                 free(base);
         } else if (dir && (sr == 0 || serr != ENOENT)) {
                 fprintf(stderr, "paddock: cp: %s: %s\n", dst,
@@ -593,44 +589,12 @@ out:
         return r;
 }
 
-int cmd_cp(struct cli *cli, int argc, char **argv)
+/* The copy itself, SRC and DST checked: out of the environment (to host path dst) or into it
+ * (from host path src). The exit code. */
+static int copy(struct cli *cli, const struct remote *remote, bool out, const char *host,
+                const char *user)
 {
-        const char *user = NULL;
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":hu:", cp_options, NULL)) != -1) {
-                if (c == 'u') {
-                        if (!*optarg)
-                                return usage_error("cp", "-u wants a user name or UID[:GID]");
-                        user = optarg;
-                        continue;
-                }
-                int r = opts_common(cli, c, argv, "cp", cp_help);
-                if (r >= 0)
-                        return r;
-        }
-        if (argc - optind < 2)
-                return usage_error("cp", "needs SRC and DST, one of them NAME:/PATH");
-        if (argc - optind > 2)
-                return usage_error("cp", "unexpected argument '%s'", argv[optind + 2]);
-        const char *src = argv[optind], *dst = argv[optind + 1];
-
-        char src_env[256], dst_env[256];
-        struct remote rs, rd;
-        int s = parse_side(src, src_env, sizeof(src_env), &rs);
-        int d = parse_side(dst, dst_env, sizeof(dst_env), &rd);
-        if (s > 1 || d > 1)
-                return s > 1 ? s : d;
-        if (s && d)
-                return usage_error("cp", "both sides are in environments; one must be a host path");
-        if (!s && !d)
-                return usage_error("cp", "neither side is in an environment (NAME:/PATH)");
-        if (!*(s ? dst : src))
-                return usage_error("cp", "empty host path");
-        if (user && s)
-                return usage_error("cp", "-u applies to copies into an environment");
-
-        struct cp x = {.client = cli_client(cli), .r = s ? rs : rd};
+        struct cp x = {.client = cli_client(cli), .r = *remote};
         if (!x.client)
                 return EXIT_FAIL;
         if (user) {
@@ -643,7 +607,59 @@ int cmd_cp(struct cli *cli, int argc, char **argv)
                 }
                 free(esc);
         }
-        int r = s ? copy_out(&x, dst) : copy_in(&x, src);
+        int r = out ? copy_out(&x, host) : copy_in(&x, host);
         free(x.user_query);
         return r < 0 ? EXIT_FAIL : r; /* 0, or 128+SIGPIPE */
+}
+
+static int user_option(void *userdata, int c, const char *verb)
+{
+        if (c != 'u')
+                return 0;
+        if (!*optarg)
+                return usage_error(verb, "-u wants a user name or UID[:GID]");
+        *(const char **)userdata = optarg;
+        return -1;
+}
+
+static const struct verb_syntax cp_syntax = {
+    .verb = "cp",
+    .help = cp_help,
+    .shortopts = ":hu:",
+    .options = cp_options,
+    .own = user_option,
+    OPERANDS(2, 2, "needs SRC and DST, one of them NAME:/PATH"),
+};
+
+int cmd_cp(struct cli *cli, int argc, char **argv)
+{
+        const char *user = NULL;
+        int r = opts_parse(cli, argc, argv, &cp_syntax, &user);
+        if (r >= 0)
+                return r;
+        const char *src = argv[optind], *dst = argv[optind + 1];
+
+        struct remote rs = {}, rd = {};
+        int s = parse_side(src, &rs);
+        int d = parse_side(dst, &rd);
+        r = -1;
+        if (s < 0 || d < 0) {
+                oom();
+                r = EXIT_FAIL;
+        } else if (s > 1 || d > 1) {
+                r = s > 1 ? s : d;
+        } else if (s && d) {
+                r = usage_error("cp", "both sides are in environments; one must be a host path");
+        } else if (!s && !d) {
+                r = usage_error("cp", "neither side is in an environment (NAME:/PATH)");
+        } else if (!*(s ? dst : src)) {
+                r = usage_error("cp", "empty host path");
+        } else if (user && s) {
+                r = usage_error("cp", "-u applies to copies into an environment");
+        }
+        if (r < 0)
+                r = copy(cli, s ? &rs : &rd, s, s ? dst : src, user);
+        free(rs.env);
+        free(rd.env);
+        return r;
 }

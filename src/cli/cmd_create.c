@@ -34,7 +34,7 @@ static const char create_help[] =
     "\n"
     "  --computer            a persistent, full Linux machine\n"
     "  --sandbox             a locked-down, throw-away box (the default)\n"
-    "  --image IMG           image to start from (default: base)\n"
+    "  --image IMG           image to start from (default: default)\n"
     "  --cpus N              CPU limit, e.g. 0.5 or 2\n"
     "  --memory SIZE         memory limit, e.g. 512M or 2G\n"
     "  --swap SIZE           swap allowed on top of memory\n"
@@ -118,17 +118,6 @@ static int set_string(json_t *obj, const char *key, const char *value)
         return json_object_set_new(obj, key, v);
 }
 
-static json_t *child_object(json_t *obj, const char *key)
-{
-        json_t *c = json_object_get(obj, key);
-        if (!c) {
-                c = json_object();
-                if (json_object_set_new(obj, key, c) < 0)
-                        return NULL;
-        }
-        return c;
-}
-
 /* A count: a plain decimal number. Anything else goes up as typed and the daemon names it. */
 static json_t *count_value(const char *s)
 {
@@ -195,9 +184,7 @@ static int create_option(json_t *body, int c, const char *verb)
                 return -1;
         case OPT_ENV:
         case OPT_LABEL: {
-                const char *key = c == OPT_ENV ? "env" : "labels";
-                json_t *obj = child_object(body, key);
-                if (!obj || kv_add(obj, optarg) < 0)
+                if (kv_add(json_child(body, c == OPT_ENV ? "env" : "labels"), optarg) < 0)
                         return usage_error(verb, "--%s wants K=V, not '%s'",
                                            c == OPT_ENV ? "env" : "label", optarg);
                 return -1;
@@ -218,44 +205,44 @@ static void print_env(struct cli *cli, const struct response *resp, const char *
         printf("%s\n", name ? name : fallback_name);
 }
 
+struct create_opts {
+        json_t *body;
+        struct netopts net;
+};
+
+static int create_own(void *userdata, int c, const char *verb)
+{
+        struct create_opts *o = userdata;
+        int r = netopts_option(&o->net, c, verb);
+        return r == 0 ? create_option(o->body, c, verb) : r;
+}
+
+static const struct verb_syntax create_syntax = {
+    .verb = "create",
+    .help = create_help,
+    .options = create_options,
+    .own = create_own,
+    OPERANDS_NAME,
+};
+
 int cmd_create(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "create";
-        json_t *body = json_object();
-        struct netopts net = {};
-        int r, c;
-
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", create_options, NULL)) != -1) {
-                r = netopts_option(&net, c, verb);
-                if (r == 0)
-                        r = create_option(body, c, verb);
-                if (r == 0)
-                        r = opts_common(cli, c, argv, verb, create_help);
-                if (r >= 0)
-                        goto out;
-        }
-        if (optind >= argc) {
-                r = usage_error(verb, "missing NAME");
+        const char *verb = create_syntax.verb;
+        struct create_opts o = {.body = json_object()};
+        int r = opts_parse(cli, argc, argv, &create_syntax, &o);
+        if (r >= 0)
                 goto out;
-        }
-        if (argc - optind > 1) {
-                r = usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
-                goto out;
-        }
         const char *name = argv[optind];
-        bool no_network;
-        json_t *network = netopts_json(&net, verb, &no_network);
-        if (!network && !no_network) {
-                r = EXIT_USAGE;
+        json_t *network;
+        r = netopts_json(&o.net, verb, &network);
+        if (r >= 0)
                 goto out;
-        }
         if (network) {
                 /* --allow alone means --net allow (the daemon's rule too; said here so the
                  * request reads as what it does). */
                 if (json_object_get(network, "allow") && !json_object_get(network, "mode"))
                         json_object_set_new(network, "mode", json_string("allow"));
-                json_object_set_new(body, "network", network);
+                json_object_set_new(o.body, "network", network);
         }
         /* The name first, for whoever reads the request in a log. */
         json_t *full = json_object();
@@ -264,59 +251,53 @@ int cmd_create(struct cli *cli, int argc, char **argv)
                 r = usage_error(verb, "NAME is not valid UTF-8");
                 goto out;
         }
-        json_object_update(full, body);
-        json_decref(body);
-        body = full;
+        json_object_update(full, o.body);
+        json_decref(o.body);
+        o.body = full;
 
         struct client *client = cli_client(cli);
         struct response resp = {};
         r = EXIT_FAIL;
-        if (client && client_call(client, "POST", "/v1/envs", body, &resp) == 0) {
+        if (client && client_call(client, "POST", "/v1/envs", o.body, &resp) == 0) {
                 print_env(cli, &resp, name);
                 response_done(&resp);
                 r = EXIT_OK;
         }
 out:
-        netopts_done(&net);
-        json_decref(body);
+        netopts_done(&o.net);
+        json_decref(o.body);
         return r;
 }
 
+static int update_own(void *userdata, int c, const char *verb)
+{
+        json_t *body = userdata;
+        if (c != OPT_DISK)
+                return limit_option(body, c, verb);
+        json_t *v = !strcmp(optarg, "none") ? json_null() : json_string(optarg);
+        if (!v)
+                return usage_error(verb, "--disk value is not valid UTF-8");
+        json_object_set_new(body, "disk", v);
+        return -1;
+}
+
+static const struct verb_syntax update_syntax = {
+    .verb = "update",
+    .help = update_help,
+    .options = update_options,
+    .own = update_own,
+    OPERANDS_NAME,
+};
+
 int cmd_update(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "update";
+        const char *verb = update_syntax.verb;
         json_t *body = json_object();
-        int r, c;
-
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", update_options, NULL)) != -1) {
-                if (c == OPT_DISK) {
-                        json_t *v = !strcmp(optarg, "none") ? json_null() : json_string(optarg);
-                        if (!v) {
-                                r = usage_error(verb, "--disk value is not valid UTF-8");
-                                goto out;
-                        }
-                        json_object_set_new(body, "disk", v);
-                        continue;
-                }
-                r = limit_option(body, c, verb);
-                if (r == 0)
-                        r = opts_common(cli, c, argv, verb, update_help);
-                if (r >= 0)
-                        goto out;
-        }
-        if (optind >= argc) {
-                r = usage_error(verb, "missing NAME");
-                goto out;
-        }
-        if (argc - optind > 1) {
-                r = usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
-                goto out;
-        }
-        if (json_object_size(body) == 0) {
+        int r = opts_parse(cli, argc, argv, &update_syntax, body);
+        if (r < 0 && json_object_size(body) == 0)
                 r = usage_error(verb, "nothing to change");
+        if (r >= 0)
                 goto out;
-        }
         const char *name = argv[optind];
 
         r = EXIT_FAIL;

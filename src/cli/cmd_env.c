@@ -1,6 +1,7 @@
 /* paddock ls / inspect / rm / start / stop / restart / pause / resume: reading and changing the
  * state of environments. Verbs that take several names go on after a failure and exit 1 if
  * any failed. */
+#include "cli/calls.h"
 #include "cli/cli.h"
 #include "cli/envpath.h"
 #include "cli/opts.h"
@@ -53,11 +54,6 @@ static const struct option ls_options[] = {
     {},
 };
 
-static const struct option inspect_options[] = {
-    CLI_COMMON_OPTIONS,
-    {},
-};
-
 static const struct option rm_options[] = {
     {"force", no_argument, NULL, 'f'},
     CLI_COMMON_OPTIONS,
@@ -103,7 +99,7 @@ static const char *number_cell(const json_t *v, char *buf, size_t len)
         return buf;
 }
 
-static int add_env_row(struct table *t, const json_t *env, time_t now)
+static int env_row(struct table *t, const json_t *env, time_t now)
 {
         const json_t *limits = json_object_get(env, "limits");
         const json_t *net = json_object_get(env, "network");
@@ -128,110 +124,59 @@ static int add_env_row(struct table *t, const json_t *env, time_t now)
         return table_add(t, cells);
 }
 
-static int print_env_table(const json_t *envs)
+struct ls_opts {
+        char **labels;
+        size_t n_labels;
+};
+
+static int ls_option(void *userdata, int c, const char *verb)
 {
-        static const char *const headers[] = {"NAME", "KIND",   "STATE", "IP",      "IMAGE",
-                                              "CPUS", "MEMORY", "PIDS",  "CREATED", "EXPIRES"};
-        struct table *t = table_new(headers, ELEMENTSOF(headers));
-        if (!t)
-                goto oom;
-        time_t now = time(NULL);
-        size_t i;
-        const json_t *env;
-        json_array_foreach(envs, i, env)
-        {
-                if (add_env_row(t, env, now) < 0)
-                        goto oom;
-        }
-        table_print(t);
-        table_free(t);
-        return EXIT_OK;
-oom:
-        table_free(t);
-        fprintf(stderr, "paddock: out of memory\n");
-        return EXIT_FAIL;
+        struct ls_opts *o = userdata;
+        if (c != OPT_LABEL)
+                return 0;
+        if (!strchr(optarg, '=') || optarg[0] == '=')
+                return usage_error(verb, "--label wants K=V, not '%s'", optarg);
+        o->labels[o->n_labels++] = optarg;
+        return -1;
 }
+
+static const struct verb_syntax ls_syntax = {
+    .verb = "ls",
+    .help = ls_help,
+    .options = ls_options,
+    .own = ls_option,
+};
 
 int cmd_ls(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "ls";
-        char **labels = calloc((size_t)argc, sizeof(char *));
-        size_t n_labels = 0;
+        struct ls_opts o = {.labels = calloc((size_t)argc, sizeof(char *))};
         char *query = NULL, *path = NULL;
-        struct response resp = {};
-        int r, c;
 
-        if (!labels)
+        if (!o.labels)
                 return EXIT_FAIL;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", ls_options, NULL)) != -1) {
-                if (c == OPT_LABEL) {
-                        if (!strchr(optarg, '=') || optarg[0] == '=') {
-                                r = usage_error(verb, "--label wants K=V, not '%s'", optarg);
-                                goto out;
-                        }
-                        labels[n_labels++] = optarg;
-                        continue;
-                }
-                r = opts_common(cli, c, argv, verb, ls_help);
-                if (r >= 0)
-                        goto out;
-        }
-        if (optind < argc) {
-                r = usage_error(verb, "unexpected argument '%s'", argv[optind]);
+        int r = opts_parse(cli, argc, argv, &ls_syntax, &o);
+        if (r >= 0)
                 goto out;
-        }
 
         r = EXIT_FAIL;
         struct client *client = cli_client(cli);
         if (!client)
                 goto out;
-        for (size_t i = 0; i < n_labels; i++)
-                if (query_add(client, &query, "label", labels[i]) < 0)
+        for (size_t i = 0; i < o.n_labels; i++)
+                if (query_add(client, &query, "label", o.labels[i]) < 0)
                         goto out;
         if (asprintf(&path, "/v1/envs%s%s", query ? "?" : "", query ? query : "") < 0) {
                 path = NULL;
                 goto out;
         }
-        if (client_call(client, "GET", path, NULL, &resp) < 0)
-                goto out;
-        if (cli->json) {
-                output_raw(&resp);
-                r = EXIT_OK;
-                goto out;
-        }
-        const json_t *envs = json_object_get(resp.json, "envs");
-        if (!json_is_array(envs)) {
-                fprintf(stderr, "paddock: unexpected answer from paddockd (no \"envs\" list)\n");
-                goto out;
-        }
-        r = print_env_table(envs);
+        static const char *const headers[] = {"NAME", "KIND",   "STATE", "IP",      "IMAGE",
+                                              "CPUS", "MEMORY", "PIDS",  "CREATED", "EXPIRES"};
+        r = call_print_list(cli, path, "envs", headers, ELEMENTSOF(headers), env_row);
 out:
-        response_done(&resp);
         free(query);
         free(path);
-        free(labels);
+        free(o.labels);
         return r;
-}
-
-/* Parse the options of a verb that takes one or more NAMEs; flag() takes the verb's own options
- * (0 when it took c). -1 to go on with the names from optind on, else the exit code. */
-static int parse_names(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
-                       const char *shortopts, const struct option *options,
-                       int (*flag)(int c, void *ud), void *ud)
-{
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, shortopts, options, NULL)) != -1) {
-                if (flag && flag(c, ud) == 0)
-                        continue;
-                int r = opts_common(cli, c, argv, verb, help);
-                if (r >= 0)
-                        return r;
-        }
-        if (optind >= argc)
-                return usage_error(verb, "missing NAME");
-        return -1;
 }
 
 /* One request per NAME: print each result, go on after failures. */
@@ -243,77 +188,84 @@ static int for_each_name(struct cli *cli, int argc, char **argv, const char *met
                 return EXIT_FAIL;
         int r = EXIT_OK;
         for (int i = optind; i < argc; i++) {
-                const char *name = argv[i];
-                char *path = env_path(client, name, suffix, query);
-                struct response resp = {};
-                if (!path || client_call(client, method, path, NULL, &resp) < 0) {
+                char *path = env_path(client, argv[i], suffix, query);
+                if (call_one(cli, method, path, NULL, print_object ? NULL : argv[i]) != EXIT_OK)
                         r = EXIT_FAIL;
-                } else if (print_object || cli->json) {
-                        output_object(&resp, cli->json);
-                } else {
-                        printf("%s\n", name);
-                }
-                fflush(stdout);
-                response_done(&resp);
                 free(path);
         }
         return r;
 }
 
+static const struct verb_syntax inspect_syntax = {
+    .verb = "inspect",
+    .help = inspect_help,
+    OPERANDS_NAMES,
+};
+
 int cmd_inspect(struct cli *cli, int argc, char **argv)
 {
-        int r = parse_names(cli, argc, argv, "inspect", inspect_help, ":h", inspect_options, NULL,
-                            NULL);
+        int r = opts_parse(cli, argc, argv, &inspect_syntax, NULL);
         if (r >= 0)
                 return r;
         return for_each_name(cli, argc, argv, "GET", NULL, NULL, true);
 }
 
-static int rm_flag(int c, void *ud)
+static int rm_option(void *userdata, int c, const char *verb)
 {
         if (c != 'f')
-                return -1;
-        *(bool *)ud = true;
-        return 0;
+                return 0;
+        *(bool *)userdata = true;
+        return -1;
 }
+
+static const struct verb_syntax rm_syntax = {
+    .verb = "rm",
+    .help = rm_help,
+    .shortopts = ":hf",
+    .options = rm_options,
+    .own = rm_option,
+    OPERANDS_NAMES,
+};
 
 int cmd_rm(struct cli *cli, int argc, char **argv)
 {
         bool force = false;
-        int r = parse_names(cli, argc, argv, "rm", rm_help, ":hf", rm_options, rm_flag, &force);
+        int r = opts_parse(cli, argc, argv, &rm_syntax, &force);
         if (r >= 0)
                 return r;
         return for_each_name(cli, argc, argv, "DELETE", NULL, force ? "force=1" : NULL, false);
 }
 
-struct lifecycle_opts {
-        const char *timeout;
-};
-
-static int lifecycle_flag(int c, void *ud)
+static int timeout_option(void *userdata, int c, const char *verb)
 {
         if (c != OPT_TIMEOUT)
-                return -1;
-        ((struct lifecycle_opts *)ud)->timeout = optarg;
-        return 0;
+                return 0;
+        *(const char **)userdata = optarg;
+        return -1;
 }
 
 int cmd_lifecycle(struct cli *cli, int argc, char **argv)
 {
         const char *verb = argv[0]; /* start, stop, restart, pause or resume */
-        struct lifecycle_opts o = {};
-        int r = parse_names(cli, argc, argv, verb, lifecycle_help, ":h", lifecycle_options,
-                            lifecycle_flag, &o);
+        const char *timeout = NULL;
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = lifecycle_help,
+            .options = lifecycle_options,
+            .own = timeout_option,
+            OPERANDS_NAMES,
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, &timeout);
         if (r >= 0)
                 return r;
         bool stops = strcmp(verb, "stop") == 0 || strcmp(verb, "restart") == 0;
-        if (o.timeout && !stops)
+        if (timeout && !stops)
                 return usage_error(verb, "--timeout only applies to stop and restart");
 
         char *query = NULL;
-        if (o.timeout) {
+        if (timeout) {
                 struct client *client = cli_client(cli);
-                if (!client || query_add(client, &query, "timeout", o.timeout) < 0)
+                if (!client || query_add(client, &query, "timeout", timeout) < 0)
                         return EXIT_FAIL;
         }
         r = for_each_name(cli, argc, argv, "POST", verb, query, false);

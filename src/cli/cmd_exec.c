@@ -53,9 +53,7 @@ static const struct option exec_options[] = {
     {"detach", no_argument, NULL, 'd'},
     {"interactive", no_argument, NULL, 'i'},
     {"tty", no_argument, NULL, 't'},
-    {"env", required_argument, NULL, 'e'},
-    {"workdir", required_argument, NULL, 'w'},
-    {"user", required_argument, NULL, 'u'},
+    PROCESS_OPTIONS,
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
     CLI_COMMON_OPTIONS,
@@ -68,8 +66,9 @@ struct exec_opts {
         json_t *body;
 };
 
-static int exec_option(struct exec_opts *o, int c)
+static int exec_option(void *userdata, int c, const char *verb)
 {
+        struct exec_opts *o = userdata;
         switch (c) {
         case 'd':
                 o->detach = true;
@@ -80,41 +79,18 @@ static int exec_option(struct exec_opts *o, int c)
         case 't':
                 o->tty = true;
                 return -1;
-        case 'e': {
-                json_t *env = json_object_get(o->body, "env");
-                if (!env) {
-                        env = json_object();
-                        json_object_set_new(o->body, "env", env);
-                }
-                if (strchr(optarg, '=')) {
-                        if (kv_add(env, optarg) < 0)
-                                return usage_error("exec", "-e wants K=V, not '%s'", optarg);
-                        return -1;
-                }
-                /* -e K: pass on this shell's value, like docker does. */
-                const char *v = getenv(optarg);
-                if (!v)
-                        return usage_error("exec", "-e %s: %s is not set here", optarg, optarg);
-                json_object_set_new(env, optarg, json_string(v));
-                return -1;
-        }
-        case 'w':
-        case 'u':
         case OPT_TIMEOUT:
         case OPT_MAX_OUTPUT: {
-                const char *key = c == 'w'           ? "cwd"
-                                  : c == 'u'         ? "user"
-                                  : c == OPT_TIMEOUT ? "timeout"
-                                                     : "max_output";
+                const char *key = c == OPT_TIMEOUT ? "timeout" : "max_output";
                 if (c == OPT_TIMEOUT)
                         o->timeout = optarg;
                 json_t *v = json_string(optarg);
                 if (!v || json_object_set_new(o->body, key, v) < 0)
-                        return usage_error("exec", "value '%s' is not valid UTF-8", optarg);
+                        return usage_error(verb, "value '%s' is not valid UTF-8", optarg);
                 return -1;
         }
         default:
-                return 0;
+                return process_option(o->body, c, verb, true);
         }
 }
 
@@ -129,7 +105,7 @@ static int parse_exec_args(struct cli *cli, int argc, char **argv, struct exec_o
         for (int round = 0; round < 2; round++) {
                 int last = optind > 0 ? optind : 1, c;
                 while ((c = getopt_long(argc, argv, "+:hdite:w:u:", exec_options, NULL)) != -1) {
-                        int r = exec_option(o, c);
+                        int r = exec_option(o, c, "exec");
                         if (r == 0)
                                 r = opts_common(cli, c, argv, "exec", exec_help);
                         if (r >= 0)

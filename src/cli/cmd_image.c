@@ -5,6 +5,7 @@
  * DIR through `tar -C DIR --numeric-owner -cf - .` run without a shell, its stdout uploaded
  * chunked. When tar fails the upload is aborted before its last chunk, so paddockd never takes a
  * half archive for a whole one. */
+#include "cli/calls.h"
 #include "cli/cli.h"
 #include "cli/image_cmds.h"
 #include "cli/opts.h"
@@ -43,75 +44,35 @@ static const char image_rm_help[] = "Usage: paddock image rm NAME...\n"
                                     "\n"
                                     "Remove images. An image in use by an environment stays.\n";
 
-static const struct option common_options[] = {
-    CLI_COMMON_OPTIONS,
-    {},
-};
-
-/* Options of a subcommand: only the common ones. -1 to go on with operands from optind. */
-static int parse_sub(struct cli *cli, int argc, char **argv, const char *verb, const char *help)
+static int image_row(struct table *t, const json_t *img, time_t now)
 {
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", common_options, NULL)) != -1) {
-                int r = opts_common(cli, c, argv, verb, help);
-                if (r >= 0)
-                        return r;
-        }
-        return -1;
+        char size[32], used[32], created[32];
+        time_t ts;
+        const json_t *sz = json_object_get(img, "size");
+        snprintf(used, sizeof(used), "%lld",
+                 (long long)json_integer_value(json_object_get(img, "used_by")));
+        const char *cells[] = {
+            json_string_value(json_object_get(img, "name")),
+            json_is_integer(sz) ? human_size((uint64_t)json_integer_value(sz), size, sizeof(size))
+                                : NULL,
+            used,
+            json_timestamp(json_object_get(img, "created_at"), &ts) == 0
+                ? human_ago(ts, now, created, sizeof(created))
+                : NULL,
+        };
+        return table_add(t, cells);
 }
+
+static const struct verb_syntax image_ls_syntax = {.verb = "image ls", .help = image_ls_help};
 
 static int image_ls(struct cli *cli, int argc, char **argv)
 {
-        int r = parse_sub(cli, argc, argv, "image ls", image_ls_help);
+        int r = opts_parse(cli, argc, argv, &image_ls_syntax, NULL);
         if (r >= 0)
                 return r;
-        if (optind < argc)
-                return usage_error("image ls", "unexpected argument '%s'", argv[optind]);
-        struct client *client = cli_client(cli);
-        struct response resp = {};
-        if (!client || client_call(client, "GET", "/v1/images", NULL, &resp) < 0)
-                return EXIT_FAIL;
-        if (cli->json) {
-                output_raw(&resp);
-                response_done(&resp);
-                return EXIT_OK;
-        }
         static const char *const headers[] = {"NAME", "SIZE", "USED_BY", "CREATED"};
-        const json_t *images = json_object_get(resp.json, "images");
-        struct table *t = table_new(headers, ELEMENTSOF(headers));
-        r = EXIT_OK;
-        time_t now = time(NULL);
-        size_t i;
-        const json_t *img;
-        json_array_foreach(images, i, img)
-        {
-                char size[32], used[32], created[32];
-                time_t ts;
-                const json_t *sz = json_object_get(img, "size");
-                snprintf(used, sizeof(used), "%lld",
-                         (long long)json_integer_value(json_object_get(img, "used_by")));
-                const char *cells[] = {
-                    json_string_value(json_object_get(img, "name")),
-                    json_is_integer(sz)
-                        ? human_size((uint64_t)json_integer_value(sz), size, sizeof(size))
-                        : NULL,
-                    used,
-                    json_timestamp(json_object_get(img, "created_at"), &ts) == 0
-                        ? human_ago(ts, now, created, sizeof(created))
-                        : NULL,
-                };
-                if (!t || table_add(t, cells) < 0) {
-                        fprintf(stderr, "paddock: out of memory\n");
-                        r = EXIT_FAIL;
-                        break;
-                }
-        }
-        if (r == EXIT_OK)
-                table_print(t);
-        table_free(t);
-        response_done(&resp);
-        return r;
+        return call_print_list(cli, "/v1/images", "images", headers, ELEMENTSOF(headers),
+                               image_row);
 }
 
 /* The upload's source: a file, stdin, or the read end of tar's stdout. */
@@ -143,16 +104,18 @@ static ssize_t read_source(char *buf, size_t len, void *userdata)
         }
 }
 
+static const struct verb_syntax image_import_syntax = {
+    .verb = "image import",
+    .help = image_import_help,
+    OPERANDS(2, 2, "needs NAME and FILE or DIR"),
+};
+
 static int image_import(struct cli *cli, int argc, char **argv)
 {
         const char *verb = "image import";
-        int r = parse_sub(cli, argc, argv, verb, image_import_help);
+        int r = opts_parse(cli, argc, argv, &image_import_syntax, NULL);
         if (r >= 0)
                 return r;
-        if (argc - optind < 2)
-                return usage_error(verb, "needs NAME and FILE or DIR");
-        if (argc - optind > 2)
-                return usage_error(verb, "unexpected argument '%s'", argv[optind + 2]);
         const char *name = argv[optind], *src = argv[optind + 1];
 
         struct tar_source s = {.fd = -1, .tar = {.fd = -1}, .what = src};
@@ -227,13 +190,17 @@ out:
         return r;
 }
 
+static const struct verb_syntax image_rm_syntax = {
+    .verb = "image rm",
+    .help = image_rm_help,
+    OPERANDS_NAMES,
+};
+
 static int image_rm(struct cli *cli, int argc, char **argv)
 {
-        int r = parse_sub(cli, argc, argv, "image rm", image_rm_help);
+        int r = opts_parse(cli, argc, argv, &image_rm_syntax, NULL);
         if (r >= 0)
                 return r;
-        if (optind >= argc)
-                return usage_error("image rm", "missing NAME");
         struct client *client = cli_client(cli);
         if (!client)
                 return EXIT_FAIL;
@@ -241,19 +208,10 @@ static int image_rm(struct cli *cli, int argc, char **argv)
         for (int i = optind; i < argc; i++) {
                 char *esc = client_escape(client, argv[i]);
                 char *path = NULL;
-                struct response resp = {};
-                if (!esc || asprintf(&path, "/v1/images/%s", esc) < 0) {
+                if (!esc || asprintf(&path, "/v1/images/%s", esc) < 0)
                         path = NULL;
+                if (call_one(cli, "DELETE", path, NULL, argv[i]) != EXIT_OK)
                         r = EXIT_FAIL;
-                } else if (client_call(client, "DELETE", path, NULL, &resp) < 0) {
-                        r = EXIT_FAIL;
-                } else if (cli->json) {
-                        output_raw(&resp);
-                } else {
-                        printf("%s\n", argv[i]);
-                }
-                fflush(stdout);
-                response_done(&resp);
                 free(path);
                 free(esc);
         }
@@ -262,33 +220,11 @@ static int image_rm(struct cli *cli, int argc, char **argv)
 
 int cmd_image(struct cli *cli, int argc, char **argv)
 {
-        static const struct {
-                const char *name;
-                int (*run)(struct cli *, int, char **);
-        } subs[] = {
-            {"ls", image_ls}, {"list", image_ls},   {"import", image_import},
-            {"rm", image_rm}, {"remove", image_rm}, {"pull", image_pull},
-            {"export", image_export}, {"build", image_build},
-        };
-        /* Options before the subcommand: only the common ones ("paddock image --json ls"). */
-        int i = 1;
-        for (; i < argc && argv[i][0] == '-'; i++) {
-                if (strcmp(argv[i], "--json") == 0) {
-                        cli->json = true;
-                } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-                        fputs(image_help, stdout);
-                        return EXIT_OK;
-                } else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
-                        cli->socket_path = argv[++i];
-                        cli->socket_from_cmdline = true;
-                } else {
-                        return usage_error("image", "unknown option '%s'", argv[i]);
-                }
-        }
-        if (i >= argc)
-                return usage_error("image", "missing COMMAND (ls, import, pull, build, export or rm)");
-        for (size_t k = 0; k < ELEMENTSOF(subs); k++)
-                if (strcmp(argv[i], subs[k].name) == 0)
-                        return subs[k].run(cli, argc - i, argv + i);
-        return usage_error("image", "unknown command '%s'", argv[i]);
+        static const struct subverb subs[] = {{"ls", image_ls},         {"list", image_ls},
+                                              {"import", image_import}, {"rm", image_rm},
+                                              {"remove", image_rm},     {"pull", image_pull},
+                                              {"export", image_export}, {"build", image_build}};
+        return subverb_dispatch(cli, argc, argv, "image", image_help,
+                                "missing COMMAND (ls, import, pull, build, export or rm)", subs,
+                                ELEMENTSOF(subs));
 }

@@ -19,7 +19,7 @@ struct progress_out {
         struct lines lines;
         bool quiet;
         bool finished, failed;
-        char name[128];
+        char *name; /* of the image made */
 };
 
 static int on_line(char *line, size_t len, void *userdata)
@@ -35,8 +35,8 @@ static int on_line(char *line, size_t len, void *userdata)
         if (p && !o->quiet && !o->cli->json) {
                 fprintf(stderr, "%s\n", p);
         } else if (img) {
-                snprintf(o->name, sizeof(o->name), "%s",
-                         json_string_value(json_object_get(img, "name")) ?: "");
+                free(o->name);
+                o->name = strdup(json_string_value(json_object_get(img, "name")) ?: "");
                 o->finished = true;
         } else if (err) {
                 if (!o->cli->json)
@@ -54,13 +54,15 @@ static bool progress_sink(const char *data, size_t len, void *userdata)
         return lines_feed(&o->lines, data, len, on_line, o) >= 0;
 }
 
-/* POST /v1/images?stream=1 with body; prints progress; EXIT_OK once the image exists. */
-int image_job_request(struct cli *cli, const json_t *body, bool quiet)
+/* POST /v1/images?stream=1 with body (taken over); prints progress on stderr unless quiet;
+ * EXIT_OK once the image exists. */
+static int image_job_request(struct cli *cli, json_t *body, bool quiet)
 {
         struct client *client = cli_client(cli);
+        char *text = client ? json_dumps(body, JSON_COMPACT) : NULL;
+        json_decref(body);
         if (!client)
                 return EXIT_FAIL;
-        char *text = json_dumps(body, JSON_COMPACT);
         struct progress_out o = {.cli = cli, .quiet = quiet, .lines = {.max = 1 << 20}};
         struct request req = {.method = "POST",
                               .path = "/v1/images?stream=1",
@@ -85,10 +87,11 @@ int image_job_request(struct cli *cli, const json_t *body, bool quiet)
         }
         if (!o.failed) {
                 if (!cli->json)
-                        printf("%s\n", o.name);
+                        printf("%s\n", o.name ?: "");
                 r = EXIT_OK;
         }
 out:
+        free(o.name);
         lines_done(&o.lines);
         response_done(&resp);
         free(text);
@@ -111,42 +114,52 @@ static const char pull_help[] =
 
 enum { OPT_NAME = OPT_FIRST_VERB_OPTION, OPT_INSECURE };
 
+struct pull_opts {
+        const char *name;
+        bool insecure, quiet;
+};
+
+static int pull_option(void *userdata, int c, const char *verb)
+{
+        struct pull_opts *o = userdata;
+        if (c == OPT_NAME)
+                o->name = optarg;
+        else if (c == OPT_INSECURE)
+                o->insecure = true;
+        else if (c == 'q')
+                o->quiet = true;
+        else
+                return 0;
+        return -1;
+}
+
+static const struct option pull_options[] = {
+    {"name", required_argument, NULL, OPT_NAME},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"quiet", no_argument, NULL, 'q'},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+static const struct verb_syntax pull_syntax = {
+    .verb = "image pull",
+    .help = pull_help,
+    .shortopts = ":hq",
+    .options = pull_options,
+    .own = pull_option,
+    OPERANDS(1, 1, "missing REF"),
+};
+
 int image_pull(struct cli *cli, int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"name", required_argument, NULL, OPT_NAME},
-            {"insecure", no_argument, NULL, OPT_INSECURE},
-            {"quiet", no_argument, NULL, 'q'},
-            CLI_COMMON_OPTIONS,
-            {},
-        };
-        const char *verb = "image pull", *name = NULL;
-        bool insecure = false, quiet = false;
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) != -1) {
-                if (c == OPT_NAME) {
-                        name = optarg;
-                } else if (c == OPT_INSECURE) {
-                        insecure = true;
-                } else if (c == 'q') {
-                        quiet = true;
-                } else {
-                        int r = opts_common(cli, c, argv, verb, pull_help);
-                        if (r >= 0)
-                                return r;
-                }
-        }
-        if (optind >= argc)
-                return usage_error(verb, "missing REF");
-        if (argc - optind > 1)
-                return usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
-        json_t *body = json_pack("{s:s,s:b}", "pull", argv[optind], "insecure", insecure);
-        if (name)
-                json_object_set_new(body, "name", json_string(name));
-        int r = image_job_request(cli, body, quiet);
-        json_decref(body);
-        return r;
+        struct pull_opts o = {};
+        int r = opts_parse(cli, argc, argv, &pull_syntax, &o);
+        if (r >= 0)
+                return r;
+        json_t *body = json_pack("{s:s,s:b}", "pull", argv[optind], "insecure", o.insecure);
+        if (o.name)
+                json_object_set_new(body, "name", json_string(o.name));
+        return image_job_request(cli, body, o.quiet);
 }
 
 /* ---------------------------------------------------------------- build */
@@ -169,55 +182,65 @@ static const char build_help[] =
 
 enum { OPT_FROM = OPT_FIRST_VERB_OPTION, OPT_PACKAGES, OPT_VARIANT, OPT_MIRROR };
 
+struct build_opts {
+        json_t *build, *packages;
+        bool quiet;
+};
+
+static int build_option(void *userdata, int c, const char *verb)
+{
+        struct build_opts *o = userdata;
+        if (c == OPT_FROM) {
+                json_object_set_new(o->build, "from", json_string(optarg));
+        } else if (c == OPT_VARIANT) {
+                json_object_set_new(o->build, "variant", json_string(optarg));
+        } else if (c == OPT_MIRROR) {
+                json_object_set_new(o->build, "mirror", json_string(optarg));
+        } else if (c == OPT_PACKAGES) {
+                char *copy = strdup(optarg), *save = NULL;
+                for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+                     t = strtok_r(NULL, ",", &save))
+                        json_array_append_new(o->packages, json_string(t));
+                free(copy);
+        } else if (c == 'q') {
+                o->quiet = true;
+        } else {
+                return 0;
+        }
+        return -1;
+}
+
+static const struct option build_options[] = {
+    {"from", required_argument, NULL, OPT_FROM},
+    {"packages", required_argument, NULL, OPT_PACKAGES},
+    {"variant", required_argument, NULL, OPT_VARIANT},
+    {"mirror", required_argument, NULL, OPT_MIRROR},
+    {"quiet", no_argument, NULL, 'q'},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+static const struct verb_syntax build_syntax = {
+    .verb = "image build",
+    .help = build_help,
+    .shortopts = ":hq",
+    .options = build_options,
+    .own = build_option,
+    OPERANDS_NAME,
+};
+
 int image_build(struct cli *cli, int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"from", required_argument, NULL, OPT_FROM},
-            {"packages", required_argument, NULL, OPT_PACKAGES},
-            {"variant", required_argument, NULL, OPT_VARIANT},
-            {"mirror", required_argument, NULL, OPT_MIRROR},
-            {"quiet", no_argument, NULL, 'q'},
-            CLI_COMMON_OPTIONS,
-            {},
-        };
-        const char *verb = "image build";
-        json_t *build = json_object(), *packages = json_array();
-        bool quiet = false;
-        int c, r;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":hq", options, NULL)) != -1) {
-                if (c == OPT_FROM) {
-                        json_object_set_new(build, "from", json_string(optarg));
-                } else if (c == OPT_VARIANT) {
-                        json_object_set_new(build, "variant", json_string(optarg));
-                } else if (c == OPT_MIRROR) {
-                        json_object_set_new(build, "mirror", json_string(optarg));
-                } else if (c == OPT_PACKAGES) {
-                        char *copy = strdup(optarg), *save = NULL;
-                        for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
-                             t = strtok_r(NULL, ",", &save))
-                                json_array_append_new(packages, json_string(t));
-                        free(copy);
-                } else if (c == 'q') {
-                        quiet = true;
-                } else if ((r = opts_common(cli, c, argv, verb, build_help)) >= 0) {
-                        json_decref(build);
-                        json_decref(packages);
-                        return r;
-                }
+        struct build_opts o = {.build = json_object(), .packages = json_array()};
+        int r = opts_parse(cli, argc, argv, &build_syntax, &o);
+        if (r >= 0) {
+                json_decref(o.build);
+                json_decref(o.packages);
+                return r;
         }
-        if (argc - optind != 1) {
-                json_decref(build);
-                json_decref(packages);
-                return optind >= argc
-                           ? usage_error(verb, "missing NAME")
-                           : usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
-        }
-        json_object_set_new(build, "packages", packages);
-        json_t *body = json_pack("{s:s,s:o}", "name", argv[optind], "build", build);
-        r = image_job_request(cli, body, quiet);
-        json_decref(body);
-        return r;
+        json_object_set_new(o.build, "packages", o.packages);
+        json_t *body = json_pack("{s:s,s:o}", "name", argv[optind], "build", o.build);
+        return image_job_request(cli, body, o.quiet);
 }
 
 /* ---------------------------------------------------------------- export */
@@ -257,25 +280,34 @@ static const char *compression_of(const char *file)
         return "none";
 }
 
+static int compress_option(void *userdata, int c, const char *verb)
+{
+        if (c != OPT_COMPRESS)
+                return 0;
+        *(const char **)userdata = optarg;
+        return -1;
+}
+
+static const struct option export_options[] = {
+    {"compress", required_argument, NULL, OPT_COMPRESS},
+    CLI_COMMON_OPTIONS,
+    {},
+};
+
+static const struct verb_syntax export_syntax = {
+    .verb = "image export",
+    .help = export_help,
+    .options = export_options,
+    .own = compress_option,
+    .max = -1,
+};
+
 int image_export(struct cli *cli, int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"compress", required_argument, NULL, OPT_COMPRESS},
-            CLI_COMMON_OPTIONS,
-            {},
-        };
         const char *verb = "image export", *comp = NULL;
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-                if (c == OPT_COMPRESS) {
-                        comp = optarg;
-                } else {
-                        int r = opts_common(cli, c, argv, verb, export_help);
-                        if (r >= 0)
-                                return r;
-                }
-        }
+        int r = opts_parse(cli, argc, argv, &export_syntax, &comp);
+        if (r >= 0)
+                return r;
         if (argc - optind != 2)
                 return usage_error(verb, "needs NAME and FILE (or - for standard output)");
         const char *name = argv[optind], *file = argv[optind + 1];
@@ -300,7 +332,7 @@ int image_export(struct cli *cli, int argc, char **argv)
                 o.fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
                 o.what = file;
         }
-        int r = EXIT_FAIL;
+        r = EXIT_FAIL;
         struct response resp = {};
         struct request req = {.method = "GET", .path = path, .sink = export_sink, .sink_data = &o};
         if (o.fd < 0)

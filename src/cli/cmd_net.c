@@ -117,38 +117,29 @@ static void print_network(const json_t *env)
         }
 }
 
+static const struct verb_syntax net_syntax = {
+    .verb = "net",
+    .help = net_help,
+    .options = net_options,
+    .own = netopts_option,
+    OPERANDS_NAME,
+};
+
 int cmd_net(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "net";
+        const char *verb = net_syntax.verb;
         struct netopts o = {};
         json_t *body = NULL;
         char *path = NULL;
         struct response resp = {};
-        int r, c;
-
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", net_options, NULL)) != -1) {
-                r = netopts_option(&o, c, verb);
-                if (r == 0)
-                        r = opts_common(cli, c, argv, verb, net_help);
-                if (r >= 0)
-                        goto out;
-        }
-        if (optind >= argc) {
-                r = usage_error(verb, "missing NAME");
+        int r = opts_parse(cli, argc, argv, &net_syntax, &o);
+        if (r >= 0)
                 goto out;
-        }
-        if (argc - optind > 1) {
-                r = usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
-                goto out;
-        }
         const char *name = argv[optind];
-        bool show_only;
-        json_t *net = netopts_json(&o, verb, &show_only);
-        if (!net && !show_only) {
-                r = EXIT_USAGE;
+        json_t *net; /* NULL: show only */
+        r = netopts_json(&o, verb, &net);
+        if (r >= 0)
                 goto out;
-        }
         if (net) {
                 body = json_object();
                 json_object_set_new(body, "network", net);

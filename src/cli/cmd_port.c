@@ -4,6 +4,7 @@
  * the daemon's firewall table). Every operand is checked before anything is sent, so a typo
  * in the third of three changes nothing; after that, add and rm go on past a refused one and
  * exit 1 if any was. */
+#include "cli/calls.h"
 #include "cli/cli.h"
 #include "cli/envpath.h"
 #include "cli/opts.h"
@@ -39,11 +40,6 @@ static const char port_rm_help[] =
     "Usage: paddock port rm NAME HOSTPORT[/tcp|/udp]...\n"
     "\n"
     "Stop publishing host port HOSTPORT (tcp unless /udp is given). Prints each one removed.\n";
-
-static const struct option common_options[] = {
-    CLI_COMMON_OPTIONS,
-    {},
-};
 
 struct port_spec {
         unsigned host_port, port; /* port 0 when not given (rm) */
@@ -93,30 +89,21 @@ static int parse_spec(const char *verb, const char *arg, bool with_target, struc
         return -1;
 }
 
-/* Options of a subcommand: only the common ones. -1 to go on with operands from optind. */
-static int parse_sub(struct cli *cli, int argc, char **argv, const char *verb, const char *help)
-{
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", common_options, NULL)) != -1) {
-                int r = opts_common(cli, c, argv, verb, help);
-                if (r >= 0)
-                        return r;
-        }
-        return -1;
-}
-
 /* add and rm: NAME, then one or more specs, all parsed before the first request. */
 static int port_change(struct cli *cli, int argc, char **argv, bool add)
 {
         const char *verb = add ? "port add" : "port rm";
-        int r = parse_sub(cli, argc, argv, verb, add ? port_add_help : port_rm_help);
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = add ? port_add_help : port_rm_help,
+            OPERANDS_NAMES,
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, NULL);
+        if (r < 0)
+                r = opts_operands(argc, argv, verb, 2, -1,
+                                  add ? "missing HOSTPORT:PORT" : "missing HOSTPORT");
         if (r >= 0)
                 return r;
-        if (optind >= argc)
-                return usage_error(verb, "missing NAME");
-        if (argc - optind < 2)
-                return usage_error(verb, "missing %s", add ? "HOSTPORT:PORT" : "HOSTPORT");
         const char *name = argv[optind];
         size_t n = (size_t)(argc - optind - 1);
         struct port_spec *specs = calloc(n, sizeof(*specs));
@@ -135,31 +122,22 @@ static int port_change(struct cli *cli, int argc, char **argv, bool add)
         r = EXIT_OK;
         for (size_t i = 0; i < n; i++) {
                 const struct port_spec *s = &specs[i];
-                char suffix[32], query[16];
+                char suffix[32], query[16], line[32];
                 char *path = NULL;
                 json_t *body = NULL;
-                struct response resp = {};
-                if (add) {
+                /* Ports have at most 5 digits and the protocol is tcp or udp: these fit. */
+                if (add && BUF_PRINTF(line, "%u:%u/%s", s->host_port, s->port, s->proto) >= 0) {
                         path = env_path(client, name, "ports", NULL);
                         body = json_pack("{s:i,s:i,s:s}", "host_port", (int)s->host_port, "port",
                                          (int)s->port, "proto", s->proto);
-                } else {
-                        snprintf(suffix, sizeof(suffix), "ports/%u", s->host_port);
-                        snprintf(query, sizeof(query), "proto=%s", s->proto);
+                } else if (!add && BUF_PRINTF(line, "%u/%s", s->host_port, s->proto) >= 0 &&
+                           BUF_PRINTF(suffix, "ports/%u", s->host_port) >= 0 &&
+                           BUF_PRINTF(query, "proto=%s", s->proto) >= 0) {
                         path = env_path(client, name, suffix, query);
                 }
-                if (!path || (add && !body) ||
-                    client_call(client, add ? "POST" : "DELETE", path, body, &resp) < 0) {
+                if ((add && !body) ||
+                    call_one(cli, add ? "POST" : "DELETE", path, body, line) != EXIT_OK)
                         r = EXIT_FAIL;
-                } else if (cli->json) {
-                        output_raw(&resp);
-                } else if (add) {
-                        printf("%u:%u/%s\n", s->host_port, s->port, s->proto);
-                } else {
-                        printf("%u/%s\n", s->host_port, s->proto);
-                }
-                fflush(stdout);
-                response_done(&resp);
                 json_decref(body);
                 free(path);
         }
@@ -178,90 +156,43 @@ static int port_rm(struct cli *cli, int argc, char **argv)
         return port_change(cli, argc, argv, false);
 }
 
+static int port_row(struct table *t, const json_t *p, time_t now)
+{
+        char host[16], port[16];
+        snprintf(host, sizeof(host), "%lld",
+                 (long long)json_integer_value(json_object_get(p, "host_port")));
+        snprintf(port, sizeof(port), "%lld",
+                 (long long)json_integer_value(json_object_get(p, "port")));
+        const char *cells[] = {host, port, json_string_value(json_object_get(p, "proto"))};
+        return table_add(t, cells);
+}
+
+static const struct verb_syntax port_ls_syntax = {
+    .verb = "port ls",
+    .help = port_ls_help,
+    OPERANDS_NAME,
+};
+
 static int port_ls(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "port ls";
-        int r = parse_sub(cli, argc, argv, verb, port_ls_help);
+        int r = opts_parse(cli, argc, argv, &port_ls_syntax, NULL);
         if (r >= 0)
                 return r;
-        if (optind >= argc)
-                return usage_error(verb, "missing NAME");
-        if (argc - optind > 1)
-                return usage_error(verb, "unexpected argument '%s'", argv[optind + 1]);
-
         struct client *client = cli_client(cli);
         char *path = client ? env_path(client, argv[optind], "ports", NULL) : NULL;
-        struct response resp = {};
-        r = EXIT_FAIL;
-        if (!path || client_call(client, "GET", path, NULL, &resp) < 0)
-                goto out;
-        if (cli->json) {
-                output_raw(&resp);
-                r = EXIT_OK;
-                goto out;
-        }
-        const json_t *ports = json_object_get(resp.json, "ports");
-        if (!json_is_array(ports)) {
-                fprintf(stderr, "paddock: unexpected answer from paddockd (no \"ports\" list)\n");
-                goto out;
-        }
         static const char *const headers[] = {"HOST", "PORT", "PROTO"};
-        struct table *t = table_new(headers, ELEMENTSOF(headers));
-        r = t ? EXIT_OK : EXIT_FAIL;
-        size_t i;
-        const json_t *p;
-        json_array_foreach(ports, i, p)
-        {
-                char host[16], port[16];
-                snprintf(host, sizeof(host), "%lld",
-                         (long long)json_integer_value(json_object_get(p, "host_port")));
-                snprintf(port, sizeof(port), "%lld",
-                         (long long)json_integer_value(json_object_get(p, "port")));
-                const char *cells[] = {host, port, json_string_value(json_object_get(p, "proto"))};
-                if (!t || table_add(t, cells) < 0) {
-                        r = EXIT_FAIL;
-                        break;
-                }
-        }
-        if (r == EXIT_OK)
-                table_print(t);
-        else
-                fprintf(stderr, "paddock: out of memory\n");
-        table_free(t);
-out:
-        response_done(&resp);
+        r = call_print_list(cli, path, "ports", headers, ELEMENTSOF(headers), port_row);
         free(path);
         return r;
 }
 
 int cmd_port(struct cli *cli, int argc, char **argv)
 {
-        static const struct {
-                const char *name;
-                int (*run)(struct cli *, int, char **);
-        } subs[] = {
-            {"add", port_add}, {"ls", port_ls},     {"list", port_ls},
-            {"rm", port_rm},   {"remove", port_rm},
-        };
-        /* Options before the subcommand: only the common ones ("paddock port --json ls X"). */
-        int i = 1;
-        for (; i < argc && argv[i][0] == '-'; i++) {
-                if (strcmp(argv[i], "--json") == 0) {
-                        cli->json = true;
-                } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-                        fputs(port_help, stdout);
-                        return EXIT_OK;
-                } else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
-                        cli->socket_path = argv[++i];
-                        cli->socket_from_cmdline = true;
-                } else {
-                        return usage_error("port", "unknown option '%s'", argv[i]);
-                }
-        }
-        if (i >= argc)
-                return usage_error("port", "missing COMMAND (add, ls or rm)");
-        for (size_t k = 0; k < ELEMENTSOF(subs); k++)
-                if (strcmp(argv[i], subs[k].name) == 0)
-                        return subs[k].run(cli, argc - i, argv + i);
-        return usage_error("port", "unknown command '%s'", argv[i]);
+        static const struct subverb subs[] = {{"add", port_add},
+                                              {"ls", port_ls},
+                                              {"list", port_ls},
+                                              {"rm", port_rm},
+                                              {"remove", port_rm}};
+        return subverb_dispatch(cli, argc, argv, "port", port_help,
+                                "missing COMMAND (add, ls or rm)", subs, ELEMENTSOF(subs));
 }

@@ -5,6 +5,7 @@
  * memory until it is forgotten, the environment is destroyed or paddockd restarts. logs prints
  * the output the same way exec does (procout.c); wait exits with the process's exit code, as
  * exec would have. */
+#include "cli/calls.h"
 #include "cli/cli.h"
 #include "cli/envpath.h"
 #include "cli/opts.h"
@@ -61,11 +62,6 @@ static const char forget_help[] =
 
 enum { OPT_SIGNAL = OPT_FIRST_VERB_OPTION };
 
-static const struct option plain_options[] = {
-    CLI_COMMON_OPTIONS,
-    {},
-};
-
 static const struct option logs_options[] = {
     {"follow", no_argument, NULL, 'f'},
     CLI_COMMON_OPTIONS,
@@ -83,34 +79,38 @@ struct procs_args {
         const char *signal;
 };
 
+static int procs_option(void *userdata, int c, const char *verb)
+{
+        struct procs_args *a = userdata;
+        if (c == 'f')
+                a->follow = true;
+        else if (c == 's')
+                a->signal = optarg;
+        else
+                return 0;
+        return -1;
+}
+
 /* Options anywhere among the operands; then NAME and at least min_ids, at most max_ids IDs
  * (max_ids -1: any number). -1 to go on with NAME at argv[optind], else the exit code. */
 static int parse_args(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
                       const char *shortopts, const struct option *options, int min_ids, int max_ids,
                       struct procs_args *a)
 {
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, shortopts, options, NULL)) != -1) {
-                if (c == 'f') {
-                        a->follow = true;
-                        continue;
-                }
-                if (c == 's') {
-                        a->signal = optarg;
-                        continue;
-                }
-                int r = opts_common(cli, c, argv, verb, help);
-                if (r >= 0)
-                        return r;
-        }
-        if (optind >= argc)
-                return usage_error(verb, "missing NAME");
-        int ids = argc - optind - 1;
-        if (ids < min_ids)
-                return usage_error(verb, "missing the process ID");
-        if (max_ids >= 0 && ids > max_ids)
-                return usage_error(verb, "unexpected argument '%s'", argv[optind + 1 + max_ids]);
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = help,
+            .shortopts = shortopts,
+            .options = options,
+            .own = procs_option,
+            OPERANDS_NAMES,
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, a);
+        if (r < 0)
+                r = opts_operands(argc, argv, verb, 1 + min_ids, max_ids < 0 ? -1 : 1 + max_ids,
+                                  "missing the process ID");
+        if (r >= 0)
+                return r;
         for (int i = optind + 1; i < argc; i++) {
                 const char *id = argv[i];
                 if (!*id || strspn(id, "0123456789") != strlen(id) || strlen(id) > 10)
@@ -123,9 +123,12 @@ static int parse_args(struct cli *cli, int argc, char **argv, const char *verb, 
 static char *proc_path(struct client *c, const char *name, const char *id, const char *action,
                        const char *query)
 {
-        char suffix[64];
-        snprintf(suffix, sizeof(suffix), "processes%s%s%s%s", id ? "/" : "", id ? id : "",
-                 action ? "/" : "", action ? action : "");
+        char suffix[64]; /* an ID has at most 10 digits (parse_args) */
+        if (BUF_PRINTF(suffix, "processes%s%s%s%s", id ? "/" : "", id ? id : "", action ? "/" : "",
+                       action ? action : "") < 0) {
+                fprintf(stderr, "paddock: process ID too long\n");
+                return NULL;
+        }
         return env_path(c, name, suffix, query);
 }
 
@@ -136,68 +139,35 @@ static const char *state_cell(const json_t *p)
         return json_string_value(json_object_get(p, "state"));
 }
 
-static int print_procs_table(const json_t *procs)
+static int proc_row(struct table *t, const json_t *p, time_t now)
 {
-        static const char *const headers[] = {"ID", "STATE", "EXIT", "STARTED", "CMD"};
-        struct table *t = table_new(headers, ELEMENTSOF(headers));
-        if (!t)
-                goto oom;
-        time_t now = time(NULL);
-        size_t i;
-        const json_t *p;
-        json_array_foreach(procs, i, p)
-        {
-                char id[32], code[32], started[32];
-                time_t ts;
-                const json_t *exit_code = json_object_get(p, "exit_code");
-                snprintf(id, sizeof(id), "%lld",
-                         (long long)json_integer_value(json_object_get(p, "id")));
-                snprintf(code, sizeof(code), "%lld", (long long)json_integer_value(exit_code));
-                const char *cells[] = {
-                    id,
-                    state_cell(p),
-                    json_is_integer(exit_code) ? code : NULL,
-                    json_timestamp(json_object_get(p, "started_at"), &ts) == 0
-                        ? human_ago(ts, now, started, sizeof(started))
-                        : NULL,
-                    json_string_value(json_object_get(p, "cmd")),
-                };
-                if (table_add(t, cells) < 0)
-                        goto oom;
-        }
-        table_print(t);
-        table_free(t);
-        return EXIT_OK;
-oom:
-        table_free(t);
-        fprintf(stderr, "paddock: out of memory\n");
-        return EXIT_FAIL;
+        char id[32], code[32], started[32];
+        time_t ts;
+        const json_t *exit_code = json_object_get(p, "exit_code");
+        snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(p, "id")));
+        snprintf(code, sizeof(code), "%lld", (long long)json_integer_value(exit_code));
+        const char *cells[] = {
+            id,
+            state_cell(p),
+            json_is_integer(exit_code) ? code : NULL,
+            json_timestamp(json_object_get(p, "started_at"), &ts) == 0
+                ? human_ago(ts, now, started, sizeof(started))
+                : NULL,
+            json_string_value(json_object_get(p, "cmd")),
+        };
+        return table_add(t, cells);
 }
 
 int cmd_ps(struct cli *cli, int argc, char **argv)
 {
         struct procs_args a = {};
-        int r = parse_args(cli, argc, argv, "ps", ps_help, ":h", plain_options, 0, 0, &a);
+        int r = parse_args(cli, argc, argv, "ps", ps_help, NULL, NULL, 0, 0, &a);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);
         char *path = client ? proc_path(client, argv[optind], NULL, NULL, NULL) : NULL;
-        struct response resp = {};
-        r = EXIT_FAIL;
-        if (!path || client_call(client, "GET", path, NULL, &resp) < 0)
-                goto out;
-        const json_t *procs = json_object_get(resp.json, "processes");
-        if (cli->json) {
-                output_raw(&resp);
-                r = EXIT_OK;
-        } else if (!json_is_array(procs)) {
-                fprintf(stderr,
-                        "paddock: unexpected answer from paddockd (no \"processes\" list)\n");
-        } else {
-                r = print_procs_table(procs);
-        }
-out:
-        response_done(&resp);
+        static const char *const headers[] = {"ID", "STATE", "EXIT", "STARTED", "CMD"};
+        r = call_print_list(cli, path, "processes", headers, ELEMENTSOF(headers), proc_row);
         free(path);
         return r;
 }
@@ -285,15 +255,8 @@ static int for_each_id(struct cli *cli, int argc, char **argv, const char *metho
         int r = EXIT_OK;
         for (int i = optind + 1; i < argc; i++) {
                 char *path = proc_path(client, name, argv[i], action, NULL);
-                struct response resp = {};
-                if (!path || client_call(client, method, path, body, &resp) < 0)
+                if (call_one(cli, method, path, body, argv[i]) != EXIT_OK)
                         r = EXIT_FAIL;
-                else if (cli->json)
-                        output_raw(&resp);
-                else
-                        printf("%s\n", argv[i]);
-                fflush(stdout);
-                response_done(&resp);
                 free(path);
         }
         return r;
@@ -316,7 +279,7 @@ int cmd_kill(struct cli *cli, int argc, char **argv)
 int cmd_wait(struct cli *cli, int argc, char **argv)
 {
         struct procs_args a = {};
-        int r = parse_args(cli, argc, argv, "wait", wait_help, ":h", plain_options, 1, 1, &a);
+        int r = parse_args(cli, argc, argv, "wait", wait_help, NULL, NULL, 1, 1, &a);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);
@@ -344,7 +307,7 @@ out:
 int cmd_forget(struct cli *cli, int argc, char **argv)
 {
         struct procs_args a = {};
-        int r = parse_args(cli, argc, argv, "forget", forget_help, ":h", plain_options, 1, -1, &a);
+        int r = parse_args(cli, argc, argv, "forget", forget_help, NULL, NULL, 1, -1, &a);
         if (r >= 0)
                 return r;
         return for_each_id(cli, argc, argv, "DELETE", NULL, NULL);

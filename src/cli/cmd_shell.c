@@ -23,52 +23,33 @@ static const char shell_help[] =
     "  -e, --env K=V         environment variable (repeatable)\n";
 
 static const struct option shell_options[] = {
-    {"user", required_argument, NULL, 'u'},
-    {"workdir", required_argument, NULL, 'w'},
-    {"env", required_argument, NULL, 'e'},
+    PROCESS_OPTIONS,
     CLI_COMMON_OPTIONS,
     {},
+};
+
+static int shell_option(void *userdata, int c, const char *verb)
+{
+        return process_option(userdata, c, verb, false);
+}
+
+static const struct verb_syntax shell_syntax = {
+    .verb = "shell",
+    .help = shell_help,
+    .shortopts = ":hu:w:e:",
+    .options = shell_options,
+    .own = shell_option,
+    .max = -1,
 };
 
 int cmd_shell(struct cli *cli, int argc, char **argv)
 {
         json_t *spec = json_object();
-        int c, r = EXIT_USAGE;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":hu:w:e:", shell_options, NULL)) != -1) {
-                if (c == 'u' || c == 'w') {
-                        json_t *v = json_string(optarg);
-                        if (!v) {
-                                r = usage_error("shell", "value '%s' is not valid UTF-8", optarg);
-                                goto out;
-                        }
-                        json_object_set_new(spec, c == 'u' ? "user" : "cwd", v);
-                        continue;
-                }
-                if (c == 'e') {
-                        json_t *env = json_object_get(spec, "env");
-                        if (!env) {
-                                env = json_object();
-                                json_object_set_new(spec, "env", env);
-                        }
-                        if (kv_add(env, optarg) < 0) {
-                                r = usage_error("shell", "-e wants K=V, not '%s'", optarg);
-                                goto out;
-                        }
-                        continue;
-                }
-                int e = opts_common(cli, c, argv, "shell", shell_help);
-                if (e >= 0) {
-                        r = e;
-                        goto out;
-                }
-        }
-        if (argc - optind != 1) {
+        int r = opts_parse(cli, argc, argv, &shell_syntax, spec);
+        if (r < 0 && argc - optind != 1)
                 r = usage_error("shell", argc - optind < 1 ? "missing NAME" : "too many operands");
-                goto out;
-        }
-        r = tty_session_run(cli, argv[optind], spec, true);
-out:
+        if (r < 0)
+                r = tty_session_run(cli, argv[optind], spec, true);
         json_decref(spec);
         return r;
 }

@@ -3,6 +3,7 @@
  *
  * Copy-on-write copies of a computer's disk (btrfs driver). A running computer is frozen for
  * the moment its snapshot is taken; restore wants it stopped. */
+#include "cli/calls.h"
 #include "cli/cli.h"
 #include "cli/envpath.h"
 #include "cli/opts.h"
@@ -47,37 +48,35 @@ static const char commit_help[] =
 
 enum { OPT_SNAPSHOT = OPT_FIRST_VERB_OPTION };
 
-static const struct option common_options[] = {
-    CLI_COMMON_OPTIONS,
-    {},
-};
-
 static const struct option fork_options[] = {
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     CLI_COMMON_OPTIONS,
     {},
 };
 
-/* Parse the common options; -1 to go on, else the exit code. */
-static int parse(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
-                 const struct option *options, const char **ret_snapshot)
+static int snapshot_option(void *userdata, int c, const char *verb)
 {
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-                if (c == OPT_SNAPSHOT && ret_snapshot) {
-                        *ret_snapshot = optarg;
-                        continue;
-                }
-                int r = opts_common(cli, c, argv, verb, help);
-                if (r >= 0)
-                        return r;
-        }
+        if (c != OPT_SNAPSHOT)
+                return 0;
+        *(const char **)userdata = optarg;
         return -1;
 }
 
-static int operands(const char *verb, int argc, int min, int max, const char *missing)
+/* The common options (and fork's --snapshot, when ret_snapshot), then min to max operands
+ * (these verbs do not name the extra one). -1 to go on, else the exit code. */
+static int parse(struct cli *cli, int argc, char **argv, const char *verb, const char *help,
+                 int min, int max, const char *missing, const char **ret_snapshot)
 {
+        const struct verb_syntax syntax = {
+            .verb = verb,
+            .help = help,
+            .options = ret_snapshot ? fork_options : NULL,
+            .own = ret_snapshot ? snapshot_option : NULL,
+            .max = -1,
+        };
+        int r = opts_parse(cli, argc, argv, &syntax, ret_snapshot);
+        if (r >= 0)
+                return r;
         int n = argc - optind;
         if (n < min)
                 return usage_error(verb, "missing %s", missing);
@@ -107,59 +106,32 @@ static int post(struct cli *cli, const char *name, const char *suffix, json_t *b
         return r;
 }
 
+static int snapshot_row(struct table *t, const json_t *s, time_t now)
+{
+        char ago[32] = "-";
+        time_t when;
+        if (json_timestamp(json_object_get(s, "created_at"), &when) == 0)
+                human_ago(when, now, ago, sizeof(ago));
+        const char *cells[] = {json_string_value(json_object_get(s, "name")), ago};
+        return table_add(t, cells);
+}
+
 static int snapshot_ls(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "snapshot ls";
-        int r = parse(cli, argc, argv, verb, snapshot_help, common_options, NULL);
-        if (r < 0)
-                r = operands(verb, argc, 1, 1, "NAME");
+        int r = parse(cli, argc, argv, "snapshot ls", snapshot_help, 1, 1, "NAME", NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);
         char *path = client ? env_path(client, argv[optind], "snapshots", NULL) : NULL;
-        struct response resp = {};
-        r = EXIT_FAIL;
-        if (!path || client_call(client, "GET", path, NULL, &resp) < 0)
-                goto out;
-        if (cli->json) {
-                output_raw(&resp);
-                r = EXIT_OK;
-                goto out;
-        }
-        const json_t *snaps = json_object_get(resp.json, "snapshots");
         static const char *const headers[] = {"SNAPSHOT", "CREATED"};
-        struct table *t = table_new(headers, ELEMENTSOF(headers));
-        r = t ? EXIT_OK : EXIT_FAIL;
-        size_t i;
-        const json_t *s;
-        time_t now = time(NULL);
-        json_array_foreach(snaps, i, s)
-        {
-                char ago[32] = "-";
-                time_t when;
-                if (json_timestamp(json_object_get(s, "created_at"), &when) == 0)
-                        human_ago(when, now, ago, sizeof(ago));
-                const char *cells[] = {json_string_value(json_object_get(s, "name")), ago};
-                if (!t || table_add(t, cells) < 0) {
-                        r = EXIT_FAIL;
-                        break;
-                }
-        }
-        if (r == EXIT_OK)
-                table_print(t);
-        table_free(t);
-out:
-        response_done(&resp);
+        r = call_print_list(cli, path, "snapshots", headers, ELEMENTSOF(headers), snapshot_row);
         free(path);
         return r;
 }
 
 static int snapshot_rm(struct cli *cli, int argc, char **argv)
 {
-        const char *verb = "snapshot rm";
-        int r = parse(cli, argc, argv, verb, snapshot_help, common_options, NULL);
-        if (r < 0)
-                r = operands(verb, argc, 2, -1, "NAME and SNAP");
+        int r = parse(cli, argc, argv, "snapshot rm", snapshot_help, 2, -1, "NAME and SNAP", NULL);
         if (r >= 0)
                 return r;
         struct client *client = cli_client(cli);
@@ -167,20 +139,16 @@ static int snapshot_rm(struct cli *cli, int argc, char **argv)
                 return EXIT_FAIL;
         r = EXIT_OK;
         for (int i = optind + 1; i < argc; i++) {
-                char *snap = client_escape(client, argv[i]);
-                char suffix[600];
-                snprintf(suffix, sizeof(suffix), "snapshots/%s", snap ? snap : "");
-                free(snap);
-                char *path = env_path(client, argv[optind], suffix, NULL);
-                struct response resp = {};
-                if (!path || client_call(client, "DELETE", path, NULL, &resp) < 0)
-                        r = EXIT_FAIL;
-                else if (!cli->json)
-                        printf("%s\n", argv[i]);
+                char *snap = client_escape(client, argv[i]), *suffix = NULL, *path = NULL;
+                if (snap && asprintf(&suffix, "snapshots/%s", snap) >= 0)
+                        path = env_path(client, argv[optind], suffix, NULL);
                 else
-                        output_raw(&resp);
-                response_done(&resp);
+                        suffix = NULL;
+                if (call_one(cli, "DELETE", path, NULL, argv[i]) != EXIT_OK)
+                        r = EXIT_FAIL;
                 free(path);
+                free(suffix);
+                free(snap);
         }
         return r;
 }
@@ -189,14 +157,17 @@ int cmd_snapshot(struct cli *cli, int argc, char **argv)
 {
         /* "snapshot ls X" / "snapshot rm X S": subcommands when followed by operands (an
          * environment named "ls" is still "paddock snapshot ls"). */
-        if (argc >= 3 && (!strcmp(argv[1], "ls") || !strcmp(argv[1], "list")))
-                return snapshot_ls(cli, argc - 1, argv + 1);
-        if (argc >= 3 && (!strcmp(argv[1], "rm") || !strcmp(argv[1], "remove")))
-                return snapshot_rm(cli, argc - 1, argv + 1);
-        const char *verb = "snapshot";
-        int r = parse(cli, argc, argv, verb, snapshot_help, common_options, NULL);
-        if (r < 0)
-                r = operands(verb, argc, 1, 2, "NAME");
+        static const struct subverb subs[] = {
+            {"ls", snapshot_ls},
+            {"list", snapshot_ls},
+            {"rm", snapshot_rm},
+            {"remove", snapshot_rm},
+        };
+        const struct subverb *sub =
+            argc >= 3 ? subverb_find(subs, ELEMENTSOF(subs), argv[1]) : NULL;
+        if (sub)
+                return sub->run(cli, argc - 1, argv + 1);
+        int r = parse(cli, argc, argv, "snapshot", snapshot_help, 1, 2, "NAME", NULL);
         if (r >= 0)
                 return r;
         json_t *body = json_object();
@@ -205,41 +176,43 @@ int cmd_snapshot(struct cli *cli, int argc, char **argv)
         return post(cli, argv[optind], "snapshots", body, "name");
 }
 
-int cmd_restore(struct cli *cli, int argc, char **argv)
+/* restore, fork and commit: NAME and one more operand, POSTed as {key: operand} to NAME's
+ * route; the new or restored environment's name is printed. */
+struct pair_verb {
+        const char *verb, *help, *missing, *route, *key;
+};
+
+static int pair_verb_run(struct cli *cli, int argc, char **argv, const struct pair_verb *v,
+                         bool takes_snapshot)
 {
-        int r = parse(cli, argc, argv, "restore", restore_help, common_options, NULL);
-        if (r < 0)
-                r = operands("restore", argc, 2, 2, "NAME and SNAP");
+        const char *snap = NULL;
+        int r = parse(cli, argc, argv, v->verb, v->help, 2, 2, v->missing,
+                      takes_snapshot ? &snap : NULL);
         if (r >= 0)
                 return r;
         json_t *body = json_object();
-        json_object_set_new(body, "snapshot", json_string(argv[optind + 1]));
-        return post(cli, argv[optind], "restore", body, "name");
+        json_object_set_new(body, v->key, json_string(argv[optind + 1]));
+        if (snap)
+                json_object_set_new(body, "snapshot", json_string(snap));
+        return post(cli, argv[optind], v->route, body, "name");
+}
+
+int cmd_restore(struct cli *cli, int argc, char **argv)
+{
+        static const struct pair_verb v = {"restore", restore_help, "NAME and SNAP", "restore",
+                                           "snapshot"};
+        return pair_verb_run(cli, argc, argv, &v, false);
 }
 
 int cmd_fork(struct cli *cli, int argc, char **argv)
 {
-        const char *snap = NULL;
-        int r = parse(cli, argc, argv, "fork", fork_help, fork_options, &snap);
-        if (r < 0)
-                r = operands("fork", argc, 2, 2, "NAME and NEW");
-        if (r >= 0)
-                return r;
-        json_t *body = json_object();
-        json_object_set_new(body, "name", json_string(argv[optind + 1]));
-        if (snap)
-                json_object_set_new(body, "snapshot", json_string(snap));
-        return post(cli, argv[optind], "fork", body, "name");
+        static const struct pair_verb v = {"fork", fork_help, "NAME and NEW", "fork", "name"};
+        return pair_verb_run(cli, argc, argv, &v, true);
 }
 
 int cmd_commit(struct cli *cli, int argc, char **argv)
 {
-        int r = parse(cli, argc, argv, "commit", commit_help, common_options, NULL);
-        if (r < 0)
-                r = operands("commit", argc, 2, 2, "NAME and IMAGE");
-        if (r >= 0)
-                return r;
-        json_t *body = json_object();
-        json_object_set_new(body, "image", json_string(argv[optind + 1]));
-        return post(cli, argv[optind], "commit", body, "name");
+        static const struct pair_verb v = {"commit", commit_help, "NAME and IMAGE", "commit",
+                                           "image"};
+        return pair_verb_run(cli, argc, argv, &v, false);
 }

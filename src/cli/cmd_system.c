@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/output.h"
+#include "lib/util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,22 +17,13 @@ static const char system_help[] =
     "\n"
     "Show the daemon's version, cgroup mode, kernel features, state directory and counts.\n";
 
-static const struct option system_options[] = {
-    CLI_COMMON_OPTIONS,
-    {},
-};
+static const struct verb_syntax system_syntax = {.verb = "system", .help = system_help};
 
 int cmd_system(struct cli *cli, int argc, char **argv)
 {
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", system_options, NULL)) != -1) {
-                int r = opts_common(cli, c, argv, "system", system_help);
-                if (r >= 0)
-                        return r;
-        }
-        if (optind < argc)
-                return usage_error("system", "unexpected argument '%s'", argv[optind]);
+        int r = opts_parse(cli, argc, argv, &system_syntax, NULL);
+        if (r >= 0)
+                return r;
         struct client *client = cli_client(cli);
         struct response resp = {};
         if (!client || client_call(client, "GET", "/v1/system", NULL, &resp) < 0)
@@ -46,13 +38,14 @@ static void exec_paddockd(char **args)
 {
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n > 0) {
+        if (n > 0 && (size_t)n < sizeof(self) - 1) { /* else it may have been cut short */
                 self[n] = 0;
                 char *slash = strrchr(self, '/');
-                if (slash && (size_t)(slash - self) + sizeof("/paddockd") <= sizeof(self)) {
-                        strcpy(slash, "/paddockd");
-                        if (access(self, X_OK) == 0)
-                                execv(self, args);
+                if (slash) {
+                        *slash = 0;
+                        _cleanup_free_ char *beside = path_join(*self ? self : "/", "paddockd");
+                        if (beside && access(beside, X_OK) == 0)
+                                execv(beside, args);
                 }
         }
         execvp("paddockd", args);

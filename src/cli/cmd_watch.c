@@ -103,24 +103,28 @@ static bool sink(const char *data, size_t len, void *userdata)
         return r >= 0;
 }
 
+static int no_recursive_option(void *userdata, int c, const char *verb)
+{
+        if (c != OPT_NO_RECURSIVE)
+                return 0;
+        *(bool *)userdata = false;
+        return -1;
+}
+
+static const struct verb_syntax watch_syntax = {
+    .verb = "watch",
+    .help = watch_help,
+    .options = watch_options,
+    .own = no_recursive_option,
+    OPERANDS(2, 2, "needs NAME and PATH"),
+};
+
 int cmd_watch(struct cli *cli, int argc, char **argv)
 {
         bool recursive = true;
-        int c;
-        opts_reset();
-        while ((c = getopt_long(argc, argv, ":h", watch_options, NULL)) != -1) {
-                if (c == OPT_NO_RECURSIVE) {
-                        recursive = false;
-                        continue;
-                }
-                int r = opts_common(cli, c, argv, "watch", watch_help);
-                if (r >= 0)
-                        return r;
-        }
-        if (argc - optind < 2)
-                return usage_error("watch", "needs NAME and PATH");
-        if (argc - optind > 2)
-                return usage_error("watch", "unexpected argument '%s'", argv[optind + 2]);
+        int r = opts_parse(cli, argc, argv, &watch_syntax, &recursive);
+        if (r >= 0)
+                return r;
         const char *name = argv[optind], *dir = argv[optind + 1];
         if (dir[0] != '/')
                 return usage_error("watch", "PATH must be absolute (inside the environment)");
@@ -142,7 +146,7 @@ int cmd_watch(struct cli *cli, int argc, char **argv)
         struct watch_out o = {.json = cli->json, .lines = {.max = 1u << 20}};
         struct request req = {.method = "GET", .path = path, .sink = sink, .sink_data = &o};
         struct response resp = {};
-        int r = EXIT_FAIL;
+        r = EXIT_FAIL;
         if (client_perform(client, &req, &resp) < 0) {
                 if (o.broken_pipe)
                         r = 128 + SIGPIPE;

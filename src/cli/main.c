@@ -10,12 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct verb {
-        const char *name;
-        int (*run)(struct cli *cli, int argc, char **argv);
-};
-
-static const struct verb verbs[] = {
+static const struct subverb verbs[] = {
     {"create", cmd_create},   {"ls", cmd_ls},
     {"list", cmd_ls},         {"inspect", cmd_inspect},
     {"rm", cmd_rm},           {"start", cmd_lifecycle},
@@ -91,12 +86,9 @@ struct client *cli_client(struct cli *cli)
         return &cli->client;
 }
 
-static const struct verb *find_verb(const char *name)
+static const struct subverb *find_verb(const char *name)
 {
-        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-                if (strcmp(verbs[i].name, name) == 0)
-                        return &verbs[i];
-        return NULL;
+        return subverb_find(verbs, sizeof(verbs) / sizeof(verbs[0]), name);
 }
 
 static int global_usage_error(const char *what, const char *arg)
@@ -158,13 +150,13 @@ int main(int argc, char **argv)
                         return EXIT_OK;
                 }
                 /* "paddock help VERB" is "paddock VERB --help". */
-                const struct verb *v = find_verb(argv[vi + 1]);
+                const struct subverb *v = find_verb(argv[vi + 1]);
                 if (!v)
                         return global_usage_error("unknown command", argv[vi + 1]);
                 char *help_argv[] = {argv[vi + 1], "--help", NULL};
                 return v->run(&cli, 2, help_argv);
         }
-        const struct verb *v = find_verb(name);
+        const struct subverb *v = find_verb(name);
         if (!v)
                 return global_usage_error("unknown command", name);
 

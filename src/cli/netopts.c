@@ -19,8 +19,9 @@ static int list_add(json_t **arr, const char *s)
         return json_array_append_new(*arr, v);
 }
 
-int netopts_option(struct netopts *o, int c, const char *verb)
+int netopts_option(void *netopts, int c, const char *verb)
 {
+        struct netopts *o = netopts;
         switch (c) {
         case OPT_NET_MODE:
                 if (!mode_valid(optarg))
@@ -75,20 +76,15 @@ static int set_rate(json_t *bw, const char *key, const char *rate, const char *v
         return 0;
 }
 
-json_t *netopts_json(const struct netopts *o, const char *verb, bool *ret_empty)
+int netopts_json(const struct netopts *o, const char *verb, json_t **ret)
 {
-        *ret_empty = false;
-        if (o->clear_allow && o->allow) {
-                usage_error(verb, "--clear-allow and --allow exclude each other");
-                return NULL;
-        }
-        if (o->clear_links && o->links) {
-                usage_error(verb, "--clear-links and --link exclude each other");
-                return NULL;
-        }
+        if (o->clear_allow && o->allow)
+                return usage_error(verb, "--clear-allow and --allow exclude each other");
+        if (o->clear_links && o->links)
+                return usage_error(verb, "--clear-links and --link exclude each other");
         json_t *net = json_object();
         if (!net)
-                return NULL;
+                return EXIT_USAGE;
         if (o->mode)
                 json_object_set_new(net, "mode", json_string(o->mode));
         if (o->allow)
@@ -103,7 +99,7 @@ json_t *netopts_json(const struct netopts *o, const char *verb, bool *ret_empty)
                 if ((egress && set_rate(bw, "egress", egress, verb) < 0) ||
                     (ingress && set_rate(bw, "ingress", ingress, verb) < 0)) {
                         json_decref(net);
-                        return NULL;
+                        return EXIT_USAGE;
                 }
         }
         if (o->links)
@@ -112,10 +108,10 @@ json_t *netopts_json(const struct netopts *o, const char *verb, bool *ret_empty)
                 json_object_set_new(net, "links", json_array());
         if (json_object_size(net) == 0) {
                 json_decref(net);
-                *ret_empty = true;
-                return NULL;
+                net = NULL;
         }
-        return net;
+        *ret = net;
+        return -1;
 }
 
 void netopts_done(struct netopts *o)

@@ -47,12 +47,12 @@ struct netopts {
         bool clear_links;
 };
 
-/* -1 when c was a network option and is recorded; 0 when it is not one; else the exit code
- * (a usage error). */
-int netopts_option(struct netopts *o, int c, const char *verb);
+/* An opts_own_fn over a struct netopts: -1 when c was a network option and is recorded; 0 when
+ * it is not one; else the exit code (a usage error). */
+int netopts_option(void *netopts, int c, const char *verb);
 
-/* The "network" object, or NULL (*ret_empty true) when no network option was given; NULL with
- * *ret_empty false after printing a usage error (the exit code is then EXIT_USAGE). */
-json_t *netopts_json(const struct netopts *o, const char *verb, bool *ret_empty);
+/* The "network" object in *ret, NULL when no network option was given: -1. EXIT_USAGE after
+ * printing a usage error. */
+int netopts_json(const struct netopts *o, const char *verb, json_t **ret);
 
 void netopts_done(struct netopts *o);

@@ -20,8 +20,8 @@ bool tar_available(void)
                 size_t len = strcspn(path, ":");
                 char file[PATH_MAX];
                 /* An empty entry is the current directory, as for execvp. */
-                int n = snprintf(file, sizeof(file), "%.*s/tar", (int)len, len ? path : ".");
-                if (n > 0 && (size_t)n < sizeof(file) && access(file, X_OK) == 0)
+                if (BUF_PRINTF(file, "%.*s/tar", (int)len, len ? path : ".") >= 0 &&
+                    access(file, X_OK) == 0)
                         return true;
                 path += len;
                 if (*path == ':')

@@ -113,7 +113,7 @@ static void send_resize(struct session *s)
 static int pump(struct session *s, short revents)
 {
         wslay_event_context_ptr ctx = s->ws.ctx;
-        if ((revents & (POLLIN | POLLHUP | POLLERR)) || s->ws.extra_off < s->ws.extra_len)
+        if ((revents & (POLLIN | POLLHUP | POLLERR)) || ws_io_has_extra(&s->ws.io))
                 if (wslay_event_recv(ctx) != 0)
                         return -1;
         if (wslay_event_send(ctx) != 0)
@@ -129,7 +129,7 @@ static int session_loop(struct session *s, bool forward_stdin, int sfd)
         for (;;) {
                 bool paused = wslay_event_get_queued_msg_length(s->ws.ctx) > SEND_QUEUE_PAUSE;
                 struct pollfd p[3] = {
-                    {.fd = s->ws.fd,
+                    {.fd = s->ws.io.fd,
                      .events = (short)(POLLIN | (wslay_event_want_write(s->ws.ctx) ? POLLOUT : 0))},
                     {.fd = sfd, .events = POLLIN},
                     {.fd = stdin_open && !paused ? STDIN_FILENO : -1, .events = POLLIN},
@@ -211,7 +211,7 @@ int tty_session_run(struct cli *cli, const char *name, json_t *spec, bool forwar
         signal(SIGPIPE, SIG_IGN);
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
-        struct session s = {.ws.fd = -EBADF};
+        struct session s = {.ws.io.fd = -EBADF};
         static const struct wslay_event_callbacks cb = {.on_msg_recv_callback = on_msg};
         int r = EXIT_FAIL;
         if (sfd < 0) {

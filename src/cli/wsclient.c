@@ -4,7 +4,6 @@
 
 #include <poll.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -13,55 +12,20 @@
 #define HANDSHAKE_TIMEOUT_MS 60000
 
 /* wslay hands our callbacks the user pointer of the session; the socket is found through a
- * per-process pointer, since there is only ever one connection in the CLI. */
+ * per-process pointer, since there is only ever one connection in the CLI. The socket side is
+ * lib/websocket.c's, as in paddockd; unlike paddockd we never stop reading for backpressure:
+ * tty_session.c polls the socket and stops taking keys itself while output is queued. */
 static struct wsc *the_conn;
 
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
-        struct wsc *w = the_conn;
-        if (w->extra_off < w->extra_len) {
-                size_t n = w->extra_len - w->extra_off;
-                if (n > len)
-                        n = len;
-                memcpy(buf, w->extra + w->extra_off, n);
-                w->extra_off += n;
-                return (ssize_t)n;
-        }
-        ssize_t n;
-        do
-                n = recv(w->fd, buf, len, MSG_DONTWAIT);
-        while (n < 0 && errno == EINTR);
-        if (n < 0) {
-                wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK
-                                                           : WSLAY_ERR_CALLBACK_FAILURE);
-                return -1;
-        }
-        if (n == 0) {
-                wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-                return -1;
-        }
-        return n;
+        return ws_io_recv(&the_conn->io, ctx, buf, len);
 }
 
 static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
                        void *user)
 {
-        struct wsc *w = the_conn;
-        ssize_t n;
-        do
-                n = send(w->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        while (n < 0 && errno == EINTR);
-        if (n < 0) {
-                wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK
-                                                           : WSLAY_ERR_CALLBACK_FAILURE);
-                return -1;
-        }
-        return n;
-}
-
-static int on_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
-{
-        return getrandom(buf, len, 0) == (ssize_t)len ? 0 : -1;
+        return ws_io_send(&the_conn->io, ctx, data, len, flags);
 }
 
 /* Read until the end of the response head (or the connection's end); blocking with a timeout. */
@@ -221,29 +185,24 @@ int wsc_open(const char *socket_path, const char *path,
                 free(buf);
                 return -1;
         }
-        struct wsc w = {.fd = fd};
-        if ((size_t)len > head_len) {
-                w.extra_len = (size_t)len - head_len;
-                w.extra = malloc(w.extra_len);
-                if (!w.extra) {
-                        free(buf);
-                        fprintf(stderr, "paddock: out of memory\n");
-                        return -1;
-                }
-                memcpy(w.extra, buf + head_len, w.extra_len);
-        }
+        struct wsc w = {};
+        r = ws_io_init(&w.io, fd, buf + head_len, (size_t)len - head_len);
         free(buf);
+        if (r < 0) {
+                fprintf(stderr, "paddock: out of memory\n");
+                return -1;
+        }
         struct wslay_event_callbacks cb = *callbacks;
         cb.recv_callback = on_recv;
         cb.send_callback = on_send;
-        cb.genmask_callback = on_genmask;
+        cb.genmask_callback = ws_genmask;
         if (wslay_event_context_client_init(&w.ctx, &cb, user) != 0) {
-                free(w.extra);
+                ws_io_done(&w.io);
                 fprintf(stderr, "paddock: out of memory\n");
                 return -1;
         }
         wslay_event_config_set_max_recv_msg_length(w.ctx, 16u << 20);
-        w.fd = TAKE_FD(fd);
+        w.io.fd = TAKE_FD(fd);
         *ret = w;
         the_conn = ret;
         return 0;
@@ -254,19 +213,17 @@ void wsc_close(struct wsc *w)
         if (w->ctx)
                 wslay_event_context_free(w->ctx);
         w->ctx = NULL;
-        if (w->fd >= 0)
-                close(w->fd);
-        w->fd = -EBADF;
-        free(w->extra);
-        w->extra = NULL;
+        if (w->io.fd >= 0)
+                close(w->io.fd);
+        w->io.fd = -EBADF;
+        ws_io_done(&w->io);
         if (the_conn == w)
                 the_conn = NULL;
 }
 
 int wsc_send(struct wsc *w, int opcode, const void *buf, size_t len)
 {
-        struct wslay_event_msg m = {.opcode = (uint8_t)opcode, .msg = buf, .msg_length = len};
-        return wslay_event_queue_msg(w->ctx, &m) == 0 ? 0 : -ENOMEM;
+        return ws_queue_msg(w->ctx, opcode, buf, len);
 }
 
 int wsc_send_json(struct wsc *w, json_t *j)

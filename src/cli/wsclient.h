@@ -7,13 +7,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "lib/websocket.h"
+
 #include <wslay/wslay.h>
 
 struct wsc {
-        int fd;
+        struct ws_io io; /* the socket, and the bytes that came after the 101 response */
         wslay_event_context_ptr ctx;
-        char *extra; /* bytes after the 101 response, read before the socket */
-        size_t extra_len, extra_off;
 };
 
 /* Connect and switch protocols on path ("/v1/...", already encoded). On any failure prints why

@@ -1,9 +1,9 @@
 #include "daemon/ws.h"
 #include "daemon/log.h"
 #include "lib/util.h"
+#include "lib/websocket.h"
 
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <wslay/wslay.h>
 
@@ -11,15 +11,13 @@
 
 struct ws_conn {
         struct loop *loop;
-        int fd;
+        struct ws_io io; /* its fd is u's */
         struct http_upgraded *u;
         struct loop_source *src;
         struct loop_timer *close_timer, *finish_timer;
         wslay_event_context_ptr ctx;
         const struct ws_ops *ops;
         void *data;
-        char *extra; /* bytes MHD read past the request, consumed first */
-        size_t extra_len, extra_off;
         bool paused, closing, close_queued, finished;
         bool in_recv; /* inside wslay_event_recv: its callbacks must not send */
         uint16_t close_code;
@@ -49,6 +47,9 @@ static bool send_backlogged(struct ws_conn *c)
                wslay_event_get_queued_msg_count(c->ctx) > WS_SEND_BACKLOG_MSGS;
 }
 
+/* The socket side is lib/websocket.c's, as in the CLI. What is ours is backpressure: the CLI
+ * has one connection and blocks in poll, but here one client must not make the daemon queue
+ * without bound, so reading stops while it is paused or backlogged. */
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
         struct ws_conn *c = user;
@@ -58,52 +59,14 @@ static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
                 wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
                 return -1;
         }
-        if (c->extra_off < c->extra_len) {
-                size_t n = c->extra_len - c->extra_off;
-                if (n > len)
-                        n = len;
-                memcpy(buf, c->extra + c->extra_off, n);
-                c->extra_off += n;
-                return (ssize_t)n;
-        }
-        ssize_t n;
-        do
-                n = recv(c->fd, buf, len, 0);
-        while (n < 0 && errno == EINTR);
-        if (n < 0) {
-                wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
-                                               ? WSLAY_ERR_WOULDBLOCK
-                                               : WSLAY_ERR_CALLBACK_FAILURE);
-                return -1;
-        }
-        if (n == 0) {
-                wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-                return -1;
-        }
-        return n;
+        return ws_io_recv(&c->io, ctx, buf, len);
 }
 
 static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
                        void *user)
 {
         struct ws_conn *c = user;
-        ssize_t n;
-        do
-                n = send(c->fd, data, len,
-                         MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
-        while (n < 0 && errno == EINTR);
-        if (n < 0) {
-                wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
-                                               ? WSLAY_ERR_WOULDBLOCK
-                                               : WSLAY_ERR_CALLBACK_FAILURE);
-                return -1;
-        }
-        return n;
-}
-
-static int on_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
-{
-        return getrandom(buf, len, 0) == (ssize_t)len ? 0 : -1;
+        return ws_io_send(&c->io, ctx, data, len, flags);
 }
 
 static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
@@ -119,7 +82,7 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 static const struct wslay_event_callbacks callbacks = {
     .recv_callback = on_recv,
     .send_callback = on_send,
-    .genmask_callback = on_genmask,
+    .genmask_callback = ws_genmask,
     .on_msg_recv_callback = on_msg,
 };
 
@@ -130,7 +93,7 @@ static void conn_free(struct ws_conn *c)
         loop_cancel_timer(c->finish_timer);
         wslay_event_context_free(c->ctx);
         http_upgraded_close(c->u);
-        free(c->extra);
+        ws_io_done(&c->io);
         free(c);
 }
 
@@ -204,7 +167,7 @@ static void pump(struct ws_conn *c, uint32_t events)
                 finish(c);
                 return;
         }
-        bool extra_left = c->extra_off < c->extra_len;
+        bool extra_left = ws_io_has_extra(&c->io);
         if (((events & (EPOLLIN | EPOLLRDHUP)) || extra_left) && !c->paused) {
                 c->in_recv = true;
                 int r = wslay_event_recv(c->ctx);
@@ -228,18 +191,13 @@ int ws_conn_new(struct loop *l, int fd, const char *extra, size_t extra_len,
         struct ws_conn *c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        *c = (struct ws_conn){.loop = l, .fd = fd, .u = u, .ops = ops, .data = data};
-        if (extra_len) {
-                c->extra = malloc(extra_len);
-                if (!c->extra) {
-                        free(c);
-                        return -ENOMEM;
-                }
-                memcpy(c->extra, extra, extra_len);
-                c->extra_len = extra_len;
+        *c = (struct ws_conn){.loop = l, .u = u, .ops = ops, .data = data};
+        if (ws_io_init(&c->io, fd, extra, extra_len) < 0) {
+                free(c);
+                return -ENOMEM;
         }
         if (wslay_event_context_server_init(&c->ctx, &callbacks, c) != 0) {
-                free(c->extra);
+                ws_io_done(&c->io);
                 free(c);
                 return -ENOMEM;
         }
@@ -252,7 +210,7 @@ int ws_conn_new(struct loop *l, int fd, const char *extra, size_t extra_len,
         int r = loop_add_fd(l, fd, EPOLLIN | EPOLLRDHUP | EPOLLOUT, on_io, c, &c->src);
         if (r < 0) {
                 wslay_event_context_free(c->ctx);
-                free(c->extra);
+                ws_io_done(&c->io);
                 free(c);
                 return r;
         }
@@ -264,9 +222,9 @@ int ws_send(struct ws_conn *c, int opcode, const void *buf, size_t len)
 {
         if (c->finished || c->closing)
                 return -EPIPE;
-        struct wslay_event_msg m = {.opcode = (uint8_t)opcode, .msg = buf, .msg_length = len};
-        if (wslay_event_queue_msg(c->ctx, &m) != 0)
-                return -ENOMEM;
+        int r = ws_queue_msg(c->ctx, opcode, buf, len);
+        if (r < 0)
+                return r;
         /* Keystroke echo is latency-bound: write now rather than one loop turn later. */
         if (!c->in_recv) {
                 flush_out(c);

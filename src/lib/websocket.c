@@ -4,6 +4,7 @@
 
 #include <nettle/sha1.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -33,4 +34,81 @@ int ws_key_new(char out[WS_KEY_LEN + 1])
                 return -EIO;
         base64_encode(raw, sizeof(raw), out);
         return 0;
+}
+
+int ws_io_init(struct ws_io *io, int fd, const void *extra, size_t extra_len)
+{
+        *io = (struct ws_io){.fd = fd};
+        if (extra_len == 0)
+                return 0;
+        io->extra = malloc(extra_len);
+        if (!io->extra)
+                return -ENOMEM;
+        memcpy(io->extra, extra, extra_len);
+        io->extra_len = extra_len;
+        return 0;
+}
+
+void ws_io_done(struct ws_io *io)
+{
+        free(io->extra);
+        io->extra = NULL;
+        io->extra_len = io->extra_off = 0;
+}
+
+bool ws_io_has_extra(const struct ws_io *io)
+{
+        return io->extra_off < io->extra_len;
+}
+
+/* After a failed recv/send: tell wslay whether to come back later or give up. */
+static ssize_t io_failed(wslay_event_context_ptr ctx, bool would_block)
+{
+        wslay_event_set_error(ctx, would_block ? WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+}
+
+ssize_t ws_io_recv(struct ws_io *io, wslay_event_context_ptr ctx, uint8_t *buf, size_t len)
+{
+        if (ws_io_has_extra(io)) {
+                size_t n = io->extra_len - io->extra_off;
+                if (n > len)
+                        n = len;
+                memcpy(buf, io->extra + io->extra_off, n);
+                io->extra_off += n;
+                return (ssize_t)n;
+        }
+        ssize_t n;
+        do
+                n = recv(io->fd, buf, len, MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return io_failed(ctx, errno == EAGAIN || errno == EWOULDBLOCK);
+        if (n == 0)
+                return io_failed(ctx, false); /* the peer is gone */
+        return n;
+}
+
+ssize_t ws_io_send(struct ws_io *io, wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
+                   int flags)
+{
+        ssize_t n;
+        do
+                n = send(io->fd, data, len,
+                         MSG_NOSIGNAL | MSG_DONTWAIT | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0));
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return io_failed(ctx, errno == EAGAIN || errno == EWOULDBLOCK);
+        return n;
+}
+
+int ws_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
+{
+        return getrandom(buf, len, 0) == (ssize_t)len ? 0 : -1;
+}
+
+int ws_queue_msg(wslay_event_context_ptr ctx, int opcode, const void *buf, size_t len)
+{
+        struct wslay_event_msg m = {.opcode = (uint8_t)opcode, .msg = buf, .msg_length = len};
+        return wslay_event_queue_msg(ctx, &m) == 0 ? 0 : -ENOMEM;
 }

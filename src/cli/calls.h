@@ -1,0 +1,25 @@
+/* The two request shapes most verbs are made of: a list fetched and printed as a table, and one
+ * request per operand that goes on past a refused one. */
+#pragma once
+
+#include "cli/cli.h"
+#include "cli/output.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <time.h>
+
+/* Add the row of one list element to t: table_add's result. */
+typedef int (*list_row_fn)(struct table *t, const json_t *item, time_t now);
+
+/* GET path and print the array under key as a table with these headers, one row per element,
+ * or with --json the answer as it came. EXIT_OK, or EXIT_FAIL after saying why; a NULL path
+ * (out of memory, already said) is EXIT_FAIL. */
+int call_print_list(struct cli *cli, const char *path, const char *key, const char *const *headers,
+                    size_t n_cols, list_row_fn row);
+
+/* One of a row of requests (one per operand): method on path with body (may be NULL); then on
+ * stdout plain (plus a newline), or the answer as JSON when plain is NULL or --json was given.
+ * EXIT_OK, or EXIT_FAIL after the daemon's message (silently for a NULL path: out of memory). */
+int call_one(struct cli *cli, const char *method, const char *path, const json_t *body,
+             const char *plain);
