@@ -21,16 +21,16 @@ LDFLAGS += $(SAN)
 PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle libcurl
 PKGS_DAEMON := libmicrohttpd
 PKGS_CLI    :=
-# wslay (WebSocket framing, used by daemon and CLI) ships no pkg-config file in Debian.
+# wslay (WebSocket framing, lib/websocket.c) ships no pkg-config file in Debian.
 LIBS_WS     := -lwslay
 
 # pkg-config runs once per make, not once per object.
 LIB_CFLAGS    := $(shell pkg-config --cflags $(PKGS_LIB))
-LIB_LIBS      := $(shell pkg-config --libs $(PKGS_LIB))
+LIB_LIBS      := $(shell pkg-config --libs $(PKGS_LIB)) $(LIBS_WS)
 DAEMON_CFLAGS := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_DAEMON))
-DAEMON_LIBS   := $(LIB_LIBS) $(shell pkg-config --libs $(PKGS_DAEMON)) $(LIBS_WS)
+DAEMON_LIBS   := $(LIB_LIBS) $(shell pkg-config --libs $(PKGS_DAEMON))
 CLI_CFLAGS    := $(LIB_CFLAGS)
-CLI_LIBS      := $(LIB_LIBS) $(LIBS_WS)
+CLI_LIBS      := $(LIB_LIBS)
 
 LIB_SRC    := $(wildcard src/lib/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c)
