@@ -13,6 +13,7 @@
  * to rootfs, so it goes away with it. */
 #pragma once
 #include "daemon/engine.h"
+#include "lib/image.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,3 +38,12 @@ void image_report_size(uint64_t bytes);
 
 /* In a forked helper (image jobs, export): die with the daemon, default signals. */
 void image_helper_init(pid_t daemon_pid, const int *keep, size_t n_keep);
+
+/* Export: a tar of image name, written by a host helper into the supervisor's data pipe (pull
+ * it with supervise_read; ops->wake says when). It is whole only when the helper exits 0.
+ * count: as in supervise_spec. */
+struct supervise;
+struct supervise_ops;
+int image_export_start(struct engine *e, const char *name, enum image_compression compression,
+                       const struct supervise_ops *ops, void *data, unsigned *count,
+                       struct supervise **ret, char *err, size_t errlen);
