@@ -7,6 +7,7 @@
  * status messages and records into HTTP answers. Reads and archives are streamed straight from the helper's pipe
  * to the client: MHD pulls, the pipe fills, the helper blocks -- nothing is buffered here. */
 #include "daemon/api.h"
+#include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
 #include "lib/base64.h"
@@ -26,15 +27,13 @@ static unsigned active_jobs; /* helpers running, or requests waiting for them */
  * helper is the supervisor's (supervise.h); a write whose client went away runs to its end. */
 struct files_job {
         struct request *req;
-        struct supervise *sv; /* NULL once let go */
+        struct supervise *sv; /* the helper */
         enum files_op op;
         bool sandbox, streaming;
-        bool in_status, gone; /* the stream may close while a status is being read */
         char env[NAME_BUF_SIZE];
         char path[FILES_PATH_MAX], to[FILES_PATH_MAX];
         struct files_status done;
         bool has_done;
-        struct files_status_reader status; /* a status message being received */
         char *data; /* list/stat records */
         size_t data_len, data_cap;
         bool data_overflow;
@@ -54,11 +53,6 @@ static bool is_record_op(enum files_op op)
 static void job_free(struct files_job *j, bool kill)
 {
         supervise_abandon(j->sv, kill);
-        j->sv = NULL;
-        if (j->in_status) {
-                j->gone = true; /* on_status frees it */
-                return;
-        }
         free(j->data);
         free(j);
 }
@@ -289,16 +283,6 @@ static void take_status(void *ctx, const struct files_status *st)
         }
 }
 
-static bool on_status(void *data, int fd)
-{
-        struct files_job *j = data;
-        j->in_status = true;
-        bool more = files_status_read(fd, &j->status, take_status, j);
-        j->in_status = false;
-        if (j->gone)
-                job_free(j, true);
-        return more;
-}
 
 static bool on_records(void *data, int fd)
 {
@@ -349,7 +333,7 @@ static void on_timeout(void *data)
         log_warn("%s: file operation on %s timed out; killing its helper", j->env, j->path);
 }
 
-static const struct supervise_ops helper_ops = {.status = on_status,
+static const struct supervise_ops helper_ops = {.files_status = take_status,
                                                 .data = on_records,
                                                 .timeout = on_timeout,
                                                 .exit = on_helper_exit};
@@ -360,7 +344,7 @@ static void on_stream_wake(void *data)
         http_stream_wake(j->req);
 }
 
-static const struct supervise_ops stream_helper_ops = {.status = on_status,
+static const struct supervise_ops stream_helper_ops = {.files_status = take_status,
                                                        .wake = on_stream_wake,
                                                        .timeout = on_timeout,
                                                        .exit = on_helper_exit};
@@ -468,7 +452,7 @@ static bool q_user(struct request *r, const char **ret)
         const char *u = req_query(r, "user");
         if (!u)
                 return true;
-        if (!*u || strlen(u) > 64) {
+        if (!*u || strlen(u) > EXEC_USER_MAX) {
                 http_reply_error(r, 400, "invalid_argument", "user: a user name, uid or uid:gid");
                 return false;
         }

@@ -31,14 +31,12 @@
  * helper is the supervisor's (supervise.h), bound to the environment's PID 1. */
 struct watch {
         struct request *req;
-        struct supervise *sv; /* NULL once let go */
+        struct supervise *sv; /* the helper */
         char env[NAME_BUF_SIZE];
         char path[FILES_PATH_MAX];
         bool streaming;
-        bool in_status, gone; /* the stream may close while a status is being read */
         struct files_status done;
         bool has_done;
-        struct files_status_reader status; /* a status message being received */
         struct watch *next;
 };
 
@@ -48,11 +46,6 @@ static unsigned active; /* helpers running, or requests waiting for them */
 static void watch_free(struct watch *w)
 {
         supervise_abandon(w->sv, true); /* the client is gone, or the helper already is */
-        w->sv = NULL;
-        if (w->in_status) {
-                w->gone = true; /* on_status frees it */
-                return;
-        }
         for (struct watch **p = &watches; *p; p = &(*p)->next)
                 if (*p == w) {
                         *p = w->next;
@@ -116,16 +109,6 @@ static void take_status(void *ctx, const struct files_status *st)
         }
 }
 
-static bool on_status(void *data, int fd)
-{
-        struct watch *w = data;
-        w->in_status = true;
-        bool more = files_status_read(fd, &w->status, take_status, w);
-        w->in_status = false;
-        if (w->gone)
-                watch_free(w);
-        return more;
-}
 
 static void on_wake(void *data)
 {
@@ -165,7 +148,7 @@ static void on_timeout(void *data)
 }
 
 static const struct supervise_ops helper_ops = {
-    .status = on_status, .wake = on_wake, .timeout = on_timeout, .exit = on_helper_exit};
+    .files_status = take_status, .wake = on_wake, .timeout = on_timeout, .exit = on_helper_exit};
 
 static void on_request_gone(void *data)
 {

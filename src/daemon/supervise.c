@@ -24,6 +24,8 @@ struct supervise {
         struct loop_source *pid_src, *status_src, *data_src, *bound_src;
         struct loop_timer *timer;
         bool reaped, exited, timed_out, parked, abandoned, bound_gone;
+        bool files_status; /* a files helper: status messages are parsed here */
+        struct files_status_reader freader;
         unsigned busy; /* inside an owner's callback: free later */
         struct supervise_exit exit;
 };
@@ -75,8 +77,17 @@ static bool discard(int fd)
         }
 }
 
+static void forward_files_status(void *ctx, const struct files_status *st)
+{
+        struct supervise *s = ctx;
+        if (!s->abandoned)
+                s->ops->files_status(s->data, st);
+}
+
 static bool take_status(struct supervise *s)
 {
+        if (s->files_status)
+                return files_status_read(s->status_fd, &s->freader, forward_files_status, s);
         if (s->abandoned || !s->ops->status)
                 return discard(s->status_fd);
         return s->ops->status(s->data, s->status_fd);
@@ -438,7 +449,10 @@ int supervise_files(struct engine *e, struct env *v, const char *kind, const cha
         sp.cgroup_sub = sub;
         sp.bound_pidfd = bind ? env_pidfd(v) : -EBADF;
         r = supervise_start(&sp, &(struct supervise_child){c.pidfd, c.status_fd, c.data_fd}, ret);
-        if (r < 0)
+        if (r < 0) {
                 snprintf(err, errlen, "watching the %s helper: %s", noun, strerror(-r));
-        return r;
+                return r;
+        }
+        (*ret)->files_status = true; /* before the loop runs any of its callbacks */
+        return 0;
 }

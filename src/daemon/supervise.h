@@ -34,6 +34,7 @@
 #include <sys/types.h>
 
 struct supervise;
+struct files_status;
 
 struct supervise_exit {
         bool signaled; /* killed by a signal (status is the signal), else exited (status) */
@@ -57,6 +58,8 @@ struct supervise_ops {
         /* The status pipe is readable (and once more right after exit): read what is there
          * (the fd is non-blocking). false: done with it (EOF or error), close it. */
         bool (*status)(void *data, int fd);
+        /* Files helpers (supervise_files) instead: each status message, parsed. */
+        void (*files_status)(void *data, const struct files_status *st);
         /* Collected data (spec.collect_data): the same for the data pipe. */
         bool (*data)(void *data, int fd);
         /* A pulled data pipe (supervise_read said 0): more bytes, or the end, can be read. */
@@ -110,7 +113,8 @@ ssize_t supervise_read(struct supervise *s, char *buf, size_t max);
 
 /* Files helpers (lib/files.h) in environment v, in their own exec cgroup KIND-N below v's.
  * spec gives ops, data, timeout_ms, collect_data and count; the rest comes from v (bind: to its
- * PID 1). On failure a message for the client is in err ("starting the file helper: ..."). */
+ * PID 1). Status messages arrive parsed (ops->files_status), none after the owner let go. On
+ * failure a message for the client is in err ("starting the file helper: ..."). */
 struct engine;
 struct env;
 struct files_request;
