@@ -4,8 +4,9 @@
  * Each request becomes one job: a helper forked by lib/files.c that enters the environment
  * (see files.h for how, and why that keeps every path inside it), watched by the supervisor
  * (supervise.h) from the event loop. This file validates parameters and turns the helper's
- * status messages and records into HTTP answers. Reads and archives are streamed straight from the helper's pipe
- * to the client: MHD pulls, the pipe fills, the helper blocks -- nothing is buffered here. */
+ * status messages and records into HTTP answers. Reads and archives are streamed straight from
+ * the helper's pipe to the client: MHD pulls, the pipe fills, the helper blocks -- nothing is
+ * buffered here. */
 #include "daemon/api.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"

@@ -11,8 +11,8 @@
  * How a watch ends (the supervisor, supervise.h, always reaps the helper):
  *   - the client disconnects: stream_closed kills the helper. A suspended (idle) stream only
  *     learns of it when it next writes: the helper sends an empty line after 5 s of silence.
- *   - the environment's PID 1 exits: the supervisor kills the helper bound to it (the removal of the
- *     environment's cgroups would as well); the stream ends after what was queued.
+ *   - the environment's PID 1 exits: the supervisor kills the helper bound to it (the removal
+ *     of the environment's cgroups would as well); the stream ends after what was queued.
  *   - DIR is removed: the helper reports "delete" for it and exits; the stream ends.
  *   - the helper fails or dies otherwise: the stream is cut off without its last chunk.
  * Errors before the first byte (no such directory, not a directory, not running) are JSON. */
@@ -233,7 +233,8 @@ void api_env_watch(struct request *r, struct engine *e, struct env *v)
         struct supervise_spec spec = {
             .timeout_ms = WATCH_SETUP_MS, .count = &active, .ops = &helper_ops, .data = w};
         char err[512];
-        int rc = supervise_files(e, v, "watch", "watch", &rq, true, &spec, &w->sv, err, sizeof(err));
+        int rc =
+            supervise_files(e, v, "watch", "watch", &rq, true, &spec, &w->sv, err, sizeof(err));
         if (rc < 0) {
                 http_reply_errno(r, rc, "%s", err);
                 free(w);
