@@ -1,9 +1,7 @@
 /* The helper supervisor: see supervise.h for a helper's life. */
 #include "daemon/supervise.h"
 #include "daemon/log.h"
-#include "daemon/engine.h"
 #include "lib/files.h"
-#include "lib/paddock.h"
 #include "lib/util.h"
 
 #include <poll.h>
@@ -241,6 +239,7 @@ int supervise_start(const struct supervise_spec *spec, const struct supervise_ch
         *s = (struct supervise){.loop = spec->loop,
                                 .cgroups = spec->cgroups,
                                 .collect_data = spec->collect_data,
+                                .files_status = spec->files_status,
                                 .ops = spec->ops,
                                 .data = spec->data,
                                 .pidfd = child->pidfd,
@@ -419,40 +418,4 @@ void supervise_abandon(struct supervise *s, bool kill)
                 close_src(&s->data_src, &s->data_fd); /* nobody pulls any more */
         if (s->exited && !s->busy)
                 supervise_free(s);
-}
-
-int supervise_files(struct engine *e, struct env *v, const char *kind, const char *noun,
-                    const struct files_request *rq, bool bind, const struct supervise_spec *spec,
-                    struct supervise **ret, char *err, size_t errlen)
-{
-        char sub[32], label[NAME_BUF_SIZE + 32];
-        if (BUF_PRINTF(sub, "%s-%u", kind, env_next_exec_id(v)) < 0 ||
-            BUF_PRINTF(label, "%s: %s", env_name(v), kind) < 0) {
-                snprintf(err, errlen, "starting the %s helper: %s", noun, strerror(ENAMETOOLONG));
-                return -ENAMETOOLONG;
-        }
-        struct files_target t = {.env_pidfd = env_pidfd(v),
-                                 .cgroups = engine_cgroups(e),
-                                 .cgroup_name = env_cgroup(v),
-                                 .cgroup_sub = sub};
-        struct files_child c;
-        int r = files_spawn(&t, rq, &c);
-        if (r < 0) {
-                snprintf(err, errlen, "starting the %s helper: %s", noun, strerror(-r));
-                return r;
-        }
-        struct supervise_spec sp = *spec;
-        sp.loop = engine_loop(e);
-        sp.label = label;
-        sp.cgroups = engine_cgroups(e);
-        sp.cgroup_name = env_cgroup(v);
-        sp.cgroup_sub = sub;
-        sp.bound_pidfd = bind ? env_pidfd(v) : -EBADF;
-        r = supervise_start(&sp, &(struct supervise_child){c.pidfd, c.status_fd, c.data_fd}, ret);
-        if (r < 0) {
-                snprintf(err, errlen, "watching the %s helper: %s", noun, strerror(-r));
-                return r;
-        }
-        (*ret)->files_status = true; /* before the loop runs any of its callbacks */
-        return 0;
 }

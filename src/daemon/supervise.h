@@ -58,7 +58,7 @@ struct supervise_ops {
         /* The status pipe is readable (and once more right after exit): read what is there
          * (the fd is non-blocking). false: done with it (EOF or error), close it. */
         bool (*status)(void *data, int fd);
-        /* Files helpers (supervise_files) instead: each status message, parsed. */
+        /* spec.files_status (supervise_files) instead: each status message, parsed. */
         void (*files_status)(void *data, const struct files_status *st);
         /* Collected data (spec.collect_data): the same for the data pipe. */
         bool (*data)(void *data, int fd);
@@ -80,6 +80,7 @@ struct supervise_spec {
         const char *cgroup_name, *cgroup_sub;
         uint64_t timeout_ms; /* 0: no deadline */
         bool collect_data;   /* read the data pipe from the loop (ops->data), not supervise_read */
+        bool files_status;   /* status messages are lib/files.h's: parsed, ops->files_status */
         unsigned *count;     /* incremented while the helper or its owner lives, or NULL */
         /* Bind the helper to another process (an environment's PID 1): when that one exits,
          * the helper is killed. <= 0 (a zeroed spec): not bound. It is duplicated. */
@@ -111,7 +112,7 @@ int supervise_fork(const struct supervise_spec *spec, bool status_pipe, bool dat
  * how); another -errno: a read error. */
 ssize_t supervise_read(struct supervise *s, char *buf, size_t max);
 
-/* Files helpers (lib/files.h) in environment v, in their own exec cgroup KIND-N below v's.
+/* supervise_files.c. Files helpers (lib/files.h) in environment v, in their own exec cgroup KIND-N below v's.
  * spec gives ops, data, timeout_ms, collect_data and count; the rest comes from v (bind: to its
  * PID 1). Status messages arrive parsed (ops->files_status), none after the owner let go. On
  * failure a message for the client is in err ("starting the file helper: ..."). */
