@@ -2,7 +2,8 @@
  *
  *   prepare   <root>/images/.partial-NAME/rootfs is made (image_partial_prepare)
  *   fill      a forked helper fills rootfs (one fill function per source); it dies with the
- *             daemon (PR_SET_PDEATHSIG), and reports progress lines, an error or the size
+ *             daemon (PR_SET_PDEATHSIG), and reports progress lines, an error or the size on
+ *             its status pipe; the supervisor (supervise.h) watches it
  *   finish    .partial-NAME becomes NAME and the image is recorded (image_partial_finish)
  *
  * How the trees are stored is known to three small functions in images.c only:
