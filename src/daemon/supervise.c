@@ -122,7 +122,7 @@ static void on_data_ready(struct loop_source *src, int fd, uint32_t events, void
         struct supervise *s = data;
         loop_remove(s->data_src);
         s->data_src = NULL;
-        if (!s->parked || s->abandoned)
+        if (!s->parked || s->abandoned || !s->ops->wake)
                 return;
         s->parked = false;
         s->busy++;
@@ -179,7 +179,7 @@ static void on_exit_ready(struct loop_source *src, int fd, uint32_t events, void
         }
         if (!s->abandoned) {
                 /* A reader parked on the empty pipe must look again and see the end. */
-                if (s->parked) {
+                if (s->parked && s->ops->wake) {
                         s->parked = false;
                         s->ops->wake(s->data);
                 }
