@@ -14,6 +14,8 @@
  *             nothing is buffered in the daemon.
  *   deadline  an optional timer: when it fires, the helper's cgroup (when it has one) and the
  *             helper are killed and the exit is reported as timed out.
+ *   binding   optionally to another process (a watch to its environment's PID 1): when that
+ *             one exits, the helper is killed too.
  *   exit      the pidfd becomes readable: the helper is reaped (waitid P_PIDFD), the status
  *             pipe drained, a collected data pipe drained and closed, the helper's own exec
  *             cgroup (ENV/SUB) removed, then the exit callback runs.
@@ -21,7 +23,10 @@
  *             no callback runs after that; a running helper is killed or left to finish, and
  *             is still reaped and its cgroup removed. The supervisor frees itself.
  *
- * Costs: one small allocation, 1-3 fds and as many epoll sources, one timer per helper; the
+ * An exec session hands over only its pidfd: its stdin, stdout/stderr and terminal (three
+ * pipes and a pty, with output caps and back-pressure both ways) stay exec.c's.
+ *
+ * Costs: one small allocation, 1-4 fds and as many epoll sources, one timer per helper; the
  * data pipe's kernel buffer (64 KiB by default) is all that is buffered for a pulled stream.
  * Callbacks run from the event loop and must not block. Nothing here speaks HTTP: whoever
  * serves a stream passes the wake callback as its sink. */
