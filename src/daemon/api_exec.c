@@ -1,10 +1,13 @@
 /* POST /v1/envs/{name}/exec: buffered JSON result, or NDJSON stream as output arrives. */
 #include "daemon/api.h"
+#include "daemon/api_exec.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/procs.h"
 #include "lib/base64.h"
 #include "lib/util.h"
+
+#include <limits.h>
 
 #define MAX_ARGS 4096
 
@@ -184,31 +187,22 @@ static ssize_t stream_read(void *data, char *buf, size_t max)
         return (ssize_t)n;
 }
 
-static void stream_closed(void *data)
+/* The client is gone (its stream closed, or a buffered request ended): the command keeps
+ * running, detached. */
+static void request_gone(void *data)
 {
         struct exec_ctx *c = data;
         c->req = NULL;
         if (c->session)
                 exec_detach(c->session);
-        /* The session's done callback still runs (detached sessions skip callbacks), so
+        /* The session's done callback no longer runs (detached sessions skip callbacks), so
          * drop its reference here when it was detached. */
         if (!c->done && c->session)
                 c->refs--;
         ctx_unref(c);
 }
 
-static const struct http_stream_ops stream_ops = {.read = stream_read, .closed = stream_closed};
-
-static void on_buffered_request_gone(void *data)
-{
-        struct exec_ctx *c = data;
-        c->req = NULL;
-        if (c->session)
-                exec_detach(c->session);
-        if (!c->done && c->session)
-                c->refs--;
-        ctx_unref(c);
-}
+static const struct http_stream_ops stream_ops = {.read = stream_read, .closed = request_gone};
 
 bool api_exec_argv(struct request *r, json_t *cmd, char ***ret)
 {
@@ -235,6 +229,43 @@ bool api_exec_argv(struct request *r, json_t *cmd, char ***ret)
                 argv[i] = (char *)json_string_value(a); /* borrowed from the body */
         }
         *ret = argv;
+        return true;
+}
+
+/* env, cwd, user and timeout of an exec request (POST exec and exec/ws). */
+bool api_exec_options(struct request *r, json_t *body, struct exec_request *rq)
+{
+        json_t *j;
+        if ((j = json_object_get(body, "env")) && !json_is_null(j)) {
+                if (!api_env_map(r, j, "env"))
+                        return false;
+                rq->env = j;
+        }
+        if ((j = json_object_get(body, "cwd")) && !json_is_null(j)) {
+                const char *cwd = json_string_value(j);
+                if (!cwd || cwd[0] != '/' || strlen(cwd) > PATH_MAX - 1 ||
+                    strlen(cwd) != json_string_length(j)) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "cwd: must be an absolute path inside the environment");
+                        return false;
+                }
+                rq->cwd = cwd;
+        }
+        if ((j = json_object_get(body, "user")) && !json_is_null(j)) {
+                const char *u = json_string_value(j);
+                if (!u || !*u || strlen(u) > EXEC_USER_MAX || strlen(u) != json_string_length(j)) {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "user: a user name, uid or uid:gid");
+                        return false;
+                }
+                rq->user = u;
+        }
+        if ((j = json_object_get(body, "timeout")) && !json_is_null(j)) {
+                uint64_t s;
+                if (!api_duration(r, j, "timeout", &s))
+                        return false;
+                rq->timeout_ms = s * 1000;
+        }
         return true;
 }
 
@@ -287,36 +318,8 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
         if (!api_exec_argv(r, json_object_get(body, "cmd"), &argv))
                 goto out;
         rq.argv = argv;
-        if ((j = json_object_get(body, "env")) && !json_is_null(j)) {
-                if (!api_env_map(r, j, "env"))
-                        goto out;
-                rq.env = j;
-        }
-        if ((j = json_object_get(body, "cwd")) && !json_is_null(j)) {
-                const char *cwd = json_string_value(j);
-                if (!cwd || cwd[0] != '/' || strlen(cwd) > 4095 ||
-                    strlen(cwd) != json_string_length(j)) {
-                        http_reply_error(r, 400, "invalid_argument",
-                                         "cwd: must be an absolute path inside the environment");
-                        goto out;
-                }
-                rq.cwd = cwd;
-        }
-        if ((j = json_object_get(body, "user")) && !json_is_null(j)) {
-                const char *u = json_string_value(j);
-                if (!u || !*u || strlen(u) > 64 || strlen(u) != json_string_length(j)) {
-                        http_reply_error(r, 400, "invalid_argument",
-                                         "user: a user name, uid or uid:gid");
-                        goto out;
-                }
-                rq.user = u;
-        }
-        if ((j = json_object_get(body, "timeout")) && !json_is_null(j)) {
-                uint64_t s;
-                if (!api_duration(r, j, "timeout", &s))
-                        goto out;
-                rq.timeout_ms = s * 1000;
-        }
+        if (!api_exec_options(r, body, &rq))
+                goto out;
         if ((j = json_object_get(body, "max_output")) && !json_is_null(j)) {
                 uint64_t m;
                 if (!api_size(r, j, "max_output", &m))
@@ -391,7 +394,7 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
         if (c->stream) {
                 http_reply_stream(r, 200, "application/x-ndjson", &stream_ops, c);
         } else {
-                req_on_free(r, on_buffered_request_gone, c);
+                req_on_free(r, request_gone, c);
                 http_defer(r);
         }
 out:

@@ -10,6 +10,7 @@
  * Ctrl-C, Ctrl-D and friends are plain bytes: the pty's line discipline inside the environment
  * turns them into signals and end-of-file. The client going away hangs the terminal up. */
 #include "daemon/api.h"
+#include "daemon/api_exec.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/ws.h"
@@ -279,36 +280,8 @@ static bool parse_spec(struct request *r, json_t *spec, struct exec_request *rq,
                 memcpy(*argv, default_shell, sizeof(default_shell));
         }
         rq->argv = *argv;
-        if ((j = json_object_get(spec, "env")) && !json_is_null(j)) {
-                if (!api_env_map(r, j, "env"))
-                        return false;
-                rq->env = j;
-        }
-        if ((j = json_object_get(spec, "cwd")) && !json_is_null(j)) {
-                const char *cwd = json_string_value(j);
-                if (!cwd || cwd[0] != '/' || strlen(cwd) > 4095 ||
-                    strlen(cwd) != json_string_length(j)) {
-                        http_reply_error(r, 400, "invalid_argument",
-                                         "cwd: must be an absolute path inside the environment");
-                        return false;
-                }
-                rq->cwd = cwd;
-        }
-        if ((j = json_object_get(spec, "user")) && !json_is_null(j)) {
-                const char *u = json_string_value(j);
-                if (!u || !*u || strlen(u) > 64 || strlen(u) != json_string_length(j)) {
-                        http_reply_error(r, 400, "invalid_argument",
-                                         "user: a user name, uid or uid:gid");
-                        return false;
-                }
-                rq->user = u;
-        }
-        if ((j = json_object_get(spec, "timeout")) && !json_is_null(j)) {
-                uint64_t s;
-                if (!api_duration(r, j, "timeout", &s))
-                        return false;
-                rq->timeout_ms = s * 1000;
-        }
+        if (!api_exec_options(r, spec, rq))
+                return false;
         json_t *cols = json_object_get(spec, "cols"), *rows = json_object_get(spec, "rows");
         if ((cols && !dimension(cols, &rq->cols)) || (rows && !dimension(rows, &rq->rows)) ||
             (!cols != !rows)) {

@@ -2,50 +2,42 @@
  * POST files/mkdir and files/move, GET|PUT /v1/envs/{name}/archive.
  *
  * Each request becomes one job: a helper forked by lib/files.c that enters the environment
- * (see files.h for how, and why that keeps every path inside it). This file has two parts: the
- * job driver, which watches the helper's pidfd and pipes from the event loop and never blocks
- * on them, and the request handlers, which validate parameters and turn the helper's status
- * messages into HTTP answers. Reads and archives are streamed straight from the helper's pipe
- * to the client: MHD pulls, the pipe fills, the helper blocks -- nothing is buffered here. */
+ * (see files.h for how, and why that keeps every path inside it), watched by the supervisor
+ * (supervise.h) from the event loop. This file validates parameters and turns the helper's
+ * status messages and records into HTTP answers. Reads and archives are streamed straight from
+ * the helper's pipe to the client: MHD pulls, the pipe fills, the helper blocks -- nothing is
+ * buffered here. */
 #include "daemon/api.h"
+#include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/supervise.h"
 #include "lib/base64.h"
 #include "lib/files.h"
+#include "lib/paddock.h"
 #include "lib/parse.h"
 #include "lib/util.h"
-
-#include <signal.h>
-#include <sys/epoll.h>
-#include <sys/wait.h>
-#include <time.h>
 
 #define FILES_MAX_ACTIVE       64
 #define FILES_TIMEOUT_MS       (60u * 1000)      /* metadata; streams until their first byte */
 #define FILES_LONG_TIMEOUT_MS  (30u * 60 * 1000) /* uploads and recursive removal */
 #define FILES_MAX_RECORD_BYTES (8u << 20)        /* list: 10000 records of at most ~300 bytes */
 
-static unsigned active_jobs;
+static unsigned active_jobs; /* helpers running, or requests waiting for them */
 
+/* One request: lives until it is answered, its stream is closed or the client is gone. The
+ * helper is the supervisor's (supervise.h); a write whose client went away runs to its end. */
 struct files_job {
-        struct engine *eng;
-        struct request *req; /* NULL once answered or gone */
+        struct request *req;
+        struct supervise *sv; /* the helper */
         enum files_op op;
-        bool sandbox;
-        char env[64], cg[80], sub[32];
+        bool sandbox, streaming;
+        char env[NAME_BUF_SIZE];
         char path[FILES_PATH_MAX], to[FILES_PATH_MAX];
-        int pidfd, status_fd, data_fd;
-        struct loop_source *pid_src, *status_src, *data_src;
-        struct loop_timer *timer;
-        bool exited, timed_out, streaming;
-        int exit_status; /* CLD_EXITED: code; else the signal */
-        bool killed_by_signal;
         struct files_status done;
         bool has_done;
-        struct files_status_reader status; /* a status message being received */
         char *data; /* list/stat records */
         size_t data_len, data_cap;
         bool data_overflow;
-        int refs; /* the helper (until reaped) and the request (until answered or gone) */
 };
 
 static bool is_stream_op(enum files_op op)
@@ -58,32 +50,12 @@ static bool is_record_op(enum files_op op)
         return op == FILES_LIST || op == FILES_STAT;
 }
 
-static void close_src(struct loop_source **src, int *fd)
+/* The request is over. kill: the helper's work is of no use any more. */
+static void job_free(struct files_job *j, bool kill)
 {
-        loop_remove(*src);
-        *src = NULL;
-        if (*fd >= 0)
-                close(*fd);
-        *fd = -EBADF;
-}
-
-static void job_unref(struct files_job *j)
-{
-        if (--j->refs > 0)
-                return;
-        close_src(&j->pid_src, &j->pidfd);
-        close_src(&j->status_src, &j->status_fd);
-        close_src(&j->data_src, &j->data_fd);
-        loop_cancel_timer(j->timer);
+        supervise_abandon(j->sv, kill);
         free(j->data);
         free(j);
-        active_jobs--;
-}
-
-static void kill_helper(struct files_job *j)
-{
-        if (!j->exited && j->pidfd >= 0)
-                sys_pidfd_send_signal(j->pidfd, SIGKILL, 0);
 }
 
 /* ------------------------------------------------------------------------------ JSON */
@@ -110,13 +82,8 @@ static json_t *path_json(const char *p)
 
 static json_t *time_json(int64_t t)
 {
-        char buf[32];
-        time_t tt = (time_t)t;
-        struct tm tm;
-        if (!gmtime_r(&tt, &tm))
-                return json_null();
-        strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        return json_string(buf);
+        char buf[RFC3339_SIZE];
+        return format_rfc3339(t, buf)[0] ? json_string(buf) : json_null();
 }
 
 /* Names and targets that are not UTF-8 travel base64, with "encoding":"base64" (as in exec). */
@@ -249,76 +216,42 @@ static void reply_success(struct files_job *j, struct request *r)
 }
 
 /* After the helper is gone: the one answer of a non-streaming request. */
-static void finish(struct files_job *j)
+static void finish(struct files_job *j, const struct supervise_exit *x)
 {
         struct request *r = j->req;
-        if (!r)
-                return;
-        j->req = NULL;
         req_on_free(r, NULL, NULL);
-        if (j->timed_out)
+        if (x->timed_out)
                 http_reply_error(r, 503, "unavailable", "%s: the file operation timed out",
                                  j->path);
         else if (!j->has_done)
                 http_reply_error(r, 500, "internal", "the file helper died (%s %d)",
-                                 j->killed_by_signal ? "signal" : "exit status", j->exit_status);
+                                 x->signaled ? "signal" : "exit status", x->status);
         else if (j->done.err < 0)
                 reply_failure(j, r, j->done.err, j->done.msg);
         else
                 reply_success(j, r);
-        job_unref(j);
+        job_free(j, false);
 }
 
 /* ------------------------------------------------------------------------------ streams */
-
-static void on_stream_data(struct loop_source *s, int fd, uint32_t events, void *data)
-{
-        struct files_job *j = data;
-        loop_remove(j->data_src);
-        j->data_src = NULL;
-        if (j->req)
-                http_stream_wake(j->req);
-}
 
 /* MHD pulls: straight from the pipe into its buffer. */
 static ssize_t stream_read(void *data, char *buf, size_t max)
 {
         struct files_job *j = data;
-        if (j->data_fd < 0)
-                return -1;
-        for (;;) {
-                ssize_t n = read(j->data_fd, buf, max);
-                if (n > 0)
-                        return n;
-                if (n == 0)
-                        return -1;
-                if (errno == EINTR)
-                        continue;
-                if (errno != EAGAIN)
-                        return -1;
-                break;
-        }
-        /* Empty. Once the helper has exited, nothing more can come (another forked process
-         * may still hold a copy of the write end, so EOF alone is not enough). */
-        if (j->exited) {
-                /* A helper that failed half-way must not look like a complete file or tar. */
-                bool failed = j->killed_by_signal || j->exit_status != 0 ||
-                              (j->has_done && j->done.err < 0);
-                return failed ? -2 : -1;
-        }
-        if (!j->data_src && loop_add_fd(engine_loop(j->eng), j->data_fd, EPOLLIN, on_stream_data, j,
-                                        &j->data_src) < 0)
-                return -1;
-        return 0;
+        ssize_t n = supervise_read(j->sv, buf, max);
+        if (n != -EPIPE)
+                return n >= 0 ? n : -1;
+        /* A helper that failed half-way must not look like a complete file or tar. */
+        const struct supervise_exit *x = supervise_exit_info(j->sv);
+        bool failed = !x || !supervise_exit_ok(x) || (j->has_done && j->done.err < 0);
+        return failed ? -2 : -1;
 }
 
 static void stream_closed(void *data)
 {
-        struct files_job *j = data;
-        j->req = NULL;
-        close_src(&j->data_src, &j->data_fd);
-        kill_helper(j); /* finished: harmless; client gone: nobody reads the rest */
-        job_unref(j);
+        /* finished: killing is harmless; client gone: nobody reads the rest */
+        job_free(data, true);
 }
 
 static const struct http_stream_ops stream_ops = {.read = stream_read, .closed = stream_closed};
@@ -327,15 +260,10 @@ static void start_stream(struct files_job *j)
 {
         if (j->streaming)
                 return;
-        loop_cancel_timer(j->timer);
-        j->timer = NULL;
-        if (!j->req) {
-                kill_helper(j);
-                return;
-        }
+        supervise_cancel_deadline(j->sv);
         struct request *r = j->req;
         j->streaming = true;
-        /* The request's reference now belongs to the stream: stream_closed drops it. */
+        /* The request now belongs to the stream: stream_closed ends the job. */
         req_on_free(r, NULL, NULL);
         http_reply_stream(
             r, 200, j->op == FILES_ARCHIVE_OUT ? "application/x-tar" : "application/octet-stream",
@@ -356,18 +284,13 @@ static void take_status(void *ctx, const struct files_status *st)
         }
 }
 
-static void on_status(struct loop_source *s, int fd, uint32_t events, void *data)
+
+static bool on_records(void *data, int fd)
 {
         struct files_job *j = data;
-        if (!files_status_read(j->status_fd, &j->status, take_status, j))
-                close_src(&j->status_src, &j->status_fd);
-}
-
-static bool read_records(struct files_job *j)
-{
         char buf[65536];
         for (;;) {
-                ssize_t n = read(j->data_fd, buf, sizeof(buf));
+                ssize_t n = read(fd, buf, sizeof(buf));
                 if (n > 0) {
                         if (j->data_overflow || j->data_len + (size_t)n > FILES_MAX_RECORD_BYTES) {
                                 j->data_overflow = true;
@@ -395,72 +318,44 @@ static bool read_records(struct files_job *j)
         }
 }
 
-static void on_records(struct loop_source *s, int fd, uint32_t events, void *data)
+static void on_helper_exit(void *data, const struct supervise_exit *x)
 {
         struct files_job *j = data;
-        if (!read_records(j))
-                close_src(&j->data_src, &j->data_fd);
+        if (!j->streaming)
+                finish(j, x);
+        else if (j->has_done && j->done.err < 0)
+                log_warn("%s: %s: stream ended early: %s", j->env, j->path, j->done.msg);
+        /* a stream ends when its reader sees the end (supervise woke it) */
 }
 
-static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void *data)
+static void on_timeout(void *data)
 {
         struct files_job *j = data;
-        siginfo_t si = {0};
-        if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) < 0) {
-                si.si_code = CLD_KILLED;
-                si.si_status = SIGKILL;
-        } else if (si.si_pid == 0) {
-                return; /* not yet */
-        }
-        j->exited = true;
-        j->killed_by_signal = si.si_code != CLD_EXITED;
-        j->exit_status = si.si_status;
-        close_src(&j->pid_src, &j->pidfd);
-        loop_cancel_timer(j->timer);
-        j->timer = NULL;
-        /* Everything it wrote is in the pipes now. */
-        if (j->status_fd >= 0) {
-                files_status_read(j->status_fd, &j->status, take_status, j);
-                close_src(&j->status_src, &j->status_fd);
-        }
-        int r = cgroup_env_prune(engine_cgroups(j->eng), j->cg, j->sub);
-        if (r < 0 && r != -ENOENT)
-                log_debug("%s: removing cgroup %s: %s", j->env, j->sub, strerror(-r));
-        if (j->streaming) {
-                if (j->has_done && j->done.err < 0)
-                        log_warn("%s: %s: stream ended early: %s", j->env, j->path, j->done.msg);
-                /* A reader parked on the empty pipe must look again and see the end. */
-                loop_remove(j->data_src);
-                j->data_src = NULL;
-                if (j->req)
-                        http_stream_wake(j->req);
-        } else {
-                if (j->data_fd >= 0 && is_record_op(j->op))
-                        read_records(j);
-                close_src(&j->data_src, &j->data_fd);
-                finish(j);
-        }
-        job_unref(j);
-}
-
-static void on_timeout(struct loop_timer *t, void *data)
-{
-        struct files_job *j = data;
-        j->timer = NULL;
-        j->timed_out = true;
         log_warn("%s: file operation on %s timed out; killing its helper", j->env, j->path);
-        kill_helper(j);
 }
+
+static const struct supervise_ops helper_ops = {.files_status = take_status,
+                                                .data = on_records,
+                                                .timeout = on_timeout,
+                                                .exit = on_helper_exit};
+
+static void on_stream_wake(void *data)
+{
+        struct files_job *j = data;
+        http_stream_wake(j->req);
+}
+
+static const struct supervise_ops stream_helper_ops = {.files_status = take_status,
+                                                       .wake = on_stream_wake,
+                                                       .timeout = on_timeout,
+                                                       .exit = on_helper_exit};
 
 static void on_request_gone(void *data)
 {
         struct files_job *j = data;
-        j->req = NULL;
         /* Reads are pointless now; changes run to their end (a killed write leaves its
          * temporary file behind). */
-        if (is_stream_op(j->op) || is_record_op(j->op))
-                kill_helper(j);
-        job_unref(j);
+        job_free(j, is_stream_op(j->op) || is_record_op(j->op));
 }
 
 /* Answers r (now or later) in every case. rq's paths point into j. */
@@ -480,51 +375,24 @@ static void start_job(struct request *r, struct engine *e, struct env *v, struct
                 free(j);
                 return;
         }
-        j->eng = e;
         j->op = rq->op;
         j->sandbox = env_kind(v) == KIND_SANDBOX;
-        j->pidfd = j->status_fd = j->data_fd = -EBADF;
+        j->req = r;
         snprintf(j->env, sizeof(j->env), "%s", env_name(v));
-        snprintf(j->cg, sizeof(j->cg), "%s", env_cgroup(v));
-        snprintf(j->sub, sizeof(j->sub), "files-%u", env_next_exec_id(v));
-        struct files_target t = {.env_pidfd = env_pidfd(v),
-                                 .cgroups = engine_cgroups(e),
-                                 .cgroup_name = j->cg,
-                                 .cgroup_sub = j->sub};
-        struct files_child c;
-        int rc = files_spawn(&t, rq, &c);
+        bool long_op = j->op == FILES_WRITE || j->op == FILES_ARCHIVE_IN || j->op == FILES_REMOVE;
+        struct supervise_spec spec = {
+            .timeout_ms = long_op ? FILES_LONG_TIMEOUT_MS : FILES_TIMEOUT_MS,
+            .collect_data = is_record_op(j->op),
+            .count = &active_jobs,
+            .ops = is_stream_op(j->op) ? &stream_helper_ops : &helper_ops,
+            .data = j};
+        char err[512];
+        int rc = supervise_files(e, v, "files", "file", rq, false, &spec, &j->sv, err, sizeof(err));
         if (rc < 0) {
-                http_reply_errno(r, rc, "starting the file helper: %s", strerror(-rc));
+                http_reply_errno(r, rc, "%s", err);
                 free(j);
                 return;
         }
-        active_jobs++;
-        j->refs = 2;
-        j->req = r;
-        j->pidfd = c.pidfd;
-        j->status_fd = c.status_fd;
-        j->data_fd = c.data_fd;
-        fcntl(j->status_fd, F_SETFL, O_NONBLOCK);
-        if (j->data_fd >= 0)
-                fcntl(j->data_fd, F_SETFL, O_NONBLOCK);
-        struct loop *l = engine_loop(e);
-        rc = loop_add_fd(l, j->pidfd, EPOLLIN, on_helper_exit, j, &j->pid_src);
-        if (rc >= 0)
-                rc = loop_add_fd(l, j->status_fd, EPOLLIN, on_status, j, &j->status_src);
-        if (rc >= 0 && is_record_op(j->op))
-                rc = loop_add_fd(l, j->data_fd, EPOLLIN, on_records, j, &j->data_src);
-        if (rc < 0) {
-                sys_pidfd_send_signal(j->pidfd, SIGKILL, 0);
-                waitid(P_PIDFD, (id_t)j->pidfd, &(siginfo_t){0}, WEXITED);
-                cgroup_env_prune(engine_cgroups(e), j->cg, j->sub);
-                http_reply_errno(r, rc, "watching the file helper: %s", strerror(-rc));
-                j->refs = 1;
-                job_unref(j);
-                return;
-        }
-        bool long_op = j->op == FILES_WRITE || j->op == FILES_ARCHIVE_IN || j->op == FILES_REMOVE;
-        j->timer =
-            loop_add_timer(l, long_op ? FILES_LONG_TIMEOUT_MS : FILES_TIMEOUT_MS, on_timeout, j);
         req_on_free(r, on_request_gone, j);
         http_defer(r);
 }
@@ -585,7 +453,7 @@ static bool q_user(struct request *r, const char **ret)
         const char *u = req_query(r, "user");
         if (!u)
                 return true;
-        if (!*u || strlen(u) > 64) {
+        if (!*u || strlen(u) > EXEC_USER_MAX) {
                 http_reply_error(r, 400, "invalid_argument", "user: a user name, uid or uid:gid");
                 return false;
         }

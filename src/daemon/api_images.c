@@ -9,22 +9,21 @@
  *
  * GET /v1/images/{name}/export?compression=none|gzip|zstd streams the image as a tar. */
 #include "daemon/api.h"
+#include "daemon/image_job.h"
 #include "daemon/log.h"
+#include "daemon/supervise.h"
 #include "lib/image.h"
 #include "lib/imageref.h"
 #include "lib/util.h"
 #include "lib/parse.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/wait.h>
 
 #define PROGRESS_MAX_BUFFERED (1u << 20) /* a client that does not read loses progress lines */
 #define MAX_EXPORTS           16         /* helpers packing images at once */
 
-static unsigned active_exports;
+static unsigned active_exports; /* export helpers alive (supervise.h counts) */
 
 /* ---------------------------------------------------------------- making an image */
 
@@ -410,58 +409,34 @@ void api_images_import(struct request *r, struct engine *e)
 /* ---------------------------------------------------------------- export */
 
 struct export_stream {
-        struct engine *eng;
         struct request *req;
-        int fd, pidfd;
-        struct loop_source *src;
+        struct supervise *sv;
 };
 
-static void on_export_ready(struct loop_source *s, int fd, uint32_t events, void *data)
+static void on_export_wake(void *data)
 {
         struct export_stream *x = data;
-        loop_remove(x->src);
-        x->src = NULL;
-        if (x->req)
-                http_stream_wake(x->req);
+        http_stream_wake(x->req);
 }
+
+static const struct supervise_ops export_helper_ops = {.wake = on_export_wake};
 
 static ssize_t export_read(void *data, char *buf, size_t max)
 {
         struct export_stream *x = data;
-        ssize_t n;
-        while ((n = read(x->fd, buf, max)) < 0 && errno == EINTR)
-                ;
-        if (n > 0)
+        ssize_t n = supervise_read(x->sv, buf, max);
+        if (n >= 0)
                 return n;
-        int wait_fd = x->fd;
-        if (n == 0) {
-                /* The helper closed its end: whole only if it exits 0. */
-                siginfo_t si = {0};
-                if (waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-                        return -2;
-                if (si.si_pid != 0)
-                        return si.si_code == CLD_EXITED && si.si_status == 0 ? -1 : -2;
-                wait_fd = x->pidfd;
-        } else if (errno != EAGAIN) {
-                return -2;
-        }
-        if (!x->src &&
-            loop_add_fd(engine_loop(x->eng), wait_fd, EPOLLIN, on_export_ready, x, &x->src) < 0)
-                return -2;
-        return 0;
+        /* The end: the tar is whole only if the helper exited 0. */
+        const struct supervise_exit *ex = supervise_exit_info(x->sv);
+        return n == -EPIPE && ex && supervise_exit_ok(ex) ? -1 : -2;
 }
 
 static void export_closed(void *data)
 {
         struct export_stream *x = data;
-        loop_remove(x->src);
-        sys_pidfd_send_signal(x->pidfd, SIGKILL, 0); /* done already, or nobody reads */
-        siginfo_t si;
-        waitid(P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
-        close(x->fd);
-        close(x->pidfd);
+        supervise_abandon(x->sv, true); /* done already, or nobody reads */
         free(x);
-        active_exports--;
 }
 
 static const struct http_stream_ops export_ops = {.read = export_read, .closed = export_closed};
@@ -484,18 +459,17 @@ static void image_export(struct request *r, struct engine *e, const char *name)
                 http_reply_errno(r, -ENOMEM, "out of memory");
                 return;
         }
+        x->req = r;
         char err[512] = "";
-        int rc = name_is_valid(name)
-                     ? engine_image_export(e, name, c, &x->fd, &x->pidfd, err, sizeof(err))
-                     : -ENOENT;
+        int rc = name_is_valid(name) ? image_export_start(e, name, c, &export_helper_ops, x,
+                                                          &active_exports, &x->sv, err,
+                                                          sizeof(err))
+                                     : -ENOENT;
         if (rc < 0) {
                 free(x);
                 http_reply_errno(r, rc, "%s", err[0] ? err : "image not found");
                 return;
         }
-        x->eng = e;
-        x->req = r;
-        active_exports++;
         static const char *const types[] = {"application/x-tar", "application/gzip",
                                             "application/zstd"};
         http_reply_stream(r, 200, types[c], &export_ops, x);

@@ -5,6 +5,91 @@
 
 #include <signal.h>
 
+/* ---- GET processes/{id}/output[?follow=1]: NDJSON ------------------------------------------- */
+
+struct output_stream {
+        struct request *req;
+        struct proc_reader *rd;
+};
+
+static void output_wake(void *data)
+{
+        struct output_stream *o = data;
+        http_stream_wake(o->req);
+}
+
+static ssize_t output_read(void *data, char *buf, size_t max)
+{
+        struct output_stream *o = data;
+        return proc_reader_read(o->rd, buf, max);
+}
+
+static void output_closed(void *data)
+{
+        struct output_stream *o = data;
+        proc_reader_close(o->rd);
+        free(o);
+}
+
+static const struct http_stream_ops output_ops = {.read = output_read, .closed = output_closed};
+
+static void stream_output(struct proc *p, struct request *r, bool follow)
+{
+        struct output_stream *o = calloc(1, sizeof(*o));
+        if (!o || proc_reader_open(p, follow, output_wake, o, &o->rd) < 0) {
+                free(o);
+                http_reply_errno(r, -ENOMEM, "out of memory");
+                return;
+        }
+        o->req = r;
+        http_reply_stream(r, 200, "application/x-ndjson", &output_ops, o);
+}
+
+/* ---- processes/{id}/wait: the exit result, when there is one --------------------------------- */
+
+struct wait_req {
+        struct request *req;
+        struct proc_waiter *w;
+};
+
+static void wait_done(void *data, const struct exec_result *res)
+{
+        struct wait_req *c = data;
+        req_on_free(c->req, NULL, NULL);
+        if (res)
+                http_reply_json(c->req, 200, proc_result_json(res));
+        else
+                http_reply_error(c->req, 404, "not_found", "the process record was removed");
+        free(c);
+}
+
+static void wait_gone(void *data)
+{
+        struct wait_req *c = data;
+        proc_wait_cancel(c->w);
+        free(c);
+}
+
+static void wait_exit(struct proc *p, struct request *r)
+{
+        struct wait_req *c = calloc(1, sizeof(*c));
+        if (!c) {
+                http_reply_errno(r, -ENOMEM, "out of memory");
+                return;
+        }
+        c->req = r;
+        int rc = proc_wait(p, wait_done, c, &c->w);
+        if (rc < 0) {
+                free(c);
+                http_reply_errno(r, rc, "out of memory");
+        } else if (rc == 0) {
+                req_on_free(r, wait_gone, c);
+                http_defer(r);
+        } /* else answered and freed by wait_done */
+}
+
+/* ---- the routes ----------------------------------------------------------------------------- */
+
 static int signal_of(json_t *j)
 {
         static const struct {
@@ -66,9 +151,9 @@ void api_env_processes(struct request *r, struct engine *e, struct env *v, const
         }
         if (!strcmp(action, "output") && !strcmp(m, "GET")) {
                 const char *f = req_query(r, "follow");
-                proc_stream_output(p, r, f && (!strcmp(f, "1") || !strcmp(f, "true")));
+                stream_output(p, r, f && (!strcmp(f, "1") || !strcmp(f, "true")));
         } else if (!strcmp(action, "wait") && (!strcmp(m, "POST") || !strcmp(m, "GET"))) {
-                proc_wait(p, r);
+                wait_exit(p, r);
         } else if (!strcmp(action, "signal") && !strcmp(m, "POST")) {
                 json_t *body = req_json_object(r);
                 if (!body)

@@ -1,10 +1,14 @@
+/* Exec sessions: the command's process is watched by the supervisor (supervise.h: pidfd,
+ * deadline, its exec cgroup); this file feeds its stdin, reads its stdout/stderr (or its
+ * terminal) with a cap, and reports the result. */
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/supervise.h"
 #include "lib/join.h"
+#include "lib/paddock.h"
 #include "lib/pty.h"
 #include "lib/util.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -18,14 +22,12 @@ static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
 struct exec_session {
         struct engine *eng;
-        char env[64];
+        char env[NAME_BUF_SIZE];
         char cg[80];
         char sub[32];
-        pid_t pid;
-        int pidfd;
+        struct supervise *sv; /* the command's process */
         int in_fd, out_fd, err_fd;
-        struct loop_source *pid_src, *in_src, *out_src, *err_src;
-        struct loop_timer *timer;
+        struct loop_source *in_src, *out_src, *err_src;
         unsigned char *stdin_buf;
         size_t stdin_len, stdin_off;
         int stdin_src; /* refills stdin_buf when >= 0 (a spooled upload) */
@@ -34,7 +36,6 @@ struct exec_session {
         struct exec_result res;
         const struct exec_callbacks *cb;
         void *data;
-        bool reaped; /* collected early by exec_reap_env; res.exit_code is set */
         /* tty sessions */
         bool tty, hungup, out_paused;
         int pty_sock, pty_fd; /* the socket the master arrives on; the master */
@@ -97,14 +98,13 @@ static void session_free(struct exec_session *s)
                         *p = s->next;
                         break;
                 }
-        close_src(&s->pid_src, &s->pidfd);
+        supervise_abandon(s->sv, true);
         close_src(&s->in_src, &s->in_fd);
         close_src(&s->out_src, &s->out_fd);
         close_src(&s->err_src, &s->err_fd);
         close_src(&s->pty_sock_src, &s->pty_sock);
         close_src(&s->pty_src, &s->pty_fd);
         free(s->input);
-        loop_cancel_timer(s->timer);
         if (s->stdin_src >= 0)
                 close(s->stdin_src);
         free(s->stdin_buf);
@@ -114,8 +114,12 @@ static void session_free(struct exec_session *s)
 
 static void on_pty_handover(struct loop_source *src, int fd, uint32_t events, void *data);
 
-static void finish(struct exec_session *s)
+/* The command has exited (and was reaped, its cgroup removed if nothing is left in it). */
+static void on_command_exit(void *data, const struct supervise_exit *x)
 {
+        struct exec_session *s = data;
+        s->res.exit_code = supervise_exit_code(x);
+        s->res.timed_out = x->timed_out;
         /* Output written just before exit is already in the pipes: take it, then stop
          * listening. Background processes that still hold the pipes get EPIPE later. */
         drain(s, 1);
@@ -128,25 +132,9 @@ static void finish(struct exec_session *s)
         if (s->pty_fd >= 0)
                 drain(s, 3);
         s->res.duration_ms = now_ms() - s->started;
-        struct env *v = engine_find(s->eng, s->env);
-        /* Remove the per-exec cgroup if nothing of the exec is left in it. */
-        if (v)
-                cgroup_env_prune(engine_cgroups(s->eng), s->cg, s->sub);
         if (s->cb && s->cb->done)
                 s->cb->done(s->data, &s->res);
         session_free(s);
-}
-
-static void on_command_exit(struct loop_source *src, int fd, uint32_t events, void *data)
-{
-        struct exec_session *s = data;
-        if (!s->reaped) {
-                siginfo_t si = {0};
-                if (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
-                        si.si_code = CLD_KILLED, si.si_status = SIGKILL;
-                s->res.exit_code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
-        }
-        finish(s);
 }
 
 static void on_output(struct loop_source *src, int fd, uint32_t events, void *data)
@@ -189,18 +177,7 @@ static void on_stdin(struct loop_source *src, int fd, uint32_t events, void *dat
         close_src(&s->in_src, &s->in_fd); /* EOF for the command */
 }
 
-static void on_timeout(struct loop_timer *t, void *data)
-{
-        struct exec_session *s = data;
-        s->timer = NULL;
-        s->res.timed_out = true;
-        /* The whole tree of this exec, including anything it put in the background. */
-        int r = cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
-        if (r < 0)
-                log_warn("%s: killing timed-out exec: %s", s->env, strerror(-r));
-        if (s->pidfd >= 0)
-                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
-}
+static const struct supervise_ops command_ops = {.exit = on_command_exit};
 
 /* ---- terminal sessions --------------------------------------------------------------------- */
 
@@ -265,7 +242,7 @@ static void on_pty_handover(struct loop_source *src, int fd, uint32_t events, vo
         if (r < 0) {
                 log_warn("%s: watching a terminal: %s", s->env, strerror(-r));
                 close(TAKE_FD(s->pty_fd));
-                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+                supervise_kill(s->sv);
                 return;
         }
         pty_flush_input(s);
@@ -313,7 +290,7 @@ void exec_tty_pause_output(struct exec_session *s, bool pause)
  * gone by then. */
 struct hangup_kill {
         struct engine *eng;
-        char env[64], cg[80], sub[32];
+        char env[NAME_BUF_SIZE], cg[80], sub[32];
         struct hangup_kill *next;
 };
 static struct hangup_kill *hangup_kills; /* pending, so none is lost at shutdown */
@@ -349,8 +326,8 @@ void exec_hangup(struct exec_session *s)
         s->input_len = s->input_off = 0;
         if (s->pty_fd >= 0)
                 close_src(&s->pty_src, &s->pty_fd); /* the kernel sends SIGHUP */
-        else if (s->pidfd >= 0 && s->pty_sock < 0)
-                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0); /* never got a terminal */
+        else if (s->pty_sock < 0)
+                supervise_kill(s->sv); /* never got a terminal */
         struct hangup_kill *k = calloc(1, sizeof(*k));
         if (!k || !loop_add_timer(engine_loop(s->eng), EXEC_HANGUP_GRACE_MS, on_hangup_grace, k)) {
                 free(k);
@@ -369,18 +346,10 @@ void exec_reap_env(const char *env, unsigned wait_ms)
 {
         uint64_t deadline = now_ms() + wait_ms;
         for (struct exec_session *s = sessions; s; s = s->next) {
-                if (s->reaped || s->pidfd < 0 || strcmp(s->env, env) != 0)
+                if (strcmp(s->env, env) != 0)
                         continue;
                 uint64_t now = now_ms();
-                struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
-                if (poll(&p, 1, now < deadline ? (int)(deadline - now) : 0) <= 0)
-                        continue;
-                siginfo_t si = {0};
-                if (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid) {
-                        s->reaped = true;
-                        s->res.exit_code =
-                                si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
-                }
+                supervise_reap_now(s->sv, now < deadline ? (unsigned)(deadline - now) : 0);
         }
 }
 
@@ -389,7 +358,7 @@ int exec_signal(struct exec_session *s, int sig)
         /* A terminal session: to the terminal's foreground process group, as a key would. */
         if (s->tty && s->pty_fd >= 0)
                 return ioctl(s->pty_fd, TIOCSIG, sig) < 0 ? -errno : 0;
-        return s->pidfd >= 0 ? sys_pidfd_send_signal(s->pidfd, sig, 0) : -ESRCH;
+        return supervise_signal(s->sv, sig);
 }
 
 void exec_detach(struct exec_session *s)
@@ -414,7 +383,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         if (!s)
                 return -ENOMEM;
         active_sessions++;
-        *s = (struct exec_session){.eng = e, .pidfd = -EBADF, .in_fd = -EBADF, .out_fd = -EBADF,
+        *s = (struct exec_session){.eng = e, .in_fd = -EBADF, .out_fd = -EBADF,
                                    .err_fd = -EBADF, .cb = cb, .data = data,
                                    .max_output = rq->max_output, .started = now_ms(),
                                    .stdin_src = -EBADF, .tty = rq->tty, .pty_sock = -EBADF,
@@ -482,7 +451,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 .cols = rq->cols,
                 .rows = rq->rows,
         };
-        int r = envp ? env_join_exec(&jc, &s->pid, err, errlen) : -ENOMEM;
+        pid_t pid = -1;
+        int r = envp ? env_join_exec(&jc, &pid, err, errlen) : -ENOMEM;
         for (size_t i = 0; envp && envp[i]; i++)
                 free(envp[i]);
         free(envp);
@@ -495,23 +465,37 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 session_free(s);
                 return r;
         }
-        s->pidfd = sys_pidfd_open(s->pid, 0);
-        if (s->pidfd < 0) {
+        int pidfd = sys_pidfd_open(pid, 0);
+        if (pidfd < 0) {
                 /* Cannot happen for our own unreaped child; keep the invariant anyway. */
-                r = s->pidfd;
-                kill(s->pid, SIGKILL);
-                waitpid(s->pid, NULL, 0);
+                r = pidfd;
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
                 snprintf(err, errlen, "pidfd: %s", strerror(-r));
+                session_free(s);
+                return r;
+        }
+        char label[NAME_BUF_SIZE + 40];
+        snprintf(label, sizeof(label), "%s: %s", s->env, s->sub); /* only for logs */
+        struct loop *l = engine_loop(e);
+        struct supervise_spec spec = {.loop = l,
+                                      .label = label,
+                                      .cgroups = engine_cgroups(e),
+                                      .cgroup_name = s->cg,
+                                      .cgroup_sub = s->sub,
+                                      .timeout_ms = rq->timeout_ms,
+                                      .ops = &command_ops,
+                                      .data = s};
+        r = supervise_start(&spec, &(struct supervise_child){pidfd, -EBADF, -EBADF}, &s->sv);
+        if (r < 0) {
+                snprintf(err, errlen, "watching the exec: %s", strerror(-r));
                 session_free(s);
                 return r;
         }
         fcntl(s->in_fd, F_SETFL, O_NONBLOCK);
         fcntl(s->out_fd, F_SETFL, O_NONBLOCK);
         fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
-        struct loop *l = engine_loop(e);
-        r = loop_add_fd(l, s->pidfd, EPOLLIN, on_command_exit, s, &s->pid_src);
-        if (r >= 0)
-                r = loop_add_fd(l, s->out_fd, EPOLLIN, on_output, s, &s->out_src);
+        r = loop_add_fd(l, s->out_fd, EPOLLIN, on_output, s, &s->out_src);
         if (r >= 0)
                 r = loop_add_fd(l, s->err_fd, EPOLLIN, on_output, s, &s->err_src);
         if (r >= 0 && (s->stdin_len || s->stdin_src >= 0))
@@ -523,14 +507,10 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 r = loop_add_fd(l, s->pty_sock, EPOLLIN, on_pty_handover, s, &s->pty_sock_src);
         }
         if (r < 0) {
-                sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
-                waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED);
                 snprintf(err, errlen, "watching the exec: %s", strerror(-r));
-                session_free(s);
+                session_free(s); /* kills the command */
                 return r;
         }
-        if (rq->timeout_ms)
-                s->timer = loop_add_timer(l, rq->timeout_ms, on_timeout, s);
         s->next = sessions;
         sessions = s;
         *ret = s;

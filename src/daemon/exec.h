@@ -10,6 +10,7 @@
 #define EXEC_DEFAULT_MAX_OUTPUT (16u << 20)
 #define EXEC_MAX_OUTPUT_LIMIT (256u << 20)
 #define EXEC_MAX_ACTIVE 256
+#define EXEC_USER_MAX 64 /* "user" of an exec or a file operation: a user name, uid or uid:gid */
 
 struct exec_request {
         char **argv;      /* NULL-terminated */

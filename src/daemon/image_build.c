@@ -15,6 +15,7 @@
 #include "lib/image.h"
 #include "lib/util.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -25,7 +26,7 @@
 
 struct build_arg {
         struct image_build_spec spec;
-        char local_mirror[4200]; /* resolved <root>/mirrors/NAME, or "" */
+        char local_mirror[PATH_MAX]; /* resolved <root>/mirrors/NAME, or "" */
 };
 
 static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *partial, int out)
@@ -37,17 +38,20 @@ static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *par
         if (null >= 0)
                 dup2(null, STDIN_FILENO);
         close_fds_from(3, NULL, 0);
-        char variant[48], include[sizeof(a->spec.packages) + 16], tar[4200], tmpdir[4200];
-        char source[4800];
-        snprintf(variant, sizeof(variant), "--variant=%s", a->spec.variant);
-        snprintf(include, sizeof(include), "--include=%s", a->spec.packages);
-        snprintf(tar, sizeof(tar), "%s/rootfs.tar", partial);
-        snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/tmp", partial);
-        if (a->local_mirror[0])
-                snprintf(source, sizeof(source), "deb [trusted=yes] copy://%s ./", a->local_mirror);
-        else
-                snprintf(source, sizeof(source), "deb %s %s main",
-                         a->spec.mirror[0] ? a->spec.mirror : DEFAULT_MIRROR, a->spec.suite);
+        char variant[48], include[sizeof(a->spec.packages) + 16], tar[PATH_MAX], tmpdir[PATH_MAX];
+        char source[PATH_MAX + 64];
+        if (BUF_PRINTF(variant, "--variant=%s", a->spec.variant) < 0 ||
+            BUF_PRINTF(include, "--include=%s", a->spec.packages) < 0 ||
+            BUF_PRINTF(tar, "%s/rootfs.tar", partial) < 0 ||
+            BUF_PRINTF(tmpdir, "TMPDIR=%s/tmp", partial) < 0 ||
+            (a->local_mirror[0]
+                 ? BUF_PRINTF(source, "deb [trusted=yes] copy://%s ./", a->local_mirror)
+                 : BUF_PRINTF(source, "deb %s %s main",
+                              a->spec.mirror[0] ? a->spec.mirror : DEFAULT_MIRROR,
+                              a->spec.suite)) < 0) {
+                dprintf(STDERR_FILENO, "E: cannot run mmdebstrap: %s\n", strerror(ENAMETOOLONG));
+                _exit(127);
+        }
         char *argv[12];
         int n = 0;
         argv[n++] = "mmdebstrap";
@@ -98,8 +102,12 @@ static int fill_from_mmdebstrap(const char *partial, const char *rootfs, void *a
                                 size_t errlen)
 {
         const struct build_arg *a = arg;
-        char tmp[4200];
-        snprintf(tmp, sizeof(tmp), "%s/tmp", partial);
+        _cleanup_free_ char *tmp = path_join(partial, "tmp");
+        _cleanup_free_ char *tar = path_join(partial, "rootfs.tar");
+        if (!tmp || !tar) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
         if (mkdir(tmp, 0700) < 0) {
                 snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
                 return -errno;
@@ -129,8 +137,6 @@ static int fill_from_mmdebstrap(const char *partial, const char *rootfs, void *a
                          first_error[0] ? first_error : "see the progress output");
                 return -EINVAL;
         }
-        char tar[4200];
-        snprintf(tar, sizeof(tar), "%s/rootfs.tar", partial);
         _cleanup_close_ int fd = open(tar, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 snprintf(err, errlen, "mmdebstrap made no tar: %s", strerror(errno));
@@ -155,12 +161,12 @@ int engine_image_build(struct engine *e, const struct image_build_spec *spec,
         if (!a.spec.variant[0])
                 snprintf(a.spec.variant, sizeof(a.spec.variant), "minbase");
         if (!strncmp(spec->mirror, "local:", 6)) {
-                snprintf(a.local_mirror, sizeof(a.local_mirror), "%s/mirrors/%s", engine_root(e),
-                         spec->mirror + 6);
                 struct stat st;
-                char packages[4300];
-                snprintf(packages, sizeof(packages), "%s/Packages", a.local_mirror);
-                if (stat(packages, &st) < 0 || !S_ISREG(st.st_mode)) {
+                char packages[PATH_MAX];
+                if (BUF_PRINTF(a.local_mirror, "%s/mirrors/%s", engine_root(e), spec->mirror + 6) <
+                        0 ||
+                    BUF_PRINTF(packages, "%s/Packages", a.local_mirror) < 0 ||
+                    stat(packages, &st) < 0 || !S_ISREG(st.st_mode)) {
                         snprintf(err, errlen,
                                  "no local mirror %s (a flat repository with a Packages file in "
                                  "%s/mirrors/%s)",

@@ -2,7 +2,8 @@
  *
  *   prepare   <root>/images/.partial-NAME/rootfs is made (image_partial_prepare)
  *   fill      a forked helper fills rootfs (one fill function per source); it dies with the
- *             daemon (PR_SET_PDEATHSIG), and reports progress lines, an error or the size
+ *             daemon (PR_SET_PDEATHSIG), and reports progress lines, an error or the size on
+ *             its status pipe; the supervisor (supervise.h) watches it
  *   finish    .partial-NAME becomes NAME and the image is recorded (image_partial_finish)
  *
  * How the trees are stored is known to three small functions in images.c only:
@@ -13,6 +14,7 @@
  * to rootfs, so it goes away with it. */
 #pragma once
 #include "daemon/engine.h"
+#include "lib/image.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,3 +39,12 @@ void image_report_size(uint64_t bytes);
 
 /* In a forked helper (image jobs, export): die with the daemon, default signals. */
 void image_helper_init(pid_t daemon_pid, const int *keep, size_t n_keep);
+
+/* Export: a tar of image name, written by a host helper into the supervisor's data pipe (pull
+ * it with supervise_read; ops->wake says when). It is whole only when the helper exits 0.
+ * count: as in supervise_spec. */
+struct supervise;
+struct supervise_ops;
+int image_export_start(struct engine *e, const char *name, enum image_compression compression,
+                       const struct supervise_ops *ops, void *data, unsigned *count,
+                       struct supervise **ret, char *err, size_t errlen);

@@ -229,8 +229,11 @@ static int download(struct registry *reg, const char *partial, const char *file,
                     const struct blob *b, struct layer_progress *p, int *ret_fd, char *err,
                     size_t errlen)
 {
-        char path[4200];
-        snprintf(path, sizeof(path), "%s/%s", partial, file);
+        _cleanup_free_ char *path = path_join(partial, file);
+        if (!path) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
         _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
                 snprintf(err, errlen, "%s: %s", path, strerror(errno));

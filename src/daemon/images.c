@@ -4,18 +4,18 @@
  * (image_pull.c) and build (image_build.c) are others. */
 #include "daemon/image_job.h"
 #include "daemon/log.h"
+#include "daemon/supervise.h"
 #include "lib/image.h"
+#include "lib/paddock.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 
 #define MAX_IMAGE_JOBS 8
 
@@ -23,10 +23,9 @@ struct image_job {
         struct engine *eng;
         struct image_job *next; /* the running jobs */
         const char *what;
-        char name[64];
-        char partial[4096], final[4096];
-        int pidfd, msg_fd;
-        struct loop_source *pid_src, *msg_src;
+        char name[NAME_BUF_SIZE];
+        char *partial, *final; /* <root>/images/.partial-NAME, <root>/images/NAME */
+        struct supervise *sv;  /* the helper */
         struct image_callbacks cb;
         char line[1024];
         size_t line_len;
@@ -36,7 +35,7 @@ struct image_job {
 };
 
 static struct image_job *running_jobs;
-static char default_image[64] = "default";
+static char default_image[NAME_BUF_SIZE] = "default";
 
 void engine_set_default_image(struct engine *e, const char *name)
 {
@@ -58,10 +57,11 @@ bool engine_image_being_made(const char *name)
 
 bool engine_image_exists(struct engine *e, const char *name)
 {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/images/%s/rootfs", engine_root(e), name);
+        char path[PATH_MAX];
         struct stat st;
-        return name_is_valid(name) && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        return name_is_valid(name) &&
+               BUF_PRINTF(path, "%s/images/%s/rootfs", engine_root(e), name) >= 0 &&
+               stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* ---------------------------------------------------------------- prepare, finish, remove */
@@ -77,8 +77,9 @@ static int image_dir_remove(const char *dir)
  * subvolume: the storage driver decides). */
 static int image_partial_prepare(struct storage *sto, const char *partial)
 {
-        char rootfs[4200];
-        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", partial);
+        _cleanup_free_ char *rootfs = path_join(partial, "rootfs");
+        if (!rootfs)
+                return -ENOMEM;
         image_dir_remove(partial);
         int r = mkdir(partial, 0700) < 0 ? -errno : sto->ops->image_prepare(sto, rootfs);
         if (r < 0)
@@ -90,7 +91,7 @@ static int image_partial_prepare(struct storage *sto, const char *partial)
  * rootfs are dropped first). */
 static int image_partial_finish(struct storage *sto, const char *partial, const char *final)
 {
-        DIR *d = opendir(partial);
+        _cleanup_closedir_ DIR *d = opendir(partial);
         if (!d)
                 return -errno;
         struct dirent *de;
@@ -98,12 +99,12 @@ static int image_partial_finish(struct storage *sto, const char *partial, const 
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
                     strcmp(de->d_name, "rootfs"))
                         rm_rf_at(dirfd(d), de->d_name);
-        closedir(d);
         struct stat st;
         if (stat(final, &st) == 0)
                 return -EEXIST;
-        char rootfs[4200];
-        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", partial);
+        _cleanup_free_ char *rootfs = path_join(partial, "rootfs");
+        if (!rootfs)
+                return -ENOMEM;
         int r = sto->ops->image_seal(sto, rootfs); /* read-only from now on */
         if (r < 0)
                 return r;
@@ -157,15 +158,23 @@ void image_report_size(uint64_t bytes)
         helper_line('s', text);
 }
 
-static _Noreturn void run_helper(struct image_job *j, pid_t daemon_pid, int msg_fd,
-                                 image_fill_fn fill, void *arg, int keep_fd)
+struct helper_arg {
+        const char *partial;
+        image_fill_fn fill;
+        void *arg;
+        int keep_fd;
+};
+
+/* The forked helper (supervise_fork): fill rootfs, say how it went on the message pipe. */
+static void run_helper(void *data, pid_t daemon_pid, int msg_fd, int data_fd)
 {
-        int keep[] = {msg_fd, keep_fd};
-        image_helper_init(daemon_pid, keep, keep_fd >= 0 ? 2 : 1);
+        const struct helper_arg *h = data;
+        int keep[] = {msg_fd, h->keep_fd};
+        image_helper_init(daemon_pid, keep, h->keep_fd >= 0 ? 2 : 1);
         helper_msg_fd = msg_fd;
-        char rootfs[4200], err[480] = "";
-        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", j->partial);
-        int r = fill(j->partial, rootfs, arg, err, sizeof(err));
+        char err[480] = "";
+        char *rootfs = path_join(h->partial, "rootfs");
+        int r = rootfs ? h->fill(h->partial, rootfs, h->arg, err, sizeof(err)) : -ENOMEM;
         if (r < 0) {
                 char line[600];
                 snprintf(line, sizeof(line), "%d %s", -r, err[0] ? err : strerror(-r));
@@ -213,12 +222,17 @@ static void take_line(struct image_job *j, const char *line)
                 j->size = strtoull(text, NULL, 10);
 }
 
-/* Split what the helper wrote into lines; an overlong line is cut. */
-static void read_lines(struct image_job *j)
+/* Split what the helper wrote into lines; an overlong line is cut. false at EOF or error. */
+static bool on_lines(void *data, int fd)
 {
+        struct image_job *j = data;
         char buf[4096];
-        ssize_t n;
-        while ((n = read(j->msg_fd, buf, sizeof(buf))) > 0)
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 && errno == EAGAIN;
                 for (ssize_t i = 0; i < n; i++) {
                         if (buf[i] == '\n') {
                                 j->line[j->line_len] = 0;
@@ -228,15 +242,6 @@ static void read_lines(struct image_job *j)
                                 j->line[j->line_len++] = buf[i];
                         }
                 }
-}
-
-static void on_msg(struct loop_source *s, int fd, uint32_t events, void *data)
-{
-        struct image_job *j = data;
-        read_lines(j);
-        if (events & (EPOLLHUP | EPOLLERR)) {
-                loop_remove(j->msg_src);
-                j->msg_src = NULL;
         }
 }
 
@@ -261,27 +266,20 @@ static void job_free(struct image_job *j)
                         *p = j->next;
                         break;
                 }
-        loop_remove(j->pid_src);
-        loop_remove(j->msg_src);
-        if (j->pidfd >= 0)
-                close(j->pidfd);
-        if (j->msg_fd >= 0)
-                close(j->msg_fd);
+        supervise_abandon(j->sv, true);
+        free(j->partial);
+        free(j->final);
         free(j);
 }
 
-static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void *data)
+/* Everything the helper wrote has been read (supervise.h). */
+static void on_helper_exit(void *data, const struct supervise_exit *x)
 {
         struct image_job *j = data;
-        siginfo_t si = {0};
-        if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
-                return;
-        read_lines(j); /* everything it wrote is in the pipe now */
-        bool ok = si.si_code == CLD_EXITED && si.si_status == 0;
         int r = 0;
         const char *msg = NULL;
-        if (!ok) {
-                bool killed = si.si_code != CLD_EXITED;
+        if (!supervise_exit_ok(x)) {
+                bool killed = x->signaled;
                 r = killed && !j->error[0] ? -ECANCELED : j->error_code ? j->error_code : -EINVAL;
                 msg = j->error[0] ? j->error : killed ? "cancelled" : "failed";
         } else if ((r = image_partial_finish(engine_storage(j->eng), j->partial, j->final)) < 0) {
@@ -300,6 +298,8 @@ static void on_helper_exit(struct loop_source *s, int fd, uint32_t events, void 
         cb.done(r, r < 0 ? msgcopy : NULL, img, cb.data);
         json_decref(img);
 }
+
+static const struct supervise_ops job_ops = {.status = on_lines, .exit = on_helper_exit};
 
 int image_job_start(struct engine *e, const char *name, const char *what, image_fill_fn fill,
                     void *arg, int keep_fd, const struct image_callbacks *cb,
@@ -324,40 +324,32 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
                 return -EEXIST;
         }
         struct image_job *j = calloc(1, sizeof(*j));
-        if (!j) {
+        if (!j || asprintf(&j->partial, "%s/images/.partial-%s", engine_root(e), name) < 0 ||
+            asprintf(&j->final, "%s/images/%s", engine_root(e), name) < 0) {
+                if (j) {
+                        free(j->partial);
+                        free(j);
+                }
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
-        *j = (struct image_job){.eng = e, .what = what, .pidfd = -1, .msg_fd = -1, .cb = *cb};
+        j->eng = e;
+        j->what = what;
+        j->cb = *cb;
         snprintf(j->name, sizeof(j->name), "%s", name);
-        snprintf(j->partial, sizeof(j->partial), "%s/images/.partial-%s", engine_root(e), name);
-        snprintf(j->final, sizeof(j->final), "%s/images/%s", engine_root(e), name);
-        int p[2] = {-1, -1};
         int r = image_partial_prepare(engine_storage(e), j->partial);
-        if (r < 0 || pipe2(p, O_CLOEXEC) < 0) {
-                r = r < 0 ? r : -errno;
+        if (r < 0) {
                 snprintf(err, errlen, "cannot prepare the image directory: %s", strerror(-r));
-                image_dir_remove(j->partial);
-                free(j);
+                job_free(j);
                 return r;
         }
-        pid_t daemon_pid = getpid();
-        pid_t pid = fork();
-        if (pid == 0) {
-                close(p[0]);
-                run_helper(j, daemon_pid, p[1], fill, arg, keep_fd);
-        }
-        close(p[1]);
-        j->msg_fd = p[0];
-        fcntl(j->msg_fd, F_SETFL, O_NONBLOCK);
-        j->pidfd = pid > 0 ? sys_pidfd_open(pid, 0) : -1;
-        if (pid < 0 || j->pidfd < 0 ||
-            loop_add_fd(engine_loop(e), j->pidfd, EPOLLIN, on_helper_exit, j, &j->pid_src) < 0 ||
-            loop_add_fd(engine_loop(e), j->msg_fd, EPOLLIN, on_msg, j, &j->msg_src) < 0) {
-                if (pid > 0) {
-                        kill(pid, SIGKILL);
-                        waitpid(pid, NULL, 0);
-                }
+        char label[NAME_BUF_SIZE + 16];
+        snprintf(label, sizeof(label), "image %s", name); /* only for logs */
+        struct supervise_spec spec = {
+            .loop = engine_loop(e), .label = label, .ops = &job_ops, .data = j};
+        struct helper_arg h = {.partial = j->partial, .fill = fill, .arg = arg, .keep_fd = keep_fd};
+        r = supervise_fork(&spec, true, false, run_helper, &h, &j->sv);
+        if (r < 0) {
                 image_dir_remove(j->partial);
                 job_free(j);
                 snprintf(err, errlen, "cannot start the %s helper", what);
@@ -365,15 +357,15 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
         }
         j->next = running_jobs;
         running_jobs = j;
-        log_info("image %s: %s started (helper %d)", name, what, (int)pid);
+        log_info("image %s: %s started", name, what);
         *ret_job = j;
         return 0;
 }
 
 void engine_image_cancel(struct image_job *j)
 {
-        if (j && j->pidfd >= 0)
-                sys_pidfd_send_signal(j->pidfd, SIGKILL, 0);
+        if (j)
+                supervise_kill(j->sv);
 }
 
 /* ---------------------------------------------------------------- import */
@@ -398,42 +390,40 @@ int engine_image_import(struct engine *e, const char *name, int archive_fd,
 
 /* ---------------------------------------------------------------- export */
 
-int engine_image_export(struct engine *e, const char *name, int compression, int *ret_fd,
-                        int *ret_pidfd, char *err, size_t errlen)
+struct export_arg {
+        const char *rootfs;
+        enum image_compression compression;
+};
+
+static void run_export(void *data, pid_t daemon_pid, int status_fd, int tar_fd)
 {
-        if (!engine_image_exists(e, name)) {
+        const struct export_arg *a = data;
+        image_helper_init(daemon_pid, &tar_fd, 1);
+        char msg[480];
+        _exit(image_pack(a->rootfs, tar_fd, a->compression, msg, sizeof(msg)) < 0);
+}
+
+int image_export_start(struct engine *e, const char *name, enum image_compression compression,
+                       const struct supervise_ops *ops, void *data, unsigned *count,
+                       struct supervise **ret, char *err, size_t errlen)
+{
+        char rootfs[PATH_MAX];
+        if (!engine_image_exists(e, name) ||
+            BUF_PRINTF(rootfs, "%s/images/%s/rootfs", engine_root(e), name) < 0) {
                 snprintf(err, errlen, "image %s not found", name);
                 return -ENOENT;
         }
-        char rootfs[4200];
-        snprintf(rootfs, sizeof(rootfs), "%s/images/%s/rootfs", engine_root(e), name);
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0) {
-                snprintf(err, errlen, "pipe: %s", strerror(errno));
-                return -errno;
-        }
-        pid_t daemon_pid = getpid();
-        pid_t pid = fork();
-        if (pid == 0) {
-                image_helper_init(daemon_pid, &p[1], 1);
-                char msg[480];
-                _exit(image_pack(rootfs, p[1], (enum image_compression)compression, msg,
-                                 sizeof(msg)) < 0);
-        }
-        close(p[1]);
-        int pidfd = pid > 0 ? sys_pidfd_open(pid, 0) : -1;
-        if (pidfd < 0) {
-                if (pid > 0) {
-                        kill(pid, SIGKILL);
-                        waitpid(pid, NULL, 0);
-                }
-                close(p[0]);
+        struct export_arg a = {.rootfs = rootfs, .compression = compression};
+        struct supervise_spec spec = {.loop = engine_loop(e),
+                                      .label = "image export",
+                                      .count = count,
+                                      .ops = ops,
+                                      .data = data};
+        int r = supervise_fork(&spec, false, true, run_export, &a, ret);
+        if (r < 0) {
                 snprintf(err, errlen, "cannot start the export helper");
                 return -EAGAIN;
         }
-        fcntl(p[0], F_SETFL, O_NONBLOCK);
-        *ret_fd = p[0];
-        *ret_pidfd = pidfd;
         return 0;
 }
 
@@ -449,14 +439,11 @@ json_t *engine_image_list(struct engine *e)
         for (size_t i = 0; i < n; i++) {
                 int used = 0;
                 engine_image_in_use(e, rows[i].name, &used);
-                char ts[32];
-                time_t t = (time_t)rows[i].created_at;
-                struct tm tm;
-                gmtime_r(&t, &tm);
-                strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+                char ts[RFC3339_SIZE];
                 json_array_append_new(arr, json_pack("{s:s,s:I,s:s,s:i}", "name", rows[i].name,
                                                      "size", (json_int_t)rows[i].size, "created_at",
-                                                     ts, "used_by", used));
+                                                     format_rfc3339(rows[i].created_at, ts),
+                                                     "used_by", used));
         }
         free(rows);
         return arr;
@@ -473,8 +460,11 @@ int engine_image_delete(struct engine *e, const char *name, char *err, size_t er
                 snprintf(err, errlen, "image %s is used by %d environment(s)", name, used);
                 return -EBUSY;
         }
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/images/%s", engine_root(e), name);
+        char path[PATH_MAX];
+        if (BUF_PRINTF(path, "%s/images/%s", engine_root(e), name) < 0) {
+                snprintf(err, errlen, "image %s: path too long", name);
+                return -ENAMETOOLONG;
+        }
         int r = state_image_delete(engine_state(e), name);
         if (r < 0 && r != -ENOENT) {
                 snprintf(err, errlen, "cannot update the record: %s", strerror(-r));
@@ -493,18 +483,16 @@ int engine_image_delete(struct engine *e, const char *name, char *err, size_t er
 /* Partial images left by a crash (their helpers died with the daemon). */
 void engine_images_cleanup(struct engine *e)
 {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/images", engine_root(e));
-        DIR *d = opendir(path);
+        _cleanup_free_ char *path = path_join(engine_root(e), "images");
+        _cleanup_closedir_ DIR *d = path ? opendir(path) : NULL;
         if (!d)
                 return;
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, ".partial-", 9) == 0) {
                         log_info("removing interrupted image job %s", de->d_name + 9);
-                        char partial[4400];
-                        snprintf(partial, sizeof(partial), "%s/%s", path, de->d_name);
-                        image_dir_remove(partial);
+                        _cleanup_free_ char *partial = path_join(path, de->d_name);
+                        if (partial)
+                                image_dir_remove(partial);
                 }
-        closedir(d);
 }

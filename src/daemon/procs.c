@@ -1,10 +1,10 @@
 #include "daemon/procs.h"
 #include "daemon/log.h"
 #include "lib/base64.h"
+#include "lib/paddock.h"
 #include "lib/util.h"
 
 #include <signal.h>
-#include <time.h>
 
 struct chunk {
         struct chunk *next;
@@ -14,25 +14,28 @@ struct chunk {
         char data[];
 };
 
-struct follower {
-        struct request *req;
-        struct proc *p;
+/* A reader of the output (struct proc_reader): NDJSON lines, one chunk at a time. */
+struct proc_reader {
+        void (*wake)(void *data);
+        void *data;
+        struct proc *p; /* NULL once the record is gone */
         uint64_t next_seq;
         struct chunk *last; /* the chunk sent last: still alive while its seq >= head's */
         bool follow, sent_exit;
         char *pending;
         size_t pending_len, pending_off;
-        struct follower *next;
+        struct proc_reader *next;
 };
 
-struct waiter {
-        struct request *req;
+struct proc_waiter {
+        proc_wait_fn done;
+        void *data;
         struct proc *p;
-        struct waiter *next;
+        struct proc_waiter *next;
 };
 
 struct proc {
-        char env[64];
+        char env[NAME_BUF_SIZE];
         unsigned id;
         char cmd[512];
         int64_t started_at, finished_at;
@@ -42,8 +45,8 @@ struct proc {
         struct chunk *head, *tail;
         size_t bytes; /* memory the chunks take (chunk_cost) */
         uint64_t next_seq, dropped_bytes;
-        struct follower *followers;
-        struct waiter *waiters;
+        struct proc_reader *followers;
+        struct proc_waiter *waiters;
         struct proc *next;
 };
 
@@ -54,8 +57,8 @@ static unsigned last_id;
 
 static void wake_followers(struct proc *p)
 {
-        for (struct follower *f = p->followers; f; f = f->next)
-                http_stream_wake(f->req);
+        for (struct proc_reader *f = p->followers; f; f = f->next)
+                f->wake(f->data);
 }
 
 /* What a chunk costs the daemon: its bytes plus its header and the allocator's, so that a
@@ -95,7 +98,7 @@ static void on_output(void *data, int stream, const char *buf, size_t len)
         wake_followers(p);
 }
 
-static json_t *result_json(const struct exec_result *r)
+json_t *proc_result_json(const struct exec_result *r)
 {
         return json_pack("{s:i,s:I,s:b,s:b}", "exit_code", r->exit_code, "duration_ms",
                          (json_int_t)r->duration_ms, "timed_out", r->timed_out, "truncated",
@@ -110,12 +113,11 @@ static void on_done(void *data, const struct exec_result *res)
         p->res = *res;
         p->finished_at = wall_s();
         log_info("%s: background process %u exited with %d", p->env, p->id, res->exit_code);
-        struct waiter *w = p->waiters;
+        struct proc_waiter *w = p->waiters;
         p->waiters = NULL;
         while (w) {
-                struct waiter *next = w->next;
-                req_on_free(w->req, NULL, NULL);
-                http_reply_json(w->req, 200, result_json(res));
+                struct proc_waiter *next = w->next;
+                w->done(w->data, &p->res);
                 free(w);
                 w = next;
         }
@@ -128,14 +130,15 @@ static const struct exec_callbacks callbacks = {.output = on_output, .done = on_
 
 static void proc_free(struct proc *p)
 {
-        for (struct follower *f = p->followers; f; f = f->next) {
+        for (struct proc_reader *f = p->followers, *next; f; f = next) {
+                next = f->next;
                 f->p = NULL; /* the stream ends at its next read */
-                http_stream_wake(f->req);
+                f->next = NULL;
+                f->wake(f->data);
         }
-        for (struct waiter *w = p->waiters, *next; w; w = next) {
+        for (struct proc_waiter *w = p->waiters, *next; w; w = next) {
                 next = w->next;
-                req_on_free(w->req, NULL, NULL);
-                http_reply_error(w->req, 404, "not_found", "the process record was removed");
+                w->done(w->data, NULL);
                 free(w);
         }
         if (p->s)
@@ -218,14 +221,8 @@ struct proc *procs_find(const char *env, unsigned id)
 
 static json_t *time_or_null(int64_t t)
 {
-        if (!t)
-                return json_null();
-        char buf[32];
-        struct tm tm;
-        time_t tt = (time_t)t;
-        gmtime_r(&tt, &tm);
-        strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        return json_string(buf);
+        char buf[RFC3339_SIZE];
+        return t ? json_string(format_rfc3339(t, buf)) : json_null();
 }
 
 json_t *proc_json(const struct proc *p)
@@ -281,7 +278,7 @@ void procs_drop_env(const char *env)
 
 /* ---- output streams ------------------------------------------------------------------------ */
 
-static bool follower_fill(struct follower *f)
+static bool follower_fill(struct proc_reader *f)
 {
         struct proc *p = f->p;
         json_t *j = NULL;
@@ -309,7 +306,7 @@ static bool follower_fill(struct follower *f)
                         f->next_seq = c->seq + 1;
                         f->last = c;
                 } else if (p->exited && !f->sent_exit) {
-                        j = result_json(&p->res);
+                        j = proc_result_json(&p->res);
                         f->sent_exit = true;
                 }
         }
@@ -332,9 +329,8 @@ static bool follower_fill(struct follower *f)
         return true;
 }
 
-static ssize_t follower_read(void *data, char *buf, size_t max)
+ssize_t proc_reader_read(struct proc_reader *f, char *buf, size_t max)
 {
-        struct follower *f = data;
         if (f->pending_off >= f->pending_len && !follower_fill(f)) {
                 bool more = f->p && f->follow && !f->sent_exit;
                 return more ? 0 : -1;
@@ -347,11 +343,12 @@ static ssize_t follower_read(void *data, char *buf, size_t max)
         return (ssize_t)n;
 }
 
-static void follower_closed(void *data)
+void proc_reader_close(struct proc_reader *f)
 {
-        struct follower *f = data;
+        if (!f)
+                return;
         if (f->p)
-                for (struct follower **pp = &f->p->followers; *pp; pp = &(*pp)->next)
+                for (struct proc_reader **pp = &f->p->followers; *pp; pp = &(*pp)->next)
                         if (*pp == f) {
                                 *pp = f->next;
                                 break;
@@ -360,46 +357,46 @@ static void follower_closed(void *data)
         free(f);
 }
 
-static const struct http_stream_ops follower_ops = {.read = follower_read,
-                                                    .closed = follower_closed};
-
-void proc_stream_output(struct proc *p, struct request *r, bool follow)
+int proc_reader_open(struct proc *p, bool follow, void (*wake)(void *data), void *data,
+                     struct proc_reader **ret)
 {
-        struct follower *f = calloc(1, sizeof(*f));
-        if (!f) {
-                http_reply_errno(r, -ENOMEM, "out of memory");
-                return;
-        }
-        *f = (struct follower){.req = r, .p = p, .follow = follow, .next = p->followers};
+        struct proc_reader *f = calloc(1, sizeof(*f));
+        if (!f)
+                return -ENOMEM;
+        *f = (struct proc_reader){
+            .wake = wake, .data = data, .p = p, .follow = follow, .next = p->followers};
         f->next_seq = p->head ? p->head->seq : p->next_seq;
         p->followers = f;
-        http_reply_stream(r, 200, "application/x-ndjson", &follower_ops, f);
+        *ret = f;
+        return 0;
 }
 
-static void waiter_gone(void *data)
+/* ---- waiting for the exit ------------------------------------------------------------------ */
+
+int proc_wait(struct proc *p, proc_wait_fn done, void *data, struct proc_waiter **ret)
 {
-        struct waiter *w = data;
-        for (struct waiter **pp = &w->p->waiters; *pp; pp = &(*pp)->next)
+        if (p->exited) {
+                *ret = NULL;
+                done(data, &p->res);
+                return 1;
+        }
+        struct proc_waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (struct proc_waiter){.done = done, .data = data, .p = p, .next = p->waiters};
+        p->waiters = w;
+        *ret = w;
+        return 0;
+}
+
+void proc_wait_cancel(struct proc_waiter *w)
+{
+        if (!w)
+                return;
+        for (struct proc_waiter **pp = &w->p->waiters; *pp; pp = &(*pp)->next)
                 if (*pp == w) {
                         *pp = w->next;
                         break;
                 }
         free(w);
-}
-
-void proc_wait(struct proc *p, struct request *r)
-{
-        if (p->exited) {
-                http_reply_json(r, 200, result_json(&p->res));
-                return;
-        }
-        struct waiter *w = calloc(1, sizeof(*w));
-        if (!w) {
-                http_reply_errno(r, -ENOMEM, "out of memory");
-                return;
-        }
-        *w = (struct waiter){.req = r, .p = p, .next = p->waiters};
-        p->waiters = w;
-        req_on_free(r, waiter_gone, w);
-        http_defer(r);
 }

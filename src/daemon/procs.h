@@ -5,7 +5,6 @@
 #pragma once
 #include "daemon/engine.h"
 #include "daemon/exec.h"
-#include "daemon/http.h"
 
 #define PROCS_BUFFER_BYTES (1u << 20) /* output kept per process */
 #define PROCS_MAX_PER_ENV 64          /* finished records are dropped oldest first */
@@ -22,10 +21,25 @@ int proc_signal(struct proc *p, int sig);
 bool proc_exited(const struct proc *p);
 /* Forget a finished process (-EBUSY while it runs). */
 int proc_forget(struct proc *p);
-/* Stream its output as NDJSON (exec's stream format) to r; follow = keep streaming live until it
- * exits, else stop after what is buffered (and the exit line when it has exited). */
-void proc_stream_output(struct proc *p, struct request *r, bool follow);
-/* Answer r with the exit result once the process has exited (at once if it has). */
-void proc_wait(struct proc *p, struct request *r);
+/* {"exit_code", "duration_ms", "timed_out", "truncated"}: the last line of a stream, the answer
+ * of a wait. */
+json_t *proc_result_json(const struct exec_result *r);
+
+/* Its output as NDJSON lines (exec's stream format), from the oldest byte still buffered.
+ * follow: keep going live until it exits, else stop after what is buffered (and the exit line
+ * when it has exited). wake(data) runs when there may be more to read. */
+struct proc_reader;
+int proc_reader_open(struct proc *p, bool follow, void (*wake)(void *data), void *data,
+                     struct proc_reader **ret);
+/* > 0 bytes; 0 nothing now (wake follows); -1 the end (or the record is gone). */
+ssize_t proc_reader_read(struct proc_reader *f, char *buf, size_t max);
+void proc_reader_close(struct proc_reader *f); /* NULL is fine */
+
+/* done(data, res) once the process has exited: at once (returns 1, *ret NULL) or later from the
+ * loop (returns 0); res NULL: the record was removed first. */
+struct proc_waiter;
+typedef void (*proc_wait_fn)(void *data, const struct exec_result *res);
+int proc_wait(struct proc *p, proc_wait_fn done, void *data, struct proc_waiter **ret);
+void proc_wait_cancel(struct proc_waiter *w); /* before done ran; NULL is fine */
 /* The environment is gone: drop its records (their processes are dead). */
 void procs_drop_env(const char *env);
