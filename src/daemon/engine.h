@@ -141,11 +141,6 @@ int engine_image_build(struct engine *e, const struct image_build_spec *spec,
                        size_t errlen);
 /* Stop a running job: its helper is killed, done runs with -ECANCELED. */
 void engine_image_cancel(struct image_job *j);
-/* A tar of image name on *ret_fd (non-blocking, to read until EOF) written by a helper whose
- * pidfd is *ret_pidfd: exit status 0 only when the tar is whole. compression: enum
- * image_compression (lib/image.h). */
-int engine_image_export(struct engine *e, const char *name, int compression, int *ret_fd,
-                        int *ret_pidfd, char *err, size_t errlen);
 json_t *engine_image_list(struct engine *e);
 /* The image of environments created without one ("default" unless paddockd --default-image). */
 void engine_set_default_image(struct engine *e, const char *name);

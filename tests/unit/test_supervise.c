@@ -3,8 +3,8 @@
  * streams, binding to another process, and letting go inside a callback.
  *
  * The unit-test build links only libpaddock.a, and the supervisor lives in the daemon, so its
- * sources are compiled into this file. Make does not see that dependency: rebuild this test
- * after editing them. */
+ * sources are compiled into this file (the compiler's -MMD dependency file names them, so
+ * make rebuilds this test when they change). */
 #include "../../src/daemon/log.c"
 #include "../../src/daemon/loop.c"
 #include "../../src/daemon/supervise.c"
