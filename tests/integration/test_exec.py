@@ -3,10 +3,13 @@ import base64
 import hashlib
 import json
 import os
+import subprocess
 import time
 import urllib.parse
 
 import pytest
+
+from conftest import PADDOCK
 
 
 def decoded(res, field):
@@ -99,8 +102,23 @@ def test_stdin_is_binary_safe(box):
     res = box.exec("box", ["od", "-An", "-tx1"], stdin=base64.b64encode(b"\x00\xff\x10").decode(),
                    stdin_encoding="base64")
     assert res["stdout"].split() == ["00", "ff", "10"]
-    # without -i the command reads EOF at once instead of hanging
-    assert box.cli("exec", "box", "--", "cat", timeout=30).out == ""
+    # without -i the command reads EOF at once instead of hanging, and gets none of the
+    # caller's input: stdin here is a pipe that holds data and stays open (cli() would give
+    # /dev/null, which reads EOF whether or not it is passed on)
+    cli = subprocess.Popen([PADDOCK, "--socket", box.sock, "exec", "box", "--", "cat"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        cli.stdin.write(b"not for cat\n")
+        cli.stdin.flush()
+        rc = cli.wait(timeout=30)
+        out = cli.stdout.read()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        for f in (cli.stdin, cli.stdout, cli.stderr):
+            f.close()
+    assert rc == 0 and out == b"", (rc, out)
 
 
 def test_large_stdin_streams_intact_with_eof(box):

@@ -209,8 +209,10 @@ def hostile_answers():
                           "platform": {"os": "windows", "architecture": "amd64"}}]}
     put("/v2/evil/nolinux/manifests/1", json.dumps(idx).encode(),
         type="application/vnd.oci.image.index.v1+json")
-    # a layer whose entries aim outside the image: refused, nothing written on the host
-    esc = make_tar([("../../../../../../tmp/paddock-evil-escape", "file", b"x")])
+    # a layer whose entries aim outside the image: refused, nothing written on the host. Enough
+    # ".." to reach / from any directory it could be unpacked in (six only reached /var from
+    # <root>/images/<partial>/rootfs, so /tmp/paddock-evil-escape was never where it would land)
+    esc = make_tar([("../" * 24 + "tmp/paddock-evil-escape", "file", b"x")])  # < 100 chars
     manifest("escape", [layer("escape", esc)])
     manifest("many", [layer("many", ok_tar)] * 129)
     return out

@@ -10,6 +10,7 @@ from conftest import pid_alive, proc_status, wait_for
 KINDS = ["computer", "sandbox"]
 DOCKER_CAPS = "00000000a80425fb"
 CONFINEMENT_KEYS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
+CMDLINES = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"  # every command line an env can see
 
 
 def create(daemon, name, kind, *opts):
@@ -41,6 +42,10 @@ def test_only_own_processes_are_visible(daemon, kind):
     try:
         daemon.create("neighbour", "--computer")
         daemon.sh("neighbour", "sleep 424.5 >/dev/null 2>&1 &")
+        # both do run (so their absence below means "hidden", not "never started")
+        assert "424.5" in daemon.sh("neighbour", CMDLINES), "the neighbour's sleep runs"
+        with open("/proc/%d/cmdline" % canary.pid) as f:
+            assert "313.25" in f.read(), "the host's sleep runs"
         out = daemon.sh("p1", "for p in /proc/[0-9]*; do echo ${p#/proc/} $(cat $p/comm) "
                               "$(tr '\\0' ' ' < $p/cmdline); done")
         procs = [l.split(None, 2) for l in out.splitlines() if l.strip()]
@@ -85,8 +90,11 @@ def test_environments_do_not_see_each_other(daemon):
     daemon.create("a1", "--computer")
     daemon.create("a2", "--computer")
     daemon.sh("a1", "echo mine > /root/private; sleep 515.5 >/dev/null 2>&1 &")
+    # a1 has both (or a2 not seeing them would prove nothing)
+    assert daemon.sh("a1", "cat /root/private") == "mine\n"
+    assert "515.5" in daemon.sh("a1", CMDLINES)
     assert daemon.exec("a2", ["cat", "/root/private"])["exit_code"] != 0
-    assert "515.5" not in daemon.sh("a2", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+    assert "515.5" not in daemon.sh("a2", CMDLINES)
 
 
 def test_uid_map_and_host_identity(daemon):

@@ -549,14 +549,20 @@ def test_open_reaches_internet_but_nothing_private(ndaemon, internet):
     assert denied(d, "pc") > before
 
 
+def host_service_answers(d, *addrs):
+    """The listeners are up: the daemon's netns itself reaches them (so an environment that
+    does not is filtered, not just facing a missing server)."""
+    for a in addrs:
+        url = "http://%s:8080/" % ("[%s]" % a if ":" in a else a)
+        out = sh("ip", "netns", "exec", d.netns, "timeout", "3", "/bin/busybox", "wget", "-q",
+                 "-O", "-", url)
+        assert out == "host service\n", (a, out)
+
+
 def test_open_cannot_reach_host_services(ndaemon, host_service):
     d = ndaemon
     create(d, "pc")
-    # the listeners are up: the daemon's netns itself reaches both
-    for a in (UPLINK, GATEWAY):
-        out = sh("ip", "netns", "exec", d.netns, "timeout", "3", "/bin/busybox", "wget", "-q",
-                 "-O", "-", "http://%s:8080/" % a)
-        assert out == "host service\n", (a, out)
+    host_service_answers(d, UPLINK, GATEWAY)
     before = denied(d, "pc")
     r = probe(d, "pc", {
         "uplink": wget("http://%s:8080/" % UPLINK),
@@ -752,6 +758,8 @@ def test_links(ndaemon):
     for n in ips:
         start_httpd(d, n, 8000)
     url = lambda n: wget("http://%s:8000/" % ips[n])
+    # lc's server answers (nothing else reaches it below): the failures mean "filtered"
+    assert d.sh("lc", url("lc")) == "hello from lc\n"
     ra = probe(d, "la", {"lb": url("lb"), "lc": url("lc")})
     rb = probe(d, "lb", {"la": url("la"), "lc": url("lc")})
     rc = probe(d, "lc", {"la": url("la"), "lb": url("lb")})
@@ -772,6 +780,8 @@ def test_link_to_removed_env_does_not_reach_its_successor(ndaemon):
     n = create(d, "newcomer")
     assert n["network"]["ip"] == a["network"]["ip"], (a["network"], n["network"])  # lowest free
     start_httpd(d, "newcomer", 8000)
+    # its server answers, so a failure from lb means the link is gone
+    assert d.sh("newcomer", wget("http://%s:8000/" % n["network"]["ip"])) == "hello from newcomer\n"
     r = probe(d, "lb", {"x": wget("http://%s:8000/" % n["network"]["ip"])})
     assert failed(r["x"]), "lb reaches newcomer through the link it had to la: %s" % r
 
@@ -1013,6 +1023,9 @@ def test_open_ipv6_reaches_internet_but_nothing_private(ndaemon, internet, host_
     create(d, "peer6")
     start_httpd(d, "peer6", 8000)
     peer = netinfo(d, "peer6")["ip6"]
+    # both servers o6 must not reach do answer where they may be reached
+    assert d.sh("peer6", wget("http://[%s]:8000/" % peer)) == "hello from peer6\n"
+    host_service_answers(d, UPLINK6)
     before = denied(d, "o6")
     r = probe(d, "o6", {
         "ip": wget("http://[%s]/" % ALLOWED6, 5),
@@ -1120,7 +1133,7 @@ def test_ports_of_a_stopped_env_do_not_outlive_it(ndaemon, internet):
     """A stopped environment's published port is not installed by a daemon restart, so that
     removing the environment leaves no DNAT rule towards its (reusable) address."""
     d = ndaemon
-    create(d, "pst")
+    old_ip = create(d, "pst")["network"]["ip"]
     assert d.api("POST", "/v1/envs/pst/ports", {"host_port": 8091, "port": 8000}).status == 201
     d.cli("stop", "pst")
     assert "8091" not in nft_map(d, "pub_tcp")
@@ -1132,7 +1145,10 @@ def test_ports_of_a_stopped_env_do_not_outlive_it(ndaemon, internet):
     d.restart(kill=True)
     d.cli("rm", "-f", "pst")
     assert "8091" not in nft_map(d, "pub_tcp")
-    n = create(d, "next")  # gets pst's old address
+    n = create(d, "next")
+    # a left-over DNAT rule would lead to next only if it has pst's old address and serves
+    assert n["network"]["ip"] == old_ip, (old_ip, n["network"])
     start_httpd(d, "next", 8000)
+    assert d.sh("next", wget("http://%s:8000/" % old_ip)) == "hello from next\n"
     rc, out = from_internet(internet, "http://%s:8091/" % UPLINK)
     assert rc != 0 and "hello" not in out, out

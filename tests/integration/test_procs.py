@@ -212,7 +212,9 @@ def test_kill_wait_forget(box):
                               stdin=subprocess.DEVNULL)
     try:
         assert proc(box, "box", d)["state"] == "running"
-        assert waiter.poll() is None
+        # still waiting a second later (poll() right after Popen held before it even connected)
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiter.wait(1)
         # a running process cannot be forgotten
         r = box.api("DELETE", "/v1/envs/box/processes/%d" % d)
         assert r.status == 409, r

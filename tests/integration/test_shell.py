@@ -92,8 +92,10 @@ def test_shell_keys_resize_ctrl_c_and_exit_code(term):
     term.tmux("resize-window", "-t", "main", "-x", "90", "-y", "25")
     term.line("echo size2=$(stty size)")
     term.wait_for(r"size2=25 90")
-    # Ctrl-C interrupts the foreground command inside, the shell (and the session) go on
-    term.line("sleep 100; echo sleep-ended=$?")
+    # Ctrl-C interrupts the foreground command inside, the shell (and the session) go on.
+    # The sleep is short enough to end by itself well within the wait below: had Ctrl-C not
+    # reached it, "sleep-ended=0" would be on the screen (with sleep 100 it never could be)
+    term.line("sleep 4; echo sleep-ended=$?")
     time.sleep(0.3)
     term.keys("C-c")
     term.line("echo still-here")
@@ -168,13 +170,16 @@ def test_protocol_size_resize_signal_and_errors(box):
     ws.send_json({"resize": {"cols": 77, "rows": 11}})
     ws.send_bytes(b"echo B=$(stty size)\n")
     ws.collect(until=lambda o: b"B=11 77" in o)
-    # a signal goes to the terminal's foreground process group, like Ctrl-C
-    ws.send_bytes(b"sleep 100; echo slept=$?\n")
+    # a signal goes to the terminal's foreground process group, like Ctrl-C (a sleep that
+    # ends by itself before the read below gives up, so a lost signal shows as "slept=0")
+    ws.send_bytes(b"sleep 3; echo slept=$?\n")
     time.sleep(0.3)
     ws.send_json({"signal": "INT"})
-    ws.send_bytes(b"echo alive\n")
-    out, _, _ = ws.collect(until=lambda o: b"alive\r\n" in o)
-    assert b"slept=0" not in out
+    # wait for what the shell prints, not for the terminal's echo of what was typed ahead
+    # ("alive\r\n" was in that echo at once, so "slept=0" could never have come before it)
+    ws.send_bytes(b"echo alive-$((6*7))\n")
+    out, _, _ = ws.collect(until=lambda o: b"alive-42\r\n" in o)
+    assert b"slept=0" not in out, out
     # bad control messages are answered with an error; the session goes on
     for bad in ({"resize": {"cols": 0, "rows": 5}}, {"signal": "NOPE"}, {"x": 1}):
         ws.send_json(bad)
@@ -295,7 +300,9 @@ def exec_cgroups(daemon, env):
 def test_client_going_away_ends_the_session(box, how):
     token = str(4000 + os.getpid() % 1000)
     before = exec_cgroups(box, "box")
-    script = ('trap "" HUP; sleep %s & sleep %s & echo started; wait' % (token, token))
+    marker = "/tmp/session-started-" + token  # made once both sleeps are forked
+    script = ('trap "" HUP; sleep %s & sleep %s & touch %s; echo started; wait'
+              % (token, token, marker))
     if how == "drop":
         ws = WS(box.sock, "box", {"cmd": ["sh", "-c", script]})
         ws.collect(until=lambda o: b"started" in o)
@@ -312,6 +319,13 @@ def test_client_going_away_ends_the_session(box, how):
                                    urllib_quote(_json.dumps({"cmd": ["sh", "-c", script]})))
         s.sendall(req)
         s.close()
+        # The command may start before the daemon notices the client is gone: until it has,
+        # "no sleeps running" would hold merely because none had started yet. (If the
+        # session never starts at all, after these seconds nothing of it is left to start.)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and \
+                box.exec("box", ["test", "-e", marker])["exit_code"] != 0:
+            time.sleep(0.05)
     # SIGHUP is ignored here: the session's cgroup is killed after the grace period
     wait_for(lambda: not host_pids_with_cmdline(["sleep", token]), timeout=15,
              what="the session's processes to be gone")

@@ -320,10 +320,17 @@ def test_symlinks_are_not_followed(daemon, kind, tmp_path):
     # environment's root, a host path does not exist there
     r = daemon.api("GET", "/v1/envs/%s/files/watch?path=%s/w/to_host" % (env, base))
     assert r.status == 404, r
+    # A file made in the host's own / while the watch runs: had "/" been resolved on the host,
+    # this non-recursive watch would report it (host_dir is far below /, so its files could
+    # never show up here, and a sandbox makes no event of its own: the loop below would
+    # check nothing).
+    host_root_file = "/paddock-it-host_file-%s" % uuid.uuid4().hex[:8]
     w = WatchStream(daemon, env, base + "/w/to_root", recursive="0")
     try:
         assert w.status == 200
         with open(os.path.join(host_dir, "host_file2"), "w") as f:
+            f.write("host")
+        with open(host_root_file, "w") as f:
             f.write("host")
         daemon.sh(env, "touch /tmp/not_recursive")
         if kind == "computer":  # a sandbox's root is read-only
@@ -337,6 +344,8 @@ def test_symlinks_are_not_followed(daemon, kind, tmp_path):
             assert has(w.events, base + "/w/to_root/envroot_marker", "create"), w.events
     finally:
         w.close()
+        if os.path.exists(host_root_file):
+            os.unlink(host_root_file)
     # /proc magic links are refused
     for p in ("/proc/self/root", "/proc/1/root", "/proc/1/cwd"):
         r = daemon.api("GET", "/v1/envs/%s/files/watch?path=%s" % (env, p))

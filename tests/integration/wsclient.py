@@ -112,13 +112,16 @@ class WS:
 
     def collect(self, until=None, limit=1 << 20):
         """Read messages until the connection closes or until(output_bytes) is true.
-        Returns (output_bytes, control_messages, close_code)."""
+        Returns (output_bytes, control_messages, close_code). With until, the session ending
+        first is a failure (a caller waiting for some output must not go on without it)."""
         out = b""
         ctl = []
         while True:
             try:
                 op, p = self.recv_frame()
             except EOFError:
+                assert until is None, "connection closed before the awaited output: %r %r" \
+                    % (out[-500:], ctl)
                 return out, ctl, None
             if op == 2:
                 out += p
@@ -134,6 +137,8 @@ class WS:
                     except OSError:
                         pass
                 self.closed = True
+                assert until is None, "session closed (%s) before the awaited output: %r %r" \
+                    % (code, out[-500:], ctl)
                 return out, ctl, code
             if len(out) > limit:
                 raise AssertionError("too much output: %r" % out[-500:])
