@@ -806,14 +806,6 @@ static int pid_set_add(struct pid_set *s, pid_t pid)
         return 0;
 }
 
-static bool entry_is_dir(int dirfd, const struct dirent *de)
-{
-        if (de->d_type != DT_UNKNOWN)
-                return de->d_type == DT_DIR;
-        struct stat st;
-        return fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* Pids in the group behind dirfd and in all its descendants. */
 static int collect_pids(int dirfd, struct pid_set *s, int depth)
 {
@@ -833,29 +825,22 @@ static int collect_pids(int dirfd, struct pid_set *s, int depth)
                         return r;
                 p = end;
         }
-        int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                close(dfd);
-                return -errno;
-        }
-        r = 0;
-        struct dirent *de;
-        while (r >= 0 && (de = readdir(d))) {
-                if (de->d_name[0] == '.' || !entry_is_dir(dirfd, de))
+        _cleanup_closedir_ DIR *d = NULL;
+        r = opendir_at(dirfd, ".", &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d) {
+                if (de->d_name[0] == '.' || !dirent_is_dir(dirfd, de))
                         continue;
                 _cleanup_close_ int cfd = openat(dirfd, de->d_name,
                                                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (cfd < 0) {
-                        if (errno != ENOENT)
-                                r = -errno;
-                        continue;
-                }
-                r = collect_pids(cfd, s, depth + 1);
+                if (cfd < 0 && errno != ENOENT)
+                        r = -errno;
+                else if (cfd >= 0)
+                        r = collect_pids(cfd, s, depth + 1);
+                if (r < 0)
+                        break;
         }
-        closedir(d);
         return r;
 }
 
@@ -952,25 +937,15 @@ static int rmdir_tree(int parentfd, const char *name, int depth)
 {
         if (depth > MAX_DEPTH)
                 return -ELOOP;
-        int fd = openat(parentfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        bool cgfs = cg_is_cgroupfs(fd);
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(parentfd, name, &d);
+        if (r < 0)
+                return r;
+        bool cgfs = cg_is_cgroupfs(dirfd(d));
         struct stat st;
-        if (fstat(fd, &st) < 0) {
-                close(fd);
+        if (fstat(dirfd(d), &st) < 0)
                 return -errno;
-        }
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
+        FOREACH_DIRENT(de, d) {
                 struct stat cst;
                 if (fstatat(dirfd(d), de->d_name, &cst, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
@@ -986,7 +961,7 @@ static int rmdir_tree(int parentfd, const char *name, int depth)
                         r = -errno;
                 }
         }
-        closedir(d);
+        closedir(TAKE_PTR(d));
         if (r < 0)
                 return r;
         /* The last task leaving and the group becoming removable are not one atomic step on
@@ -1000,13 +975,10 @@ static int rmdir_tree(int parentfd, const char *name, int depth)
         }
 }
 
-int cgroup_env_destroy(struct cgroup_manager *m, const char *env, const char *sub)
+/* Remove env (sub NULL) or env/sub in every hierarchy; where it is missing already is fine. */
+static int rmdir_everywhere(struct cgroup_manager *m, const char *env, const char *sub)
 {
-        if (!names_valid(env, sub))
-                return -EINVAL;
-        int r = cg_kill_until_empty(m, env, sub);
-        if (r < 0)
-                return r; /* -ENOENT: the group exists in no hierarchy */
+        int r = 0;
         for (size_t i = 0; i < m->n_hier; i++) {
                 const struct cg_hier *h = &m->hier[i];
                 _cleanup_close_ int efd = -EBADF;
@@ -1024,6 +996,16 @@ int cgroup_env_destroy(struct cgroup_manager *m, const char *env, const char *su
                         r = q;
         }
         return r;
+}
+
+int cgroup_env_destroy(struct cgroup_manager *m, const char *env, const char *sub)
+{
+        if (!names_valid(env, sub))
+                return -EINVAL;
+        int r = cg_kill_until_empty(m, env, sub);
+        if (r < 0)
+                return r; /* -ENOENT: the group exists in no hierarchy */
+        return rmdir_everywhere(m, env, sub);
 }
 
 int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
@@ -1041,23 +1023,7 @@ int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
                 return -EBUSY;
         /* A process attached after the check makes rmdir fail with EBUSY, which is the
          * answer then too: nothing is killed and nothing populated goes. */
-        for (size_t i = 0; i < m->n_hier; i++) {
-                const struct cg_hier *h = &m->hier[i];
-                _cleanup_close_ int efd = -EBADF;
-                int parent = h->subtree_fd;
-                if (sub) {
-                        int q = cg_open_group(h, env, NULL, false, &efd);
-                        if (q == -ENOENT)
-                                continue;
-                        if (q < 0)
-                                return q;
-                        parent = efd;
-                }
-                int q = rmdir_tree(parent, sub ? sub : env, 0);
-                if (q < 0 && q != -ENOENT)
-                        r = q;
-        }
-        return r;
+        return rmdir_everywhere(m, env, sub);
 }
 
 int cgroup_env_freeze(struct cgroup_manager *m, const char *env, bool frozen)
@@ -1091,20 +1057,11 @@ int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n)
         size_t n = 0, cap = 0;
         int r = 0;
         for (size_t i = 0; i < m->n_hier && r >= 0; i++) {
-                int fd = openat(m->hier[i].subtree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0) {
-                        r = -errno;
+                _cleanup_closedir_ DIR *d = NULL;
+                if ((r = opendir_at(m->hier[i].subtree_fd, ".", &d)) < 0)
                         break;
-                }
-                DIR *d = fdopendir(fd);
-                if (!d) {
-                        close(fd);
-                        r = -errno;
-                        break;
-                }
-                struct dirent *de;
-                while ((de = readdir(d))) {
-                        if (!cg_name_valid(de->d_name) || !entry_is_dir(dirfd(d), de))
+                FOREACH_DIRENT(de, d) {
+                        if (!cg_name_valid(de->d_name) || !dirent_is_dir(dirfd(d), de))
                                 continue;
                         bool dup = false;
                         for (size_t k = 0; k < n && !dup; k++)
@@ -1127,7 +1084,6 @@ int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n)
                         }
                         n++;
                 }
-                closedir(d);
         }
         if (r < 0) {
                 for (size_t k = 0; k < n; k++)

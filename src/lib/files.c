@@ -596,18 +596,13 @@ static int op_list(int root_fd, const struct files_request *rq, int sfd, int dfd
         int fd = open_in_root(root_fd, rq->path, O_RDONLY | O_DIRECTORY, 0);
         if (fd < 0)
                 return fail_path(sfd, fd, rq->path);
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return fail_path(sfd, -errno, rq->path);
-        }
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_fd(fd, &d);
+        if (r < 0)
+                return fail_path(sfd, r, rq->path);
         uint64_t n = 0;
         bool truncated = false;
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
+        FOREACH_DIRENT(de, d) {
                 if (n == FILES_LIST_MAX) {
                         truncated = true;
                         break;
@@ -619,7 +614,6 @@ static int op_list(int root_fd, const struct files_request *rq, int sfd, int dfd
                         break;
                 n++;
         }
-        closedir(d);
         if (r < 0)
                 return fail(sfd, r, "%s: sending: %s", rq->path, strerror(-r));
         return report(sfd, FILES_DONE, 0, n, truncated, NULL);
@@ -768,16 +762,11 @@ static int walk_dir(struct walk *w, int dfd, const char *name, int depth)
                 close(fd);
                 return walk_fail(w, -ELOOP, "more than 256 directory levels");
         }
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return walk_fail(w, -errno, NULL);
-        }
+        _cleanup_closedir_ DIR *d = NULL;
+        if ((r = opendir_fd(fd, &d)) < 0)
+                return walk_fail(w, r, NULL);
         size_t alen = strlen(w->apath);
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
+        FOREACH_DIRENT(de, d) {
                 size_t nlen = strlen(de->d_name);
                 if (alen + 1 + nlen >= sizeof(w->apath)) {
                         r = walk_fail(w, -ENAMETOOLONG, "path too long for the archive");
@@ -790,7 +779,6 @@ static int walk_dir(struct walk *w, int dfd, const char *name, int depth)
                 if (r < 0)
                         break;
         }
-        closedir(d);
         return r;
 }
 

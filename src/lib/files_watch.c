@@ -298,21 +298,13 @@ static int watch_tree(struct watcher *w, int fd, const char *rel, int depth, boo
  * its own watch existed. */
 static int watch_scan(struct watcher *w, int fd, const char *rel, int depth, bool announce)
 {
-        int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return w->ready || depth > 0 ? 0 : -errno;
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                close(dfd);
-                return -errno;
-        }
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(fd, ".", &d);
+        if (r < 0)
+                return w->ready || depth > 0 ? 0 : r;
         char crel[FILES_PATH_MAX];
         size_t toplen = strlen(w->top);
-        int r = 0;
-        struct dirent *de;
-        while (r >= 0 && (de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
+        FOREACH_DIRENT(de, d) {
                 bool isdir = de->d_type == DT_DIR;
                 struct stat st;
                 if (de->d_type == DT_UNKNOWN) {
@@ -327,15 +319,16 @@ static int watch_scan(struct watcher *w, int fd, const char *rel, int depth, boo
                 int n = snprintf(crel, sizeof(crel), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
                 if (depth >= FILES_WATCH_MAX_DEPTH || n < 0 ||
                     toplen + 1 + (size_t)n >= FILES_PATH_MAX) {
-                        r = watch_limit(w, -E2BIG);
+                        if ((r = watch_limit(w, -E2BIG)) < 0)
+                                break;
                         continue;
                 }
                 _cleanup_close_ int cfd = open_beneath(dirfd(d), de->d_name);
                 if (cfd < 0)
                         continue; /* gone, swapped for a symlink, or not ours to read */
-                r = watch_tree(w, cfd, crel, depth + 1, announce);
+                if ((r = watch_tree(w, cfd, crel, depth + 1, announce)) < 0)
+                        break;
         }
-        closedir(d);
         return r;
 }
 

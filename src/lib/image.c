@@ -119,22 +119,15 @@ static int open_dir_nofollow(const char *dir)
 
 static int remove_children(int dfd)
 {
-        int fd = dup(dfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(dfd, ".", &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d) {
+                int k = rm_rf_at(dfd, de->d_name);
+                if (k < 0 && r == 0)
+                        r = k;
         }
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-                        int k = rm_rf_at(dfd, de->d_name);
-                        if (k < 0 && r == 0)
-                                r = k;
-                }
-        closedir(d);
         return r;
 }
 

@@ -18,15 +18,8 @@ static bool dir_has_entries(const char *path)
         struct stat st;
         if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                 return false;
-        DIR *d = opendir(path);
-        if (!d)
-                return false;
-        bool any = false;
-        struct dirent *de;
-        while (!any && (de = readdir(d)))
-                any = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-        closedir(d);
-        return any;
+        _cleanup_closedir_ DIR *d = NULL;
+        return opendir_at(AT_FDCWD, path, &d) >= 0 && readdir_no_dot(d);
 }
 
 static int recorded_driver(const char *root, char *buf, size_t len)
@@ -212,20 +205,13 @@ static int shift_entry(int at, const char *name, uint32_t from, uint32_t to, dev
                 return 0;
         if (depth > 4096)
                 return -ELOOP;
-        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        int r = 0;
-        struct dirent *de;
-        while (r >= 0 && (de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        r = shift_entry(dirfd(d), de->d_name, from, to, dev, depth + 1);
-        closedir(d);
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(at, name, &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d)
+                if ((r = shift_entry(dirfd(d), de->d_name, from, to, dev, depth + 1)) < 0)
+                        break;
         return r;
 }
 
