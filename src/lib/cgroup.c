@@ -61,24 +61,20 @@ int cg_read_all(int dirfd, const char *name, char **ret)
         if (!buf)
                 return -ENOMEM;
         for (;;) {
-                if (len + 1 >= size) {
-                        if (size >= cap)
-                                return -EFBIG;
-                        char *nbuf = realloc(buf, size * 2);
-                        if (!nbuf)
-                                return -ENOMEM;
-                        buf = nbuf;
-                        size *= 2;
-                }
-                ssize_t n = read(fd, buf + len, size - len - 1);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
+                size_t want = size - len - 1;
+                ssize_t n = read_full(fd, buf + len, want);
+                if (n < 0)
+                        return (int)n;
                 len += (size_t)n;
+                if ((size_t)n < want)
+                        break; /* end of file */
+                if (size >= cap)
+                        return -EFBIG;
+                char *nbuf = realloc(buf, size * 2);
+                if (!nbuf)
+                        return -ENOMEM;
+                buf = nbuf;
+                size *= 2;
         }
         buf[len] = 0;
         *ret = TAKE_PTR(buf);

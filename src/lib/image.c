@@ -86,7 +86,7 @@ static char *clean_path(const char *p, char *buf, size_t len)
 {
         while (*p == '/' || (p[0] == '.' && p[1] == '/'))
                 p++;
-        if (snprintf(buf, len, "%s", p) >= (int)len)
+        if (buf_printf(buf, len, "%s", p) < 0)
                 return NULL;
         size_t n = strlen(buf);
         while (n > 0 && buf[n - 1] == '/')
@@ -242,6 +242,15 @@ static int write_error(struct archive *out, struct archive_entry *e, char *errbu
         return fallback;
 }
 
+/* The end of an archive being written (or of extraction: directory modes and times). */
+static int close_writer(struct archive *out, char *errbuf, size_t errlen)
+{
+        if (archive_write_close(out) == ARCHIVE_OK)
+                return 0;
+        snprintf(errbuf, errlen, "finish: %s", archive_error_string(out));
+        return -EIO;
+}
+
 static int copy_data(struct archive *in, struct archive *out, struct archive_entry *e, char *errbuf,
                      size_t errlen)
 {
@@ -309,10 +318,7 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                         goto out;
                 archive_write_finish_entry(out);
         }
-        if (archive_write_close(out) != ARCHIVE_OK) {
-                snprintf(errbuf, errlen, "finish: %s", archive_error_string(out));
-                r = -EIO;
-        }
+        r = close_writer(out, errbuf, errlen);
 out:
         archive_read_free(in);
         archive_write_free(out);
@@ -438,10 +444,7 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
                         }
                 archive_entry_free(e);
         }
-        if (archive_write_close(out) != ARCHIVE_OK) {
-                snprintf(errbuf, errlen, "finish: %s", archive_error_string(out));
-                r = -EIO;
-        }
+        r = close_writer(out, errbuf, errlen);
 out:
         archive_entry_linkresolver_free(links);
         archive_read_free(disk);

@@ -96,44 +96,40 @@ static bool env_name_char(char c)
                c == '_' || c == '.' || c == '-';
 }
 
-static bool env_name_valid(const char *s)
+static bool table_char(char c)
+{
+        return isalnum((unsigned char)c) || c == '_';
+}
+
+/* s is between min and max bytes long and every byte passes ok. */
+static bool name_shape_ok(const char *s, size_t min, size_t max, bool (*ok)(char))
 {
         if (!s)
                 return false;
-        size_t len = strnlen(s, ENV_NAME_MAX + 1);
-        if (len == 0 || len > ENV_NAME_MAX)
+        size_t len = strnlen(s, max + 1);
+        if (len < min || len > max)
                 return false;
         for (size_t i = 0; i < len; i++)
-                if (!env_name_char(s[i]))
+                if (!ok(s[i]))
                         return false;
         return true;
+}
+
+static bool env_name_valid(const char *s)
+{
+        return name_shape_ok(s, 1, ENV_NAME_MAX, env_name_char);
 }
 
 /* Host side veth: the rules match "pdk*", so anything else would escape them. */
 static bool ifname_valid(const char *s)
 {
-        if (!s)
-                return false;
-        size_t len = strnlen(s, IFNAME_MAX + 1);
-        if (len <= strlen(VETH_PREFIX) || len > IFNAME_MAX || strncmp(s, VETH_PREFIX, 3) != 0)
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if (!env_name_char(s[i]))
-                        return false;
-        return true;
+        return name_shape_ok(s, strlen(VETH_PREFIX) + 1, IFNAME_MAX, env_name_char) &&
+               strncmp(s, VETH_PREFIX, 3) == 0;
 }
 
 static bool table_name_valid(const char *s)
 {
-        if (!s)
-                return false;
-        size_t len = strnlen(s, TABLE_MAX + 1);
-        if (len == 0 || len > TABLE_MAX || !isalpha((unsigned char)s[0]))
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if (!isalnum((unsigned char)s[i]) && s[i] != '_')
-                        return false;
-        return true;
+        return name_shape_ok(s, 1, TABLE_MAX, table_char) && isalpha((unsigned char)s[0]);
 }
 
 /* Environment names may hold '.' and '-', which we keep out of nft identifiers. Rather than

@@ -320,7 +320,8 @@ int64_t wall_s(void)
 int proc_start_time(pid_t pid, uint64_t *ret)
 {
         char path[64], buf[1024];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (BUF_PRINTF(path, "/proc/%d/stat", (int)pid) < 0)
+                return -ENAMETOOLONG;
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -420,7 +421,8 @@ void reset_signals(void)
 bool proc_is_zombie(pid_t pid)
 {
         char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (BUF_PRINTF(path, "/proc/%d/stat", (int)pid) < 0)
+                return true;
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return true;
