@@ -2,9 +2,6 @@
 #pragma once
 #include <jansson.h>
 
-static inline void json_decrefp(json_t **j)
-{
-        if (*j)
-                json_decref(*j);
-}
+/* jansson.h brings json_decrefp() itself (GCC and clang), and json_decref() takes NULL: a
+ * definition of our own would clash with it. */
 #define _cleanup_json_ __attribute__((cleanup(json_decrefp)))

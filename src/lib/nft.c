@@ -45,7 +45,15 @@
  * nft_env_list lists chain headers only. What remains per call is libnftables' own cache
  * refresh of the table's chains and sets (~1.5 ms here with a few environments; it grows with
  * their number). A struct nft is not thread-safe: calls on it must be serialized, and one
- * process should own a table (listing-then-changing assumes nobody else edits it meanwhile). */
+ * process should own a table (listing-then-changing assumes nobody else edits it meanwhile).
+ *
+ * Why one file of ~1,100 lines: it is one thing, the text of one table. The base ruleset, the
+ * per-environment chains, sets and map entries and the published ports refer to each other by
+ * name (the maps the base chains look up are filled per environment, the env_<e> chains jump
+ * into sets made next to them), and every safety argument above ("only validated names reach
+ * the text", "all or nothing", "what remove deletes is what apply added") is checked by reading
+ * the generators side by side. Split, each half would need the other's names and layout. */
+#include "lib/jsonutil.h"
 #include "lib/nft.h"
 #include "lib/util.h"
 
@@ -328,9 +336,6 @@ static int run_sbuf(struct nft *n, struct sbuf *b)
                 return 0;
         return run(n, b->s, NULL);
 }
-
-/* jansson's own json_decrefp() takes NULL. */
-#define _cleanup_json_ _cleanup_(json_decrefp)
 
 /* Run a list command; return its "nftables" array (owned by *ret_root). */
 static int list_json(struct nft *n, const char *cmd, json_t **ret_root, json_t **ret_items)
