@@ -55,6 +55,7 @@
  * the generators side by side. Split, each half would need the other's names and layout. */
 #include "lib/jsonutil.h"
 #include "lib/nft.h"
+#include "lib/paddock.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -66,7 +67,7 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 
-#define ENV_NAME_MAX 63
+#define ENV_NAME_MAX NAME_LEN_MAX
 #define ENV_ENC_MAX  (2 * ENV_NAME_MAX) /* every character may take two */
 #define OBJ_NAME_MAX (8 + ENV_ENC_MAX)  /* "allowp4_" + encoded; kernel limit is 255 */
 #define TABLE_MAX    32
@@ -344,15 +345,13 @@ static int list_json(struct nft *n, const char *cmd, json_t **ret_root, json_t *
         int r = run(n, cmd, &out);
         if (r < 0)
                 return r;
-        json_t *root = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+        _cleanup_json_ json_t *root = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
         json_t *items = root ? json_object_get(root, "nftables") : NULL;
         if (!json_is_array(items)) {
-                if (root)
-                        json_decref(root);
                 set_error(n, "unexpected JSON output from libnftables");
                 return -EIO;
         }
-        *ret_root = root;
+        *ret_root = TAKE_PTR(root);
         *ret_items = items;
         return 0;
 }
@@ -714,7 +713,8 @@ static json_t *elem_key(json_t *pair, json_t **ret_comment)
 static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, const char *ours,
                                const char *ifname)
 {
-        json_t *root, *elems;
+        _cleanup_json_ json_t *root = NULL;
+        json_t *elems;
         int r = list_map(n, map, &root, &elems);
         if (r < 0)
                 return r;
@@ -733,19 +733,20 @@ static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, c
                 if ((ifname && strcmp(key, ifname) == 0) || (target && strcmp(target, ours) == 0))
                         sb(b, "delete element inet %s %s { \"%s\" }\n", n->table, map, key);
         }
-        json_decref(root);
         return 0;
 }
 
 /* Append "delete element" commands for the published ports of an environment. */
 static int drop_env_ports(struct nft *n, struct sbuf *b, const char *map, const char *name)
 {
-        json_t *root, *elems;
+        _cleanup_json_ json_t *root = NULL;
+        json_t *elems;
         int r = list_map(n, map, &root, &elems);
         if (r < 0)
                 return r;
         char want[ENV_NAME_MAX + 5];
-        snprintf(want, sizeof(want), "env:%s", name);
+        if ((r = BUF_PRINTF(want, "env:%s", name)) < 0)
+                return r;
         size_t i;
         json_t *pair;
         json_array_foreach(elems, i, pair)
@@ -757,7 +758,6 @@ static int drop_env_ports(struct nft *n, struct sbuf *b, const char *map, const 
                         sb(b, "delete element inet %s %s { %lld }\n", n->table, map,
                            (long long)json_integer_value(key));
         }
-        json_decref(root);
         return 0;
 }
 

@@ -1,3 +1,4 @@
+#include "lib/jsonutil.h"
 #include "lib/registry.h"
 #include "lib/util.h"
 
@@ -306,14 +307,13 @@ out:
 /* The message of a registry error answer ({"errors":[{"message":...}]}), or the status. */
 static void error_text(const struct transfer *t, const char *what, char *err, size_t errlen)
 {
-        json_t *j = t->buf ? json_loads(t->buf, 0, NULL) : NULL;
+        _cleanup_json_ json_t *j = t->buf ? json_loads(t->buf, 0, NULL) : NULL;
         const char *m = json_string_value(
             json_object_get(json_array_get(json_object_get(j, "errors"), 0), "message"));
         if (m)
                 snprintf(err, errlen, "%s: %.200s (HTTP %ld)", what, m, t->status);
         else
                 snprintf(err, errlen, "%s: HTTP %ld", what, t->status);
-        json_decref(j);
 }
 
 /* GET with one token round when the registry asks for it. t must be fresh. */
