@@ -198,22 +198,29 @@ static int replace_lower_dir(const char *path)
         return r;
 }
 
+/* The next entry of an archive being read: 1, 0 at its end, -EINVAL for a broken one (said in
+ * errbuf, after what). */
+static int next_entry(struct archive *in, struct archive_entry **ret, const char *what,
+                      char *errbuf, size_t errlen)
+{
+        int s = archive_read_next_header(in, ret);
+        if (s == ARCHIVE_EOF)
+                return 0;
+        if (s < ARCHIVE_WARN) {
+                snprintf(errbuf, errlen, "%s: %s", what, archive_error_string(in));
+                return -EINVAL;
+        }
+        return 1;
+}
+
 static int whiteout_pass(int fd, char *errbuf, size_t errlen)
 {
         struct archive *in = open_layer(fd, errbuf, errlen);
         if (!in)
                 return -EINVAL;
         int r = 0;
-        for (;;) {
-                struct archive_entry *e;
-                int s = archive_read_next_header(in, &e);
-                if (s == ARCHIVE_EOF)
-                        break;
-                if (s < ARCHIVE_WARN) {
-                        snprintf(errbuf, errlen, "bad layer: %s", archive_error_string(in));
-                        r = -EINVAL;
-                        break;
-                }
+        struct archive_entry *e;
+        while ((r = next_entry(in, &e, "bad layer", errbuf, errlen)) > 0) {
                 const char *path = archive_entry_pathname(e);
                 if (path && is_whiteout(path) && (r = apply_whiteout(path, errbuf, errlen)) < 0)
                         break;
@@ -285,17 +292,8 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
             out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
                      ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                      ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_UNLINK);
-        r = 0;
-        for (;;) {
-                struct archive_entry *e;
-                int s = archive_read_next_header(in, &e);
-                if (s == ARCHIVE_EOF)
-                        break;
-                if (s < ARCHIVE_WARN) {
-                        snprintf(errbuf, errlen, "bad archive: %s", archive_error_string(in));
-                        r = -EINVAL;
-                        goto out;
-                }
+        struct archive_entry *e;
+        while ((r = next_entry(in, &e, "bad archive", errbuf, errlen)) > 0) {
                 mode_t type = archive_entry_filetype(e);
                 if (type == AE_IFCHR || type == AE_IFBLK)
                         continue;
@@ -309,8 +307,7 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                 fix_owner(e);
                 if (type == AE_IFREG)
                         *bytes += (uint64_t)archive_entry_size(e);
-                s = archive_write_header(out, e);
-                if (s < ARCHIVE_WARN) {
+                if (archive_write_header(out, e) < ARCHIVE_WARN) {
                         r = write_error(out, e, errbuf, errlen, -EINVAL);
                         goto out;
                 }
@@ -318,7 +315,8 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                         goto out;
                 archive_write_finish_entry(out);
         }
-        r = close_writer(out, errbuf, errlen);
+        if (r == 0)
+                r = close_writer(out, errbuf, errlen);
 out:
         archive_read_free(in);
         archive_write_free(out);

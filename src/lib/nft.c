@@ -431,6 +431,18 @@ static const char *const forbidden6[] = {
     "fc00::/7",       "fe80::/10",     "fec0::/10",    "ff00::/8",
 };
 
+/* An interval set refilled from scratch: the fixed list plus the environments' own subnet. */
+static void forbidden_set(struct sbuf *b, const char *t, const char *set, const char *type,
+                          const char *const *list, size_t n, const char *subnet)
+{
+        sb(b, "add set inet %s %s { type %s; flags interval; auto-merge; }\n", t, set, type);
+        sb(b, "flush set inet %s %s\n", t, set);
+        sb(b, "add element inet %s %s { ", t, set);
+        for (size_t i = 0; i < n; i++)
+                sb(b, "%s, ", list[i]);
+        sb(b, "%s }\n", subnet);
+}
+
 /* Base chains are (re)created and flushed in the same transaction that refills them, so
  * re-running nft_open (daemon restart, changed subnet or resolver) swaps the rules atomically
  * and leaves per-environment chains, sets, counters and the maps' entries alone. */
@@ -438,22 +450,10 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
                          const char *subnet6)
 {
         sb(b, "add table inet %s\n", t);
-        if (subnet6) {
-                sb(b, "add set inet %s forbidden6 { type ipv6_addr; flags interval; auto-merge; }\n",
-                   t);
-                sb(b, "flush set inet %s forbidden6\n", t);
-                sb(b, "add element inet %s forbidden6 { ", t);
-                for (size_t i = 0; i < ELEMENTSOF(forbidden6); i++)
-                        sb(b, "%s, ", forbidden6[i]);
-                sb(b, "%s }\n", subnet6);
-        }
-
-        sb(b, "add set inet %s forbidden4 { type ipv4_addr; flags interval; auto-merge; }\n", t);
-        sb(b, "flush set inet %s forbidden4\n", t);
-        sb(b, "add element inet %s forbidden4 { ", t);
-        for (size_t i = 0; i < ELEMENTSOF(forbidden4); i++)
-                sb(b, "%s, ", forbidden4[i]);
-        sb(b, "%s }\n", subnet);
+        if (subnet6)
+                forbidden_set(b, t, "forbidden6", "ipv6_addr", forbidden6, ELEMENTSOF(forbidden6),
+                              subnet6);
+        forbidden_set(b, t, "forbidden4", "ipv4_addr", forbidden4, ELEMENTSOF(forbidden4), subnet);
 
         sb(b, "add map inet %s envs { type ifname : verdict; }\n", t);
         sb(b, "add map inet %s envctr { type ifname : counter; }\n", t);
