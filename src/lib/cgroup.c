@@ -373,7 +373,8 @@ static int collect_pids(int dirfd, struct pid_set *s, int depth)
         r = opendir_at(dirfd, ".", &d);
         if (r < 0)
                 return r;
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 if (de->d_name[0] == '.' || !dirent_is_dir(dirfd, de))
                         continue;
                 _cleanup_close_ int cfd = openat(dirfd, de->d_name,
@@ -489,7 +490,8 @@ static int rmdir_tree(int parentfd, const char *name, int depth)
         struct stat st;
         if (fstat(dirfd(d), &st) < 0)
                 return -errno;
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 struct stat cst;
                 if (fstatat(dirfd(d), de->d_name, &cst, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
@@ -604,7 +606,8 @@ int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n)
                 _cleanup_closedir_ DIR *d = NULL;
                 if ((r = opendir_at(m->hier[i].subtree_fd, ".", &d)) < 0)
                         break;
-                FOREACH_DIRENT(de, d) {
+                FOREACH_DIRENT(de, d)
+                {
                         if (!cg_name_valid(de->d_name) || !dirent_is_dir(dirfd(d), de))
                                 continue;
                         bool dup = false;

@@ -191,7 +191,8 @@ static int sum_oom_kills(int dirfd, uint64_t *sum, int depth)
         r = opendir_at(dirfd, ".", &d);
         if (r < 0)
                 return r;
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
                         continue;
                 _cleanup_close_ int cfd = openat(dirfd, de->d_name,

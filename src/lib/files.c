@@ -275,7 +275,7 @@ int files_resolve_owner(int root_fd, const char *user, struct files_owner *ret)
 int files_fail_owner(int sfd, int r, const char *user)
 {
         return files_fail(sfd, r, "user %s: %s", user,
-                    r == -ENOENT ? "not in the environment's /etc/passwd" : strerror(-r));
+                          r == -ENOENT ? "not in the environment's /etc/passwd" : strerror(-r));
 }
 
 /* The helper is uid 0: only other owners need a chown. The chmod comes after it (chown clears
@@ -512,12 +512,12 @@ static int op_remove(int root_fd, const struct files_request *rq, int sfd)
                 r = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
         if (r == -ENOTEMPTY || r == -EEXIST)
                 return files_fail(sfd, -ENOTEMPTY,
-                            "%s: directory not empty (recursive=1 removes it "
-                            "with its contents)",
-                            rq->path);
+                                  "%s: directory not empty (recursive=1 removes it "
+                                  "with its contents)",
+                                  rq->path);
         if (r == -EBUSY)
                 return files_fail(sfd, r, "%s: a mount point (or holds one): cannot be removed",
-                            rq->path);
+                                  rq->path);
         if (r < 0)
                 return files_fail_path(sfd, r, rq->path);
         return files_report(sfd, FILES_DONE, 0, 0, 0, NULL);
@@ -591,7 +591,8 @@ static int op_list(int root_fd, const struct files_request *rq, int sfd, int dfd
                 return files_fail_path(sfd, r, rq->path);
         uint64_t n = 0;
         bool truncated = false;
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 if (n == FILES_LIST_MAX) {
                         truncated = true;
                         break;

@@ -104,7 +104,8 @@ static int walk_dir(struct walk *w, int dfd, const char *name, int depth)
         if ((r = opendir_fd(fd, &d)) < 0)
                 return walk_fail(w, r, NULL);
         size_t alen = strlen(w->apath);
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 size_t nlen = strlen(de->d_name);
                 if (alen + 1 + nlen >= sizeof(w->apath)) {
                         r = walk_fail(w, -ENAMETOOLONG, "path too long for the archive");

@@ -280,7 +280,8 @@ static int watch_scan(struct watcher *w, int fd, const char *rel, int depth, boo
                 return w->ready || depth > 0 ? 0 : r;
         char crel[FILES_PATH_MAX];
         size_t toplen = strlen(w->top);
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 bool isdir = de->d_type == DT_DIR;
                 struct stat st;
                 if (de->d_type == DT_UNKNOWN) {
@@ -487,8 +488,8 @@ static int watch_setup(struct watcher *w, const struct files_request *rq, int sf
         w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (w->ifd < 0)
                 return files_fail(sfd, errno == EMFILE ? -EMFILE : -errno,
-                            "inotify: %s (the host's fs.inotify.max_user_instances?)",
-                            strerror(errno));
+                                  "inotify: %s (the host's fs.inotify.max_user_instances?)",
+                                  strerror(errno));
         struct stat st;
         if (fstat(w->top_fd, &st) < 0)
                 return files_fail(sfd, -errno, "%s: %s", rq->path, strerror(errno));
@@ -503,15 +504,15 @@ static int watch_setup(struct watcher *w, const struct files_request *rq, int sf
                     : 0;
         if (r == -E2BIG)
                 return files_fail(sfd, r,
-                            "%s: more than %d directories, deeper than %d levels or paths "
-                            "longer than %d bytes (watch a smaller tree, or recursive=0)",
-                            rq->path, FILES_WATCH_MAX_WATCHES, FILES_WATCH_MAX_DEPTH,
-                            FILES_PATH_MAX - 1);
+                                  "%s: more than %d directories, deeper than %d levels or paths "
+                                  "longer than %d bytes (watch a smaller tree, or recursive=0)",
+                                  rq->path, FILES_WATCH_MAX_WATCHES, FILES_WATCH_MAX_DEPTH,
+                                  FILES_PATH_MAX - 1);
         if (r == -ENOSPC)
                 return files_fail(sfd, -EAGAIN,
-                            "%s: the host's limit of inotify watches is reached "
-                            "(fs.inotify.max_user_watches)",
-                            rq->path);
+                                  "%s: the host's limit of inotify watches is reached "
+                                  "(fs.inotify.max_user_watches)",
+                                  rq->path);
         if (r < 0)
                 return files_fail(sfd, r, "%s: %s", rq->path, strerror(-r));
         return 0;

@@ -123,7 +123,8 @@ static int remove_children(int dfd)
         int r = opendir_at(dfd, ".", &d);
         if (r < 0)
                 return r;
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 int k = rm_rf_at(dfd, de->d_name);
                 if (k < 0 && r == 0)
                         r = k;

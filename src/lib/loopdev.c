@@ -53,7 +53,8 @@ int loopdev_find(const char *path, char *ret_dev, size_t len)
         if (r < 0)
                 return r;
         r = -ENOENT;
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 if (strncmp(de->d_name, "loop", 4) != 0)
                         continue;
                 char p[300];

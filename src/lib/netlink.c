@@ -418,8 +418,8 @@ static int configure_host_side(struct nl *nl, const struct veth_config *c)
         r = side_up(nl, c->host_ifname, c->gateway, c->ipv6 ? &gw6 : NULL, 64, &ifindex);
         if (r < 0)
                 return r;
-        r = route_add(nl, &(struct route){
-                              .oif = ifindex, .dst = c->addr, .dst_len = 32, .prefsrc = &c->gateway});
+        struct route to_env = {.oif = ifindex, .dst = c->addr, .dst_len = 32, .prefsrc = &c->gateway};
+        r = route_add(nl, &to_env);
         if (r < 0 || !c->ipv6)
                 return r;
         return route6_add(nl, ifindex, &c->addr6, 128, NULL);

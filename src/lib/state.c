@@ -350,8 +350,8 @@ int state_image_list(struct state *s, struct image_row **ret, size_t *ret_n)
 int state_port_insert(struct state *s, const struct port_row *p)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT INTO ports (proto, host_port, env, port) VALUES (?1, ?2, ?3, ?4)",
-                        &st);
+        int r = prepare(
+            s, "INSERT INTO ports (proto, host_port, env, port) VALUES (?1, ?2, ?3, ?4)", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, p->proto, -1, SQLITE_STATIC);

@@ -91,7 +91,8 @@ int storage_open(const struct storage_config *c, struct storage **ret, char *err
         if (recorded)
                 s->info.shifted = rec_shifted;
         if (!recorded) {
-                _cleanup_close_ int fd = open(record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                _cleanup_close_ int fd =
+                    open(record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
                 if (fd < 0 ||
                     dprintf(fd, "%s%s\n", ops->name, s->info.shifted ? " shifted" : "") < 0 ||
                     fsync(fd) < 0) {
@@ -211,8 +212,10 @@ static int shift_entry(int at, const char *name, uint32_t from, uint32_t to, dev
         if (r < 0)
                 return r;
         FOREACH_DIRENT(de, d)
+        {
                 if ((r = shift_entry(dirfd(d), de->d_name, from, to, dev, depth + 1)) < 0)
                         break;
+        }
         return r;
 }
 

@@ -198,7 +198,8 @@ static int rm_rf_children(int fd, struct rm_walk *w, int depth)
         int r = opendir_fd(fd, &d);
         if (r < 0)
                 return r;
-        FOREACH_DIRENT(de, d) {
+        FOREACH_DIRENT(de, d)
+        {
                 struct stat st;
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                         if (errno != ENOENT)
