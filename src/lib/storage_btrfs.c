@@ -303,17 +303,31 @@ static int spares_dir(struct storage *s)
         return open_dir(p);
 }
 
+/* The spares directory, the name image_rootfs's spare has in it, and dir (the other end of
+ * the move or snapshot) opened. */
+static int spare_open(struct storage *s, const char *image_rootfs, const char *dir,
+                      char name[static 32], int *ret_spares, int *ret_dir)
+{
+        int r = spare_name(image_rootfs, name, 32);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int spares = spares_dir(s), other = open_dir(dir);
+        if (spares < 0)
+                return spares;
+        if (other < 0)
+                return other;
+        *ret_spares = TAKE_FD(spares);
+        *ret_dir = TAKE_FD(other);
+        return 0;
+}
+
 static int take_spare(struct storage *s, const char *image_rootfs, const char *env_dir)
 {
         char name[32];
-        int r = spare_name(image_rootfs, name, sizeof(name));
+        _cleanup_close_ int spares = -EBADF, env = -EBADF;
+        int r = spare_open(s, image_rootfs, env_dir, name, &spares, &env);
         if (r < 0)
                 return r;
-        _cleanup_close_ int spares = spares_dir(s), env = open_dir(env_dir);
-        if (spares < 0)
-                return spares;
-        if (env < 0)
-                return env;
         return renameat(spares, name, env, "disk") < 0 ? -errno : 0;
 }
 
@@ -322,14 +336,10 @@ static int btrfs_prepare_spare(struct storage *s, const char *image_rootfs)
         if (s->info.shifted)
                 return 0; /* each copy is chowned for its own range: nothing to share */
         char name[32];
-        int r = spare_name(image_rootfs, name, sizeof(name));
+        _cleanup_close_ int spares = -EBADF, from = -EBADF;
+        int r = spare_open(s, image_rootfs, image_rootfs, name, &spares, &from);
         if (r < 0)
                 return r;
-        _cleanup_close_ int spares = spares_dir(s), from = open_dir(image_rootfs);
-        if (spares < 0)
-                return spares;
-        if (from < 0)
-                return from;
         struct stat st;
         if (fstatat(spares, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
                 return 0;
