@@ -1,5 +1,5 @@
-/* Shared between cgroup.c (detection, manager, generic group handling) and the two backends
- * cgroup_v2.c and cgroup_v1.c (which also serves the hybrid layout).
+/* Shared between cgroup_discover.c (detection, the manager), cgroup.c (generic group handling)
+ * and the two backends cgroup_v2.c and cgroup_v1.c (which also serves the hybrid layout).
  *
  * The manager keeps one entry per hierarchy it uses: the unified one alone on v2; the v1
  * controller hierarchies (cpu, cpuacct, memory, pids, freezer, blkio — co-mounted ones such as
@@ -9,7 +9,8 @@
  *
  * What differs between v1 and v2 — limit files, freezing, cgroup.kill, statistics, delegation —
  * sits behind struct cgroup_ops. What is the same — creating and removing the mirrored group
- * directories, attaching, the SIGKILL-until-empty loop, listing — lives in cgroup.c. */
+ * directories, attaching, the SIGKILL-until-empty loop, listing — lives in cgroup.c; finding
+ * the hierarchies and the daemon's own group in cgroup_discover.c. */
 #pragma once
 #include "lib/cgroup.h"
 

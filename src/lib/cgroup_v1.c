@@ -187,25 +187,19 @@ static int sum_oom_kills(int dirfd, uint64_t *sum, int depth)
         *sum += r < 0 ? 0 : v;
         if (depth >= 32)
                 return 0;
-        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        struct dirent *de;
-        r = 0;
-        while (r >= 0 && (de = readdir(d))) {
+        _cleanup_closedir_ DIR *d = NULL;
+        r = opendir_at(dirfd, ".", &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d)
+        {
                 if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
                         continue;
                 _cleanup_close_ int cfd = openat(dirfd, de->d_name,
                                                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (cfd >= 0)
-                        r = sum_oom_kills(cfd, sum, depth + 1);
+                if (cfd >= 0 && (r = sum_oom_kills(cfd, sum, depth + 1)) < 0)
+                        break;
         }
-        closedir(d);
         return r;
 }
 

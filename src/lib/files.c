@@ -1,8 +1,6 @@
-#include "lib/files.h"
+#include "lib/files_internal.h"
 #include "lib/util.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <grp.h>
 #include <linux/magic.h>
@@ -17,8 +15,6 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-
-#define COPY_BUF (128u * 1024)
 
 /* ------------------------------------------------------------------------------ paths */
 
@@ -90,7 +86,7 @@ static int open_in_root(int root_fd, const char *path, int flags, mode_t mode)
 }
 
 /* One component below dfd, following no symlink at all (a name from readdir). */
-static int open_below(int dfd, const char *name, int flags)
+int files_open_below(int dfd, const char *name, int flags)
 {
         struct open_how how = {
             .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
@@ -102,11 +98,8 @@ static int open_below(int dfd, const char *name, int flags)
 
 /* ------------------------------------------------------------------------------ reports */
 
-static int report(int fd, uint32_t phase, int err, uint64_t value, uint64_t count, const char *fmt,
-                  ...) __attribute__((format(printf, 6, 7)));
-
-static int report(int fd, uint32_t phase, int err, uint64_t value, uint64_t count, const char *fmt,
-                  ...)
+int files_report(int fd, uint32_t phase, int err, uint64_t value, uint64_t count, const char *fmt,
+                 ...)
 {
         struct files_status st = {.err = err, .phase = phase, .value = value, .count = count};
         if (fmt) {
@@ -119,12 +112,10 @@ static int report(int fd, uint32_t phase, int err, uint64_t value, uint64_t coun
         return err;
 }
 
-#define fail(fd, err, ...) report(fd, FILES_DONE, err, 0, 0, __VA_ARGS__)
-
 /* "path: reason" for the common case. */
-static int fail_path(int fd, int err, const char *path)
+int files_fail_path(int fd, int err, const char *path)
 {
-        return fail(fd, err, "%s: %s", path, strerror(-err));
+        return files_fail(fd, err, "%s: %s", path, strerror(-err));
 }
 
 /* ------------------------------------------------------------------------------ records */
@@ -190,11 +181,6 @@ int files_entry_next(const void *buf, size_t len, size_t *off, struct files_entr
 
 /* ------------------------------------------------------------------------------ owners */
 
-struct owner {
-        uid_t uid;
-        gid_t gid;
-};
-
 static bool parse_id(const char *s, size_t len, unsigned *ret)
 {
         if (len == 0 || len > 5 || strspn(s, "0123456789") < len)
@@ -210,7 +196,7 @@ static bool parse_id(const char *s, size_t len, unsigned *ret)
 
 /* Look a user (name or number) up in the environment's /etc/passwd, read through the same safe
  * resolution as everything else and bounded to 64 KiB. */
-static int passwd_find(int root_fd, const char *user, size_t ulen, struct owner *ret)
+static int passwd_find(int root_fd, const char *user, size_t ulen, struct files_owner *ret)
 {
         _cleanup_close_ int fd =
             open_in_root(root_fd, "/etc/passwd", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
@@ -251,7 +237,7 @@ static int passwd_find(int root_fd, const char *user, size_t ulen, struct owner 
                         continue;
                 if (by_id ? uid != want : (strlen(f[0]) != ulen || memcmp(f[0], user, ulen)))
                         continue;
-                *ret = (struct owner){.uid = uid, .gid = gid};
+                *ret = (struct files_owner){.uid = uid, .gid = gid};
                 return 0;
         }
         return -ENOENT;
@@ -259,15 +245,15 @@ static int passwd_find(int root_fd, const char *user, size_t ulen, struct owner 
 
 /* NULL/"" = root; "name", "uid" (gid from passwd, else the same number), "name:gid", "uid:gid"
  * -- the forms exec accepts. */
-static int resolve_owner(int root_fd, const char *user, struct owner *ret)
+int files_resolve_owner(int root_fd, const char *user, struct files_owner *ret)
 {
         if (!user || !*user) {
-                *ret = (struct owner){0, 0};
+                *ret = (struct files_owner){0, 0};
                 return 0;
         }
         const char *colon = strchr(user, ':');
         size_t ulen = colon ? (size_t)(colon - user) : strlen(user);
-        struct owner o;
+        struct files_owner o;
         unsigned id;
         if (ulen == 0)
                 return -EINVAL;
@@ -275,7 +261,7 @@ static int resolve_owner(int root_fd, const char *user, struct owner *ret)
         if (r < 0) {
                 if (!parse_id(user, ulen, &id))
                         return -ENOENT;
-                o = (struct owner){id, id};
+                o = (struct files_owner){id, id};
         }
         if (colon) {
                 if (!parse_id(colon + 1, strlen(colon + 1), &id))
@@ -286,15 +272,15 @@ static int resolve_owner(int root_fd, const char *user, struct owner *ret)
         return 0;
 }
 
-static int fail_owner(int sfd, int r, const char *user)
+int files_fail_owner(int sfd, int r, const char *user)
 {
-        return fail(sfd, r, "user %s: %s", user,
-                    r == -ENOENT ? "not in the environment's /etc/passwd" : strerror(-r));
+        return files_fail(sfd, r, "user %s: %s", user,
+                          r == -ENOENT ? "not in the environment's /etc/passwd" : strerror(-r));
 }
 
 /* The helper is uid 0: only other owners need a chown. The chmod comes after it (chown clears
  * set-id bits). */
-static int set_owner_mode(int fd, const struct owner *o, int mode)
+static int set_owner_mode(int fd, const struct files_owner *o, int mode)
 {
         if ((o->uid || o->gid) && fchown(fd, o->uid, o->gid) < 0)
                 return -errno;
@@ -306,7 +292,7 @@ static int set_owner_mode(int fd, const struct owner *o, int mode)
 /* mkdir -p of a normalized path inside root_fd. Missing components are created one at a time
  * below their parent (which was itself resolved inside the root), owned by o, mode 0755 except
  * the last (last_mode). Returns an O_RDONLY fd of the directory. */
-static int ensure_dir(int root_fd, const char *path, const struct owner *o, int last_mode)
+int files_ensure_dir(int root_fd, const char *path, const struct files_owner *o, int last_mode)
 {
         int fd = open_in_root(root_fd, path, O_RDONLY | O_DIRECTORY, 0);
         if (fd != -ENOENT)
@@ -351,7 +337,7 @@ static int ensure_dir(int root_fd, const char *path, const struct owner *o, int 
                                 return -errno;
                         continue;
                 }
-                _cleanup_close_ int dfd = open_below(pfd, name, O_RDONLY | O_DIRECTORY);
+                _cleanup_close_ int dfd = files_open_below(pfd, name, O_RDONLY | O_DIRECTORY);
                 if (dfd < 0)
                         return dfd;
                 int r = set_owner_mode(dfd, o, mode);
@@ -380,9 +366,9 @@ static int copy_fd(int in, off_t *in_off, int out, uint64_t max, uint64_t *ret_c
                                 continue;
                         }
                 } else {
-                        if (!buf && !(buf = malloc(COPY_BUF)))
+                        if (!buf && !(buf = malloc(FILES_COPY_BUF)))
                                 return -ENOMEM;
-                        size_t want = left < COPY_BUF ? (size_t)left : COPY_BUF;
+                        size_t want = left < FILES_COPY_BUF ? (size_t)left : FILES_COPY_BUF;
                         n = in_off ? pread(in, buf, want, *in_off) : read(in, buf, want);
                         if (n > 0 && (r = write_all(out, buf, (size_t)n)) < 0)
                                 break;
@@ -410,30 +396,31 @@ static int op_read(int root_fd, const struct files_request *rq, int sfd, int dfd
         _cleanup_close_ int fd =
             open_in_root(root_fd, rq->path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
         if (fd < 0)
-                return fail_path(sfd, fd, rq->path);
+                return files_fail_path(sfd, fd, rq->path);
         struct stat st;
         if (fstat(fd, &st) < 0)
-                return fail_path(sfd, -errno, rq->path);
+                return files_fail_path(sfd, -errno, rq->path);
         if (S_ISDIR(st.st_mode))
-                return fail(sfd, -EISDIR, "%s: is a directory (use files/list or archive)",
-                            rq->path);
+                return files_fail(sfd, -EISDIR, "%s: is a directory (use files/list or archive)",
+                                  rq->path);
         if (!S_ISREG(st.st_mode))
-                return fail(sfd, -EINVAL, "%s: not a regular file (%s)", rq->path,
-                            S_ISFIFO(st.st_mode)   ? "a FIFO"
-                            : S_ISSOCK(st.st_mode) ? "a socket"
-                            : S_ISLNK(st.st_mode)  ? "a symlink"
-                                                   : "a device");
+                return files_fail(sfd, -EINVAL, "%s: not a regular file (%s)", rq->path,
+                                  S_ISFIFO(st.st_mode)   ? "a FIFO"
+                                  : S_ISSOCK(st.st_mode) ? "a socket"
+                                  : S_ISLNK(st.st_mode)  ? "a symlink"
+                                                         : "a device");
         if ((uint64_t)st.st_size > rq->max_bytes)
-                return fail(sfd, -EFBIG, "%s: %llu bytes, more than the limit of %llu", rq->path,
-                            (unsigned long long)st.st_size, (unsigned long long)rq->max_bytes);
+                return files_fail(sfd, -EFBIG, "%s: %llu bytes, more than the limit of %llu",
+                                  rq->path, (unsigned long long)st.st_size,
+                                  (unsigned long long)rq->max_bytes);
         (void)fcntl(fd, F_SETFL, 0); /* O_NONBLOCK only guarded the open */
-        report(sfd, FILES_READY, 0, (uint64_t)st.st_size, 0, NULL);
+        files_report(sfd, FILES_READY, 0, (uint64_t)st.st_size, 0, NULL);
         /* Up to EOF (proc and sys files report size 0), never past the limit. */
         uint64_t total = 0;
         int r = copy_fd(fd, NULL, dfd, rq->max_bytes, &total);
         if (r < 0)
-                return fail(sfd, r, "%s: copying: %s", rq->path, strerror(-r));
-        return report(sfd, FILES_DONE, 0, total, 0, NULL);
+                return files_fail(sfd, r, "%s: copying: %s", rq->path, strerror(-r));
+        return files_report(sfd, FILES_DONE, 0, total, 0, NULL);
 }
 
 /* Atomic replace: a temporary file in the same directory, fsync, rename over the name. A
@@ -444,26 +431,27 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
         const char *name;
         int r = files_path_split(rq->path, parent, sizeof(parent), &name);
         if (r < 0 || !strcmp(name, ".."))
-                return fail(sfd, -EINVAL, "%s: not a file name", rq->path);
+                return files_fail(sfd, -EINVAL, "%s: not a file name", rq->path);
         struct stat up;
         if (fstat(rq->upload_fd, &up) < 0)
-                return fail(sfd, -errno, "upload: %s", strerror(errno));
+                return files_fail(sfd, -errno, "upload: %s", strerror(errno));
         if ((uint64_t)up.st_size > FILES_MAX_WRITE)
-                return fail(sfd, -EFBIG, "upload of %llu bytes is larger than the limit of %llu",
-                            (unsigned long long)up.st_size, (unsigned long long)FILES_MAX_WRITE);
-        struct owner o;
-        if ((r = resolve_owner(root_fd, rq->user, &o)) < 0)
-                return fail_owner(sfd, r, rq->user);
+                return files_fail(
+                    sfd, -EFBIG, "upload of %llu bytes is larger than the limit of %llu",
+                    (unsigned long long)up.st_size, (unsigned long long)FILES_MAX_WRITE);
+        struct files_owner o;
+        if ((r = files_resolve_owner(root_fd, rq->user, &o)) < 0)
+                return files_fail_owner(sfd, r, rq->user);
         _cleanup_close_ int pfd = rq->parents
-                                      ? ensure_dir(root_fd, parent, &o, -1)
+                                      ? files_ensure_dir(root_fd, parent, &o, -1)
                                       : open_in_root(root_fd, parent, O_RDONLY | O_DIRECTORY, 0);
         if (pfd < 0)
-                return fail_path(sfd, pfd, parent);
+                return files_fail_path(sfd, pfd, parent);
         int mode = rq->mode;
         struct stat old;
         if (fstatat(pfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0) {
                 if (S_ISDIR(old.st_mode))
-                        return fail(sfd, -EISDIR, "%s: is a directory", rq->path);
+                        return files_fail(sfd, -EISDIR, "%s: is a directory", rq->path);
                 if (mode < 0 && S_ISREG(old.st_mode))
                         mode = (int)(old.st_mode & 07777);
         }
@@ -481,7 +469,7 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
                         break;
         }
         if (fd < 0)
-                return fail_path(sfd, -errno, rq->path);
+                return files_fail_path(sfd, -errno, rq->path);
         off_t off = 0;
         uint64_t copied = 0;
         r = copy_fd(rq->upload_fd, &off, fd, (uint64_t)up.st_size, &copied);
@@ -495,10 +483,10 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
                 r = -errno;
         if (r < 0) {
                 unlinkat(pfd, tmp, 0);
-                return fail_path(sfd, r, rq->path);
+                return files_fail_path(sfd, r, rq->path);
         }
         (void)fsync(pfd);
-        return report(sfd, FILES_DONE, 0, (uint64_t)up.st_size, 0, NULL);
+        return files_report(sfd, FILES_DONE, 0, (uint64_t)up.st_size, 0, NULL);
 }
 
 static int op_remove(int root_fd, const struct files_request *rq, int sfd)
@@ -506,16 +494,16 @@ static int op_remove(int root_fd, const struct files_request *rq, int sfd)
         char parent[FILES_PATH_MAX];
         const char *name;
         if (!strcmp(rq->path, "/"))
-                return fail(sfd, -EBUSY, "/: the root directory cannot be removed");
+                return files_fail(sfd, -EBUSY, "/: the root directory cannot be removed");
         int r = files_path_split(rq->path, parent, sizeof(parent), &name);
         if (r < 0 || !strcmp(name, ".."))
-                return fail(sfd, -EINVAL, "%s: not a file name", rq->path);
+                return files_fail(sfd, -EINVAL, "%s: not a file name", rq->path);
         _cleanup_close_ int pfd = open_in_root(root_fd, parent, O_PATH | O_DIRECTORY, 0);
         if (pfd < 0)
-                return fail_path(sfd, pfd, parent);
+                return files_fail_path(sfd, pfd, parent);
         struct stat st;
         if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return fail_path(sfd, -errno, rq->path);
+                return files_fail_path(sfd, -errno, rq->path);
         if (!S_ISDIR(st.st_mode))
                 r = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
         else if (rq->recursive)
@@ -523,45 +511,45 @@ static int op_remove(int root_fd, const struct files_request *rq, int sfd)
         else
                 r = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
         if (r == -ENOTEMPTY || r == -EEXIST)
-                return fail(sfd, -ENOTEMPTY,
-                            "%s: directory not empty (recursive=1 removes it "
-                            "with its contents)",
-                            rq->path);
+                return files_fail(sfd, -ENOTEMPTY,
+                                  "%s: directory not empty (recursive=1 removes it "
+                                  "with its contents)",
+                                  rq->path);
         if (r == -EBUSY)
-                return fail(sfd, r, "%s: a mount point (or holds one): cannot be removed",
-                            rq->path);
+                return files_fail(sfd, r, "%s: a mount point (or holds one): cannot be removed",
+                                  rq->path);
         if (r < 0)
-                return fail_path(sfd, r, rq->path);
-        return report(sfd, FILES_DONE, 0, 0, 0, NULL);
+                return files_fail_path(sfd, r, rq->path);
+        return files_report(sfd, FILES_DONE, 0, 0, 0, NULL);
 }
 
 static int op_mkdir(int root_fd, const struct files_request *rq, int sfd)
 {
         char parent[FILES_PATH_MAX];
         const char *name;
-        struct owner o;
-        int r = resolve_owner(root_fd, rq->user, &o);
+        struct files_owner o;
+        int r = files_resolve_owner(root_fd, rq->user, &o);
         if (r < 0)
-                return fail_owner(sfd, r, rq->user);
+                return files_fail_owner(sfd, r, rq->user);
         int mode = rq->mode >= 0 ? rq->mode : 0755;
         if (rq->parents) {
-                _cleanup_close_ int fd = ensure_dir(root_fd, rq->path, &o, mode);
+                _cleanup_close_ int fd = files_ensure_dir(root_fd, rq->path, &o, mode);
                 if (fd < 0)
-                        return fail_path(sfd, fd, rq->path);
-                return report(sfd, FILES_DONE, 0, 0, 0, NULL);
+                        return files_fail_path(sfd, fd, rq->path);
+                return files_report(sfd, FILES_DONE, 0, 0, 0, NULL);
         }
         r = files_path_split(rq->path, parent, sizeof(parent), &name);
         if (r < 0 || !strcmp(name, ".."))
-                return fail(sfd, -EEXIST, "%s: exists", rq->path);
+                return files_fail(sfd, -EEXIST, "%s: exists", rq->path);
         _cleanup_close_ int pfd = open_in_root(root_fd, parent, O_PATH | O_DIRECTORY, 0);
         if (pfd < 0)
-                return fail_path(sfd, pfd, parent);
+                return files_fail_path(sfd, pfd, parent);
         if (mkdirat(pfd, name, (mode_t)mode) < 0)
-                return fail_path(sfd, -errno, rq->path);
-        _cleanup_close_ int fd = open_below(pfd, name, O_RDONLY | O_DIRECTORY);
+                return files_fail_path(sfd, -errno, rq->path);
+        _cleanup_close_ int fd = files_open_below(pfd, name, O_RDONLY | O_DIRECTORY);
         if (fd < 0 || (r = set_owner_mode(fd, &o, mode)) < 0)
-                return fail_path(sfd, fd < 0 ? fd : r, rq->path);
-        return report(sfd, FILES_DONE, 0, 0, 0, NULL);
+                return files_fail_path(sfd, fd < 0 ? fd : r, rq->path);
+        return files_report(sfd, FILES_DONE, 0, 0, 0, NULL);
 }
 
 static int op_move(int root_fd, const struct files_request *rq, int sfd)
@@ -570,44 +558,41 @@ static int op_move(int root_fd, const struct files_request *rq, int sfd)
         const char *fname, *tname;
         if (files_path_split(rq->path, fparent, sizeof(fparent), &fname) < 0 ||
             !strcmp(fname, ".."))
-                return fail(sfd, -EINVAL, "from: %s: not a file name", rq->path);
+                return files_fail(sfd, -EINVAL, "from: %s: not a file name", rq->path);
         if (files_path_split(rq->to, tparent, sizeof(tparent), &tname) < 0 || !strcmp(tname, ".."))
-                return fail(sfd, -EINVAL, "to: %s: not a file name", rq->to);
+                return files_fail(sfd, -EINVAL, "to: %s: not a file name", rq->to);
         _cleanup_close_ int fpfd = open_in_root(root_fd, fparent, O_PATH | O_DIRECTORY, 0);
         if (fpfd < 0)
-                return fail_path(sfd, fpfd, fparent);
+                return files_fail_path(sfd, fpfd, fparent);
         _cleanup_close_ int tpfd = open_in_root(root_fd, tparent, O_PATH | O_DIRECTORY, 0);
         if (tpfd < 0)
-                return fail_path(sfd, tpfd, tparent);
+                return files_fail_path(sfd, tpfd, tparent);
         if (renameat2(fpfd, fname, tpfd, tname, rq->overwrite ? 0 : RENAME_NOREPLACE) < 0) {
                 int r = -errno;
                 if (r == -EEXIST)
-                        return fail(sfd, r, "%s: exists (overwrite=true replaces it)", rq->to);
+                        return files_fail(sfd, r, "%s: exists (overwrite=true replaces it)",
+                                          rq->to);
                 if (r == -EXDEV)
-                        return fail(sfd, r, "%s -> %s: not on the same file system", rq->path,
-                                    rq->to);
-                return fail(sfd, r, "%s -> %s: %s", rq->path, rq->to, strerror(-r));
+                        return files_fail(sfd, r, "%s -> %s: not on the same file system", rq->path,
+                                          rq->to);
+                return files_fail(sfd, r, "%s -> %s: %s", rq->path, rq->to, strerror(-r));
         }
-        return report(sfd, FILES_DONE, 0, 0, 0, NULL);
+        return files_report(sfd, FILES_DONE, 0, 0, 0, NULL);
 }
 
 static int op_list(int root_fd, const struct files_request *rq, int sfd, int dfd)
 {
         int fd = open_in_root(root_fd, rq->path, O_RDONLY | O_DIRECTORY, 0);
         if (fd < 0)
-                return fail_path(sfd, fd, rq->path);
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return fail_path(sfd, -errno, rq->path);
-        }
+                return files_fail_path(sfd, fd, rq->path);
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_fd(fd, &d);
+        if (r < 0)
+                return files_fail_path(sfd, r, rq->path);
         uint64_t n = 0;
         bool truncated = false;
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
+        FOREACH_DIRENT(de, d)
+        {
                 if (n == FILES_LIST_MAX) {
                         truncated = true;
                         break;
@@ -619,10 +604,9 @@ static int op_list(int root_fd, const struct files_request *rq, int sfd, int dfd
                         break;
                 n++;
         }
-        closedir(d);
         if (r < 0)
-                return fail(sfd, r, "%s: sending: %s", rq->path, strerror(-r));
-        return report(sfd, FILES_DONE, 0, n, truncated, NULL);
+                return files_fail(sfd, r, "%s: sending: %s", rq->path, strerror(-r));
+        return files_report(sfd, FILES_DONE, 0, n, truncated, NULL);
 }
 
 static int op_stat(int root_fd, const struct files_request *rq, int sfd, int dfd)
@@ -630,44 +614,38 @@ static int op_stat(int root_fd, const struct files_request *rq, int sfd, int dfd
         /* O_PATH|O_NOFOLLOW: a symlink (even a magic one) is described, not followed. */
         _cleanup_close_ int fd = open_in_root(root_fd, rq->path, O_PATH | O_NOFOLLOW, 0);
         if (fd < 0)
-                return fail_path(sfd, fd, rq->path);
+                return files_fail_path(sfd, fd, rq->path);
         struct stat st;
         if (fstat(fd, &st) < 0)
-                return fail_path(sfd, -errno, rq->path);
+                return files_fail_path(sfd, -errno, rq->path);
         char target[FILES_PATH_MAX];
         ssize_t tlen = 0;
         if (S_ISLNK(st.st_mode)) {
                 tlen = readlinkat(fd, "", target, sizeof(target) - 1);
                 if (tlen < 0)
-                        return fail_path(sfd, -errno, rq->path);
+                        return files_fail_path(sfd, -errno, rq->path);
         }
         const char *slash = strrchr(rq->path, '/');
         const char *name = slash && slash[1] ? slash + 1 : "/";
         int r = send_entry(dfd, name, &st, target, (size_t)tlen);
         if (r < 0)
-                return fail(sfd, r, "%s: sending: %s", rq->path, strerror(-r));
-        return report(sfd, FILES_DONE, 0, 1, 0, NULL);
+                return files_fail(sfd, r, "%s: sending: %s", rq->path, strerror(-r));
+        return files_report(sfd, FILES_DONE, 0, 1, 0, NULL);
 }
 
-/* ------------------------------------------------------------------------------ tar out */
+/* ------------------------------------------------------------------------------ watch */
 
-struct walk {
-        struct archive *a;
-        uint64_t bytes, entries;
-        char apath[FILES_PATH_MAX]; /* the name of the entry being written */
-        char link[FILES_PATH_MAX];
-        char *buf;
-        char msg[200];
-};
-
-static int walk_fail(struct walk *w, int err, const char *what)
+/* The directory is resolved here, like every other path; files_watch.c does the rest. */
+static int op_watch(int root_fd, const struct files_request *rq, int sfd, int dfd)
 {
-        snprintf(w->msg, sizeof(w->msg), "%.120s: %s", w->apath, what ? what : strerror(-err));
-        return err;
+        _cleanup_close_ int fd = open_in_root(root_fd, rq->path, O_PATH | O_DIRECTORY, 0);
+        if (fd < 0)
+                return files_fail_path(sfd, fd, rq->path);
+        return files_watch_run(root_fd, TAKE_FD(fd), rq, sfd, dfd);
 }
 
 /* Kernel interfaces, not files: their contents are not archived (the directory itself is). */
-static bool is_pseudo_fs(int fd)
+bool files_is_pseudo_fs(int fd)
 {
         struct statfs sf;
         if (fstatfs(fd, &sf) < 0)
@@ -692,358 +670,6 @@ static bool is_pseudo_fs(int fd)
         default:
                 return false;
         }
-}
-
-static int put_header(struct walk *w, const struct stat *st, const char *symlink)
-{
-        struct archive_entry *e = archive_entry_new();
-        if (!e)
-                return walk_fail(w, -ENOMEM, NULL);
-        archive_entry_copy_stat(e, st);
-        archive_entry_set_pathname(e, w->apath);
-        if (symlink)
-                archive_entry_set_symlink(e, symlink);
-        if (!S_ISREG(st->st_mode))
-                archive_entry_set_size(e, 0);
-        int s = archive_write_header(w->a, e);
-        archive_entry_free(e);
-        if (s < ARCHIVE_WARN) {
-                int err = archive_errno(w->a) > 0 ? -archive_errno(w->a) : -EIO;
-                return walk_fail(w, err, archive_error_string(w->a));
-        }
-        return 0;
-}
-
-static int walk_entry(struct walk *w, int dfd, const char *name, int depth);
-
-static int walk_file(struct walk *w, int dfd, const char *name)
-{
-        _cleanup_close_ int fd = open_below(dfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0)
-                return fd == -ENOENT || fd == -ELOOP ? 0 : walk_fail(w, fd, NULL);
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return walk_fail(w, -errno, NULL);
-        if (!S_ISREG(st.st_mode))
-                return 0; /* swapped for something else meanwhile */
-        if ((uint64_t)st.st_size > FILES_ARCHIVE_MAX_BYTES - w->bytes)
-                return walk_fail(w, -EFBIG, "the archive would exceed 4 GiB of file data");
-        w->bytes += (uint64_t)st.st_size;
-        int r = put_header(w, &st, NULL);
-        if (r < 0)
-                return r;
-        /* Exactly the size in the header: zeros if the file shrank, cut if it grew. */
-        for (uint64_t left = (uint64_t)st.st_size; left > 0;) {
-                size_t want = left < COPY_BUF ? (size_t)left : COPY_BUF;
-                ssize_t n = read(fd, w->buf, want);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return walk_fail(w, -errno, NULL);
-                if (n == 0) {
-                        memset(w->buf, 0, want);
-                        n = (ssize_t)want;
-                }
-                if (archive_write_data(w->a, w->buf, (size_t)n) < 0) {
-                        int err = archive_errno(w->a) > 0 ? -archive_errno(w->a) : -EIO;
-                        return walk_fail(w, err, archive_error_string(w->a));
-                }
-                left -= (uint64_t)n;
-        }
-        return 0;
-}
-
-static int walk_dir(struct walk *w, int dfd, const char *name, int depth)
-{
-        int fd = open_below(dfd, name, O_RDONLY | O_DIRECTORY);
-        if (fd < 0)
-                return fd == -ENOENT || fd == -ELOOP || fd == -ENOTDIR ? 0 : walk_fail(w, fd, NULL);
-        struct stat st;
-        int r = fstat(fd, &st) < 0 ? walk_fail(w, -errno, NULL) : put_header(w, &st, NULL);
-        if (r < 0 || is_pseudo_fs(fd)) {
-                close(fd);
-                return r;
-        }
-        if (depth >= FILES_ARCHIVE_MAX_DEPTH) {
-                close(fd);
-                return walk_fail(w, -ELOOP, "more than 256 directory levels");
-        }
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return walk_fail(w, -errno, NULL);
-        }
-        size_t alen = strlen(w->apath);
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
-                size_t nlen = strlen(de->d_name);
-                if (alen + 1 + nlen >= sizeof(w->apath)) {
-                        r = walk_fail(w, -ENAMETOOLONG, "path too long for the archive");
-                        break;
-                }
-                w->apath[alen] = '/';
-                memcpy(w->apath + alen + 1, de->d_name, nlen + 1);
-                r = walk_entry(w, dirfd(d), de->d_name, depth + 1);
-                w->apath[alen] = 0;
-                if (r < 0)
-                        break;
-        }
-        closedir(d);
-        return r;
-}
-
-/* Everything is looked at without following symlinks: a symlink becomes a symlink entry. */
-static int walk_entry(struct walk *w, int dfd, const char *name, int depth)
-{
-        struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : walk_fail(w, -errno, NULL);
-        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode) &&
-            !S_ISFIFO(st.st_mode))
-                return 0; /* devices and sockets are not archived */
-        if (++w->entries > FILES_ARCHIVE_MAX_ENTRIES)
-                return walk_fail(w, -E2BIG, "the archive would exceed 1000000 entries");
-        if (S_ISREG(st.st_mode))
-                return walk_file(w, dfd, name);
-        if (S_ISDIR(st.st_mode))
-                return walk_dir(w, dfd, name, depth);
-        if (S_ISLNK(st.st_mode)) {
-                ssize_t n = readlinkat(dfd, name, w->link, sizeof(w->link) - 1);
-                if (n < 0)
-                        return errno == ENOENT || errno == EINVAL ? 0 : walk_fail(w, -errno, NULL);
-                w->link[n] = 0;
-                return put_header(w, &st, w->link);
-        }
-        return put_header(w, &st, NULL);
-}
-
-static int op_archive_out(int root_fd, const struct files_request *rq, int sfd, int dfd)
-{
-        char parent[FILES_PATH_MAX];
-        const char *name = ".";
-        _cleanup_close_ int pfd = -EBADF;
-        if (strcmp(rq->path, "/") != 0) {
-                if (files_path_split(rq->path, parent, sizeof(parent), &name) < 0 ||
-                    !strcmp(name, ".."))
-                        return fail(sfd, -EINVAL, "%s: name the directory itself, not '..'",
-                                    rq->path);
-                pfd = open_in_root(root_fd, parent, O_PATH | O_DIRECTORY, 0);
-        } else {
-                pfd = open_in_root(root_fd, "/", O_PATH | O_DIRECTORY, 0);
-        }
-        if (pfd < 0)
-                return fail_path(sfd, pfd, rq->path);
-        struct stat st;
-        if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return fail_path(sfd, -errno, rq->path);
-        struct walk *w = calloc(1, sizeof(*w));
-        char *buf = malloc(COPY_BUF);
-        /* libarchive writes to its own fd: on failure it is closed first, so freeing the writer
-         * cannot add the end-of-archive blocks, and the reader sees a truncated archive. */
-        int afd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        struct archive *a = archive_write_new();
-        int r = 0;
-        if (!w || !buf || afd < 0 || !a) {
-                r = fail(sfd, -ENOMEM, "archive: out of memory");
-                goto out;
-        }
-        w->a = a;
-        w->buf = buf;
-        snprintf(w->apath, sizeof(w->apath), "%s", name);
-        if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
-            archive_write_open_fd(a, afd) != ARCHIVE_OK) {
-                r = fail(sfd, -EIO, "archive: %s", archive_error_string(a));
-                goto out;
-        }
-        report(sfd, FILES_READY, 0, 0, 0, NULL);
-        r = walk_entry(w, pfd, name, 0);
-        if (r >= 0 && archive_write_close(a) != ARCHIVE_OK) {
-                r = archive_errno(a) > 0 ? -archive_errno(a) : -EIO;
-                walk_fail(w, r, archive_error_string(a));
-        }
-        if (r < 0)
-                fail(sfd, r, "archive %s", w->msg);
-        else
-                report(sfd, FILES_DONE, 0, w->bytes, w->entries, NULL);
-out:
-        /* On failure our end goes first: freeing the writer then cannot complete the archive. */
-        if (r < 0 && afd >= 0)
-                close(TAKE_FD(afd));
-        if (a)
-                archive_write_free(a);
-        if (afd >= 0)
-                close(afd);
-        free(buf);
-        free(w);
-        return r;
-}
-
-/* ------------------------------------------------------------------------------ tar in */
-
-/* No absolute names, no ".." component: checked here, and again by libarchive's flags. */
-static bool archive_name_ok(const char *p)
-{
-        if (!p || !*p || p[0] == '/' || strlen(p) >= FILES_PATH_MAX)
-                return false;
-        for (const char *c = p; *c;) {
-                size_t n = strcspn(c, "/");
-                if (n == 2 && c[0] == '.' && c[1] == '.')
-                        return false;
-                c += n;
-                while (*c == '/')
-                        c++;
-        }
-        return true;
-}
-
-static int archive_err(struct archive *a)
-{
-        int e = archive_errno(a);
-        return e > 0 ? -e : -EINVAL;
-}
-
-static int op_archive_in(int root_fd, const struct files_request *rq, int sfd)
-{
-        struct owner o;
-        int r = resolve_owner(root_fd, rq->user, &o);
-        if (r < 0)
-                return fail_owner(sfd, r, rq->user);
-        _cleanup_close_ int dir = rq->parents
-                                      ? ensure_dir(root_fd, rq->path, &o, -1)
-                                      : open_in_root(root_fd, rq->path, O_RDONLY | O_DIRECTORY, 0);
-        if (dir < 0)
-                return fail_path(sfd, dir, rq->path);
-        /* libarchive works with names relative to the cwd; our root is the environment's. */
-        if (fchdir(dir) < 0)
-                return fail_path(sfd, -errno, rq->path);
-        if (lseek(rq->upload_fd, 0, SEEK_SET) < 0)
-                return fail(sfd, -errno, "upload: %s", strerror(errno));
-        struct archive *in = archive_read_new();
-        struct archive *out = archive_write_disk_new();
-        char msg[200] = "";
-        uint64_t bytes = 0, entries = 0;
-        if (!in || !out) {
-                r = -ENOMEM;
-                snprintf(msg, sizeof(msg), "out of memory");
-                goto out;
-        }
-        archive_read_support_filter_all(in);
-        archive_read_support_format_tar(in);
-        archive_read_support_format_gnutar(in);
-        archive_write_disk_set_options(
-            out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
-                     ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                     ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
-        if (archive_read_open_fd(in, rq->upload_fd, 65536) != ARCHIVE_OK) {
-                r = -EINVAL;
-                snprintf(msg, sizeof(msg), "not a readable tar archive: %s",
-                         archive_error_string(in));
-                goto out;
-        }
-        for (;;) {
-                struct archive_entry *e;
-                int s = archive_read_next_header(in, &e);
-                if (s == ARCHIVE_EOF)
-                        break;
-                if (s < ARCHIVE_WARN) {
-                        r = -EINVAL;
-                        snprintf(msg, sizeof(msg), "bad archive: %s", archive_error_string(in));
-                        goto out;
-                }
-                const char *p = archive_entry_pathname(e);
-                const char *hl = archive_entry_hardlink(e);
-                if (++entries > FILES_ARCHIVE_MAX_ENTRIES) {
-                        r = -E2BIG;
-                        snprintf(msg, sizeof(msg), "more than %d entries",
-                                 FILES_ARCHIVE_MAX_ENTRIES);
-                        goto out;
-                }
-                if (!archive_name_ok(p) || (hl && !archive_name_ok(hl))) {
-                        r = -EINVAL;
-                        snprintf(msg, sizeof(msg),
-                                 "entry %.120s: absolute names and '..' are not allowed",
-                                 p ? p : "(none)");
-                        goto out;
-                }
-                mode_t type = archive_entry_filetype(e);
-                if (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFSOCK) {
-                        entries--;
-                        continue; /* device nodes are never created */
-                }
-                if (archive_entry_size(e) > 0) {
-                        uint64_t size = (uint64_t)archive_entry_size(e);
-                        if (size > FILES_ARCHIVE_MAX_BYTES - bytes) {
-                                r = -EFBIG;
-                                snprintf(msg, sizeof(msg), "more than 4 GiB of file data");
-                                goto out;
-                        }
-                        bytes += size;
-                }
-                archive_entry_set_uid(e, o.uid);
-                archive_entry_set_gid(e, o.gid);
-                archive_entry_set_uname(e, NULL);
-                archive_entry_set_gname(e, NULL);
-                s = archive_write_header(out, e);
-                if (s < ARCHIVE_WARN) {
-                        r = archive_err(out);
-                        snprintf(msg, sizeof(msg), "%.120s: %s", p, archive_error_string(out));
-                        goto out;
-                }
-                if (archive_entry_size(e) > 0) {
-                        const void *buf;
-                        size_t len;
-                        la_int64_t off;
-                        while ((s = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK)
-                                if (archive_write_data_block(out, buf, len, off) < ARCHIVE_WARN) {
-                                        r = archive_err(out);
-                                        snprintf(msg, sizeof(msg), "%.120s: %s", p,
-                                                 archive_error_string(out));
-                                        goto out;
-                                }
-                        if (s != ARCHIVE_EOF) {
-                                r = -EINVAL;
-                                snprintf(msg, sizeof(msg), "%.120s: %s", p,
-                                         archive_error_string(in));
-                                goto out;
-                        }
-                }
-                if (archive_write_finish_entry(out) < ARCHIVE_WARN) {
-                        r = archive_err(out);
-                        snprintf(msg, sizeof(msg), "%.120s: %s", p, archive_error_string(out));
-                        goto out;
-                }
-        }
-        /* Directory permissions and times are applied here, at the end. */
-        if (archive_write_close(out) != ARCHIVE_OK) {
-                r = archive_err(out);
-                snprintf(msg, sizeof(msg), "finishing: %s", archive_error_string(out));
-        }
-out:
-        if (in)
-                archive_read_free(in);
-        if (out)
-                archive_write_free(out);
-        if (r < 0)
-                return fail(sfd, r, "archive into %.80s: %s", rq->path, msg);
-        return report(sfd, FILES_DONE, 0, bytes, entries, NULL);
-}
-
-/* ------------------------------------------------------------------------------ watch */
-
-/* The directory is resolved here, like every other path; files_watch.c does the rest. */
-static int op_watch(int root_fd, const struct files_request *rq, int sfd, int dfd)
-{
-        _cleanup_close_ int fd = open_in_root(root_fd, rq->path, O_PATH | O_DIRECTORY, 0);
-        if (fd < 0)
-                return fail_path(sfd, fd, rq->path);
-        return files_watch_run(root_fd, TAKE_FD(fd), rq, sfd, dfd);
-}
-
-bool files_is_pseudo_fs(int fd)
-{
-        return is_pseudo_fs(fd);
 }
 
 int files_open_in_root(int root_fd, const char *path, int flags)
@@ -1071,20 +697,20 @@ int files_run(int root_fd, const struct files_request *rq, int status_fd, int da
         case FILES_MOVE:
                 return op_move(root_fd, rq, status_fd);
         case FILES_ARCHIVE_OUT:
-                return op_archive_out(root_fd, rq, status_fd, data_fd);
+                return files_op_archive_out(root_fd, rq, status_fd, data_fd);
         case FILES_ARCHIVE_IN:
-                return op_archive_in(root_fd, rq, status_fd);
+                return files_op_archive_in(root_fd, rq, status_fd);
         case FILES_WATCH:
                 return op_watch(root_fd, rq, status_fd, data_fd);
         }
-        return fail(status_fd, -EINVAL, "unknown operation");
+        return files_fail(status_fd, -EINVAL, "unknown operation");
 }
 
 /* ------------------------------------------------------------------------------ the helper */
 
 static _Noreturn void helper_die(int sfd, int err, const char *what)
 {
-        fail(sfd, err, "%s: %s", what, strerror(-err));
+        files_fail(sfd, err, "%s: %s", what, strerror(-err));
         _exit(1);
 }
 

@@ -1,4 +1,6 @@
 /* Files inside an environment: read, write, remove, list, stat, mkdir, move, tar out and in.
+ * (files.c; the tar code is files_tar.c, FILES_WATCH files_watch.c, what they share
+ * files_internal.h.)
  *
  * Every operation runs in a short-lived helper forked from the daemon (files_spawn). The helper
  * joins the environment's cgroup (a per-operation child group, so its page cache and I/O count

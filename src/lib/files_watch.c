@@ -14,13 +14,12 @@
  * reader that falls more than the pipe (1 MiB) plus 64 KiB behind loses events, and is told
  * so with one {"event":"overflow"} line. */
 #include "lib/base64.h"
-#include "lib/files.h"
+#include "lib/files_internal.h"
 #include "lib/util.h"
 
 #include <dirent.h>
 #include <linux/openat2.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -42,31 +41,8 @@ static const char overflow_line[] = "{\"event\":\"overflow\"}\n";
  * leaving dfd. */
 static int open_beneath(int dfd, const char *path)
 {
-        struct open_how how = {
-            .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        int fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
-        return fd < 0 ? -errno : fd;
+        return files_open_below(dfd, path, O_RDONLY | O_DIRECTORY);
 }
-
-static int report(int fd, uint32_t phase, int err, uint64_t value, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static int report(int fd, uint32_t phase, int err, uint64_t value, const char *fmt, ...)
-{
-        struct files_status st = {.err = err, .phase = phase, .value = value};
-        if (fmt) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(st.msg, sizeof(st.msg), fmt, ap);
-                va_end(ap);
-        }
-        (void)write_all(fd, &st, sizeof(st));
-        return err;
-}
-
-#define fail(fd, err, ...) report(fd, FILES_DONE, err, 0, __VA_ARGS__)
 
 struct watch_slot {
         int wd; /* 0: free (the kernel's descriptors start at 1) */
@@ -298,21 +274,14 @@ static int watch_tree(struct watcher *w, int fd, const char *rel, int depth, boo
  * its own watch existed. */
 static int watch_scan(struct watcher *w, int fd, const char *rel, int depth, bool announce)
 {
-        int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return w->ready || depth > 0 ? 0 : -errno;
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                close(dfd);
-                return -errno;
-        }
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(fd, ".", &d);
+        if (r < 0)
+                return w->ready || depth > 0 ? 0 : r;
         char crel[FILES_PATH_MAX];
         size_t toplen = strlen(w->top);
-        int r = 0;
-        struct dirent *de;
-        while (r >= 0 && (de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
+        FOREACH_DIRENT(de, d)
+        {
                 bool isdir = de->d_type == DT_DIR;
                 struct stat st;
                 if (de->d_type == DT_UNKNOWN) {
@@ -327,15 +296,16 @@ static int watch_scan(struct watcher *w, int fd, const char *rel, int depth, boo
                 int n = snprintf(crel, sizeof(crel), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
                 if (depth >= FILES_WATCH_MAX_DEPTH || n < 0 ||
                     toplen + 1 + (size_t)n >= FILES_PATH_MAX) {
-                        r = watch_limit(w, -E2BIG);
+                        if ((r = watch_limit(w, -E2BIG)) < 0)
+                                break;
                         continue;
                 }
                 _cleanup_close_ int cfd = open_beneath(dirfd(d), de->d_name);
                 if (cfd < 0)
                         continue; /* gone, swapped for a symlink, or not ours to read */
-                r = watch_tree(w, cfd, crel, depth + 1, announce);
+                if ((r = watch_tree(w, cfd, crel, depth + 1, announce)) < 0)
+                        break;
         }
-        closedir(d);
         return r;
 }
 
@@ -517,34 +487,34 @@ static int watch_setup(struct watcher *w, const struct files_request *rq, int sf
 {
         w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (w->ifd < 0)
-                return fail(sfd, errno == EMFILE ? -EMFILE : -errno,
-                            "inotify: %s (the host's fs.inotify.max_user_instances?)",
-                            strerror(errno));
+                return files_fail(sfd, errno == EMFILE ? -EMFILE : -errno,
+                                  "inotify: %s (the host's fs.inotify.max_user_instances?)",
+                                  strerror(errno));
         struct stat st;
         if (fstat(w->top_fd, &st) < 0)
-                return fail(sfd, -errno, "%s: %s", rq->path, strerror(errno));
+                return files_fail(sfd, -errno, "%s: %s", rq->path, strerror(errno));
         w->top_dev = st.st_dev;
         w->top_ino = st.st_ino;
         int wd = watch_add(w, w->top_fd, "", 0);
         if (wd < 0)
-                return fail(sfd, wd, "%s: %s", rq->path, strerror(-wd));
+                return files_fail(sfd, wd, "%s: %s", rq->path, strerror(-wd));
         w->top_wd = wd;
         int r = w->recursive && !files_is_pseudo_fs(w->top_fd)
                     ? watch_scan(w, w->top_fd, "", 0, false)
                     : 0;
         if (r == -E2BIG)
-                return fail(sfd, r,
-                            "%s: more than %d directories, deeper than %d levels or paths "
-                            "longer than %d bytes (watch a smaller tree, or recursive=0)",
-                            rq->path, FILES_WATCH_MAX_WATCHES, FILES_WATCH_MAX_DEPTH,
-                            FILES_PATH_MAX - 1);
+                return files_fail(sfd, r,
+                                  "%s: more than %d directories, deeper than %d levels or paths "
+                                  "longer than %d bytes (watch a smaller tree, or recursive=0)",
+                                  rq->path, FILES_WATCH_MAX_WATCHES, FILES_WATCH_MAX_DEPTH,
+                                  FILES_PATH_MAX - 1);
         if (r == -ENOSPC)
-                return fail(sfd, -EAGAIN,
-                            "%s: the host's limit of inotify watches is reached "
-                            "(fs.inotify.max_user_watches)",
-                            rq->path);
+                return files_fail(sfd, -EAGAIN,
+                                  "%s: the host's limit of inotify watches is reached "
+                                  "(fs.inotify.max_user_watches)",
+                                  rq->path);
         if (r < 0)
-                return fail(sfd, r, "%s: %s", rq->path, strerror(-r));
+                return files_fail(sfd, r, "%s: %s", rq->path, strerror(-r));
         return 0;
 }
 
@@ -600,7 +570,7 @@ int files_watch_run(int root_fd, int top_fd, const struct files_request *rq, int
 {
         struct watcher *w = calloc(1, sizeof(*w));
         if (!w)
-                return fail(sfd, -ENOMEM, "watch: out of memory");
+                return files_fail(sfd, -ENOMEM, "watch: out of memory");
         w->ifd = -EBADF;
         w->top_fd = top_fd;
         w->root_fd = root_fd;
@@ -610,18 +580,18 @@ int files_watch_run(int root_fd, int top_fd, const struct files_request *rq, int
         int r = watch_setup(w, rq, sfd);
         close(TAKE_FD(w->top_fd));
         if (r >= 0 && fcntl(dfd, F_SETFL, O_NONBLOCK) < 0)
-                r = fail(sfd, -errno, "watch: %s", strerror(errno));
+                r = files_fail(sfd, -errno, "watch: %s", strerror(errno));
         if (r >= 0) {
                 w->ready = true;
                 w->last_out = now_ms();
-                report(sfd, FILES_READY, 0, w->count, NULL);
+                files_report(sfd, FILES_READY, 0, w->count, 0, NULL);
                 r = watch_loop(w);
                 if (r == -EPIPE)
                         r = 0; /* nobody listens any more: not a failure */
                 else if (r < 0)
-                        fail(sfd, r, "%s: watching: %s", rq->path, strerror(-r));
+                        files_fail(sfd, r, "%s: watching: %s", rq->path, strerror(-r));
                 else
-                        report(sfd, FILES_DONE, 0, 0, NULL);
+                        files_report(sfd, FILES_DONE, 0, 0, 0, NULL);
         }
         for (size_t i = 0; i < WATCH_SLOTS; i++)
                 free(w->slots[i].rel);

@@ -86,7 +86,7 @@ static char *clean_path(const char *p, char *buf, size_t len)
 {
         while (*p == '/' || (p[0] == '.' && p[1] == '/'))
                 p++;
-        if (snprintf(buf, len, "%s", p) >= (int)len)
+        if (buf_printf(buf, len, "%s", p) < 0)
                 return NULL;
         size_t n = strlen(buf);
         while (n > 0 && buf[n - 1] == '/')
@@ -119,22 +119,16 @@ static int open_dir_nofollow(const char *dir)
 
 static int remove_children(int dfd)
 {
-        int fd = dup(dfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(dfd, ".", &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d)
+        {
+                int k = rm_rf_at(dfd, de->d_name);
+                if (k < 0 && r == 0)
+                        r = k;
         }
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-                        int k = rm_rf_at(dfd, de->d_name);
-                        if (k < 0 && r == 0)
-                                r = k;
-                }
-        closedir(d);
         return r;
 }
 
@@ -205,22 +199,29 @@ static int replace_lower_dir(const char *path)
         return r;
 }
 
+/* The next entry of an archive being read: 1, 0 at its end, -EINVAL for a broken one (said in
+ * errbuf, after what). */
+static int next_entry(struct archive *in, struct archive_entry **ret, const char *what,
+                      char *errbuf, size_t errlen)
+{
+        int s = archive_read_next_header(in, ret);
+        if (s == ARCHIVE_EOF)
+                return 0;
+        if (s < ARCHIVE_WARN) {
+                snprintf(errbuf, errlen, "%s: %s", what, archive_error_string(in));
+                return -EINVAL;
+        }
+        return 1;
+}
+
 static int whiteout_pass(int fd, char *errbuf, size_t errlen)
 {
         struct archive *in = open_layer(fd, errbuf, errlen);
         if (!in)
                 return -EINVAL;
         int r = 0;
-        for (;;) {
-                struct archive_entry *e;
-                int s = archive_read_next_header(in, &e);
-                if (s == ARCHIVE_EOF)
-                        break;
-                if (s < ARCHIVE_WARN) {
-                        snprintf(errbuf, errlen, "bad layer: %s", archive_error_string(in));
-                        r = -EINVAL;
-                        break;
-                }
+        struct archive_entry *e;
+        while ((r = next_entry(in, &e, "bad layer", errbuf, errlen)) > 0) {
                 const char *path = archive_entry_pathname(e);
                 if (path && is_whiteout(path) && (r = apply_whiteout(path, errbuf, errlen)) < 0)
                         break;
@@ -247,6 +248,15 @@ static int write_error(struct archive *out, struct archive_entry *e, char *errbu
         }
         snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e), archive_error_string(out));
         return fallback;
+}
+
+/* The end of an archive being written (or of extraction: directory modes and times). */
+static int close_writer(struct archive *out, char *errbuf, size_t errlen)
+{
+        if (archive_write_close(out) == ARCHIVE_OK)
+                return 0;
+        snprintf(errbuf, errlen, "finish: %s", archive_error_string(out));
+        return -EIO;
 }
 
 static int copy_data(struct archive *in, struct archive *out, struct archive_entry *e, char *errbuf,
@@ -283,17 +293,8 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
             out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
                      ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                      ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_UNLINK);
-        r = 0;
-        for (;;) {
-                struct archive_entry *e;
-                int s = archive_read_next_header(in, &e);
-                if (s == ARCHIVE_EOF)
-                        break;
-                if (s < ARCHIVE_WARN) {
-                        snprintf(errbuf, errlen, "bad archive: %s", archive_error_string(in));
-                        r = -EINVAL;
-                        goto out;
-                }
+        struct archive_entry *e;
+        while ((r = next_entry(in, &e, "bad archive", errbuf, errlen)) > 0) {
                 mode_t type = archive_entry_filetype(e);
                 if (type == AE_IFCHR || type == AE_IFBLK)
                         continue;
@@ -307,8 +308,7 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                 fix_owner(e);
                 if (type == AE_IFREG)
                         *bytes += (uint64_t)archive_entry_size(e);
-                s = archive_write_header(out, e);
-                if (s < ARCHIVE_WARN) {
+                if (archive_write_header(out, e) < ARCHIVE_WARN) {
                         r = write_error(out, e, errbuf, errlen, -EINVAL);
                         goto out;
                 }
@@ -316,10 +316,8 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                         goto out;
                 archive_write_finish_entry(out);
         }
-        if (archive_write_close(out) != ARCHIVE_OK) {
-                snprintf(errbuf, errlen, "finish: %s", archive_error_string(out));
-                r = -EIO;
-        }
+        if (r == 0)
+                r = close_writer(out, errbuf, errlen);
 out:
         archive_read_free(in);
         archive_write_free(out);
@@ -445,10 +443,7 @@ int image_pack(const char *src_dir, int out_fd, enum image_compression c, char *
                         }
                 archive_entry_free(e);
         }
-        if (archive_write_close(out) != ARCHIVE_OK) {
-                snprintf(errbuf, errlen, "finish: %s", archive_error_string(out));
-                r = -EIO;
-        }
+        r = close_writer(out, errbuf, errlen);
 out:
         archive_entry_linkresolver_free(links);
         archive_read_free(disk);

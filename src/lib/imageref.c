@@ -1,4 +1,5 @@
 #include "lib/imageref.h"
+#include "lib/util.h"
 #include "lib/parse.h"
 
 #include <ctype.h>
@@ -123,7 +124,8 @@ static bool registry_valid(const char *r)
 bool image_host_is_loopback(const char *r)
 {
         char host[256];
-        snprintf(host, sizeof(host), "%s", r);
+        if (BUF_PRINTF(host, "%s", r) < 0)
+                return false; /* no loopback name is that long */
         if (host[0] == '[')
                 return strncmp(host, "[::1]", 5) == 0;
         char *colon = strchr(host, ':');
@@ -203,13 +205,10 @@ int image_ref_default_name(const struct image_ref *r, char *buf, size_t len)
         const char *last = strrchr(r->repository, '/');
         last = last ? last + 1 : r->repository;
         char name[512];
-        if (r->tag[0])
-                snprintf(name, sizeof(name), "%s-%s", last, r->tag);
-        else
-                snprintf(name, sizeof(name), "%s-%.12s", last, r->digest + 7);
-        if (!name_is_valid(name) || strlen(name) >= len)
+        int n = r->tag[0] ? BUF_PRINTF(name, "%s-%s", last, r->tag)
+                          : BUF_PRINTF(name, "%s-%.12s", last, r->digest + 7);
+        if (n < 0 || !name_is_valid(name) || buf_printf(buf, len, "%s", name) < 0)
                 return -EINVAL;
-        snprintf(buf, len, "%s", name);
         return 0;
 }
 

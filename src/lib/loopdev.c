@@ -2,6 +2,7 @@
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <linux/loop.h>
 #include <sys/ioctl.h>
 
@@ -19,7 +20,8 @@ int loopdev_attach(const char *path, char *ret_dev, size_t len, int *ret_fd)
                 if (n < 0)
                         return -errno;
                 char dev[32];
-                snprintf(dev, sizeof(dev), "/dev/loop%d", n);
+                if (BUF_PRINTF(dev, "/dev/loop%d", n) < 0)
+                        return -ENAMETOOLONG;
                 _cleanup_close_ int lfd = open(dev, O_RDWR | O_CLOEXEC);
                 if (lfd < 0)
                         return -errno;
@@ -43,21 +45,23 @@ int loopdev_attach(const char *path, char *ret_dev, size_t len, int *ret_fd)
 
 int loopdev_find(const char *path, char *ret_dev, size_t len)
 {
-        char want[4096];
-        if (!realpath(path, want))
+        _cleanup_free_ char *want = realpath(path, NULL);
+        if (!want)
                 return -errno;
-        DIR *d = opendir("/sys/block");
-        if (!d)
-                return -errno;
-        int r = -ENOENT;
-        struct dirent *de;
-        while ((de = readdir(d))) {
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(AT_FDCWD, "/sys/block", &d);
+        if (r < 0)
+                return r;
+        r = -ENOENT;
+        FOREACH_DIRENT(de, d)
+        {
                 if (strncmp(de->d_name, "loop", 4) != 0)
                         continue;
                 char p[300];
-                snprintf(p, sizeof(p), "%s/loop/backing_file", de->d_name);
+                if (BUF_PRINTF(p, "%s/loop/backing_file", de->d_name) < 0)
+                        continue;
                 char *s = NULL;
-                if (read_file_at(dirfd(d), p, sizeof(want) + 2, &s) < 0)
+                if (read_file_at(dirfd(d), p, PATH_MAX + 2, &s) < 0)
                         continue;
                 s[strcspn(s, "\n")] = 0;
                 bool match = strcmp(s, want) == 0;
@@ -72,7 +76,6 @@ int loopdev_find(const char *path, char *ret_dev, size_t len)
                         break;
                 }
         }
-        closedir(d);
         return r;
 }
 

@@ -346,9 +346,9 @@ static int link_ipv6_quiet(const char *ifname)
                 return -EINVAL;
         for (size_t i = 0; i < ELEMENTSOF(knobs); i++) {
                 char path[128];
-                snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/%s", ifname,
-                         knobs[i].knob);
-                int r = write_file_at(AT_FDCWD, path, knobs[i].value);
+                int r = BUF_PRINTF(path, "/proc/sys/net/ipv6/conf/%s/%s", ifname, knobs[i].knob);
+                if (r >= 0)
+                        r = write_file_at(AT_FDCWD, path, knobs[i].value);
                 if (r < 0)
                         return r;
         }
@@ -385,63 +385,61 @@ static int veth_add(struct nl *nl, const struct veth_config *c, unsigned mtu)
         return nl_talk(nl, nlh, NULL, NULL);
 }
 
-/* Host side: gateway/32, up, then the /32 route to the environment (a route needs its device
- * up). The route names the gateway as source so that replies to the environment, e.g. from
- * the DNS resolver, always come from the address it knows. */
-static int configure_host_side(struct nl *nl, const struct veth_config *c)
+/* One end of the pair: addr/32 and (addr6 not NULL) addr6/prefix6 on ifname, then the link up.
+ * Its index, for the routes, which need the device up. */
+static int side_up(struct nl *nl, const char *ifname, struct in_addr addr,
+                   const struct in6_addr *addr6, unsigned char prefix6, int *ret_ifindex)
 {
         struct nl_link l;
-        int r = nl_link_get(nl, c->host_ifname, &l);
+        int r = nl_link_get(nl, ifname, &l);
         if (r < 0)
                 return r;
-        r = addr_add(nl, l.ifindex, c->gateway);
+        r = addr_add(nl, l.ifindex, addr);
         if (r < 0)
                 return r;
-        if (c->ipv6) {
-                r = link_ipv6_quiet(c->host_ifname);
-                if (r < 0)
-                        return r;
-                struct in6_addr gw6 = gateway6();
-                r = addr6_add(nl, l.ifindex, &gw6, 64);
-                if (r < 0)
-                        return r;
-        }
+        if (addr6 && (r = addr6_add(nl, l.ifindex, addr6, prefix6)) < 0)
+                return r;
         r = nl_link_up(nl, l.ifindex);
         if (r < 0)
                 return r;
-        r = route_add(nl, &(struct route){
-                              .oif = l.ifindex, .dst = c->addr, .dst_len = 32, .prefsrc = &c->gateway});
+        *ret_ifindex = l.ifindex;
+        return 0;
+}
+
+/* Host side: gateway/32, up, then the /32 route to the environment. The route names the
+ * gateway as source so that replies to the environment, e.g. from the DNS resolver, always
+ * come from the address it knows. */
+static int configure_host_side(struct nl *nl, const struct veth_config *c)
+{
+        struct in6_addr gw6 = gateway6();
+        int ifindex, r;
+        if (c->ipv6 && (r = link_ipv6_quiet(c->host_ifname)) < 0)
+                return r;
+        r = side_up(nl, c->host_ifname, c->gateway, c->ipv6 ? &gw6 : NULL, 64, &ifindex);
+        if (r < 0)
+                return r;
+        struct route to_env = {.oif = ifindex, .dst = c->addr, .dst_len = 32, .prefsrc = &c->gateway};
+        r = route_add(nl, &to_env);
         if (r < 0 || !c->ipv6)
                 return r;
-        return route6_add(nl, l.ifindex, &c->addr6, 128, NULL);
+        return route6_add(nl, ifindex, &c->addr6, 128, NULL);
 }
 
 /* Environment side: addr/32, up, an on-link /32 to the gateway and the default route via it. */
 static int configure_env_side(struct nl *nl, const struct veth_config *c)
 {
-        struct nl_link l;
-        int r = nl_link_get(nl, c->env_ifname, &l);
+        int ifindex;
+        int r = side_up(nl, c->env_ifname, c->addr, c->ipv6 ? &c->addr6 : NULL, 128, &ifindex);
         if (r < 0)
                 return r;
-        r = addr_add(nl, l.ifindex, c->addr);
+        r = route_add(nl, &(struct route){.oif = ifindex, .dst = c->gateway, .dst_len = 32});
         if (r < 0)
                 return r;
-        if (c->ipv6) {
-                r = addr6_add(nl, l.ifindex, &c->addr6, 128);
-                if (r < 0)
-                        return r;
-        }
-        r = nl_link_up(nl, l.ifindex);
-        if (r < 0)
-                return r;
-        r = route_add(nl, &(struct route){.oif = l.ifindex, .dst = c->gateway, .dst_len = 32});
-        if (r < 0)
-                return r;
-        r = route_add(nl, &(struct route){.oif = l.ifindex, .gateway = &c->gateway});
+        r = route_add(nl, &(struct route){.oif = ifindex, .gateway = &c->gateway});
         if (r < 0 || !c->ipv6)
                 return r;
         struct in6_addr gw6 = gateway6();
-        return route6_add(nl, l.ifindex, NULL, 0, &gw6);
+        return route6_add(nl, ifindex, NULL, 0, &gw6);
 }
 
 struct env_open {

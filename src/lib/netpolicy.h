@@ -3,6 +3,7 @@
  * firewall gets its CIDR rules. */
 #pragma once
 #include "lib/nft.h"
+#include "lib/paddock.h"
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -29,7 +30,7 @@ struct netpolicy {
         struct allow_rule *rules; /* malloc'd, n_rules <= NETPOLICY_MAX_RULES */
         size_t n_rules;
         uint64_t egress_bps, ingress_bps; /* 0 = unlimited */
-        char (*links)[64];        /* malloc'd environment names */
+        char (*links)[NAME_BUF_SIZE];     /* malloc'd environment names */
         size_t n_links;
 };
 

@@ -45,8 +45,17 @@
  * nft_env_list lists chain headers only. What remains per call is libnftables' own cache
  * refresh of the table's chains and sets (~1.5 ms here with a few environments; it grows with
  * their number). A struct nft is not thread-safe: calls on it must be serialized, and one
- * process should own a table (listing-then-changing assumes nobody else edits it meanwhile). */
+ * process should own a table (listing-then-changing assumes nobody else edits it meanwhile).
+ *
+ * Why one file of ~1,100 lines: it is one thing, the text of one table. The base ruleset, the
+ * per-environment chains, sets and map entries and the published ports refer to each other by
+ * name (the maps the base chains look up are filled per environment, the env_<e> chains jump
+ * into sets made next to them), and every safety argument above ("only validated names reach
+ * the text", "all or nothing", "what remove deletes is what apply added") is checked by reading
+ * the generators side by side. Split, each half would need the other's names and layout. */
+#include "lib/jsonutil.h"
 #include "lib/nft.h"
+#include "lib/paddock.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -58,7 +67,7 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 
-#define ENV_NAME_MAX 63
+#define ENV_NAME_MAX NAME_LEN_MAX
 #define ENV_ENC_MAX  (2 * ENV_NAME_MAX) /* every character may take two */
 #define OBJ_NAME_MAX (8 + ENV_ENC_MAX)  /* "allowp4_" + encoded; kernel limit is 255 */
 #define TABLE_MAX    32
@@ -96,44 +105,40 @@ static bool env_name_char(char c)
                c == '_' || c == '.' || c == '-';
 }
 
-static bool env_name_valid(const char *s)
+static bool table_char(char c)
+{
+        return isalnum((unsigned char)c) || c == '_';
+}
+
+/* s is between min and max bytes long and every byte passes ok. */
+static bool name_shape_ok(const char *s, size_t min, size_t max, bool (*ok)(char))
 {
         if (!s)
                 return false;
-        size_t len = strnlen(s, ENV_NAME_MAX + 1);
-        if (len == 0 || len > ENV_NAME_MAX)
+        size_t len = strnlen(s, max + 1);
+        if (len < min || len > max)
                 return false;
         for (size_t i = 0; i < len; i++)
-                if (!env_name_char(s[i]))
+                if (!ok(s[i]))
                         return false;
         return true;
+}
+
+static bool env_name_valid(const char *s)
+{
+        return name_shape_ok(s, 1, ENV_NAME_MAX, env_name_char);
 }
 
 /* Host side veth: the rules match "pdk*", so anything else would escape them. */
 static bool ifname_valid(const char *s)
 {
-        if (!s)
-                return false;
-        size_t len = strnlen(s, IFNAME_MAX + 1);
-        if (len <= strlen(VETH_PREFIX) || len > IFNAME_MAX || strncmp(s, VETH_PREFIX, 3) != 0)
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if (!env_name_char(s[i]))
-                        return false;
-        return true;
+        return name_shape_ok(s, strlen(VETH_PREFIX) + 1, IFNAME_MAX, env_name_char) &&
+               strncmp(s, VETH_PREFIX, 3) == 0;
 }
 
 static bool table_name_valid(const char *s)
 {
-        if (!s)
-                return false;
-        size_t len = strnlen(s, TABLE_MAX + 1);
-        if (len == 0 || len > TABLE_MAX || !isalpha((unsigned char)s[0]))
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if (!isalnum((unsigned char)s[i]) && s[i] != '_')
-                        return false;
-        return true;
+        return name_shape_ok(s, 1, TABLE_MAX, table_char) && isalpha((unsigned char)s[0]);
 }
 
 /* Environment names may hold '.' and '-', which we keep out of nft identifiers. Rather than
@@ -333,9 +338,6 @@ static int run_sbuf(struct nft *n, struct sbuf *b)
         return run(n, b->s, NULL);
 }
 
-/* jansson's own json_decrefp() takes NULL. */
-#define _cleanup_json_ _cleanup_(json_decrefp)
-
 /* Run a list command; return its "nftables" array (owned by *ret_root). */
 static int list_json(struct nft *n, const char *cmd, json_t **ret_root, json_t **ret_items)
 {
@@ -343,15 +345,13 @@ static int list_json(struct nft *n, const char *cmd, json_t **ret_root, json_t *
         int r = run(n, cmd, &out);
         if (r < 0)
                 return r;
-        json_t *root = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+        _cleanup_json_ json_t *root = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
         json_t *items = root ? json_object_get(root, "nftables") : NULL;
         if (!json_is_array(items)) {
-                if (root)
-                        json_decref(root);
                 set_error(n, "unexpected JSON output from libnftables");
                 return -EIO;
         }
-        *ret_root = root;
+        *ret_root = TAKE_PTR(root);
         *ret_items = items;
         return 0;
 }
@@ -431,6 +431,18 @@ static const char *const forbidden6[] = {
     "fc00::/7",       "fe80::/10",     "fec0::/10",    "ff00::/8",
 };
 
+/* An interval set refilled from scratch: the fixed list plus the environments' own subnet. */
+static void forbidden_set(struct sbuf *b, const char *t, const char *set, const char *type,
+                          const char *const *list, size_t n, const char *subnet)
+{
+        sb(b, "add set inet %s %s { type %s; flags interval; auto-merge; }\n", t, set, type);
+        sb(b, "flush set inet %s %s\n", t, set);
+        sb(b, "add element inet %s %s { ", t, set);
+        for (size_t i = 0; i < n; i++)
+                sb(b, "%s, ", list[i]);
+        sb(b, "%s }\n", subnet);
+}
+
 /* Base chains are (re)created and flushed in the same transaction that refills them, so
  * re-running nft_open (daemon restart, changed subnet or resolver) swaps the rules atomically
  * and leaves per-environment chains, sets, counters and the maps' entries alone. */
@@ -438,22 +450,10 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
                          const char *subnet6)
 {
         sb(b, "add table inet %s\n", t);
-        if (subnet6) {
-                sb(b, "add set inet %s forbidden6 { type ipv6_addr; flags interval; auto-merge; }\n",
-                   t);
-                sb(b, "flush set inet %s forbidden6\n", t);
-                sb(b, "add element inet %s forbidden6 { ", t);
-                for (size_t i = 0; i < ELEMENTSOF(forbidden6); i++)
-                        sb(b, "%s, ", forbidden6[i]);
-                sb(b, "%s }\n", subnet6);
-        }
-
-        sb(b, "add set inet %s forbidden4 { type ipv4_addr; flags interval; auto-merge; }\n", t);
-        sb(b, "flush set inet %s forbidden4\n", t);
-        sb(b, "add element inet %s forbidden4 { ", t);
-        for (size_t i = 0; i < ELEMENTSOF(forbidden4); i++)
-                sb(b, "%s, ", forbidden4[i]);
-        sb(b, "%s }\n", subnet);
+        if (subnet6)
+                forbidden_set(b, t, "forbidden6", "ipv6_addr", forbidden6, ELEMENTSOF(forbidden6),
+                              subnet6);
+        forbidden_set(b, t, "forbidden4", "ipv4_addr", forbidden4, ELEMENTSOF(forbidden4), subnet);
 
         sb(b, "add map inet %s envs { type ifname : verdict; }\n", t);
         sb(b, "add map inet %s envctr { type ifname : counter; }\n", t);
@@ -713,7 +713,8 @@ static json_t *elem_key(json_t *pair, json_t **ret_comment)
 static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, const char *ours,
                                const char *ifname)
 {
-        json_t *root, *elems;
+        _cleanup_json_ json_t *root = NULL;
+        json_t *elems;
         int r = list_map(n, map, &root, &elems);
         if (r < 0)
                 return r;
@@ -732,19 +733,20 @@ static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, c
                 if ((ifname && strcmp(key, ifname) == 0) || (target && strcmp(target, ours) == 0))
                         sb(b, "delete element inet %s %s { \"%s\" }\n", n->table, map, key);
         }
-        json_decref(root);
         return 0;
 }
 
 /* Append "delete element" commands for the published ports of an environment. */
 static int drop_env_ports(struct nft *n, struct sbuf *b, const char *map, const char *name)
 {
-        json_t *root, *elems;
+        _cleanup_json_ json_t *root = NULL;
+        json_t *elems;
         int r = list_map(n, map, &root, &elems);
         if (r < 0)
                 return r;
         char want[ENV_NAME_MAX + 5];
-        snprintf(want, sizeof(want), "env:%s", name);
+        if ((r = BUF_PRINTF(want, "env:%s", name)) < 0)
+                return r;
         size_t i;
         json_t *pair;
         json_array_foreach(elems, i, pair)
@@ -756,7 +758,6 @@ static int drop_env_ports(struct nft *n, struct sbuf *b, const char *map, const 
                         sb(b, "delete element inet %s %s { %lld }\n", n->table, map,
                            (long long)json_integer_value(key));
         }
-        json_decref(root);
         return 0;
 }
 

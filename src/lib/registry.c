@@ -1,3 +1,4 @@
+#include "lib/jsonutil.h"
 #include "lib/registry.h"
 #include "lib/util.h"
 
@@ -51,8 +52,11 @@ int registry_open(const struct image_ref *ref, bool insecure, struct registry **
         }
         r->ref = *ref;
         r->insecure = insecure;
-        snprintf(r->base, sizeof(r->base), "%s://%s/v2/%s", insecure ? "http" : "https",
-                 ref->registry, ref->repository);
+        if (BUF_PRINTF(r->base, "%s://%s/v2/%s", insecure ? "http" : "https", ref->registry,
+                       ref->repository) < 0) {
+                registry_close(r);
+                return -ENAMETOOLONG;
+        }
         *ret = r;
         return 0;
 }
@@ -246,7 +250,10 @@ static int fetch_token(struct registry *r, const char *challenge, char *err, siz
         int ret = -EACCES;
         char *url = NULL, *esc_service = NULL, *esc_scope = NULL;
         char default_scope[300];
-        snprintf(default_scope, sizeof(default_scope), "repository:%s:pull", r->ref.repository);
+        if (BUF_PRINTF(default_scope, "repository:%s:pull", r->ref.repository) < 0) {
+                snprintf(err, errlen, "repository name too long");
+                goto out;
+        }
         if (!realm ||
             !(strncmp(realm, "https://", 8) == 0 ||
               (r->insecure && strncmp(realm, "http://", 7) == 0 && realm_is_loopback(realm + 7)))) {
@@ -300,14 +307,13 @@ out:
 /* The message of a registry error answer ({"errors":[{"message":...}]}), or the status. */
 static void error_text(const struct transfer *t, const char *what, char *err, size_t errlen)
 {
-        json_t *j = t->buf ? json_loads(t->buf, 0, NULL) : NULL;
+        _cleanup_json_ json_t *j = t->buf ? json_loads(t->buf, 0, NULL) : NULL;
         const char *m = json_string_value(
             json_object_get(json_array_get(json_object_get(j, "errors"), 0), "message"));
         if (m)
                 snprintf(err, errlen, "%s: %.200s (HTTP %ld)", what, m, t->status);
         else
                 snprintf(err, errlen, "%s: HTTP %ld", what, t->status);
-        json_decref(j);
 }
 
 /* GET with one token round when the registry asks for it. t must be fresh. */
@@ -368,8 +374,11 @@ int registry_get_manifest(struct registry *r, const char *reference, char **ret_
                           size_t *ret_len, char **ret_type, char *err, size_t errlen)
 {
         char url[1024], what[400];
-        snprintf(url, sizeof(url), "%s/manifests/%s", r->base, reference);
         snprintf(what, sizeof(what), "manifest %s:%s", r->ref.repository, reference);
+        if (BUF_PRINTF(url, "%s/manifests/%s", r->base, reference) < 0) {
+                snprintf(err, errlen, "%s: URL too long", what);
+                return -ENAMETOOLONG;
+        }
         struct transfer t = {.fd = -1, .max = REGISTRY_MAX_MANIFEST};
         int k = get(r, url, manifest_types, what, &t, err, errlen);
         if (k >= 0 && !t.buf) {
@@ -396,8 +405,11 @@ int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int
                 return -EINVAL;
         }
         char url[1024], what[128];
-        snprintf(url, sizeof(url), "%s/blobs/%s", r->base, digest);
         snprintf(what, sizeof(what), "blob %.19s", digest);
+        if (BUF_PRINTF(url, "%s/blobs/%s", r->base, digest) < 0) {
+                snprintf(err, errlen, "%s: URL too long", what);
+                return -ENAMETOOLONG;
+        }
         struct transfer t = {.fd = fd, .size = size, .progress = progress, .progress_data = data};
         sha256_init(&t.sha);
         int k = get(r, url, NULL, what, &t, err, errlen);

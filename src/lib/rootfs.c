@@ -138,7 +138,8 @@ static int setup_dev(int root_fd, const struct rootfs_config *c)
                                             NULL};
         for (size_t i = 0; nodes[i]; i++) {
                 char host[64];
-                snprintf(host, sizeof(host), "/dev/%s", nodes[i]);
+                if (BUF_PRINTF(host, "/dev/%s", nodes[i]) < 0)
+                        return -ENAMETOOLONG;
                 _cleanup_close_ int f = openat(devdir, nodes[i],
                                                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
                 if (f < 0)

@@ -7,6 +7,12 @@ struct state {
         sqlite3 *db;
 };
 
+static void finalizep(sqlite3_stmt **st)
+{
+        sqlite3_finalize(*st); /* a no-op for NULL */
+}
+#define _cleanup_stmt_ _cleanup_(finalizep)
+
 /* Numbered migrations: index i brings user_version from i to i+1. Append only. */
 static const char *const migrations[] = {
         "CREATE TABLE envs ("
@@ -66,17 +72,20 @@ static int exec_sql(sqlite3 *db, const char *sql)
 
 static int migrate(sqlite3 *db)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
-        int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
-        sqlite3_finalize(st);
+        int version;
+        {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+                if (rc != SQLITE_OK)
+                        return sql_err(rc);
+                version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+        }
         if (version > (int)ELEMENTSOF(migrations))
                 return -EPROTO; /* written by a newer paddockd: refuse rather than corrupt */
         for (int v = version; v < (int)ELEMENTSOF(migrations); v++) {
                 char bump[64];
-                snprintf(bump, sizeof(bump), "PRAGMA user_version=%d", v + 1);
+                if (BUF_PRINTF(bump, "PRAGMA user_version=%d", v + 1) < 0)
+                        return -ENAMETOOLONG;
                 int r = exec_sql(db, "BEGIN IMMEDIATE");
                 if (r >= 0)
                         r = exec_sql(db, migrations[v]);
@@ -146,52 +155,109 @@ static int bind_env(sqlite3_stmt *st, const struct env_row *e)
         return 0;
 }
 
-static int run_stmt(struct state *s, const char *sql, const struct env_row *e)
+/* ---------------------------------------------------------------- statements */
+
+static int prepare(struct state *s, const char *sql, sqlite3_stmt **ret)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
-        bind_env(st, e);
-        rc = sqlite3_step(st);
-        int changes = sqlite3_changes(s->db);
-        sqlite3_finalize(st);
+        return sql_err(sqlite3_prepare_v2(s->db, sql, -1, ret, NULL));
+}
+
+/* Run a bound INSERT/UPDATE/DELETE to the end. */
+static int step_done(sqlite3_stmt *st)
+{
+        return sql_err(sqlite3_step(st));
+}
+
+/* The same, for a statement that must change a row: -ENOENT when none matched. */
+static int step_changed(struct state *s, sqlite3_stmt *st)
+{
+        int rc = sqlite3_step(st);
         if (rc != SQLITE_DONE)
                 return sql_err(rc);
-        return changes > 0 ? 0 : -ENOENT;
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+/* A text column into a fixed field; a value that does not fit (written by something other
+ * than paddockd, which stores only what fits) is an error, never a different, shorter name. */
+static int copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
+{
+        const unsigned char *src = sqlite3_column_text(st, col);
+        return buf_printf(dst, len, "%s", src ? (const char *)src : "") < 0 ? -EBADMSG : 0;
+}
+#define COPY_TEXT(field, st, col) copy_text((field), sizeof(field), (st), (col))
+
+/* Step a SELECT to the end, one row_size-byte row per result, filled by fill (the row zeroed
+ * first). On failure the rows made so far go to free_rows (NULL: plain free). */
+static int collect_rows(sqlite3_stmt *st, size_t row_size, int (*fill)(sqlite3_stmt *, void *),
+                        void (*free_rows)(void *, size_t), void **ret, size_t *ret_n)
+{
+        char *rows = NULL;
+        size_t n = 0;
+        int rc, r = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                char *nr = realloc(rows, (n + 1) * row_size);
+                if (!nr) {
+                        r = -ENOMEM;
+                        break;
+                }
+                rows = nr;
+                void *row = rows + n++ * row_size;
+                memset(row, 0, row_size);
+                if ((r = fill(st, row)) < 0)
+                        break;
+        }
+        if (r >= 0 && rc != SQLITE_DONE)
+                r = sql_err(rc);
+        if (r < 0) {
+                if (free_rows)
+                        free_rows(rows, n);
+                else
+                        free(rows);
+                return r;
+        }
+        *ret = rows;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- environments */
+
+static int env_write(struct state *s, const char *sql, const struct env_row *e)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql, &st);
+        if (r < 0)
+                return r;
+        bind_env(st, e);
+        return step_changed(s, st);
 }
 
 int state_env_insert(struct state *s, const struct env_row *e)
 {
-        return run_stmt(s,
-                        "INSERT INTO envs (name, kind, image, status, uid_base, pid, pid_start,"
-                        " created_at, expires_at, autostart, spec, ip)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                        e);
+        return env_write(s,
+                         "INSERT INTO envs (name, kind, image, status, uid_base, pid, pid_start,"
+                         " created_at, expires_at, autostart, spec, ip)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                         e);
 }
 
 int state_env_update(struct state *s, const struct env_row *e)
 {
-        return run_stmt(s,
-                        "UPDATE envs SET kind=?2, image=?3, status=?4, uid_base=?5, pid=?6,"
-                        " pid_start=?7, created_at=?8, expires_at=?9, autostart=?10, spec=?11, ip=?12"
-                        " WHERE name=?1",
-                        e);
+        return env_write(s,
+                         "UPDATE envs SET kind=?2, image=?3, status=?4, uid_base=?5, pid=?6,"
+                         " pid_start=?7, created_at=?8, expires_at=?9, autostart=?10, spec=?11,"
+                         " ip=?12 WHERE name=?1",
+                         e);
 }
 
 static int delete_by_name(struct state *s, const char *sql, const char *name)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql, &st);
+        if (r < 0)
+                return r;
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        int changes = sqlite3_changes(s->db);
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE)
-                return sql_err(rc);
-        return changes > 0 ? 0 : -ENOENT;
+        return step_changed(s, st);
 }
 
 int state_env_delete(struct state *s, const char *name)
@@ -199,54 +265,41 @@ int state_env_delete(struct state *s, const char *name)
         return delete_by_name(s, "DELETE FROM envs WHERE name=?1", name);
 }
 
-static void copy_text(char *dst, size_t len, const unsigned char *src)
+static int env_fill(sqlite3_stmt *st, void *row)
 {
-        snprintf(dst, len, "%s", src ? (const char *)src : "");
+        struct env_row *e = row;
+        int r;
+        if ((r = COPY_TEXT(e->name, st, 0)) < 0 || (r = COPY_TEXT(e->kind, st, 1)) < 0 ||
+            (r = COPY_TEXT(e->image, st, 2)) < 0 || (r = COPY_TEXT(e->status, st, 3)) < 0 ||
+            (r = COPY_TEXT(e->ip, st, 11)) < 0)
+                return r;
+        e->uid_base = (uint32_t)sqlite3_column_int64(st, 4);
+        e->pid = sqlite3_column_int64(st, 5);
+        e->pid_start = (uint64_t)sqlite3_column_int64(st, 6);
+        e->created_at = sqlite3_column_int64(st, 7);
+        e->expires_at = sqlite3_column_int64(st, 8);
+        e->autostart = sqlite3_column_int(st, 9) != 0;
+        const unsigned char *spec = sqlite3_column_text(st, 10);
+        e->spec = strdup(spec ? (const char *)spec : "{}");
+        return e->spec ? 0 : -ENOMEM;
+}
+
+static void env_rows_free(void *rows, size_t n)
+{
+        state_env_rows_free(rows, n);
 }
 
 int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(s->db,
-                                    "SELECT name, kind, image, status, uid_base, pid, pid_start,"
-                                    " created_at, expires_at, autostart, spec, ip FROM envs"
-                                    " ORDER BY created_at, name",
-                                    -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
-        struct env_row *rows = NULL;
-        size_t n = 0;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct env_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
-                if (!nr) {
-                        rc = SQLITE_NOMEM;
-                        break;
-                }
-                rows = nr;
-                struct env_row *e = &rows[n++];
-                memset(e, 0, sizeof(*e));
-                copy_text(e->name, sizeof(e->name), sqlite3_column_text(st, 0));
-                copy_text(e->kind, sizeof(e->kind), sqlite3_column_text(st, 1));
-                copy_text(e->image, sizeof(e->image), sqlite3_column_text(st, 2));
-                copy_text(e->status, sizeof(e->status), sqlite3_column_text(st, 3));
-                e->uid_base = (uint32_t)sqlite3_column_int64(st, 4);
-                e->pid = sqlite3_column_int64(st, 5);
-                e->pid_start = (uint64_t)sqlite3_column_int64(st, 6);
-                e->created_at = sqlite3_column_int64(st, 7);
-                e->expires_at = sqlite3_column_int64(st, 8);
-                e->autostart = sqlite3_column_int(st, 9) != 0;
-                const unsigned char *spec = sqlite3_column_text(st, 10);
-                e->spec = strdup(spec ? (const char *)spec : "{}");
-                copy_text(e->ip, sizeof(e->ip), sqlite3_column_text(st, 11));
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE) {
-                state_env_rows_free(rows, n);
-                return sql_err(rc);
-        }
-        *ret = rows;
-        *ret_n = n;
-        return 0;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "SELECT name, kind, image, status, uid_base, pid, pid_start,"
+                        " created_at, expires_at, autostart, spec, ip FROM envs"
+                        " ORDER BY created_at, name",
+                        &st);
+        if (r < 0)
+                return r;
+        return collect_rows(st, sizeof(**ret), env_fill, env_rows_free, (void **)ret, ret_n);
 }
 
 void state_env_rows_free(struct env_row *rows, size_t n)
@@ -256,20 +309,18 @@ void state_env_rows_free(struct env_row *rows, size_t n)
         free(rows);
 }
 
+/* ---------------------------------------------------------------- images */
+
 int state_image_insert(struct state *s, const struct image_row *i)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(
-                s->db, "INSERT INTO images (name, created_at, size) VALUES (?1, ?2, ?3)", -1, &st,
-                NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT INTO images (name, created_at, size) VALUES (?1, ?2, ?3)", &st);
+        if (r < 0)
+                return r;
         sqlite3_bind_text(st, 1, i->name, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, i->created_at);
         sqlite3_bind_int64(st, 3, (int64_t)i->size);
-        rc = sqlite3_step(st);
-        sqlite3_finalize(st);
-        return sql_err(rc);
+        return step_done(st);
 }
 
 int state_image_delete(struct state *s, const char *name)
@@ -277,104 +328,69 @@ int state_image_delete(struct state *s, const char *name)
         return delete_by_name(s, "DELETE FROM images WHERE name=?1", name);
 }
 
+static int image_fill(sqlite3_stmt *st, void *row)
+{
+        struct image_row *i = row;
+        i->created_at = sqlite3_column_int64(st, 1);
+        i->size = (uint64_t)sqlite3_column_int64(st, 2);
+        return COPY_TEXT(i->name, st, 0);
+}
+
 int state_image_list(struct state *s, struct image_row **ret, size_t *ret_n)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(s->db,
-                                    "SELECT name, created_at, size FROM images ORDER BY name", -1,
-                                    &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
-        struct image_row *rows = NULL;
-        size_t n = 0;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct image_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
-                if (!nr) {
-                        rc = SQLITE_NOMEM;
-                        break;
-                }
-                rows = nr;
-                copy_text(rows[n].name, sizeof(rows[n].name), sqlite3_column_text(st, 0));
-                rows[n].created_at = sqlite3_column_int64(st, 1);
-                rows[n].size = (uint64_t)sqlite3_column_int64(st, 2);
-                n++;
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE) {
-                free(rows);
-                return sql_err(rc);
-        }
-        *ret = rows;
-        *ret_n = n;
-        return 0;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT name, created_at, size FROM images ORDER BY name", &st);
+        if (r < 0)
+                return r;
+        return collect_rows(st, sizeof(**ret), image_fill, NULL, (void **)ret, ret_n);
 }
+
+/* ---------------------------------------------------------------- ports */
 
 int state_port_insert(struct state *s, const struct port_row *p)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(
-                s->db, "INSERT INTO ports (proto, host_port, env, port) VALUES (?1, ?2, ?3, ?4)",
-                -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(
+            s, "INSERT INTO ports (proto, host_port, env, port) VALUES (?1, ?2, ?3, ?4)", &st);
+        if (r < 0)
+                return r;
         sqlite3_bind_text(st, 1, p->proto, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, p->host_port);
         sqlite3_bind_text(st, 3, p->env, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 4, p->port);
-        rc = sqlite3_step(st);
-        sqlite3_finalize(st);
-        return sql_err(rc);
+        return step_done(st);
 }
 
 int state_port_delete(struct state *s, const char *proto, uint16_t host_port)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(s->db, "DELETE FROM ports WHERE proto=?1 AND host_port=?2", -1,
-                                    &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM ports WHERE proto=?1 AND host_port=?2", &st);
+        if (r < 0)
+                return r;
         sqlite3_bind_text(st, 1, proto, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, host_port);
-        rc = sqlite3_step(st);
-        int changes = sqlite3_changes(s->db);
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE)
-                return sql_err(rc);
-        return changes > 0 ? 0 : -ENOENT;
+        return step_changed(s, st);
+}
+
+static int port_fill(sqlite3_stmt *st, void *row)
+{
+        struct port_row *p = row;
+        p->host_port = (uint16_t)sqlite3_column_int(st, 1);
+        p->port = (uint16_t)sqlite3_column_int(st, 3);
+        int r = COPY_TEXT(p->proto, st, 0);
+        return r < 0 ? r : COPY_TEXT(p->env, st, 2);
 }
 
 int state_port_list(struct state *s, const char *env, struct port_row **ret, size_t *ret_n)
 {
-        sqlite3_stmt *st;
-        int rc = sqlite3_prepare_v2(s->db,
-                                    "SELECT proto, host_port, env, port FROM ports"
-                                    " WHERE ?1 IS NULL OR env=?1 ORDER BY host_port, proto",
-                                    -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return sql_err(rc);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "SELECT proto, host_port, env, port FROM ports"
+                        " WHERE ?1 IS NULL OR env=?1 ORDER BY host_port, proto",
+                        &st);
+        if (r < 0)
+                return r;
         if (env)
                 sqlite3_bind_text(st, 1, env, -1, SQLITE_STATIC);
-        struct port_row *rows = NULL;
-        size_t n = 0;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct port_row *nr = realloc(rows, (n + 1) * sizeof(*rows));
-                if (!nr) {
-                        rc = SQLITE_NOMEM;
-                        break;
-                }
-                rows = nr;
-                copy_text(rows[n].proto, sizeof(rows[n].proto), sqlite3_column_text(st, 0));
-                rows[n].host_port = (uint16_t)sqlite3_column_int(st, 1);
-                copy_text(rows[n].env, sizeof(rows[n].env), sqlite3_column_text(st, 2));
-                rows[n].port = (uint16_t)sqlite3_column_int(st, 3);
-                n++;
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE) {
-                free(rows);
-                return sql_err(rc);
-        }
-        *ret = rows;
-        *ret_n = n;
-        return 0;
+        return collect_rows(st, sizeof(**ret), port_fill, NULL, (void **)ret, ret_n);
 }

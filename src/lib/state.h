@@ -1,6 +1,8 @@
 /* Durable state in SQLite (WAL). Schema changes are numbered migrations run at open.
  * An acknowledged change is on disk (synchronous=FULL on commit) before the API answers. */
 #pragma once
+#include "lib/paddock.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,9 +10,9 @@
 struct state;
 
 struct env_row {
-        char name[64];
+        char name[NAME_BUF_SIZE];
         char kind[16];   /* "computer" | "sandbox" */
-        char image[64];
+        char image[NAME_BUF_SIZE];
         char status[16]; /* "creating" | "running" | "stopped" | "deleting" */
         uint32_t uid_base;
         int64_t pid;          /* host pid of PID 1 while running, else 0 */
@@ -25,12 +27,12 @@ struct env_row {
 struct port_row {
         char proto[4]; /* "tcp" | "udp" */
         uint16_t host_port;
-        char env[64];
+        char env[NAME_BUF_SIZE];
         uint16_t port;
 };
 
 struct image_row {
-        char name[64];
+        char name[NAME_BUF_SIZE];
         int64_t created_at;
         uint64_t size;
 };

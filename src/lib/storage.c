@@ -18,38 +18,34 @@ static bool dir_has_entries(const char *path)
         struct stat st;
         if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                 return false;
-        DIR *d = opendir(path);
-        if (!d)
-                return false;
-        bool any = false;
-        struct dirent *de;
-        while (!any && (de = readdir(d)))
-                any = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-        closedir(d);
-        return any;
+        _cleanup_closedir_ DIR *d = NULL;
+        return opendir_at(AT_FDCWD, path, &d) >= 0 && readdir_no_dot(d);
 }
 
-static int recorded_driver(const char *root, char *buf, size_t len)
+/* The driver recorded in R/storage-driver (path), with " shifted" where that applies. */
+static int recorded_driver(const char *path, char *buf, size_t len)
 {
-        char path[2200];
-        snprintf(path, sizeof(path), "%s/storage-driver", root);
-        char *s = NULL;
+        _cleanup_free_ char *s = NULL;
         int r = read_file_at(AT_FDCWD, path, 32, &s);
         if (r < 0)
                 return r;
         s[strcspn(s, "\n")] = 0;
-        snprintf(buf, len, "%s", s);
-        free(s);
-        return 0;
+        return buf_printf(buf, len, "%s", s) < 0 ? -EBADMSG : 0;
 }
 
 int storage_open(const struct storage_config *c, struct storage **ret, char *err, size_t errlen)
 {
-        char rec[32] = "", images[2200], envs[2200];
-        snprintf(images, sizeof(images), "%s/images", c->root);
-        snprintf(envs, sizeof(envs), "%s/envs", c->root);
+        char rec[32] = "", images[2200], envs[2200], record[2200];
+        /* s->root holds the root: a longer one is refused here, before anything is made. */
+        if (strlen(c->root) >= sizeof(((struct storage *)0)->root) ||
+            BUF_PRINTF(images, "%s/images", c->root) < 0 ||
+            BUF_PRINTF(envs, "%s/envs", c->root) < 0 ||
+            BUF_PRINTF(record, "%s/storage-driver", c->root) < 0) {
+                snprintf(err, errlen, "%s: path too long", c->root);
+                return -ENAMETOOLONG;
+        }
         const char *want = c->driver;
-        bool recorded = recorded_driver(c->root, rec, sizeof(rec)) >= 0;
+        bool recorded = recorded_driver(record, rec, sizeof(rec)) >= 0;
         /* "btrfs shifted": made where idmapped mounts did not work, so its trees are chowned
          * to each environment's ids; that stays so even if a later kernel has them. */
         bool rec_shifted = false;
@@ -59,7 +55,7 @@ int storage_open(const struct storage_config *c, struct storage **ret, char *err
                 *space = 0;
         }
         if (!recorded && (dir_has_entries(images) || dir_has_entries(envs))) {
-                snprintf(rec, sizeof(rec), "dir"); /* made before storage drivers existed */
+                strcpy(rec, "dir"); /* made before storage drivers existed */
                 recorded = true;
         }
         if (recorded && want && strcmp(want, rec) != 0) {
@@ -81,7 +77,7 @@ int storage_open(const struct storage_config *c, struct storage **ret, char *err
         if (!s)
                 return -ENOMEM;
         s->ops = ops;
-        snprintf(s->root, sizeof(s->root), "%s", c->root);
+        strcpy(s->root, c->root); /* its length is checked above */
         s->pool_bytes = c->pool_bytes;
         s->image_max_bytes = c->image_max_bytes;
         s->info.driver = ops->name;
@@ -95,9 +91,8 @@ int storage_open(const struct storage_config *c, struct storage **ret, char *err
         if (recorded)
                 s->info.shifted = rec_shifted;
         if (!recorded) {
-                char path[2200];
-                snprintf(path, sizeof(path), "%s/storage-driver", c->root);
-                _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                _cleanup_close_ int fd =
+                    open(record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
                 if (fd < 0 ||
                     dprintf(fd, "%s%s\n", ops->name, s->info.shifted ? " shifted" : "") < 0 ||
                     fsync(fd) < 0) {
@@ -212,20 +207,15 @@ static int shift_entry(int at, const char *name, uint32_t from, uint32_t to, dev
                 return 0;
         if (depth > 4096)
                 return -ELOOP;
-        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(at, name, &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d)
+        {
+                if ((r = shift_entry(dirfd(d), de->d_name, from, to, dev, depth + 1)) < 0)
+                        break;
         }
-        int r = 0;
-        struct dirent *de;
-        while (r >= 0 && (de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        r = shift_entry(dirfd(d), de->d_name, from, to, dev, depth + 1);
-        closedir(d);
         return r;
 }
 

@@ -35,10 +35,8 @@ static int find_mkfs(char *buf, size_t len)
         static const char *const candidates[] = {"/usr/sbin/mkfs.btrfs", "/sbin/mkfs.btrfs",
                                                  "/usr/bin/mkfs.btrfs", NULL};
         for (size_t i = 0; candidates[i]; i++)
-                if (access(candidates[i], X_OK) == 0) {
-                        snprintf(buf, len, "%s", candidates[i]);
-                        return 0;
-                }
+                if (access(candidates[i], X_OK) == 0)
+                        return buf_printf(buf, len, "%s", candidates[i]) < 0 ? -ENAMETOOLONG : 0;
         return -ENOENT;
 }
 
@@ -47,7 +45,10 @@ static int find_mkfs(char *buf, size_t len)
 static int make_pool_file(struct storage *s, const char *file, char *err, size_t errlen)
 {
         char tmp[2300], mkfs[64];
-        snprintf(tmp, sizeof(tmp), "%s.new", file);
+        if (BUF_PRINTF(tmp, "%s.new", file) < 0) {
+                snprintf(err, errlen, "%s: path too long", file);
+                return -ENAMETOOLONG;
+        }
         if (find_mkfs(mkfs, sizeof(mkfs)) < 0) {
                 snprintf(err, errlen, "mkfs.btrfs not found (install btrfs-progs, or use --storage dir)");
                 return -ENOENT;
@@ -90,7 +91,10 @@ static bool is_mounted_btrfs(const char *pool, const char *root)
 static int mount_pool(struct storage *s, char *err, size_t errlen)
 {
         char file[2200];
-        snprintf(file, sizeof(file), "%s/pool.img", s->root);
+        if (BUF_PRINTF(file, "%s/pool.img", s->root) < 0) {
+                snprintf(err, errlen, "%s: path too long", s->root);
+                return -ENAMETOOLONG;
+        }
         if (mkdir(s->pool, 0700) < 0 && errno != EEXIST) {
                 snprintf(err, errlen, "%s: %s", s->pool, strerror(errno));
                 return -errno;
@@ -121,9 +125,11 @@ static int mount_pool(struct storage *s, char *err, size_t errlen)
 static int link_into_pool(struct storage *s, const char *sub, char *err, size_t errlen)
 {
         char target[2300], link[2300], rel[64];
-        snprintf(target, sizeof(target), "%s/%s", s->pool, sub);
-        snprintf(link, sizeof(link), "%s/%s", s->root, sub);
-        snprintf(rel, sizeof(rel), "pool/%s", sub);
+        if (BUF_PRINTF(target, "%s/%s", s->pool, sub) < 0 ||
+            BUF_PRINTF(link, "%s/%s", s->root, sub) < 0 || BUF_PRINTF(rel, "pool/%s", sub) < 0) {
+                snprintf(err, errlen, "%s: path too long", s->root);
+                return -ENAMETOOLONG;
+        }
         if (mkdir(target, 0700) < 0 && errno != EEXIST)
                 goto fail;
         struct stat st;
@@ -154,9 +160,9 @@ static void read_quota_mode(struct storage *s, int fd)
                  "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
                  u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
                  u[15]);
-        snprintf(path, sizeof(path), "/sys/fs/btrfs/%s/qgroups/mode", uuid);
         char *m = NULL;
-        if (read_file_at(AT_FDCWD, path, 32, &m) >= 0) {
+        if (BUF_PRINTF(path, "/sys/fs/btrfs/%s/qgroups/mode", uuid) >= 0 &&
+            read_file_at(AT_FDCWD, path, 32, &m) >= 0) {
                 if (!strncmp(m, "squota", 6))
                         snprintf(s->quota_mode, sizeof(s->quota_mode), "simple quotas");
                 free(m);
@@ -166,7 +172,10 @@ static void read_quota_mode(struct storage *s, int fd)
 static int btrfs_open(struct storage *s, char *err, size_t errlen)
 {
         int r;
-        snprintf(s->pool, sizeof(s->pool), "%s/pool", s->root);
+        if (BUF_PRINTF(s->pool, "%s/pool", s->root) < 0) {
+                snprintf(err, errlen, "%s: path too long", s->root);
+                return -ENAMETOOLONG;
+        }
         _cleanup_close_ int rootfd = open_dir(s->root);
         if (rootfd < 0) {
                 snprintf(err, errlen, "%s: %s", s->root, strerror(-rootfd));
@@ -208,7 +217,8 @@ static int btrfs_open(struct storage *s, char *err, size_t errlen)
 static int disk_fd(const char *env_dir)
 {
         char p[4200];
-        snprintf(p, sizeof(p), "%s/disk", env_dir);
+        if (BUF_PRINTF(p, "%s/disk", env_dir) < 0)
+                return -ENAMETOOLONG;
         return open_dir(p);
 }
 
@@ -263,7 +273,8 @@ static int copy_for(struct storage *s, const char *src, const char *env_dir, uin
         if (r < 0 || !s->info.shifted)
                 return r;
         char disk[4200];
-        snprintf(disk, sizeof(disk), "%s/disk", env_dir);
+        if (BUF_PRINTF(disk, "%s/disk", env_dir) < 0)
+                return -ENAMETOOLONG;
         return storage_shift_tree(disk, src_base, uid_base);
 }
 
@@ -279,30 +290,44 @@ static int spare_name(const char *image_rootfs, char *buf, size_t len)
         int r = btrfs_subvol_id(img, &id);
         if (r < 0)
                 return r;
-        snprintf(buf, len, "%llu", (unsigned long long)id);
-        return 0;
+        return buf_printf(buf, len, "%llu", (unsigned long long)id) < 0 ? -ENAMETOOLONG : 0;
 }
 
 static int spares_dir(struct storage *s)
 {
         char p[2200];
-        snprintf(p, sizeof(p), "%s/spares", s->pool);
+        if (BUF_PRINTF(p, "%s/spares", s->pool) < 0)
+                return -ENAMETOOLONG;
         if (mkdir(p, 0700) < 0 && errno != EEXIST)
                 return -errno;
         return open_dir(p);
 }
 
+/* The spares directory, the name image_rootfs's spare has in it, and dir (the other end of
+ * the move or snapshot) opened. */
+static int spare_open(struct storage *s, const char *image_rootfs, const char *dir,
+                      char name[static 32], int *ret_spares, int *ret_dir)
+{
+        int r = spare_name(image_rootfs, name, 32);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int spares = spares_dir(s), other = open_dir(dir);
+        if (spares < 0)
+                return spares;
+        if (other < 0)
+                return other;
+        *ret_spares = TAKE_FD(spares);
+        *ret_dir = TAKE_FD(other);
+        return 0;
+}
+
 static int take_spare(struct storage *s, const char *image_rootfs, const char *env_dir)
 {
         char name[32];
-        int r = spare_name(image_rootfs, name, sizeof(name));
+        _cleanup_close_ int spares = -EBADF, env = -EBADF;
+        int r = spare_open(s, image_rootfs, env_dir, name, &spares, &env);
         if (r < 0)
                 return r;
-        _cleanup_close_ int spares = spares_dir(s), env = open_dir(env_dir);
-        if (spares < 0)
-                return spares;
-        if (env < 0)
-                return env;
         return renameat(spares, name, env, "disk") < 0 ? -errno : 0;
 }
 
@@ -311,14 +336,10 @@ static int btrfs_prepare_spare(struct storage *s, const char *image_rootfs)
         if (s->info.shifted)
                 return 0; /* each copy is chowned for its own range: nothing to share */
         char name[32];
-        int r = spare_name(image_rootfs, name, sizeof(name));
+        _cleanup_close_ int spares = -EBADF, from = -EBADF;
+        int r = spare_open(s, image_rootfs, image_rootfs, name, &spares, &from);
         if (r < 0)
                 return r;
-        _cleanup_close_ int spares = spares_dir(s), from = open_dir(image_rootfs);
-        if (spares < 0)
-                return spares;
-        if (from < 0)
-                return from;
         struct stat st;
         if (fstatat(spares, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
                 return 0;
@@ -363,7 +384,8 @@ static int btrfs_take_snapshot(struct storage *s, const char *env_dir, const cha
         if ((r = btrfs_snapshot(from, dst, name, false)) < 0)
                 return r;
         char path[4400];
-        snprintf(path, sizeof(path), "%s/%s", dst_dir, name);
+        if (BUF_PRINTF(path, "%s/%s", dst_dir, name) < 0)
+                return -ENAMETOOLONG;
         _cleanup_close_ int snap = -EBADF;
         if ((r = storage_shift_tree(path, unshift_base, 0)) < 0 ||
             (snap = open_dir(path)) < 0 || (r = btrfs_subvol_set_readonly(snap, true)) < 0)
@@ -460,9 +482,9 @@ static int btrfs_image_seal(struct storage *s, const char *rootfs)
 static int btrfs_root(struct storage *s, const char *env_dir, struct rootfs_config *rc, char *buf,
                       size_t len)
 {
-        int n = snprintf(buf, len, "%s/disk", env_dir);
-        if (n < 0 || (size_t)n >= len)
-                return -ENAMETOOLONG;
+        int r = buf_printf(buf, len, "%s/disk", env_dir);
+        if (r < 0)
+                return r;
         rc->tree = buf;
         rc->shifted = s->info.shifted;
         return 0;

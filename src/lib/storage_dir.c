@@ -25,8 +25,8 @@
 
 static int path_in(char *buf, size_t len, const char *dir, const char *name)
 {
-        int n = snprintf(buf, len, "%s/%s", dir, name);
-        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+        int r = buf_printf(buf, len, "%s/%s", dir, name);
+        return r < 0 ? r : 0;
 }
 
 static bool has_disk_image(const char *env_dir)
@@ -75,7 +75,8 @@ static int make_disk(const char *env_dir, uint32_t uid_base, uint64_t bytes)
                 if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0)
                         return -errno;
         }
-        snprintf(owner, sizeof(owner), "root_owner=%u:%u", uid_base, uid_base);
+        if ((r = BUF_PRINTF(owner, "root_owner=%u:%u", uid_base, uid_base)) < 0)
+                return r;
         const char *mkfs = access("/usr/sbin/mkfs.ext4", X_OK) == 0 ? "/usr/sbin/mkfs.ext4"
                                                                      : "/sbin/mkfs.ext4";
         /* No reserved blocks (the limit is the limit), no journal (a throw-away upper layer
@@ -92,7 +93,10 @@ static int dir_open(struct storage *s, char *err, size_t errlen)
         static const char *const subs[] = {"envs", "images"};
         for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
                 char p[2200];
-                snprintf(p, sizeof(p), "%s/%s", s->root, subs[i]);
+                if (path_in(p, sizeof(p), s->root, subs[i]) < 0) {
+                        snprintf(err, errlen, "%s: path too long", s->root);
+                        return -ENAMETOOLONG;
+                }
                 if (mkdir(p, 0700) < 0 && errno != EEXIST) {
                         snprintf(err, errlen, "%s: %s", p, strerror(errno));
                         return -errno;

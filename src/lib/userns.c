@@ -12,8 +12,8 @@ static int slot_path(const char *dir, uint32_t base, char *buf, size_t len)
 {
         if (base < UID_RANGE_FIRST || (base - UID_RANGE_FIRST) % UID_RANGE_SIZE)
                 return -EINVAL;
-        int n = snprintf(buf, len, "%s/%u", dir, base);
-        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+        int r = buf_printf(buf, len, "%s/%u", dir, base);
+        return r < 0 ? r : 0;
 }
 
 static int claim_one(const char *dir, const char *owner, uint32_t base, bool reclaim)
@@ -72,8 +72,10 @@ int idrange_release(const char *dir, uint32_t base)
 static int write_map(pid_t pid, const char *file, uint32_t base, uint32_t count)
 {
         char path[64], map[64];
-        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-        snprintf(map, sizeof(map), "0 %u %u\n", base, count);
+        int r;
+        if ((r = BUF_PRINTF(path, "/proc/%d/%s", (int)pid, file)) < 0 ||
+            (r = BUF_PRINTF(map, "0 %u %u\n", base, count)) < 0)
+                return r;
         return write_file_at(AT_FDCWD, path, map);
 }
 
@@ -96,9 +98,8 @@ int userns_create(uint32_t base, uint32_t count, int *ret_fd)
         int fd = -EBADF;
         if (r >= 0) {
                 char path[64];
-                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-                fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
+                r = BUF_PRINTF(path, "/proc/%d/ns/user", (int)pid);
+                if (r >= 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
                         r = -errno;
         }
         kill(pid, SIGKILL);

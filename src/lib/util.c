@@ -97,6 +97,43 @@ int mkdir_p_at(int dirfd, const char *path, mode_t mode)
         return 0;
 }
 
+int opendir_fd(int fd, DIR **ret)
+{
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+int opendir_at(int dirfd, const char *name, DIR **ret)
+{
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return opendir_fd(fd, ret);
+}
+
+struct dirent *readdir_no_dot(DIR *d)
+{
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        return de;
+        return NULL;
+}
+
+bool dirent_is_dir(int dirfd, const struct dirent *de)
+{
+        if (de->d_type != DT_UNKNOWN)
+                return de->d_type == DT_DIR;
+        struct stat st;
+        return fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* Removal walks at most RM_RF_MAX_DEPTH directories deep (one fd and one DIR each); a deeper
  * directory, which an environment can make in its own disk, is first renamed up to the top of
  * the walk and removed by a later pass, so no depth runs the daemon out of fds or stack. */
@@ -143,7 +180,8 @@ static int move_to_top(struct rm_walk *w, int dirfd, const char *name)
 {
         for (int tries = 0; tries < 1000; tries++) {
                 char flat[64];
-                snprintf(flat, sizeof(flat), ".rm-deep-%lu", w->serial++);
+                if (BUF_PRINTF(flat, ".rm-deep-%lu", w->serial++) < 0)
+                        return -ENAMETOOLONG;
                 if (renameat2(dirfd, name, w->top, flat, RENAME_NOREPLACE) == 0) {
                         w->moved++;
                         return 0;
@@ -156,16 +194,12 @@ static int move_to_top(struct rm_walk *w, int dirfd, const char *name)
 
 static int rm_rf_children(int fd, struct rm_walk *w, int depth)
 {
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_fd(fd, &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d)
+        {
                 struct stat st;
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                         if (errno != ENOENT)
@@ -173,34 +207,26 @@ static int rm_rf_children(int fd, struct rm_walk *w, int depth)
                         continue;
                 }
                 if (S_ISDIR(st.st_mode)) {
-                        if (st.st_dev != w->dev) {
-                                int q = rm_subvolume(dirfd(d), de->d_name);
-                                if (q < 0)
-                                        r = q; /* a mount point: never descend into it */
-                                continue;
+                        int q;
+                        if (st.st_dev != w->dev)
+                                q = rm_subvolume(dirfd(d), de->d_name); /* never descend */
+                        else if (depth >= RM_RF_MAX_DEPTH)
+                                q = move_to_top(w, dirfd(d), de->d_name);
+                        else if ((q = openat(dirfd(d), de->d_name,
+                                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                                q = -errno;
+                        else {
+                                q = rm_rf_children(q, w, depth + 1);
+                                if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 &&
+                                    errno != ENOENT)
+                                        q = -errno;
                         }
-                        if (depth >= RM_RF_MAX_DEPTH) {
-                                int q = move_to_top(w, dirfd(d), de->d_name);
-                                if (q < 0)
-                                        r = q;
-                                continue;
-                        }
-                        int sub = openat(dirfd(d), de->d_name,
-                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (sub < 0) {
-                                r = -errno;
-                                continue;
-                        }
-                        int q = rm_rf_children(sub, w, depth + 1);
                         if (q < 0)
                                 r = q;
-                        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                                r = -errno;
                 } else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
                         r = -errno;
                 }
         }
-        closedir(d);
         return r;
 }
 
@@ -295,7 +321,8 @@ int64_t wall_s(void)
 int proc_start_time(pid_t pid, uint64_t *ret)
 {
         char path[64], buf[1024];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (BUF_PRINTF(path, "/proc/%d/stat", (int)pid) < 0)
+                return -ENAMETOOLONG;
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -395,7 +422,8 @@ void reset_signals(void)
 bool proc_is_zombie(pid_t pid)
 {
         char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (BUF_PRINTF(path, "/proc/%d/stat", (int)pid) < 0)
+                return true;
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return true;

@@ -97,6 +97,26 @@ int mkdir_p_at(int dirfd, const char *path, mode_t mode);
  * subvolumes inside (read-only ones too) are deleted whole. */
 int rm_rf_at(int dirfd, const char *name);
 
+/* The directory walker every tree walk in src/lib uses (rm -rf, cgroup trees, uid shifting,
+ * listings):
+ *
+ *         _cleanup_closedir_ DIR *d = NULL;
+ *         int r = opendir_at(dirfd, name, &d);
+ *         ...
+ *         FOREACH_DIRENT(de, d)
+ *                 ... dirfd(d), de->d_name ...
+ *
+ * opendir_at opens dirfd/name without following a symlink at name; "." opens dirfd's own
+ * directory again, so the stream has its own offset and closing it leaves dirfd open. */
+int opendir_at(int dirfd, const char *name, DIR **ret);
+/* opendir_at for an fd the caller hands over: closed on failure as well. */
+int opendir_fd(int fd, DIR **ret);
+/* The next entry that is not "." or "..", NULL at the end (or on a read error). */
+struct dirent *readdir_no_dot(DIR *d);
+#define FOREACH_DIRENT(de, d) for (struct dirent *de; (de = readdir_no_dot(d));)
+/* Is the entry a directory (d_type, or an lstat where the file system leaves it unknown)? */
+bool dirent_is_dir(int dirfd, const struct dirent *de);
+
 /* Close every fd >= from except those listed (close_range with a /proc fallback). */
 int close_fds_from(int from, const int *keep, size_t n_keep);
 
