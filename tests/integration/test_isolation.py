@@ -158,10 +158,17 @@ def test_network_is_loopback_only_and_up(daemon, kind):
     link = daemon.sh("n1", "ip link")
     assert "lo:" in link and "UP" in link, link
     # loopback works: a TCP round trip on 127.0.0.1 inside the environment
-    out = daemon.sh("n1", "cd /tmp && (nc -l -p 12345 > got &) ; i=0; "
-                          "while [ $i -lt 150 ]; do echo ping | nc 127.0.0.1 12345 2>/dev/null && break; "
+    # The listener's input stays open a while (sleep 3) so it cannot finish before it has read the
+    # connection; the client starts once /proc/net/tcp{,6} shows the port (0x3039) listening. On
+    # failure the output shows the sockets and processes.
+    out = daemon.sh("n1", "cd /tmp && (sleep 3 2>/dev/null | nc -l -p 12345 > got 2>/dev/null &) ; i=0; "
+                          "while ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -qE ':3039 0+:0000 0A' && "
+                          "[ $i -lt 150 ]; do "
+                          "sleep 0.1; i=$((i+1)); done; "
+                          "i=0; while [ $i -lt 50 ]; do echo ping | nc 127.0.0.1 12345 && break; "
                           "i=$((i+1)); sleep 0.1; done; "
-                          "i=0; while [ ! -s got ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; cat got")
+                          "i=0; while [ ! -s got ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; "
+                          "cat got; [ -s got ] || { echo NO-DATA; cat /proc/net/tcp /proc/net/tcp6; ps; }")
     assert out == "ping\n", out
 
 
