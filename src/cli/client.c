@@ -93,7 +93,7 @@ static int buffer_append(struct transfer *t, const char *data, size_t len)
         return 0;
 }
 
-static int on_body(const char *data, size_t len, void *userdata)
+static int take_body(const char *data, size_t len, void *userdata)
 {
         struct transfer *t = userdata;
         /* Error responses are always buffered, so they can be printed as one message. */
@@ -253,7 +253,7 @@ static int read_response(int fd, struct transfer *t)
                         return http1_eof(&t->parser);
                 if (n < 0)
                         return -errno;
-                int r = http1_feed(&t->parser, buf, (size_t)n, on_body, t);
+                int r = http1_feed(&t->parser, buf, (size_t)n, take_body, t);
                 if (r < 0)
                         return r;
         }
