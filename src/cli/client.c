@@ -14,7 +14,6 @@
 #define CHUNK_HEAD_ROOM 18
 
 struct transfer {
-        struct client *c;
         const struct request *req;
         struct response *resp;
         size_t body_cap;
@@ -309,7 +308,7 @@ static int transfer(struct client *c, struct transfer *t)
 int client_perform(struct client *c, const struct request *req, struct response *ret)
 {
         struct response resp = {};
-        struct transfer t = {.c = c, .req = req, .resp = &resp};
+        struct transfer t = {.req = req, .resp = &resp};
         if (!request_line_ok(req)) {
                 fprintf(stderr, "paddock: request to paddockd at %s failed: bad request path\n",
                         c->socket_path);
