@@ -1,50 +1,59 @@
 #include "cli/client.h"
+#include "cli/http1.h"
+#include "lib/util.h"
 
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
-/* The host part is never resolved: CURLOPT_UNIX_SOCKET_PATH decides where we connect. */
-#define BASE_URL "http://localhost"
 /* A buffered response larger than this is not something paddockd sends; refuse to hoard it. */
 #define MAX_BUFFERED_BODY (64u << 20)
+/* One read from the socket, and one piece of a streamed upload. */
+#define IO_SIZE (64u << 10)
+/* Room before an upload piece for its chunk-size line ("ffffffffffffffff\r\n"). */
+#define CHUNK_HEAD_ROOM 18
 
 struct transfer {
-        CURL *curl;
         const struct request *req;
         struct response *resp;
+        size_t body_cap;
+        struct http1 parser;
         bool aborted; /* a sink or source stopped the transfer and has said why */
         bool too_large;
 };
 
 int client_open(struct client *c, const char *socket_path)
 {
-        c->socket_path = socket_path;
-        c->errbuf[0] = 0;
-        c->curl = curl_easy_init();
-        if (!c->curl) {
-                fprintf(stderr, "paddock: cannot initialise libcurl\n");
-                return -1;
-        }
+        *c = (struct client){.socket_path = socket_path};
         return 0;
 }
 
 void client_close(struct client *c)
 {
-        if (c->curl)
-                curl_easy_cleanup(c->curl);
-        c->curl = NULL;
+        c->socket_path = NULL;
 }
 
+/* As RFC 3986 wants for a path segment or query value: all but the unreserved characters as
+ * %XX (upper-case hex), bytes >= 0x80 included. */
 char *client_escape(struct client *c, const char *s)
 {
-        char *e = curl_easy_escape(c->curl, s, 0);
-        if (!e)
+        static const char hex[] = "0123456789ABCDEF";
+        size_t len = strlen(s);
+        char *out = malloc(len * 3 + 1), *o = out;
+        if (!out)
                 return NULL;
-        char *copy = strdup(e);
-        curl_free(e);
-        return copy;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+                        *o++ = (char)*p;
+                } else {
+                        *o++ = '%';
+                        *o++ = hex[*p >> 4];
+                        *o++ = hex[*p & 15];
+                }
+        }
+        *o = 0;
+        return out;
 }
 
 void response_done(struct response *r)
@@ -60,157 +69,269 @@ static bool status_ok(long status)
         return status >= 200 && status < 300;
 }
 
-static bool buffer_append(struct transfer *t, const char *data, size_t len)
+static int buffer_append(struct transfer *t, const char *data, size_t len)
 {
         struct response *r = t->resp;
         if (r->len + len > MAX_BUFFERED_BODY) {
                 t->too_large = true;
-                return false;
+                return -EFBIG;
         }
-        char *n = realloc(r->body, r->len + len + 1);
-        if (!n)
-                return false;
-        memcpy(n + r->len, data, len);
+        if (r->len + len + 1 > t->body_cap) {
+                size_t cap = t->body_cap ? t->body_cap : 4096;
+                while (cap < r->len + len + 1)
+                        cap *= 2;
+                char *n = realloc(r->body, cap);
+                if (!n)
+                        return -ENOMEM;
+                r->body = n;
+                t->body_cap = cap;
+        }
+        memcpy(r->body + r->len, data, len);
         r->len += len;
-        n[r->len] = 0;
-        r->body = n;
-        return true;
+        r->body[r->len] = 0;
+        return 0;
 }
 
-static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
+static int take_body(const char *data, size_t len, void *userdata)
 {
         struct transfer *t = userdata;
-        size_t len = size * nmemb;
-        long status = 0;
-        curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
         /* Error responses are always buffered, so they can be printed as one message. */
-        if (t->req->sink && status_ok(status)) {
+        if (t->req->sink && status_ok(t->parser.status)) {
                 if (!t->req->sink(data, len, t->req->sink_data)) {
                         t->aborted = true;
-                        return 0;
+                        return -ECANCELED;
                 }
-                return len;
+                return 0;
         }
-        return buffer_append(t, data, len) ? len : 0;
+        return buffer_append(t, data, len);
 }
 
-static size_t on_read(char *buf, size_t size, size_t nitems, void *userdata)
+int client_connect(const char *socket_path)
 {
-        struct transfer *t = userdata;
-        ssize_t n = t->req->source(buf, size * nitems, t->req->source_data);
-        if (n < 0) {
-                t->aborted = true;
-                return CURL_READFUNC_ABORT;
-        }
-        return (size_t)n;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, socket_path);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        /* An AF_UNIX connect interrupted by a signal has not happened at all: try again. */
+        while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return TAKE_FD(fd);
 }
 
-static void print_transport_error(struct client *c, CURLcode rc)
+/* MSG_NOSIGNAL: a daemon gone away is an error to report, not a reason to die. */
+static int send_all(int fd, const char *buf, size_t len)
 {
-        const char *reason = c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc);
-        if (rc == CURLE_COULDNT_CONNECT) {
-                /* curl's own text names a TCP port; the errno of connect(2) says what is wrong
-                 * with the socket (missing, refused, permission). */
-                long os_errno = 0;
-                curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &os_errno);
-                if (os_errno > 0)
-                        reason = strerror((int)os_errno);
+        while (len > 0) {
+                ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                buf += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+/* Request line and headers, the way libcurl sent them before: a JSON body is
+ * application/json unless said otherwise, a POST without a body has Content-Length: 0. */
+static char *request_head(const struct request *req)
+{
+        const char *ct = req->content_type;
+        char framing[64] = "";
+        int r = 0;
+        if (req->source && req->source_size >= 0)
+                r = BUF_PRINTF(framing, "Content-Length: %lld\r\n", (long long)req->source_size);
+        else if (req->source)
+                r = BUF_PRINTF(framing, "Transfer-Encoding: chunked\r\n");
+        else if (req->body || strcmp(req->method, "POST") == 0)
+                r = BUF_PRINTF(framing, "Content-Length: %zu\r\n", req->body ? req->body_len : 0);
+        if (r < 0)
+                return NULL;
+        if (req->body && !req->source && !ct)
+                ct = "application/json";
+        char *head;
+        if (asprintf(&head,
+                     "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: paddock-cli\r\n"
+                     "Accept: */*\r\n%s%s%s%s\r\n",
+                     req->method, req->path, ct && *ct ? "Content-Type: " : "", ct && *ct ? ct : "",
+                     ct && *ct ? "\r\n" : "", framing) < 0)
+                return NULL;
+        return head;
+}
+
+/* Nothing in a request line may end it early or smuggle in a header. */
+static bool request_line_ok(const struct request *req)
+{
+        for (const char *s = req->method; *s; s++)
+                if (*s < 'A' || *s > 'Z')
+                        return false;
+        for (const unsigned char *s = (const unsigned char *)req->path; *s; s++)
+                if (*s <= ' ' || *s == 0x7f)
+                        return false;
+        return req->method[0] && req->path[0] == '/';
+}
+
+/* A streamed body: source_size bytes as they are, or chunked. -ECANCELED when the source
+ * stopped (and said why), -ENODATA when it ended before the announced size. */
+static int send_source(int fd, struct transfer *t)
+{
+        const struct request *req = t->req;
+        bool chunked = req->source_size < 0;
+        uint64_t left = chunked ? 0 : (uint64_t)req->source_size;
+        _cleanup_free_ char *buf = malloc(CHUNK_HEAD_ROOM + IO_SIZE + 2);
+        if (!buf)
+                return -ENOMEM;
+        char *data = buf + CHUNK_HEAD_ROOM;
+        for (;;) {
+                size_t want = IO_SIZE;
+                if (!chunked) {
+                        if (left == 0)
+                                return 0;
+                        if (left < want)
+                                want = (size_t)left;
+                }
+                ssize_t n = req->source(data, want, req->source_data);
+                if (n < 0 || (size_t)n > want) {
+                        t->aborted = true;
+                        return -ECANCELED;
+                }
+                if (n == 0)
+                        return chunked ? send_all(fd, "0\r\n\r\n", 5) : -ENODATA;
+                if (!chunked) {
+                        left -= (uint64_t)n;
+                        int r = send_all(fd, data, (size_t)n);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                char size[CHUNK_HEAD_ROOM + 1];
+                int k = BUF_PRINTF(size, "%zx\r\n", (size_t)n);
+                if (k < 0)
+                        return k;
+                memcpy(data - k, size, (size_t)k);
+                memcpy(data + n, "\r\n", 2);
+                int r = send_all(fd, data - k, (size_t)k + (size_t)n + 2);
+                if (r < 0)
+                        return r;
+        }
+}
+
+static int send_request(int fd, struct transfer *t)
+{
+        const struct request *req = t->req;
+        _cleanup_free_ char *head = request_head(req);
+        if (!head)
+                return -ENOMEM;
+        int r = send_all(fd, head, strlen(head));
+        if (r < 0)
+                return r;
+        if (req->source)
+                return send_source(fd, t);
+        if (req->body && req->body_len > 0)
+                return send_all(fd, req->body, req->body_len);
+        return 0;
+}
+
+static int read_response(int fd, struct transfer *t)
+{
+        _cleanup_free_ char *buf = malloc(IO_SIZE);
+        if (!buf)
+                return -ENOMEM;
+        while (!http1_complete(&t->parser)) {
+                ssize_t n = recv(fd, buf, IO_SIZE, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                /* A reset after the daemon's answer came in is its end. */
+                if (n == 0 || (n < 0 && errno == ECONNRESET))
+                        return http1_eof(&t->parser);
+                if (n < 0)
+                        return -errno;
+                int r = http1_feed(&t->parser, buf, (size_t)n, take_body, t);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* One request on a connection of its own: connecting to a unix socket costs microseconds,
+ * and a fresh connection can never be one the daemon is just closing as idle. */
+static int transfer(struct client *c, struct transfer *t)
+{
+        int r = client_connect(c->socket_path);
+        if (r < 0) {
                 fprintf(stderr, "paddock: cannot connect to paddockd at %s: %s\n", c->socket_path,
-                        reason);
-                return;
-        }
-        fprintf(stderr, "paddock: request to paddockd at %s failed: %s\n", c->socket_path, reason);
-}
-
-static int setup(struct client *c, const struct request *req, struct transfer *t,
-                 struct curl_slist **headers, char **url)
-{
-        CURL *h = c->curl;
-        curl_easy_reset(h); /* keeps the connection for the next request */
-        c->errbuf[0] = 0;
-        if (asprintf(url, "%s%s", BASE_URL, req->path) < 0) {
-                *url = NULL;
+                        strerror(-r));
                 return -1;
         }
-        curl_easy_setopt(h, CURLOPT_URL, *url);
-        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->socket_path);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
-        curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-        curl_easy_setopt(h, CURLOPT_USERAGENT, "paddock-cli");
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
-
-        const char *ct = req->content_type;
-        if (req->source) {
-                curl_easy_setopt(h, CURLOPT_POST, 1L);
-                curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-                curl_easy_setopt(h, CURLOPT_READDATA, t);
-                /* Unknown size: curl sends the body chunked, so an aborted upload can never
-                 * be mistaken for a complete one. */
-                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->source_size);
-        } else if (req->body) {
-                curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
-                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-                if (!ct)
-                        ct = "application/json";
-        } else if (strcmp(req->method, "POST") == 0) {
-                curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
-                if (!ct)
-                        ct = ""; /* no body: drop curl's form-urlencoded default */
-        }
-        if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "POST") != 0)
-                curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
-
-        if (ct) {
-                char line[128];
-                /* "Content-Type:" with nothing after it makes curl send no such header. */
-                snprintf(line, sizeof(line), "Content-Type:%s%s", *ct ? " " : "", ct);
-                struct curl_slist *n = curl_slist_append(*headers, line);
-                if (!n)
+        _cleanup_close_ int fd = r;
+        r = send_request(fd, t);
+        if (t->aborted)
+                return -1;
+        const char *why = NULL;
+        if (r == -ENODATA)
+                why = "the request body ended before its announced size";
+        else if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+                why = strerror(-r);
+        if (!why) {
+                /* Also after a failed send: paddockd may have refused the request before
+                 * reading all of it, and said why. */
+                int sent = r;
+                r = read_response(fd, t);
+                if (t->aborted)
                         return -1;
-                *headers = n;
+                if (t->too_large) {
+                        fprintf(stderr, "paddock: response from paddockd is larger than %u MiB\n",
+                                MAX_BUFFERED_BODY >> 20);
+                        return -1;
+                }
+                if (r < 0 && sent < 0)
+                        why = strerror(-sent);
+                else if (r == -EPROTO || r == -E2BIG)
+                        why = t->parser.why;
+                else if (r < 0)
+                        why = strerror(-r);
         }
-        if (*headers)
-                curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
+        if (why) {
+                fprintf(stderr, "paddock: request to paddockd at %s failed: %s\n", c->socket_path,
+                        why);
+                return -1;
+        }
         return 0;
 }
 
 int client_perform(struct client *c, const struct request *req, struct response *ret)
 {
         struct response resp = {};
-        struct transfer t = {.curl = c->curl, .req = req, .resp = &resp};
-        struct curl_slist *headers = NULL;
-        char *url = NULL;
-        int r = -1;
-
-        if (setup(c, req, &t, &headers, &url) < 0) {
-                fprintf(stderr, "paddock: out of memory\n");
-                goto out;
+        struct transfer t = {.req = req, .resp = &resp};
+        if (!request_line_ok(req)) {
+                fprintf(stderr, "paddock: request to paddockd at %s failed: bad request path\n",
+                        c->socket_path);
+                return -1;
         }
-        CURLcode rc = curl_easy_perform(c->curl);
-        if (t.aborted)
-                goto out;
-        if (t.too_large) {
-                fprintf(stderr, "paddock: response from paddockd is larger than %u MiB\n",
-                        MAX_BUFFERED_BODY >> 20);
-                goto out;
+        http1_init(&t.parser);
+        t.parser.head_request = strcmp(req->method, "HEAD") == 0;
+        /* Sinks write to pipes whose reader may be gone: they want EPIPE, not death (libcurl
+         * did the same around each transfer). */
+        struct sigaction ignore = {.sa_handler = SIG_IGN}, saved;
+        bool restore = sigaction(SIGPIPE, &ignore, &saved) == 0;
+        int r = transfer(c, &t);
+        if (restore)
+                sigaction(SIGPIPE, &saved, NULL);
+        if (r == 0) {
+                resp.status = t.parser.status;
+                if (resp.body)
+                        resp.json = json_loadb(resp.body, resp.len, 0, NULL);
+                *ret = resp;
+        } else {
+                response_done(&resp);
         }
-        if (rc != CURLE_OK) {
-                print_transport_error(c, rc);
-                goto out;
-        }
-        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &resp.status);
-        if (resp.body)
-                resp.json = json_loadb(resp.body, resp.len, 0, NULL);
-        *ret = resp;
-        memset(&resp, 0, sizeof(resp));
-        r = 0;
-out:
-        response_done(&resp);
-        curl_slist_free_all(headers);
-        free(url);
+        http1_done(&t.parser);
         return r;
 }
 

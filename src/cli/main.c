@@ -160,14 +160,9 @@ int main(int argc, char **argv)
         if (!v)
                 return global_usage_error("unknown command", name);
 
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-                fprintf(stderr, "paddock: cannot initialise libcurl\n");
-                return EXIT_FAIL;
-        }
         r = v->run(&cli, argc - vi, argv + vi);
         if (cli.client_open)
                 client_close(&cli.client);
-        curl_global_cleanup();
         if (fflush(stdout) != 0 && r == EXIT_OK)
                 r = EXIT_FAIL;
         return r;

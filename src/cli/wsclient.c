@@ -1,11 +1,11 @@
 #include "cli/wsclient.h"
+#include "cli/client.h"
 #include "lib/websocket.h"
 #include "lib/util.h"
 
 #include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #define MAX_RESPONSE_HEAD    (16u << 10)
 #define MAX_ERROR_BODY       (64u << 10)
@@ -121,16 +121,14 @@ static void print_refusal(int fd, const char *head, const char *body, size_t bod
 int wsc_open(const char *socket_path, const char *path,
              const struct wslay_event_callbacks *callbacks, void *user, struct wsc *ret)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(socket_path) >= sizeof(sa.sun_path)) {
+        _cleanup_close_ int fd = client_connect(socket_path);
+        if (fd == -ENAMETOOLONG) {
                 fprintf(stderr, "paddock: socket path too long: %s\n", socket_path);
                 return -1;
         }
-        strcpy(sa.sun_path, socket_path);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (fd < 0) {
                 fprintf(stderr, "paddock: cannot connect to paddockd at %s: %s\n", socket_path,
-                        strerror(errno));
+                        strerror(-fd));
                 return -1;
         }
         char key[WS_KEY_LEN + 1], accept[WS_ACCEPT_LEN + 1];

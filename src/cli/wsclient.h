@@ -1,6 +1,6 @@
-/* A WebSocket client over paddockd's unix socket. libcurl 7.88 (Debian 12) has no WebSocket
- * support, so the connection is ours: connect(2), the HTTP/1.1 Upgrade handshake by hand, then
- * wslay in client mode (masked frames) on the same socket. */
+/* A WebSocket client over paddockd's unix socket: a connection of its own (client_connect),
+ * the HTTP/1.1 Upgrade handshake by hand, then wslay in client mode (masked frames) on the same
+ * socket. */
 #pragma once
 
 #include <jansson.h>
