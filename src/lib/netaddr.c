@@ -12,18 +12,18 @@ static const struct {
         unsigned prefix;
         enum netaddr_class cls;
 } v4_ranges[] = {
-        {0x00000000, 8, NETADDR_UNSPECIFIED},  /* 0.0.0.0/8 "this network" */
-        {0x0a000000, 8, NETADDR_PRIVATE},      /* 10.0.0.0/8 */
-        {0x64400000, 10, NETADDR_SHARED},      /* 100.64.0.0/10 carrier-grade NAT */
-        {0x7f000000, 8, NETADDR_LOOPBACK},     /* 127.0.0.0/8 */
-        {0xa9fe0000, 16, NETADDR_LINK_LOCAL},  /* 169.254.0.0/16, metadata services */
-        {0xac100000, 12, NETADDR_PRIVATE},     /* 172.16.0.0/12 */
-        {0xc0000000, 24, NETADDR_RESERVED},    /* 192.0.0.0/24 IETF protocol assignments */
-        {0xc0586300, 24, NETADDR_RESERVED},    /* 192.88.99.0/24 6to4 relay anycast */
-        {0xc0a80000, 16, NETADDR_PRIVATE},     /* 192.168.0.0/16 */
-        {0xc6120000, 15, NETADDR_RESERVED},    /* 198.18.0.0/15 benchmarking */
-        {0xe0000000, 4, NETADDR_MULTICAST},    /* 224.0.0.0/4 */
-        {0xf0000000, 4, NETADDR_RESERVED},     /* 240.0.0.0/4, 255.255.255.255 */
+    {0x00000000, 8, NETADDR_UNSPECIFIED}, /* 0.0.0.0/8 "this network" */
+    {0x0a000000, 8, NETADDR_PRIVATE},     /* 10.0.0.0/8 */
+    {0x64400000, 10, NETADDR_SHARED},     /* 100.64.0.0/10 carrier-grade NAT */
+    {0x7f000000, 8, NETADDR_LOOPBACK},    /* 127.0.0.0/8 */
+    {0xa9fe0000, 16, NETADDR_LINK_LOCAL}, /* 169.254.0.0/16, metadata services */
+    {0xac100000, 12, NETADDR_PRIVATE},    /* 172.16.0.0/12 */
+    {0xc0000000, 24, NETADDR_RESERVED},   /* 192.0.0.0/24 IETF protocol assignments */
+    {0xc0586300, 24, NETADDR_RESERVED},   /* 192.88.99.0/24 6to4 relay anycast */
+    {0xc0a80000, 16, NETADDR_PRIVATE},    /* 192.168.0.0/16 */
+    {0xc6120000, 15, NETADDR_RESERVED},   /* 198.18.0.0/15 benchmarking */
+    {0xe0000000, 4, NETADDR_MULTICAST},   /* 224.0.0.0/4 */
+    {0xf0000000, 4, NETADDR_RESERVED},    /* 240.0.0.0/4, 255.255.255.255 */
 };
 
 enum netaddr_class netaddr_classify_v4(uint32_t addr_be)
@@ -59,11 +59,13 @@ enum netaddr_class netaddr_classify_v6(const uint8_t a[16])
         static const uint8_t nat64[12] = {0x00, 0x64, 0xff, 0x9b};
         static const uint8_t nat64_local[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
         static const uint8_t ietf[3] = {0x20, 0x01, 0x00}; /* 2001::/23 */
-        static const uint8_t sixtofour[2] = {0x20, 0x02}; /* 2002::/16 */
+        static const uint8_t sixtofour[2] = {0x20, 0x02};  /* 2002::/16 */
 
-        if (v6_prefix(a, zero, 120)) /* :: and ::1 and the rest of ::/120 */
-                return a[15] == 0 ? NETADDR_UNSPECIFIED
-                                  : a[15] == 1 ? NETADDR_LOOPBACK : NETADDR_RESERVED;
+        if (v6_prefix(a, zero, 120)) { /* ::, ::1 and the unassigned rest of ::/120 */
+                if (a[15] > 1)
+                        return NETADDR_RESERVED;
+                return a[15] ? NETADDR_LOOPBACK : NETADDR_UNSPECIFIED;
+        }
         if (v6_prefix(a, mapped, 96))
                 return embedded_v4(a + 12);
         if (v6_prefix(a, nat64, 96))
@@ -99,14 +101,22 @@ enum netaddr_class netaddr_classify(const struct sockaddr *sa, size_t len)
 const char *netaddr_class_name(enum netaddr_class c)
 {
         switch (c) {
-        case NETADDR_PUBLIC: return "public";
-        case NETADDR_UNSPECIFIED: return "unspecified (\"this network\")";
-        case NETADDR_LOOPBACK: return "loopback";
-        case NETADDR_PRIVATE: return "private";
-        case NETADDR_LINK_LOCAL: return "link-local";
-        case NETADDR_SHARED: return "shared (carrier-grade NAT)";
-        case NETADDR_MULTICAST: return "multicast";
-        case NETADDR_RESERVED: return "reserved";
+        case NETADDR_PUBLIC:
+                return "public";
+        case NETADDR_UNSPECIFIED:
+                return "unspecified (\"this network\")";
+        case NETADDR_LOOPBACK:
+                return "loopback";
+        case NETADDR_PRIVATE:
+                return "private";
+        case NETADDR_LINK_LOCAL:
+                return "link-local";
+        case NETADDR_SHARED:
+                return "shared (carrier-grade NAT)";
+        case NETADDR_MULTICAST:
+                return "multicast";
+        case NETADDR_RESERVED:
+                return "reserved";
         }
         return "reserved";
 }

@@ -28,11 +28,11 @@ struct registry {
 
 /* Where a URL leads, as curl's parser (the one that connects) reads it. */
 struct dest {
-        char host[256];      /* lowercase; numeric forms normalized, IPv6 in brackets */
-        unsigned port;       /* the one connected to (the scheme's default if none given) */
-        bool port_given;     /* written in the URL */
-        char hostport[300];  /* host[:port] as given, for messages */
-        bool http;           /* plain http (else https) */
+        char host[256];     /* lowercase; numeric forms normalized, IPv6 in brackets */
+        unsigned port;      /* the one connected to (the scheme's default if none given) */
+        bool port_given;    /* written in the URL */
+        char hostport[300]; /* host[:port] as given, for messages */
+        bool http;          /* plain http (else https) */
 };
 
 /* What one response brings: its headers of interest and its body, to memory or to a blob. */
@@ -74,7 +74,8 @@ static int url_dest(const char *url, struct dest *ret)
                 goto out;
         if (curl_url_get(u, CURLUPART_PORT, &given, 0) != CURLUE_OK)
                 given = NULL;
-        struct dest d = {.port = (unsigned)atoi(port), .port_given = given != NULL,
+        struct dest d = {.port = (unsigned)atoi(port),
+                         .port_given = given != NULL,
                          .http = !strcasecmp(scheme, "http")};
         if (!d.http && strcasecmp(scheme, "https") != 0) {
                 r = -EPROTONOSUPPORT;
@@ -98,11 +99,11 @@ out:
         return r;
 }
 
-/* HOST[:PORT], as an admin or an image reference writes it. */
+/* HOST[:PORT], as an admin or an image reference writes it: nothing else a URL may hold
+ * (user, path, query, percent-escapes, an IPv6 zone). */
 static int hostport_dest(const char *hostport, const char *scheme, struct dest *ret)
 {
-        if (!*hostport || strpbrk(hostport, "/?#@\\%:") == hostport ||
-            strpbrk(hostport, "/?#@\\% \t\r\n"))
+        if (!*hostport || *hostport == ':' || strpbrk(hostport, "/?#@\\% \t\r\n"))
                 return -EINVAL;
         _cleanup_free_ char *url = NULL;
         if (asprintf(&url, "%s://%s/", scheme, hostport) < 0)
@@ -138,8 +139,8 @@ int registry_policy_add(struct registry_policy *p, const char *hostport, bool in
         return 0;
 }
 
-const struct registry_allow *registry_policy_find(const struct registry_policy *p,
-                                                  const char *host, unsigned port)
+const struct registry_allow *registry_policy_find(const struct registry_policy *p, const char *host,
+                                                  unsigned port)
 {
         for (size_t i = 0; p && i < p->n; i++)
                 if ((p->allow[i].port == 0 || p->allow[i].port == port) &&
@@ -346,7 +347,8 @@ static CURLcode perform_once(struct registry *r, const char *url, const char *ac
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, http ? "http" : "https");
         curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(c, CURLOPT_PROXY, ""); /* a proxy would resolve names where we cannot check */
+        /* No proxy from the environment: it would resolve names where open_socket cannot look. */
+        curl_easy_setopt(c, CURLOPT_PROXY, "");
         curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
         curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, r);
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
@@ -384,8 +386,8 @@ static int perform(struct registry *r, const char *url, const char *accept, cons
                         return k;
                 if (hop == 0)
                         first = d;
-                bool same_origin = d.http == first.http && d.port == first.port &&
-                                   !strcmp(d.host, first.host);
+                bool same_origin =
+                    d.http == first.http && d.port == first.port && !strcmp(d.host, first.host);
                 CURLcode rc = perform_once(r, cur, accept, same_origin ? r->auth : NULL, d.http, t);
                 if (rc != CURLE_OK && r->refused) {
                         snprintf(err, errlen,
@@ -403,8 +405,8 @@ static int perform(struct registry *r, const char *url, const char *accept, cons
                         return 0;
                 }
                 if (hop == MAX_REDIRECTS) {
-                        snprintf(err, errlen, "%s %s: more than %d redirects", role,
-                                 first.hostport, MAX_REDIRECTS);
+                        snprintf(err, errlen, "%s %s: more than %d redirects", role, first.hostport,
+                                 MAX_REDIRECTS);
                         return -EIO;
                 }
                 free(cur);

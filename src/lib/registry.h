@@ -45,8 +45,8 @@ struct registry_policy {
 /* -EINVAL for a malformed HOST[:PORT], -E2BIG past REGISTRY_POLICY_MAX entries. */
 int registry_policy_add(struct registry_policy *p, const char *hostport, bool insecure);
 /* The entry that covers host (as in a URL: IPv6 in brackets) and port, or NULL. */
-const struct registry_allow *registry_policy_find(const struct registry_policy *p,
-                                                  const char *host, unsigned port);
+const struct registry_allow *registry_policy_find(const struct registry_policy *p, const char *host,
+                                                  unsigned port);
 /* Plain http may go to host[:port], a reference's registry (no port: 80). */
 bool registry_policy_insecure(const struct registry_policy *p, const char *hostport);
 
