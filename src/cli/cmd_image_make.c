@@ -109,7 +109,7 @@ static const char pull_help[] =
     "debian-bookworm) unless --name says otherwise. Prints the name.\n"
     "\n"
     "  --name NAME      name of the new image\n"
-    "  --insecure       plain http, for a registry on a loopback address only\n"
+    "  --insecure       plain http, to a registry paddockd --insecure-registry names\n"
     "  -q, --quiet      no progress lines\n";
 
 enum { OPT_NAME = OPT_FIRST_VERB_OPTION, OPT_INSECURE };

@@ -220,14 +220,7 @@ static void images_pull(struct request *r, struct engine *e, json_t *body, bool 
                 http_reply_error(r, 400, "invalid_argument", "insecure: must be true or false");
                 return;
         }
-        spec.insecure = json_is_true(insecure);
-        if (spec.insecure && !parsed.loopback) {
-                http_reply_error(r, 400, "invalid_argument",
-                                 "insecure: plain http only for a registry on a loopback "
-                                 "address (127.0.0.1, [::1], localhost), not %s",
-                                 parsed.registry);
-                return;
-        }
+        spec.insecure = json_is_true(insecure); /* engine_image_pull checks the registry */
         run_job(r, e, start_pull, &spec, stream);
 }
 

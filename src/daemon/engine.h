@@ -123,11 +123,14 @@ int engine_image_import(struct engine *e, const char *name, int archive_fd,
 struct image_pull_spec {
         char ref[512];
         char name[NAME_BUF_SIZE]; /* empty: derived from ref */
-        bool insecure; /* plain http, for a loopback registry only */
+        bool insecure; /* plain http, to a host paddockd --insecure-registry names only */
 };
 int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
                       const struct image_callbacks *cb, struct image_job **ret_job, char *err,
                       size_t errlen);
+/* paddockd --allow-registry / --insecure-registry HOST[:PORT] (lib/registry.h), before any
+ * pull: -EINVAL for a malformed one, -E2BIG for too many. */
+int engine_allow_registry(const char *hostport, bool insecure);
 #define IMAGE_BUILD_MAX_PACKAGES 200
 struct image_build_spec {
         char name[NAME_BUF_SIZE];

@@ -7,7 +7,11 @@
  *   rootfs and applies the layers in order, whiteouts included.
  *
  * Nothing is unpacked before every blob has been verified. Limits: manifests 4 MiB, 128 layers,
- * 64 GiB of layers in all. */
+ * 64 GiB of layers in all.
+ *
+ * Destinations: public addresses over https only, unless paddockd --allow-registry or
+ * --insecure-registry names the host (the registry policy, checked by lib/registry.c on every
+ * connection); a pull with insecure (plain http) needs the latter. */
 #include "daemon/image_job.h"
 #include "lib/image.h"
 #include "lib/imageref.h"
@@ -247,6 +251,14 @@ static int download(struct registry *reg, const char *partial, const char *file,
         return 0;
 }
 
+/* Set once at startup; the forked helpers read their copy of it. */
+static struct registry_policy registry_policy;
+
+int engine_allow_registry(const char *hostport, bool insecure)
+{
+        return registry_policy_add(&registry_policy, hostport, insecure);
+}
+
 struct pull_arg {
         char ref[512];
         bool insecure;
@@ -261,7 +273,7 @@ static int fill_from_registry(const char *partial, const char *rootfs, void *arg
         if (r < 0)
                 return r;
         struct registry *reg = NULL;
-        if ((r = registry_open(&ref, a->insecure, &reg)) < 0)
+        if ((r = registry_open(&ref, a->insecure, &registry_policy, &reg)) < 0)
                 return r;
         static struct manifest m; /* the helper's own copy: big, so not on the stack */
         int fds[PULL_MAX_LAYERS];
@@ -318,6 +330,17 @@ int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
 {
         struct pull_arg a = {.insecure = spec->insecure};
         snprintf(a.ref, sizeof(a.ref), "%s", spec->ref);
+        struct image_ref ref;
+        int r = image_ref_parse(spec->ref, &ref, err, errlen);
+        if (r < 0)
+                return r;
+        if (spec->insecure && !registry_policy_insecure(&registry_policy, ref.registry)) {
+                snprintf(err, errlen,
+                         "insecure: plain http only to a registry named by paddockd "
+                         "--insecure-registry, not %s",
+                         ref.registry);
+                return -EINVAL;
+        }
         return image_job_start(e, spec->name, "pull", fill_from_registry, &a, -1, cb, ret_job, err,
                                errlen);
 }

@@ -60,7 +60,11 @@ static void usage(FILE *f)
                    "  --storage DRIVER    btrfs (default) or dir; fixed when DIR is first used\n"
                    "  --pool-size SIZE    size of a new btrfs pool file (default: 16G, at most\n"
                    "                      half the host filesystem)\n"
-                   "  --max-image-size SIZE  disk one image may use (btrfs; default: half the pool)\n");
+                   "  --max-image-size SIZE  disk one image may use (btrfs; default: half the pool)\n"
+                   "  --allow-registry HOST[:PORT]  pulls may reach HOST at any address, private and\n"
+                   "                      loopback ones included (default: public addresses only;\n"
+                   "                      repeatable; no PORT: every port)\n"
+                   "  --insecure-registry HOST[:PORT]  the same, and plain http to HOST allowed\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -75,6 +79,8 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"storage", required_argument, NULL, 'S'}, {"pool-size", required_argument, NULL, 'P'},
                 {"max-image-size", required_argument, NULL, 'M'},
                 {"help", no_argument, NULL, 'h'},          {"routes", no_argument, NULL, 'L'},
+                {"allow-registry", required_argument, NULL, 'a'},
+                {"insecure-registry", required_argument, NULL, 'k'},
                 {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -110,6 +116,18 @@ static int parse_options(int argc, char **argv, struct options *o)
                                 return -EINVAL;
                         }
                         break;
+                case 'a':
+                case 'k': {
+                        int k = engine_allow_registry(optarg, c == 'k');
+                        if (k < 0) {
+                                fprintf(stderr, "paddockd: --%s: %s\n",
+                                        c == 'k' ? "insecure-registry" : "allow-registry",
+                                        k == -E2BIG ? "too many registries"
+                                                    : "use HOST[:PORT], like registry.lan:5000");
+                                return -EINVAL;
+                        }
+                        break;
+                }
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
                 case 'L': /* the API's routes, one "METHOD PATTERN" a line (docs/API.md lists them) */

@@ -1,4 +1,5 @@
 #include "lib/jsonutil.h"
+#include "lib/netaddr.h"
 #include "lib/registry.h"
 #include "lib/util.h"
 
@@ -9,13 +10,29 @@
 
 #define MAX_TOKEN_RESPONSE (256u << 10)
 #define MAX_ERROR_BODY     4096u
+#define MAX_REDIRECTS      5
 
 struct registry {
         CURL *curl;
         struct image_ref ref;
         bool insecure;
+        const struct registry_policy *policy;
         char base[700]; /* scheme://host/v2/repository */
         char *auth;     /* "Authorization: Bearer ..." once we have a token */
+        /* The request under way: may it connect anywhere; what open_socket refused. */
+        bool any_address;
+        bool refused;
+        enum netaddr_class refused_class;
+        char refused_addr[64];
+};
+
+/* Where a URL leads, as curl's parser (the one that connects) reads it. */
+struct dest {
+        char host[256];     /* lowercase; numeric forms normalized, IPv6 in brackets */
+        unsigned port;      /* the one connected to (the scheme's default if none given) */
+        bool port_given;    /* written in the URL */
+        char hostport[300]; /* host[:port] as given, for messages */
+        bool http;          /* plain http (else https) */
 };
 
 /* What one response brings: its headers of interest and its body, to memory or to a blob. */
@@ -41,7 +58,155 @@ static const char manifest_types[] = "Accept: application/vnd.oci.image.index.v1
                                      "application/vnd.oci.image.manifest.v1+json, "
                                      "application/vnd.docker.distribution.manifest.v2+json";
 
-int registry_open(const struct image_ref *ref, bool insecure, struct registry **ret)
+/* ---------------------------------------------------------------- destinations */
+
+static int url_dest(const char *url, struct dest *ret)
+{
+        CURLU *u = curl_url();
+        char *scheme = NULL, *host = NULL, *port = NULL, *given = NULL;
+        int r = -EINVAL;
+        if (!u)
+                return -ENOMEM;
+        if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+                goto out;
+        if (curl_url_get(u, CURLUPART_PORT, &given, 0) != CURLUE_OK)
+                given = NULL;
+        struct dest d = {.port = (unsigned)atoi(port),
+                         .port_given = given != NULL,
+                         .http = !strcasecmp(scheme, "http")};
+        if (!d.http && strcasecmp(scheme, "https") != 0) {
+                r = -EPROTONOSUPPORT;
+                goto out;
+        }
+        if (BUF_PRINTF(d.host, "%s", host) < 0 ||
+            BUF_PRINTF(d.hostport, "%s%s%s", host, given ? ":" : "", given ? given : "") < 0) {
+                r = -ENAMETOOLONG;
+                goto out;
+        }
+        for (char *c = d.host; *c; c++)
+                *c = (char)tolower((unsigned char)*c);
+        *ret = d;
+        r = 0;
+out:
+        curl_free(scheme);
+        curl_free(host);
+        curl_free(port);
+        curl_free(given);
+        curl_url_cleanup(u);
+        return r;
+}
+
+/* HOST[:PORT], as an admin or an image reference writes it: nothing else a URL may hold
+ * (user, path, query, percent-escapes, an IPv6 zone). */
+static int hostport_dest(const char *hostport, const char *scheme, struct dest *ret)
+{
+        if (!*hostport || *hostport == ':' || strpbrk(hostport, "/?#@\\% \t\r\n"))
+                return -EINVAL;
+        _cleanup_free_ char *url = NULL;
+        if (asprintf(&url, "%s://%s/", scheme, hostport) < 0)
+                return -ENOMEM;
+        struct dest d;
+        int r = url_dest(url, &d);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 || (d.port_given && d.port == 0))
+                return -EINVAL;
+        *ret = d;
+        return 0;
+}
+
+int registry_policy_add(struct registry_policy *p, const char *hostport, bool insecure)
+{
+        struct dest d;
+        int r = hostport_dest(hostport, "https", &d);
+        if (r < 0)
+                return r;
+        unsigned port = d.port_given ? d.port : 0;
+        for (size_t i = 0; i < p->n; i++)
+                if (p->allow[i].port == port && !strcmp(p->allow[i].host, d.host)) {
+                        p->allow[i].insecure |= insecure;
+                        return 0;
+                }
+        if (p->n >= REGISTRY_POLICY_MAX)
+                return -E2BIG;
+        struct registry_allow *a = &p->allow[p->n++];
+        memcpy(a->host, d.host, sizeof(a->host));
+        a->port = port;
+        a->insecure = insecure;
+        return 0;
+}
+
+const struct registry_allow *registry_policy_find(const struct registry_policy *p, const char *host,
+                                                  unsigned port)
+{
+        for (size_t i = 0; p && i < p->n; i++)
+                if ((p->allow[i].port == 0 || p->allow[i].port == port) &&
+                    !strcasecmp(p->allow[i].host, host))
+                        return &p->allow[i];
+        return NULL;
+}
+
+bool registry_policy_insecure(const struct registry_policy *p, const char *hostport)
+{
+        struct dest d;
+        if (hostport_dest(hostport, "http", &d) < 0)
+                return false;
+        const struct registry_allow *a = registry_policy_find(p, d.host, d.port);
+        return a && a->insecure;
+}
+
+/* Before a request to url: its scheme must be https (http for an insecure host), and whether
+ * it may connect to other than public addresses (open_socket) follows from its host. */
+static int check_dest(struct registry *r, const char *url, const char *role, struct dest *ret,
+                      char *err, size_t errlen)
+{
+        struct dest d;
+        int k = url_dest(url, &d);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0) {
+                snprintf(err, errlen, "%s %.200s: %s", role, url,
+                         k == -EPROTONOSUPPORT ? "only https URLs are followed"
+                                               : "not a usable URL");
+                return -EACCES;
+        }
+        const struct registry_allow *a = registry_policy_find(r->policy, d.host, d.port);
+        if (d.http && !(a && a->insecure)) {
+                snprintf(err, errlen,
+                         "%s %s: plain http only to a registry named by paddockd "
+                         "--insecure-registry %s",
+                         role, d.hostport, d.hostport);
+                return -EACCES;
+        }
+        r->any_address = a != NULL;
+        *ret = d;
+        return 0;
+}
+
+/* curl's socket for every connection it makes, with the address it is about to connect to:
+ * the check that holds whatever a name resolved to (DNS rebinding included). */
+static curl_socket_t open_socket(void *data, curlsocktype purpose, struct curl_sockaddr *a)
+{
+        struct registry *r = data;
+        const struct sockaddr *sa = &a->addr;
+        enum netaddr_class c = netaddr_classify(sa, a->addrlen);
+        if (purpose != CURLSOCKTYPE_IPCXN || (c != NETADDR_PUBLIC && !r->any_address)) {
+                r->refused = true;
+                r->refused_class = c;
+                netaddr_format(sa, a->addrlen, r->refused_addr, sizeof(r->refused_addr));
+                return CURL_SOCKET_BAD;
+        }
+        int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+        return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+int registry_open(const struct image_ref *ref, bool insecure, const struct registry_policy *policy,
+                  struct registry **ret)
 {
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return -ENOMEM;
@@ -52,6 +217,7 @@ int registry_open(const struct image_ref *ref, bool insecure, struct registry **
         }
         r->ref = *ref;
         r->insecure = insecure;
+        r->policy = policy;
         if (BUF_PRINTF(r->base, "%s://%s/v2/%s", insecure ? "http" : "https", ref->registry,
                        ref->repository) < 0) {
                 registry_close(r);
@@ -164,23 +330,27 @@ static void transfer_reset(struct transfer *t)
         t->overflow = false;
 }
 
-static CURLcode perform(struct registry *r, const char *url, const char *accept, struct transfer *t)
+/* One request to url as it stands (no redirects followed), auth sent when given. */
+static CURLcode perform_once(struct registry *r, const char *url, const char *accept,
+                             const char *auth, bool http, struct transfer *t)
 {
         CURL *c = r->curl;
         curl_easy_reset(c);
         struct curl_slist *h = NULL;
         if (accept)
                 h = curl_slist_append(h, accept);
-        if (r->auth)
-                h = curl_slist_append(h, r->auth);
-        /* Plain http only to the loopback registry itself: never as a redirect. */
-        const char *protos = r->insecure ? "http,https" : "https";
+        if (auth)
+                h = curl_slist_append(h, auth);
         struct write_ctx w = {.t = t, .curl = c};
+        r->refused = false;
         curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, protos);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, http ? "http" : "https");
         curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+        /* No proxy from the environment: it would resolve names where open_socket cannot look. */
+        curl_easy_setopt(c, CURLOPT_PROXY, "");
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, r);
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
@@ -195,6 +365,55 @@ static CURLcode perform(struct registry *r, const char *url, const char *accept,
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &t->status);
         curl_slist_free_all(h);
         return rc;
+}
+
+/* GET url, following redirects here so that each hop is checked (check_dest) before curl
+ * connects. role names the first hop in messages ("registry", "token realm"). The token goes
+ * only to the origin of the first hop (a blob's storage host never sees it). A refused
+ * destination is -EACCES with err set; otherwise 0 and curl's result in *ret_rc. */
+static int perform(struct registry *r, const char *url, const char *accept, const char *role,
+                   struct transfer *t, CURLcode *ret_rc, char *err, size_t errlen)
+{
+        _cleanup_free_ char *cur = strdup(url);
+        struct dest first = {};
+        if (!cur)
+                return -ENOMEM;
+        for (int hop = 0;; hop++) {
+                struct dest d;
+                const char *what = hop ? "redirect target" : role;
+                int k = check_dest(r, cur, what, &d, err, errlen);
+                if (k < 0)
+                        return k;
+                if (hop == 0)
+                        first = d;
+                bool same_origin =
+                    d.http == first.http && d.port == first.port && !strcmp(d.host, first.host);
+                CURLcode rc = perform_once(r, cur, accept, same_origin ? r->auth : NULL, d.http, t);
+                if (rc != CURLE_OK && r->refused) {
+                        snprintf(err, errlen,
+                                 "%s %s resolves to a %s address (%s); paddockd --allow-registry "
+                                 "%s allows it",
+                                 what, d.hostport, netaddr_class_name(r->refused_class),
+                                 r->refused_addr, d.hostport);
+                        return -EACCES;
+                }
+                char *location = NULL;
+                if (rc != CURLE_OK || t->status < 300 || t->status > 399 ||
+                    curl_easy_getinfo(r->curl, CURLINFO_REDIRECT_URL, &location) != CURLE_OK ||
+                    !location) {
+                        *ret_rc = rc;
+                        return 0;
+                }
+                if (hop == MAX_REDIRECTS) {
+                        snprintf(err, errlen, "%s %s: more than %d redirects", role, first.hostport,
+                                 MAX_REDIRECTS);
+                        return -EIO;
+                }
+                free(cur);
+                if (!(cur = strdup(location)))
+                        return -ENOMEM;
+                transfer_reset(t); /* the redirect's own headers and body */
+        }
 }
 
 /* key="value" from a Bearer challenge, NULL when absent. */
@@ -222,19 +441,8 @@ static bool token_valid(const char *t)
         return true;
 }
 
-/* The host of an http realm ("host:port/path..."), which must be a loopback one. */
-static bool realm_is_loopback(const char *hostpath)
-{
-        char host[256];
-        size_t n = strcspn(hostpath, "/?#");
-        if (n == 0 || n >= sizeof(host) || memchr(hostpath, '@', n))
-                return false;
-        memcpy(host, hostpath, n);
-        host[n] = 0;
-        return image_host_is_loopback(host);
-}
-
-/* Anonymous token from the realm the registry named (https, or http on loopback). */
+/* Anonymous token from the realm the registry named (https, or http to an insecure host;
+ * a destination like any other: perform checks it). */
 static int fetch_token(struct registry *r, const char *challenge, char *err, size_t errlen)
 {
         if (strncasecmp(challenge, "Bearer ", 7) != 0) {
@@ -254,11 +462,8 @@ static int fetch_token(struct registry *r, const char *challenge, char *err, siz
                 snprintf(err, errlen, "repository name too long");
                 goto out;
         }
-        if (!realm ||
-            !(strncmp(realm, "https://", 8) == 0 ||
-              (r->insecure && strncmp(realm, "http://", 7) == 0 && realm_is_loopback(realm + 7)))) {
-                snprintf(err, errlen, "registry names no usable token realm (%s)",
-                         realm ? realm : "none");
+        if (!realm) {
+                snprintf(err, errlen, "registry names no token realm");
                 goto out;
         }
         esc_service = curl_easy_escape(r->curl, service ? service : "", 0);
@@ -273,8 +478,11 @@ static int fetch_token(struct registry *r, const char *challenge, char *err, siz
         struct transfer t = {.fd = -1, .max = MAX_TOKEN_RESPONSE};
         free(r->auth);
         r->auth = NULL;
-        CURLcode rc = perform(r, url, NULL, &t);
-        if (rc != CURLE_OK || t.status != 200 || !t.buf) {
+        CURLcode rc = CURLE_OK;
+        int k = perform(r, url, NULL, "token realm", &t, &rc, err, errlen);
+        if (k < 0) {
+                ret = k;
+        } else if (rc != CURLE_OK || t.status != 200 || !t.buf) {
                 snprintf(err, errlen, "token from %s: %s", realm,
                          rc != CURLE_OK ? curl_easy_strerror(rc) : "refused");
         } else {
@@ -321,7 +529,10 @@ static int get(struct registry *r, const char *url, const char *accept, const ch
                struct transfer *t, char *err, size_t errlen)
 {
         for (int attempt = 0;; attempt++) {
-                CURLcode rc = perform(r, url, accept, t);
+                CURLcode rc = CURLE_OK;
+                int p = perform(r, url, accept, "registry", t, &rc, err, errlen);
+                if (p < 0)
+                        return p;
                 if (t->status == 401 && attempt == 0 && t->www_auth) {
                         char *challenge = strdup(t->www_auth);
                         int k = challenge ? fetch_token(r, challenge, err, errlen) : -ENOMEM;

@@ -2,7 +2,9 @@
 
 The registry is Debian's docker-registry, started inside the test daemon's network namespace on
 127.0.0.1:5000, fronted on 127.0.0.1:5001 by registry_proxy.py, which demands Docker Hub's
-Bearer-token dance. Images are OCI layouts made with umoci (plus hand-made blobs for an opaque
+Bearer-token dance. Pulls reach only public addresses unless paddockd allows a registry, so
+the daemons here run with --insecure-registry for both (plain http to loopback; see also
+test_registry_ssrf.py). Images are OCI layouts made with umoci (plus hand-made blobs for an opaque
 directory, a zstd layer and a multi-platform index) and pushed with skopeo."""
 import glob
 import io
@@ -23,6 +25,13 @@ from oci_layout import Layout, make_tar, run
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REGISTRY = "127.0.0.1:5000"  # plain registry, no auth
 AUTHED = "127.0.0.1:5001"    # the token-demanding front
+PULL_ARGS = ["--insecure-registry", REGISTRY, "--insecure-registry", AUTHED]
+
+
+@pytest.fixture
+def daemon(make_daemon):
+    """The daemon of this file: allowed to pull from the loopback registries, over http."""
+    return make_daemon(extra_args=PULL_ARGS)
 
 
 def members(tar_path_or_bytes):
@@ -369,7 +378,9 @@ def test_pull_errors(daemon, registry):
         r = daemon.api("POST", "/v1/images", body)
         assert r.status == 400, (body, r)
     r = daemon.api("POST", "/v1/images", {"pull": "debian:bookworm", "insecure": True})
-    assert r.status == 400 and "loopback" in r.error()[1]
+    assert r.status == 400 and "--insecure-registry" in r.error()[1], r
+    r = daemon.api("POST", "/v1/images", {"pull": "127.0.0.1:5002/test/x:1", "insecure": True})
+    assert r.status == 400 and "--insecure-registry, not 127.0.0.1:5002" in r.error()[1], r
     r = daemon.api("POST", "/v1/images", {"pull": REGISTRY + "/test/x:1", "name": "base",
                                           "insecure": True})
     assert r.status == 409
