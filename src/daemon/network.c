@@ -29,7 +29,14 @@ struct network {
         } *ports;
         size_t n_ports;
         bool ports_untracked; /* one could not be remembered: always list the maps */
+        /* Every environment's denied counter from one netlink dump, for listings: reading
+         * them one by one would cost a round trip each; kept DENIED_CACHE_MS. */
+        struct nft_denied *denied;
+        size_t n_denied;
+        uint64_t denied_at_ms; /* 0: none yet */
 };
+
+#define DENIED_CACHE_MS 1000
 
 static uint32_t fnv1a(uint32_t h, const char *s)
 {
@@ -139,6 +146,7 @@ void network_free(struct network *n)
         dns_resolver_stop(n->dns);
         nft_close(n->nft); /* the table stays: running environments keep their policy */
         free(n->ports);
+        free(n->denied);
         free(n);
 }
 
@@ -275,11 +283,26 @@ static void known_port_forget(struct network *n, const char *proto, uint16_t hos
                 }
 }
 
-uint64_t network_env_denied(struct network *n, const char *env)
+uint64_t network_env_denied(struct network *n, const char *env, bool cached)
 {
         uint64_t v = 0;
-        nft_env_denied(n->nft, env, &v);
-        return v;
+        if (!cached) {
+                nft_env_denied(n->nft, env, &v);
+                return v;
+        }
+        uint64_t now = now_ms();
+        if (!n->denied_at_ms || now - n->denied_at_ms >= DENIED_CACHE_MS) {
+                struct nft_denied *all = NULL;
+                size_t cnt = 0;
+                if (nft_denied_all(n->nft, &all, &cnt) < 0)
+                        return 0;
+                free(n->denied);
+                n->denied = all;
+                n->n_denied = cnt;
+                n->denied_at_ms = now;
+        }
+        const struct nft_denied *d = nft_denied_find(n->denied, n->n_denied, env);
+        return d ? d->packets : 0;
 }
 
 int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,

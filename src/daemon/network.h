@@ -58,7 +58,9 @@ void network_env_down(struct network *n, const char *env);
  * firewall entry (its traffic is dropped) and goes at the next start of the same environment
  * or of the daemon. */
 void network_env_gone(struct network *n, const char *env, struct in_addr addr);
-uint64_t network_env_denied(struct network *n, const char *env);
+/* Packets of env's traffic dropped so far. cached (listings): from one dump of every
+ * environment's counter, at most a second old; otherwise read now (one netlink get). */
+uint64_t network_env_denied(struct network *n, const char *env, bool cached);
 
 int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,
                      struct in_addr addr, uint16_t port);

@@ -61,7 +61,12 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <endian.h>
 #include <jansson.h>
+#include <libmnl/libmnl.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 #include <nftables/libnftables.h>
 #include <stdarg.h>
@@ -74,6 +79,7 @@
 #define IFNAME_MAX   15
 #define TTL_MAX_S    86400u /* learned addresses live one day at most */
 #define VETH_PREFIX  "pdk"
+#define NFT_RECV_SIZE 32768 /* the kernel sizes dump skbs by the reader's buffer, up to 32 KiB */
 
 struct nft {
         struct nft_ctx *ctx;
@@ -84,6 +90,8 @@ struct nft {
         struct in6_addr subnet6;
         uint8_t prefix6;
         char *error;     /* text of the last libnftables error, or NULL */
+        struct mnl_socket *nl; /* netfilter netlink, for reading counters (lazily opened) */
+        uint32_t nl_seq;
 };
 
 /* Names of one environment's objects. */
@@ -590,6 +598,8 @@ void nft_close(struct nft *n)
                 return;
         if (n->ctx)
                 nft_ctx_free(n->ctx);
+        if (n->nl)
+                mnl_socket_close(n->nl);
         free(n->error);
         free(n);
 }
@@ -994,6 +1004,140 @@ int nft_env_allow_addr6(struct nft *n, const char *name, const struct in6_addr *
         return allow_key(n, name, ip6(a, as), true, port, ttl_s);
 }
 
+/* ---------------------------------------------------------------- counters over netlink
+ *
+ * Reading counters does not go through libnftables: any "list" there refreshes its cache of the
+ * whole table first (every chain with its rules: tens of thousands of lines with a thousand
+ * environments), so reading one environment's counter cost time in proportion to all of them.
+ * Here one NFT_MSG_GETOBJ asks the kernel directly: for one counter by name (a hash lookup in
+ * the kernel), or a dump of every counter of the table (one pass, ~100 bytes per counter). */
+
+/* The netfilter netlink socket, opened on first use and kept (one per struct nft). */
+static int counters_socket(struct nft *n)
+{
+        if (n->nl)
+                return 0;
+        struct mnl_socket *s = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+        if (!s)
+                return negative_errno();
+        if (mnl_socket_bind(s, 0, MNL_SOCKET_AUTOPID) < 0) {
+                int r = negative_errno();
+                mnl_socket_close(s);
+                return r;
+        }
+        n->nl = s;
+        return 0;
+}
+
+struct counter_reply {
+        char counter[OBJ_NAME_MAX + 1]; /* single get: the name asked for */
+        uint64_t packets;
+        bool found;
+        struct nft_denied *all; /* dump: every "denied_<e>" counter, grown as they come */
+        size_t n_all, cap_all;
+        int error;
+};
+
+static int counter_attr_cb(const struct nlattr *a, void *data)
+{
+        const struct nlattr **tb = data;
+        int type = mnl_attr_get_type(a);
+        if (type <= NFTA_OBJ_MAX)
+                tb[type] = a;
+        return MNL_CB_OK;
+}
+
+static int counter_data_cb(const struct nlattr *a, void *data)
+{
+        const struct nlattr **tb = data;
+        int type = mnl_attr_get_type(a);
+        if (type <= NFTA_COUNTER_MAX)
+                tb[type] = a;
+        return MNL_CB_OK;
+}
+
+/* One NFT_MSG_NEWOBJ of a counter: its name and packets. */
+static int counter_msg_cb(const struct nlmsghdr *nlh, void *data)
+{
+        struct counter_reply *q = data;
+        const struct nlattr *tb[NFTA_OBJ_MAX + 1] = {0};
+        const struct nlattr *ctr[NFTA_COUNTER_MAX + 1] = {0};
+        if (mnl_attr_parse(nlh, sizeof(struct nfgenmsg), counter_attr_cb, tb) < 0 ||
+            !tb[NFTA_OBJ_NAME] || !tb[NFTA_OBJ_DATA] ||
+            mnl_attr_validate(tb[NFTA_OBJ_NAME], MNL_TYPE_NUL_STRING) < 0 ||
+            mnl_attr_parse_nested(tb[NFTA_OBJ_DATA], counter_data_cb, ctr) < 0 ||
+            !ctr[NFTA_COUNTER_PACKETS] ||
+            mnl_attr_validate(ctr[NFTA_COUNTER_PACKETS], MNL_TYPE_U64) < 0)
+                return MNL_CB_OK; /* not a counter we understand: skip it */
+        const char *name = mnl_attr_get_str(tb[NFTA_OBJ_NAME]);
+        uint64_t packets = be64toh(mnl_attr_get_u64(ctr[NFTA_COUNTER_PACKETS]));
+        if (!q->all && q->counter[0]) {
+                if (strcmp(name, q->counter) == 0) {
+                        q->packets = packets;
+                        q->found = true;
+                }
+                return MNL_CB_OK;
+        }
+        char env[ENV_NAME_MAX + 1];
+        if (strncmp(name, "denied_", 7) != 0 || !env_decode(name + 7, env))
+                return MNL_CB_OK;
+        if (q->n_all == q->cap_all) {
+                size_t cap = q->cap_all ? 2 * q->cap_all : 64;
+                struct nft_denied *p = reallocarray(q->all, cap, sizeof(*p));
+                if (!p) {
+                        q->error = -ENOMEM;
+                        return MNL_CB_OK;
+                }
+                q->all = p;
+                q->cap_all = cap;
+        }
+        struct nft_denied *d = &q->all[q->n_all++];
+        snprintf(d->name, sizeof(d->name), "%s", env);
+        d->packets = packets;
+        return MNL_CB_OK;
+}
+
+/* GETOBJ of type counter in our table: one by name, or (name NULL) a dump of all. */
+static int counters_query(struct nft *n, const char *name, struct counter_reply *q)
+{
+        int r = counters_socket(n);
+        if (r < 0)
+                return r;
+        char req[512];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
+        nlh->nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETOBJ;
+        nlh->nlmsg_flags = NLM_F_REQUEST | (name ? NLM_F_ACK : NLM_F_DUMP);
+        nlh->nlmsg_seq = ++n->nl_seq;
+        struct nfgenmsg *nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+        nfg->nfgen_family = NFPROTO_INET;
+        nfg->version = NFNETLINK_V0;
+        nfg->res_id = 0;
+        mnl_attr_put_strz(nlh, NFTA_OBJ_TABLE, n->table);
+        if (name)
+                mnl_attr_put_strz(nlh, NFTA_OBJ_NAME, name);
+        mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
+        if (mnl_socket_sendto(n->nl, nlh, nlh->nlmsg_len) < 0)
+                return negative_errno();
+        uint32_t portid = mnl_socket_get_portid(n->nl);
+        _cleanup_free_ char *buf = malloc(NFT_RECV_SIZE);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t len = mnl_socket_recvfrom(n->nl, buf, NFT_RECV_SIZE);
+                if (len < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                /* -1: an NLMSG_ERROR (errno = its code); 0: the ACK or NLMSG_DONE. */
+                r = mnl_cb_run(buf, (size_t)len, nlh->nlmsg_seq, portid, counter_msg_cb, q);
+                if (r < 0)
+                        return negative_errno();
+                if (r == MNL_CB_STOP)
+                        return q->error;
+        }
+}
+
 int nft_env_denied(struct nft *n, const char *name, uint64_t *ret_packets)
 {
         if (!n || !ret_packets)
@@ -1002,30 +1146,47 @@ int nft_env_denied(struct nft *n, const char *name, uint64_t *ret_packets)
         int r = env_names(name, &nm);
         if (r < 0)
                 return r;
-        struct sbuf b = {0};
-        sb(&b, "list counter inet %s %s", n->table, nm.counter);
-        if (b.oom) {
-                sbuf_done(&b);
-                return -ENOMEM;
-        }
-        json_t *root, *items;
-        r = list_json(n, b.s, &root, &items);
-        sbuf_done(&b);
+        struct counter_reply q = {0};
+        snprintf(q.counter, sizeof(q.counter), "%s", nm.counter);
+        r = counters_query(n, nm.counter, &q);
+        if (r >= 0 && !q.found)
+                r = -ENOENT;
+        set_error(n, r < 0 ? strerror(-r) : NULL);
         if (r < 0)
                 return r;
-        _cleanup_json_ json_t *owner = root;
-        size_t i;
-        json_t *it;
-        json_array_foreach(items, i, it)
-        {
-                json_t *c = json_object_get(it, "counter");
-                json_t *p = json_object_get(c, "packets");
-                if (c && json_is_integer(p) && json_integer_value(p) >= 0) {
-                        *ret_packets = (uint64_t)json_integer_value(p);
-                        return 0;
-                }
+        *ret_packets = q.packets;
+        return 0;
+}
+
+static int denied_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct nft_denied *)a)->name, ((const struct nft_denied *)b)->name);
+}
+
+int nft_denied_all(struct nft *n, struct nft_denied **ret, size_t *ret_n)
+{
+        if (!n || !ret || !ret_n)
+                return -EINVAL;
+        struct counter_reply q = {0};
+        int r = counters_query(n, NULL, &q);
+        set_error(n, r < 0 ? strerror(-r) : NULL);
+        if (r < 0) {
+                free(q.all);
+                return r;
         }
-        return -ENOENT;
+        if (q.n_all)
+                qsort(q.all, q.n_all, sizeof(*q.all), denied_cmp);
+        *ret = q.all;
+        *ret_n = q.n_all;
+        return 0;
+}
+
+const struct nft_denied *nft_denied_find(const struct nft_denied *all, size_t n, const char *name)
+{
+        struct nft_denied key;
+        if (!name || snprintf(key.name, sizeof(key.name), "%s", name) >= (int)sizeof(key.name))
+                return NULL;
+        return n ? bsearch(&key, all, n, sizeof(*all), denied_cmp) : NULL;
 }
 
 int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n)

@@ -24,6 +24,8 @@
  * chain only neighbour discovery from environments (MLD and router solicitations are dropped
  * without being counted: the kernel sends them by itself). */
 #pragma once
+#include "lib/paddock.h"
+
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -90,7 +92,17 @@ int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16
                        uint32_t ttl_s);
 int nft_env_allow_addr6(struct nft *n, const char *name, const struct in6_addr *a, uint16_t port,
                         uint32_t ttl_s);
+/* Packets dropped for one environment (its "denied_<e>" counter): one netlink get of that
+ * object, never a listing (constant cost however many environments there are). */
 int nft_env_denied(struct nft *n, const char *name, uint64_t *ret_packets);
+/* Every environment's denied counter in one netlink dump, sorted by name (for
+ * nft_denied_find); the caller frees *ret. */
+struct nft_denied {
+        char name[NAME_BUF_SIZE];
+        uint64_t packets;
+};
+int nft_denied_all(struct nft *n, struct nft_denied **ret, size_t *ret_n);
+const struct nft_denied *nft_denied_find(const struct nft_denied *all, size_t n, const char *name);
 /* Published ports: host TCP/UDP port -> env address:port. */
 int nft_port_add(struct nft *n, const char *env, const char *proto, uint16_t host_port,
                  struct in_addr addr, uint16_t port);

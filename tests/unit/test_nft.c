@@ -603,6 +603,24 @@ NETNS_TEST(test_nft_names__validation)
                 free(list[k]);
         free(list);
         CHECK_EQ_INT(elems("map", "envs"), (long)ELEMENTSOF(names));
+
+        /* One dump reads every environment's counter, names decoded, sorted for lookup; a
+         * single get agrees with it. */
+        struct nft_denied *all = NULL;
+        size_t n_all = 0;
+        CHECK_EQ_INT(nft_denied_all(n, &all, &n_all), 0);
+        CHECK_EQ_INT(n_all, ELEMENTSOF(names));
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                const struct nft_denied *d = nft_denied_find(all, n_all, names[i]);
+                CHECK(d != NULL);
+                if (d)
+                        CHECK_EQ_INT(d->packets, denied(n, names[i]));
+        }
+        for (size_t i = 1; i < n_all; i++)
+                CHECK(strcmp(all[i - 1].name, all[i].name) < 0);
+        CHECK(nft_denied_find(all, n_all, "nobody") == NULL);
+        CHECK(nft_denied_find(NULL, 0, "a.b") == NULL);
+        free(all);
         nft_destroy_table(n);
         nft_close(n);
 }
