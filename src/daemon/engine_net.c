@@ -9,23 +9,32 @@
 
 #include <arpa/inet.h>
 
+/* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. The lowest
+ * free one is among the first (environments + 1) candidates, so one pass over the environments
+ * marks those in a bitmap: an allocation costs O(environments), not O(environments^2). */
 static int alloc_addr(struct engine *e, struct in_addr *ret)
 {
-        struct in_addr gw = network_gateway(e->net);
-        /* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. */
-        for (uint32_t h = ntohl(gw.s_addr) + 1;; h++) {
-                struct in_addr a = {.s_addr = htonl(h)};
-                struct in_addr next = {.s_addr = htonl(h + 1)};
-                if (!network_in_subnet(e->net, a) || !network_in_subnet(e->net, next))
-                        return -ENOSPC; /* h+1 outside means h is the broadcast address */
-                bool used = false;
-                for (struct env *v = e->envs; v && !used; v = v->next)
-                        used = v->addr.s_addr == a.s_addr;
-                if (!used) {
-                        *ret = a;
-                        return 0;
-                }
+        uint32_t first = ntohl(network_gateway(e->net).s_addr) + 1;
+        size_t limit = e->n_envs + 1;
+        _cleanup_free_ uint64_t *used = calloc((limit + 63) / 64, sizeof(uint64_t));
+        if (!used)
+                return -ENOMEM;
+        for (struct env *v = e->envs; v; v = v->next) {
+                uint32_t h = ntohl(v->addr.s_addr);
+                if (v->addr.s_addr && h >= first && h - first < limit)
+                        used[(h - first) / 64] |= 1ull << ((h - first) % 64);
         }
+        for (size_t i = 0; i < limit; i++) {
+                if (used[i / 64] & (1ull << (i % 64)))
+                        continue;
+                struct in_addr a = {.s_addr = htonl(first + (uint32_t)i)};
+                struct in_addr next = {.s_addr = htonl(first + (uint32_t)i + 1)};
+                if (!network_in_subnet(e->net, a) || !network_in_subnet(e->net, next))
+                        return -ENOSPC; /* i+1 outside means i is the broadcast address */
+                *ret = a;
+                return 0;
+        }
+        return -ENOSPC;
 }
 
 static bool policy_links(const struct env *v, const char *name)

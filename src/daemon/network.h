@@ -68,5 +68,11 @@ int network_port_remove(struct network *n, const char *proto, uint16_t host_port
 
 bool network_link_present(struct network *n, const char *env);
 
+/* Between these, firewall changes of environments and published ports are queued and then made
+ * many at a time (daemon start re-applying all: one at a time would cost O(n^2)). A queued
+ * change that fails is logged at the end, not reported to its caller. */
+void network_batch_begin(struct network *n);
+void network_batch_end(struct network *n);
+
 /* Startup: remove host interfaces and firewall chains of environments not in keep[]. */
 void network_remove_orphans(struct network *n, const char *const *keep, size_t n_keep);

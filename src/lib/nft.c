@@ -92,7 +92,22 @@ struct nft {
         char *error;     /* text of the last libnftables error, or NULL */
         struct mnl_socket *nl; /* netfilter netlink, for reading counters (lazily opened) */
         uint32_t nl_seq;
+        bool batching;          /* nft_batch_begin: queue applies and port adds */
+        struct batch_item *batch;
+        size_t n_batch;
 };
+
+/* One queued transaction (see nft_batch_begin): its commands, self-contained, and for an
+ * environment's apply its name and interface (to redo it the listing way if it is refused). */
+struct batch_item {
+        char *text;
+        char name[ENV_NAME_MAX + 1]; /* "" for a published port */
+        char ifname[IFNAME_MAX + 1];
+};
+
+/* Transactions per kernel batch when flushing a queue: one libnftables cache refresh serves
+ * them all, and a refused batch is redone one by one, so keep it bounded. */
+#define BATCH_MAX 128
 
 /* Names of one environment's objects. */
 struct env_names {
@@ -600,6 +615,9 @@ void nft_close(struct nft *n)
                 nft_ctx_free(n->ctx);
         if (n->nl)
                 mnl_socket_close(n->nl);
+        for (size_t i = 0; i < n->n_batch; i++)
+                free(n->batch[i].text);
+        free(n->batch);
         free(n->error);
         free(n);
 }
@@ -808,6 +826,99 @@ static int env_valid(const struct nft *n, const struct nft_env *e)
         return 0;
 }
 
+/* ---------------------------------------------------------------- batches
+ *
+ * Every libnftables call that adds rules or elements first refreshes its cache of the table's
+ * chains, sets and objects (libnftables 1.0.6 refetches after any change): a cost that grows
+ * with the number of environments. Re-applying every environment at daemon start, one call
+ * each, was therefore quadratic; queued, BATCH_MAX of them share one refresh. */
+
+static int batch_flush(struct nft *n);
+
+static int batch_queue(struct nft *n, struct sbuf *b, const char *name, const char *ifname)
+{
+        if (b->oom) {
+                sbuf_done(b);
+                return -ENOMEM;
+        }
+        struct batch_item *p = reallocarray(n->batch, n->n_batch + 1, sizeof(*p));
+        if (!p) {
+                sbuf_done(b);
+                return -ENOMEM;
+        }
+        n->batch = p;
+        struct batch_item *it = &n->batch[n->n_batch++];
+        it->text = TAKE_PTR(b->s);
+        snprintf(it->name, sizeof(it->name), "%s", name);
+        snprintf(it->ifname, sizeof(it->ifname), "%s", ifname);
+        return n->n_batch >= BATCH_MAX ? batch_flush(n) : 0;
+}
+
+/* An environment's queued apply that the kernel refused (an entry of its interface points
+ * elsewhere): the same text after deleting the stale map entries, found by listing. */
+static int batch_redo_listed(struct nft *n, const struct batch_item *it)
+{
+        struct env_names nm;
+        int r = env_names(it->name, &nm);
+        if (r < 0)
+                return r;
+        struct sbuf b = {0};
+        r = drop_ifname_entries(n, &b, "envs", nm.chain, it->ifname);
+        if (r >= 0)
+                r = drop_ifname_entries(n, &b, "envctr", nm.counter, it->ifname);
+        if (r >= 0) {
+                sb(&b, "%s", it->text);
+                r = run_sbuf(n, &b);
+        }
+        sbuf_done(&b);
+        return r;
+}
+
+/* All queued transactions as one; if the kernel refuses that, each on its own (so one bad
+ * environment does not keep the others from their rules). Returns the first error. */
+static int batch_flush(struct nft *n)
+{
+        size_t cnt = n->n_batch;
+        struct batch_item *items = TAKE_PTR(n->batch);
+        n->n_batch = 0;
+        if (!cnt)
+                return 0;
+        struct sbuf all = {0};
+        for (size_t i = 0; i < cnt; i++)
+                sb(&all, "%s", items[i].text);
+        int r = run_sbuf(n, &all), first = 0;
+        sbuf_done(&all);
+        for (size_t i = 0; i < cnt; i++) {
+                if (r < 0) {
+                        int k = run(n, items[i].text, NULL);
+                        if ((k == -EBUSY || k == -EEXIST) && items[i].name[0])
+                                k = batch_redo_listed(n, &items[i]);
+                        if (k < 0 && first == 0)
+                                first = k;
+                }
+                free(items[i].text);
+        }
+        free(items);
+        return first;
+}
+
+int nft_batch_begin(struct nft *n)
+{
+        if (!n || n->batching)
+                return -EINVAL;
+        n->batching = true;
+        return 0;
+}
+
+int nft_batch_end(struct nft *n)
+{
+        if (!n || !n->batching)
+                return -EINVAL;
+        int r = batch_flush(n);
+        n->batching = false;
+        return r;
+}
+
 /* One transaction. listed: find and delete stale map entries by listing the maps first (the
  * slow path, see nft_env_apply). */
 static int env_apply(struct nft *n, const struct nft_env *e, const struct env_names *nm,
@@ -837,6 +948,8 @@ static int env_apply(struct nft *n, const struct nft_env *e, const struct env_na
         sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, e->host_ifname, nm->chain);
         sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, e->host_ifname,
            nm->counter);
+        if (!listed && n->batching)
+                return batch_queue(n, &b, nm->name, e->host_ifname);
         int r = run_sbuf(n, &b);
         sbuf_done(&b);
         return r;
@@ -1255,6 +1368,8 @@ int nft_port_add(struct nft *n, const char *env, const char *proto, uint16_t hos
         struct sbuf b = {0};
         sb(&b, "add element inet %s %s { %u comment \"env:%s\" : %s . %u }\n", n->table, map,
            host_port, env, ip4(addr, a), port);
+        if (n->batching)
+                return batch_queue(n, &b, "", "");
         int r = run_sbuf(n, &b);
         sbuf_done(&b);
         return r;

@@ -78,6 +78,13 @@ const char *nft_last_error(struct nft *n);
 int nft_destroy_table(struct nft *n);
 /* Install or replace everything for one environment, atomically. */
 int nft_env_apply(struct nft *n, const struct nft_env *e);
+/* Between these two, nft_env_apply and nft_port_add only check and queue their transaction
+ * (returning 0); nft_batch_end runs the queue, many at a time, and returns the first error
+ * (each refused one is retried alone, so the others still get their rules). For re-applying
+ * every environment at once (daemon start): each libnftables call costs a refresh of its
+ * cache of the whole table, so one call per environment would be quadratic. */
+int nft_batch_begin(struct nft *n);
+int nft_batch_end(struct nft *n);
 /* Remove everything of an environment, finding its map entries and published ports by listing
  * the maps (orphan cleanup: the caller knows only the name). */
 int nft_env_remove(struct nft *n, const char *name);
