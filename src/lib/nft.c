@@ -13,6 +13,7 @@
  *                         and the environments' subnet. Filled by nft_open().
  *   set forbidden6        ipv6_addr, interval (only with a v6 subnet): see forbidden6[] below,
  *                         and the environments' v6 subnet.
+ *   sets tcp_udp, dns_ports  constants ({tcp, udp}, {53, 853}) the env_<e> chains look up.
  *   map envs              iifname -> verdict "jump env_<e>": each environment's traffic is
  *                         dispatched to its own chain in one lookup.
  *   map envctr            iifname -> counter "denied_<e>": drops in the input chain are counted
@@ -478,6 +479,13 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
                               subnet6);
         forbidden_set(b, t, "forbidden4", "ipv4_addr", forbidden4, ELEMENTSOF(forbidden4), subnet);
 
+        /* Constants the environments' chains look up, named and shared: an anonymous set in
+         * every chain would be two more sets per environment in libnftables' cache, which it
+         * refreshes on every change (see "batches"). */
+        sb(b, "add set inet %s tcp_udp { type inet_proto; }\n", t);
+        sb(b, "add element inet %s tcp_udp { tcp, udp }\n", t);
+        sb(b, "add set inet %s dns_ports { type inet_service; }\n", t);
+        sb(b, "add element inet %s dns_ports { 53, 853 }\n", t);
         sb(b, "add map inet %s envs { type ifname : verdict; }\n", t);
         sb(b, "add map inet %s envctr { type ifname : counter; }\n", t);
         sb(b, "add map inet %s pub_tcp { type inet_service : ipv4_addr . inet_service; }\n", t);
@@ -684,7 +692,7 @@ static void env_chain_rules(struct sbuf *b, const struct nft *n, const struct en
         /* DNS (and DNS over TLS) only through the daemon's resolver, which is reached through
          * the input chain: no resolving around the policy, no tunnelling through other
          * resolvers. Either family. */
-        sb(b, "add rule inet %s %s meta l4proto { tcp, udp } th dport { 53, 853 } counter name %s "
+        sb(b, "add rule inet %s %s meta l4proto @tcp_udp th dport @dns_ports counter name %s "
               "drop\n",
            t, ch, ctr);
 
@@ -693,11 +701,11 @@ static void env_chain_rules(struct sbuf *b, const struct nft *n, const struct en
                 return;
         }
         sb(b, "add rule inet %s %s ip daddr @%s accept\n", t, ch, nm->allow4);
-        sb(b, "add rule inet %s %s meta l4proto { tcp, udp } ip daddr . th dport @%s accept\n", t,
+        sb(b, "add rule inet %s %s meta l4proto @tcp_udp ip daddr . th dport @%s accept\n", t,
            ch, nm->allowp4);
         if (n->ipv6) {
                 sb(b, "add rule inet %s %s ip6 daddr @%s accept\n", t, ch, nm->allow6);
-                sb(b, "add rule inet %s %s meta l4proto { tcp, udp } ip6 daddr . th dport @%s accept\n",
+                sb(b, "add rule inet %s %s meta l4proto @tcp_udp ip6 daddr . th dport @%s accept\n",
                    t, ch, nm->allowp6);
         }
         /* Listed CIDRs are rules, not an interval set: they may overlap, and timeouts (needed by
@@ -718,7 +726,7 @@ static void env_chain_rules(struct sbuf *b, const struct nft *n, const struct en
                 } else
                         sb(b, " meta nfproto %s", v6 ? "ipv6" : "ipv4");
                 if (c->port)
-                        sb(b, " meta l4proto { tcp, udp } th dport %u", c->port);
+                        sb(b, " meta l4proto @tcp_udp th dport %u", c->port);
                 sb(b, " accept\n");
         }
         sb(b, "add rule inet %s %s counter name %s drop\n", t, ch, ctr);
