@@ -10,6 +10,8 @@ sandboxes (no network) and measures over the raw unix socket:
   - GET /v1/envs/NAME (`paddock inspect`) of a networked computer: median of BENCH_INSPECT_RUNS
   - POST /v1/envs of one more networked computer, and of one more sandbox (then deleted again:
     the population stays N + N), and the DELETE of that computer
+  - restart: SIGTERM to the daemon, start it again, until GET /v1/system answers (it re-adopts
+    every running environment and re-applies their firewall first); BENCH_RESTART=0 skips it
 
 It prints a Markdown table and removes everything it made (the Daemon's teardown: every
 environment, the daemon by its pid, cgroups, mounts, the netns, the directories).
@@ -37,6 +39,7 @@ import conftest  # noqa: E402  (the integration harness: Daemon, UnixHTTPConnect
 NS = [int(x) for x in os.environ.get("BENCH_SCALE_N", "50 100 200 500").split()]
 LIST_RUNS = int(os.environ.get("BENCH_LIST_RUNS", "5"))
 INSPECT_RUNS = int(os.environ.get("BENCH_INSPECT_RUNS", "21"))
+RESTART = os.environ.get("BENCH_RESTART", "1") != "0"
 
 
 def timed(d, method, path, body=None, expect=(200,)):
@@ -92,12 +95,21 @@ def main():
             mk_s = create(d, "extra-s", "sandbox")
             rm_c = timed(d, "DELETE", "/v1/envs/extra-c?force=1")[0]
             timed(d, "DELETE", "/v1/envs/extra-s?force=1")
-            row = (have, statistics.median(ls), statistics.median(ins), mk_c, mk_s, rm_c, grow)
+            restart = None
+            if RESTART:
+                d.stop(timeout=600)
+                t1 = time.perf_counter()
+                d.start(timeout=600)
+                restart = time.perf_counter() - t1
+                assert len(timed(d, "GET", "/v1/envs")[1].json["envs"]) == 2 * have
+            row = (have, statistics.median(ls), statistics.median(ins), mk_c, mk_s, rm_c, grow,
+                   restart)
             rows.append(row)
             print("N=%d: ls %s, inspect %s, create computer %s, create sandbox %s, "
-                  "destroy computer %s (growing took %.0f s)" % (
+                  "destroy computer %s, restart %s (growing took %.0f s)" % (
                       row[0], fmt(row[1]), fmt(row[2]), fmt(row[3]), fmt(row[4]), fmt(row[5]),
-                      grow), file=sys.stderr, flush=True)
+                      fmt(restart) if restart is not None else "-", grow),
+                  file=sys.stderr, flush=True)
     finally:
         if d is not None:
             t0 = time.perf_counter()
@@ -113,11 +125,12 @@ def main():
               LIST_RUNS, INSPECT_RUNS))
     print()
     print("| N + N | `GET /v1/envs` | `GET /v1/envs/NAME` | create computer | create sandbox "
-          "| destroy computer |")
-    print("|---|---|---|---|---|---|")
+          "| destroy computer | restart |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %d | %s | %s | %s | %s | %s |" % (r[0], fmt(r[1]), fmt(r[2]), fmt(r[3]),
-                                                  fmt(r[4]), fmt(r[5])))
+        print("| %d | %s | %s | %s | %s | %s | %s |" % (
+            r[0], fmt(r[1]), fmt(r[2]), fmt(r[3]), fmt(r[4]), fmt(r[5]),
+            fmt(r[7]) if r[7] is not None else "-"))
 
 
 if __name__ == "__main__":

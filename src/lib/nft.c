@@ -44,8 +44,13 @@
  * cannot fail). Either lists the maps (envs, envctr, pub_*) only when the kernel refuses that
  * picture (an entry pointing elsewhere: EBUSY); nft_env_remove (orphans) always lists them, and
  * nft_env_list lists chain headers only. What remains per call is libnftables' own cache
- * refresh of the table's chains and sets (~1.5 ms here with a few environments; it grows with
- * their number). A struct nft is not thread-safe: calls on it must be serialized, and one
+ * refresh of the table's chains, sets and counters, which 1.0.6 redoes after every change
+ * (~0.5 ms with a few environments, ~9 ms with 1,000: 1 chain, 4 sets and 1 counter each; no
+ * anonymous sets, the constants are the shared sets tcp_udp and dns_ports). Re-applying many
+ * environments at once goes through nft_batch_begin/end (one refresh per BATCH_MAX). Counters
+ * are read over netlink without libnftables (nft_env_denied: one get; nft_denied_all: one dump
+ * of all), never by a "list", which would fetch every rule of the table.
+ * A struct nft is not thread-safe: calls on it must be serialized, and one
  * process should own a table (listing-then-changing assumes nobody else edits it meanwhile).
  *
  * Why one file of ~1,100 lines: it is one thing, the text of one table. The base ruleset, the
