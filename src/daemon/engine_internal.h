@@ -42,7 +42,8 @@ struct env {
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;
-        struct env *next;
+        struct env *next, *prev; /* the engine's list, in creation order */
+        struct env *hnext;       /* next in its by_name bucket */
 };
 
 /* The next computer's disk, made by a helper after a create (engine_storage.c). */
@@ -55,8 +56,13 @@ struct spare_disk {
 
 struct engine {
         struct engine_config cfg;
-        struct env *envs;
+        struct env *envs;     /* in creation order (listings) */
+        struct env *envs_tail;
         size_t n_envs;
+        /* By name: chained hash buckets (env.hnext), a power of two, at least n_envs, so a
+         * lookup costs the same with 10 or 4,000 environments. */
+        struct env **by_name;
+        size_t n_buckets;
         struct loop_timer *sweep;
         struct spare_disk spare;
         struct network *net; /* NULL: networking unavailable, every env is "none" */
