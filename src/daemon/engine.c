@@ -255,6 +255,7 @@ static int buckets_grow(struct engine *e, size_t want)
 
 void env_unlink(struct engine *e, struct env *v)
 {
+        e->ports_gen++; /* its published ports go with its row */
         if (e->n_buckets)
                 for (struct env **p = &e->by_name[name_hash(v->row.name) & (e->n_buckets - 1)];
                      *p; p = &(*p)->hnext)
@@ -274,6 +275,7 @@ void env_unlink(struct engine *e, struct env *v)
  * rehash does not see it; if growing fails the chains only get longer). */
 void env_append(struct engine *e, struct env *v)
 {
+        e->ports_gen++; /* no cached port of an earlier namesake can be taken for v's */
         (void)buckets_grow(e, e->n_envs + 1);
         v->prev = e->envs_tail;
         v->next = NULL;
@@ -385,6 +387,7 @@ void engine_free(struct engine *e)
         loop_cancel_timer(e->sweep);
         spare_free(e);
         free(e->by_name);
+        free(e->ports);
         while (e->envs) {
                 struct env *v = e->envs;
                 e->envs = v->next;

@@ -63,6 +63,12 @@ struct engine {
          * lookup costs the same with 10 or 4,000 environments. */
         struct env **by_name;
         size_t n_buckets;
+        /* Every published port, sorted by environment, read from the state once per change
+         * (ports_gen counts changes: a port added or removed, an environment gone with its
+         * ports), so listing N environments does not scan the ports table N times. */
+        struct port_row *ports;
+        size_t n_ports;
+        uint64_t ports_gen, ports_read_gen; /* ports valid while equal */
         struct loop_timer *sweep;
         struct spare_disk spare;
         struct network *net; /* NULL: networking unavailable, every env is "none" */

@@ -83,6 +83,55 @@ int ensure_addr(struct engine *e, struct env *v)
         return 0;
 }
 
+static int port_cmp(const void *a, const void *b)
+{
+        const struct port_row *x = a, *y = b;
+        int c = strcmp(x->env, y->env);
+        if (c)
+                return c;
+        if (x->host_port != y->host_port)
+                return x->host_port < y->host_port ? -1 : 1;
+        return strcmp(x->proto, y->proto);
+}
+
+/* The published ports of v (pointers into e->ports, valid until the next change), in the
+ * order the state lists them (host port, protocol). Reads the ports table again only after a
+ * change (ports_gen). */
+static int env_ports(struct engine *e, const struct env *v, const struct port_row **ret,
+                     size_t *ret_n)
+{
+        if (!e->ports || e->ports_read_gen != e->ports_gen) {
+                struct port_row *rows = NULL;
+                size_t n = 0;
+                uint64_t gen = e->ports_gen;
+                int r = state_port_list(e->cfg.state, NULL, &rows, &n);
+                if (r < 0)
+                        return r;
+                if (!rows && !(rows = calloc(1, sizeof(*rows))))
+                        return -ENOMEM; /* an empty list is a valid cache too */
+                qsort(rows, n, sizeof(*rows), port_cmp);
+                free(e->ports);
+                e->ports = rows;
+                e->n_ports = n;
+                e->ports_read_gen = gen;
+        }
+        /* lower bound of v's name */
+        size_t lo = 0, hi = e->n_ports;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(e->ports[mid].env, v->row.name) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        size_t end = lo;
+        while (end < e->n_ports && strcmp(e->ports[end].env, v->row.name) == 0)
+                end++;
+        *ret = e->ports + lo;
+        *ret_n = end - lo;
+        return 0;
+}
+
 /* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
 int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
                size_t errlen)
@@ -108,13 +157,12 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
         if (r < 0)
                 return r;
         /* Published ports leave the firewall with the environment's chain at stop. */
-        struct port_row *ports = NULL;
+        const struct port_row *ports;
         size_t np = 0;
-        if (state_port_list(e->cfg.state, v->row.name, &ports, &np) >= 0)
+        if (env_ports(e, v, &ports, &np) >= 0)
                 for (size_t i = 0; i < np; i++)
                         network_port_add(e->net, v->row.name, ports[i].proto, ports[i].host_port,
                                          v->addr, ports[i].port);
-        free(ports);
         return 0;
 }
 
@@ -199,6 +247,7 @@ int engine_port_add(struct engine *e, struct env *v, const char *proto, uint16_t
         snprintf(row.proto, sizeof(row.proto), "%s", proto);
         snprintf(row.env, sizeof(row.env), "%s", v->row.name);
         env_save(e, v);
+        e->ports_gen++;
         r = state_port_insert(e->cfg.state, &row);
         if (r < 0) {
                 if (r == -EEXIST)
@@ -231,20 +280,20 @@ int engine_port_remove(struct engine *e, struct env *v, const char *proto, uint1
                 return -ENOENT;
         if (e->net)
                 network_port_remove(e->net, proto, host_port);
+        e->ports_gen++;
         return state_port_delete(e->cfg.state, proto, host_port);
 }
 
 json_t *engine_ports_json(struct engine *e, struct env *v)
 {
         json_t *arr = json_array();
-        struct port_row *rows = NULL;
+        const struct port_row *rows;
         size_t n = 0;
-        if (state_port_list(e->cfg.state, v->row.name, &rows, &n) < 0)
+        if (env_ports(e, v, &rows, &n) < 0)
                 return arr;
         for (size_t i = 0; i < n; i++)
                 json_array_append_new(arr, json_pack("{s:s,s:i,s:i}", "proto", rows[i].proto,
                                                      "host_port", rows[i].host_port, "port",
                                                      rows[i].port));
-        free(rows);
         return arr;
 }
