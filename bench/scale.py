@@ -9,7 +9,7 @@ sandboxes (no network) and measures over the raw unix socket:
   - GET /v1/envs (what `paddock ls` asks): median of BENCH_LIST_RUNS calls
   - GET /v1/envs/NAME (`paddock inspect`) of a networked computer: median of BENCH_INSPECT_RUNS
   - POST /v1/envs of one more networked computer, and of one more sandbox (then deleted again:
-    the population stays N + N), and the DELETE of that computer
+    the population stays N + N), and the DELETE of that computer: medians of BENCH_CREATE_RUNS
   - restart: SIGTERM to the daemon, start it again, until GET /v1/system answers (it re-adopts
     every running environment and re-applies their firewall first); BENCH_RESTART=0 skips it
 
@@ -39,6 +39,7 @@ import conftest  # noqa: E402  (the integration harness: Daemon, UnixHTTPConnect
 NS = [int(x) for x in os.environ.get("BENCH_SCALE_N", "50 100 200 500").split()]
 LIST_RUNS = int(os.environ.get("BENCH_LIST_RUNS", "5"))
 INSPECT_RUNS = int(os.environ.get("BENCH_INSPECT_RUNS", "21"))
+CREATE_RUNS = int(os.environ.get("BENCH_CREATE_RUNS", "5"))
 RESTART = os.environ.get("BENCH_RESTART", "1") != "0"
 
 
@@ -91,10 +92,13 @@ def main():
             assert len(envs) == 2 * have, len(envs)
             ls = [timed(d, "GET", "/v1/envs")[0] for _ in range(LIST_RUNS)]
             ins = [timed(d, "GET", "/v1/envs/c%d" % (have // 2))[0] for _ in range(INSPECT_RUNS)]
-            mk_c = create(d, "extra-c", "computer")
-            mk_s = create(d, "extra-s", "sandbox")
-            rm_c = timed(d, "DELETE", "/v1/envs/extra-c?force=1")[0]
-            timed(d, "DELETE", "/v1/envs/extra-s?force=1")
+            mk_c, mk_s, rm_c = [], [], []
+            for _ in range(CREATE_RUNS):
+                mk_c.append(create(d, "extra-c", "computer"))
+                mk_s.append(create(d, "extra-s", "sandbox"))
+                rm_c.append(timed(d, "DELETE", "/v1/envs/extra-c?force=1")[0])
+                timed(d, "DELETE", "/v1/envs/extra-s?force=1")
+            mk_c, mk_s, rm_c = (statistics.median(x) for x in (mk_c, mk_s, rm_c))
             restart = None
             if RESTART:
                 d.stop(timeout=600)
@@ -120,9 +124,9 @@ def main():
         shutil.rmtree(img, ignore_errors=True)
 
     print("%s, kernel %s, %d cores, cgroup %s; each N is N open computers + N sandboxes; "
-          "ls = median of %d, inspect = median of %d" % (
+          "ls = median of %d, inspect = median of %d, create/destroy = median of %d" % (
               time.strftime("%Y-%m-%d"), platform.release(), os.cpu_count(), cgroup_mode(),
-              LIST_RUNS, INSPECT_RUNS))
+              LIST_RUNS, INSPECT_RUNS, CREATE_RUNS))
     print()
     print("| N + N | `GET /v1/envs` | `GET /v1/envs/NAME` | create computer | create sandbox "
           "| destroy computer | restart |")

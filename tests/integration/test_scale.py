@@ -35,3 +35,16 @@ def test_ls_and_inspect_with_300_networked_computers(daemon):
     listed = {x["name"]: x for x in envs}[names[N // 2]]
     assert listed["network"]["ip"] == e["network"]["ip"]
     assert listed["network"]["denied"] == e["network"]["denied"]
+
+    # Published ports are read once for the whole listing: each environment still shows its
+    # own, and a change shows at once.
+    a, b = names[0], names[N - 1]
+    assert d.api("POST", "/v1/envs/%s/ports" % a, {"host_port": 18080, "port": 80}).status == 201
+    assert d.api("POST", "/v1/envs/%s/ports" % b, {"host_port": 18081, "port": 81}).status == 201
+    listed = {x["name"]: x["network"]["ports"] for x in d.envs().values()}
+    assert listed[a] == [{"proto": "tcp", "host_port": 18080, "port": 80}], listed[a]
+    assert listed[b] == [{"proto": "tcp", "host_port": 18081, "port": 81}], listed[b]
+    assert sum(len(p) for p in listed.values()) == 2
+    assert d.api("DELETE", "/v1/envs/%s/ports/18080?proto=tcp" % a).status == 200
+    assert d.envs()[a]["network"]["ports"] == []
+    assert d.inspect(b)["network"]["ports"] == [{"proto": "tcp", "host_port": 18081, "port": 81}]
