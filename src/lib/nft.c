@@ -53,7 +53,7 @@
  * A struct nft is not thread-safe: calls on it must be serialized, and one
  * process should own a table (listing-then-changing assumes nobody else edits it meanwhile).
  *
- * Why one file of ~1,100 lines: it is one thing, the text of one table. The base ruleset, the
+ * Why one file of ~1,400 lines: it is one thing, the text of one table. The base ruleset, the
  * per-environment chains, sets and map entries and the published ports refer to each other by
  * name (the maps the base chains look up are filled per environment, the env_<e> chains jump
  * into sets made next to them), and every safety argument above ("only validated names reach
