@@ -324,7 +324,7 @@ void api_envs_list(struct request *r, struct engine *e)
                         match = eq ? env_has_label(v, key, eq + 1) : false;
                 }
                 if (match)
-                        json_array_append_new(arr, engine_env_json(e, v));
+                        json_array_append_new(arr, engine_env_json_listed(e, v));
         }
         http_reply_json(r, 200, json_pack("{s:o}", "envs", arr));
 }

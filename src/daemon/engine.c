@@ -54,9 +54,23 @@ unsigned env_next_exec_id(struct env *v)
         return ++v->exec_seq;
 }
 
+static size_t name_hash(const char *s)
+{
+        uint32_t h = 2166136261u;
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        return h;
+}
+
 struct env *engine_find(struct engine *e, const char *name)
 {
-        for (struct env *v = e->envs; v; v = v->next)
+        if (!e->n_buckets) { /* no table could be allocated: the slow way */
+                for (struct env *v = e->envs; v; v = v->next)
+                        if (strcmp(v->row.name, name) == 0)
+                                return v;
+                return NULL;
+        }
+        for (struct env *v = e->by_name[name_hash(name) & (e->n_buckets - 1)]; v; v = v->hnext)
                 if (strcmp(v->row.name, name) == 0)
                         return v;
         return NULL;
@@ -218,24 +232,62 @@ void env_free(struct env *v)
         free(v);
 }
 
-void env_unlink(struct engine *e, struct env *v)
+/* At least one bucket per environment (want): doubled, every environment rehashed, when they
+ * would be outnumbered (amortized O(1) per append). */
+static int buckets_grow(struct engine *e, size_t want)
 {
-        for (struct env **p = &e->envs; *p; p = &(*p)->next)
-                if (*p == v) {
-                        *p = v->next;
-                        e->n_envs--;
-                        return;
-                }
+        if (want <= e->n_buckets)
+                return 0;
+        size_t cap = e->n_buckets ? 2 * e->n_buckets : 64;
+        struct env **b = calloc(cap, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        for (struct env *v = e->envs; v; v = v->next) {
+                size_t i = name_hash(v->row.name) & (cap - 1);
+                v->hnext = b[i];
+                b[i] = v;
+        }
+        free(e->by_name);
+        e->by_name = b;
+        e->n_buckets = cap;
+        return 0;
 }
 
+void env_unlink(struct engine *e, struct env *v)
+{
+        e->ports_gen++; /* its published ports go with its row */
+        if (e->n_buckets)
+                for (struct env **p = &e->by_name[name_hash(v->row.name) & (e->n_buckets - 1)];
+                     *p; p = &(*p)->hnext)
+                        if (*p == v) {
+                                *p = v->hnext;
+                                break;
+                        }
+        if (v->prev || e->envs == v) {
+                *(v->prev ? &v->prev->next : &e->envs) = v->next;
+                *(v->next ? &v->next->prev : &e->envs_tail) = v->prev;
+                e->n_envs--;
+        }
+        v->next = v->prev = v->hnext = NULL;
+}
+
+/* O(1): the list keeps its tail, the hash its buckets (grown before v is linked, so the
+ * rehash does not see it; if growing fails the chains only get longer). */
 void env_append(struct engine *e, struct env *v)
 {
-        struct env **p = &e->envs;
-        while (*p)
-                p = &(*p)->next;
+        e->ports_gen++; /* no cached port of an earlier namesake can be taken for v's */
+        (void)buckets_grow(e, e->n_envs + 1);
+        v->prev = e->envs_tail;
         v->next = NULL;
-        *p = v;
+        *(e->envs_tail ? &e->envs_tail->next : &e->envs) = v;
+        e->envs_tail = v;
         e->n_envs++;
+        v->hnext = NULL;
+        if (e->n_buckets) {
+                size_t i = name_hash(v->row.name) & (e->n_buckets - 1);
+                v->hnext = e->by_name[i];
+                e->by_name[i] = v;
+        }
 }
 
 /* ---- environment variables -------------------------------------------------------------- */
@@ -334,6 +386,8 @@ void engine_free(struct engine *e)
                 return;
         loop_cancel_timer(e->sweep);
         spare_free(e);
+        free(e->by_name);
+        free(e->ports);
         while (e->envs) {
                 struct env *v = e->envs;
                 e->envs = v->next;

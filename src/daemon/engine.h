@@ -90,6 +90,9 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                  size_t errlen);
 
 json_t *engine_env_json(struct engine *e, struct env *v);
+/* The same as one item of a listing: figures shared by all environments (firewall counters)
+ * come from one read per second instead of one per environment. */
+json_t *engine_env_json_listed(struct engine *e, struct env *v);
 json_t *netpolicy_json(const struct netpolicy *p);
 bool engine_has_network(const struct engine *e);
 const struct netpolicy *env_netpolicy(const struct env *v);

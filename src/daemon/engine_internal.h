@@ -42,7 +42,8 @@ struct env {
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;
-        struct env *next;
+        struct env *next, *prev; /* the engine's list, in creation order */
+        struct env *hnext;       /* next in its by_name bucket */
 };
 
 /* The next computer's disk, made by a helper after a create (engine_storage.c). */
@@ -55,8 +56,19 @@ struct spare_disk {
 
 struct engine {
         struct engine_config cfg;
-        struct env *envs;
+        struct env *envs;     /* in creation order (listings) */
+        struct env *envs_tail;
         size_t n_envs;
+        /* By name: chained hash buckets (env.hnext), a power of two, at least n_envs, so a
+         * lookup costs the same with 10 or 4,000 environments. */
+        struct env **by_name;
+        size_t n_buckets;
+        /* Every published port, sorted by environment, read from the state once per change
+         * (ports_gen counts changes: a port added or removed, an environment gone with its
+         * ports), so listing N environments does not scan the ports table N times. */
+        struct port_row *ports;
+        size_t n_ports;
+        uint64_t ports_gen, ports_read_gen; /* ports valid while equal */
         struct loop_timer *sweep;
         struct spare_disk spare;
         struct network *net; /* NULL: networking unavailable, every env is "none" */

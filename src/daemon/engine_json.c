@@ -14,7 +14,9 @@ static json_t *time_json(int64_t t)
         return t ? json_string(format_rfc3339(t, buf)) : json_null();
 }
 
-json_t *engine_env_json(struct engine *e, struct env *v)
+/* listed: part of a listing of many environments, where counters may be a second old (one
+ * read serves all of them) instead of read for this one alone. */
+static json_t *env_json(struct engine *e, struct env *v, bool listed)
 {
         json_t *cpus = v->limits.cpu_millis == CG_UNLIMITED
                                ? json_null()
@@ -59,10 +61,10 @@ json_t *engine_env_json(struct engine *e, struct env *v)
                             e->net && v->addr.s_addr && network_addr6(e->net, v->addr, &a6)
                                 ? json_string(inet_ntop(AF_INET6, &a6, a6s, sizeof(a6s)))
                                 : json_null());
-        json_object_set_new(net, "denied",
-                            json_integer(e->net && v->pidfd >= 0 && v->net.mode != NET_NONE
-                                                 ? (json_int_t)network_env_denied(e->net, v->row.name)
-                                                 : 0));
+        uint64_t denied = e->net && v->pidfd >= 0 && v->net.mode != NET_NONE
+                                  ? network_env_denied(e->net, v->row.name, listed)
+                                  : 0;
+        json_object_set_new(net, "denied", json_integer((json_int_t)denied));
         json_object_set_new(net, "ports", engine_ports_json(e, v));
         json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:O,s:O,s:o,s:I,s:I,"
                          "s:o,s:I}",
@@ -83,6 +85,16 @@ json_t *engine_env_json(struct engine *e, struct env *v)
         else
                 json_decref(disk);
         return j;
+}
+
+json_t *engine_env_json(struct engine *e, struct env *v)
+{
+        return env_json(e, v, false);
+}
+
+json_t *engine_env_json_listed(struct engine *e, struct env *v)
+{
+        return env_json(e, v, true);
 }
 
 json_t *engine_system_json(struct engine *e)

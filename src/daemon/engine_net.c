@@ -9,23 +9,32 @@
 
 #include <arpa/inet.h>
 
+/* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. The lowest
+ * free one is among the first (environments + 1) candidates, so one pass over the environments
+ * marks those in a bitmap: an allocation costs O(environments), not O(environments^2). */
 static int alloc_addr(struct engine *e, struct in_addr *ret)
 {
-        struct in_addr gw = network_gateway(e->net);
-        /* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. */
-        for (uint32_t h = ntohl(gw.s_addr) + 1;; h++) {
-                struct in_addr a = {.s_addr = htonl(h)};
-                struct in_addr next = {.s_addr = htonl(h + 1)};
-                if (!network_in_subnet(e->net, a) || !network_in_subnet(e->net, next))
-                        return -ENOSPC; /* h+1 outside means h is the broadcast address */
-                bool used = false;
-                for (struct env *v = e->envs; v && !used; v = v->next)
-                        used = v->addr.s_addr == a.s_addr;
-                if (!used) {
-                        *ret = a;
-                        return 0;
-                }
+        uint32_t first = ntohl(network_gateway(e->net).s_addr) + 1;
+        size_t limit = e->n_envs + 1;
+        _cleanup_free_ uint64_t *used = calloc((limit + 63) / 64, sizeof(uint64_t));
+        if (!used)
+                return -ENOMEM;
+        for (struct env *v = e->envs; v; v = v->next) {
+                uint32_t h = ntohl(v->addr.s_addr);
+                if (v->addr.s_addr && h >= first && h - first < limit)
+                        used[(h - first) / 64] |= 1ull << ((h - first) % 64);
         }
+        for (size_t i = 0; i < limit; i++) {
+                if (used[i / 64] & (1ull << (i % 64)))
+                        continue;
+                struct in_addr a = {.s_addr = htonl(first + (uint32_t)i)};
+                struct in_addr next = {.s_addr = htonl(first + (uint32_t)i + 1)};
+                if (!network_in_subnet(e->net, a) || !network_in_subnet(e->net, next))
+                        return -ENOSPC; /* i+1 outside means i is the broadcast address */
+                *ret = a;
+                return 0;
+        }
+        return -ENOSPC;
 }
 
 static bool policy_links(const struct env *v, const char *name)
@@ -74,6 +83,55 @@ int ensure_addr(struct engine *e, struct env *v)
         return 0;
 }
 
+static int port_cmp(const void *a, const void *b)
+{
+        const struct port_row *x = a, *y = b;
+        int c = strcmp(x->env, y->env);
+        if (c)
+                return c;
+        if (x->host_port != y->host_port)
+                return x->host_port < y->host_port ? -1 : 1;
+        return strcmp(x->proto, y->proto);
+}
+
+/* The published ports of v (pointers into e->ports, valid until the next change), in the
+ * order the state lists them (host port, protocol). Reads the ports table again only after a
+ * change (ports_gen). */
+static int env_ports(struct engine *e, const struct env *v, const struct port_row **ret,
+                     size_t *ret_n)
+{
+        if (!e->ports || e->ports_read_gen != e->ports_gen) {
+                struct port_row *rows = NULL;
+                size_t n = 0;
+                uint64_t gen = e->ports_gen;
+                int r = state_port_list(e->cfg.state, NULL, &rows, &n);
+                if (r < 0)
+                        return r;
+                if (!rows && !(rows = calloc(1, sizeof(*rows))))
+                        return -ENOMEM; /* an empty list is a valid cache too */
+                qsort(rows, n, sizeof(*rows), port_cmp);
+                free(e->ports);
+                e->ports = rows;
+                e->n_ports = n;
+                e->ports_read_gen = gen;
+        }
+        /* lower bound of v's name */
+        size_t lo = 0, hi = e->n_ports;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(e->ports[mid].env, v->row.name) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        size_t end = lo;
+        while (end < e->n_ports && strcmp(e->ports[end].env, v->row.name) == 0)
+                end++;
+        *ret = e->ports + lo;
+        *ret_n = end - lo;
+        return 0;
+}
+
 /* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
 int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
                size_t errlen)
@@ -99,13 +157,12 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
         if (r < 0)
                 return r;
         /* Published ports leave the firewall with the environment's chain at stop. */
-        struct port_row *ports = NULL;
+        const struct port_row *ports;
         size_t np = 0;
-        if (state_port_list(e->cfg.state, v->row.name, &ports, &np) >= 0)
+        if (env_ports(e, v, &ports, &np) >= 0)
                 for (size_t i = 0; i < np; i++)
                         network_port_add(e->net, v->row.name, ports[i].proto, ports[i].host_port,
                                          v->addr, ports[i].port);
-        free(ports);
         return 0;
 }
 
@@ -190,6 +247,7 @@ int engine_port_add(struct engine *e, struct env *v, const char *proto, uint16_t
         snprintf(row.proto, sizeof(row.proto), "%s", proto);
         snprintf(row.env, sizeof(row.env), "%s", v->row.name);
         env_save(e, v);
+        e->ports_gen++;
         r = state_port_insert(e->cfg.state, &row);
         if (r < 0) {
                 if (r == -EEXIST)
@@ -222,20 +280,20 @@ int engine_port_remove(struct engine *e, struct env *v, const char *proto, uint1
                 return -ENOENT;
         if (e->net)
                 network_port_remove(e->net, proto, host_port);
+        e->ports_gen++;
         return state_port_delete(e->cfg.state, proto, host_port);
 }
 
 json_t *engine_ports_json(struct engine *e, struct env *v)
 {
         json_t *arr = json_array();
-        struct port_row *rows = NULL;
+        const struct port_row *rows;
         size_t n = 0;
-        if (state_port_list(e->cfg.state, v->row.name, &rows, &n) < 0)
+        if (env_ports(e, v, &rows, &n) < 0)
                 return arr;
         for (size_t i = 0; i < n; i++)
                 json_array_append_new(arr, json_pack("{s:s,s:i,s:i}", "proto", rows[i].proto,
                                                      "host_port", rows[i].host_port, "port",
                                                      rows[i].port));
-        free(rows);
         return arr;
 }

@@ -79,6 +79,7 @@ static void remove_network_orphans(struct engine *e)
          * back at its start, env_net_up). */
         struct port_row *ports = NULL;
         size_t np = 0;
+        network_batch_begin(e->net);
         if (state_port_list(e->cfg.state, NULL, &ports, &np) >= 0)
                 for (size_t i = 0; i < np; i++) {
                         struct env *v = engine_find(e, ports[i].env);
@@ -86,6 +87,7 @@ static void remove_network_orphans(struct engine *e)
                                 network_port_add(e->net, v->row.name, ports[i].proto,
                                                  ports[i].host_port, v->addr, ports[i].port);
                 }
+        network_batch_end(e->net);
         free(ports);
 }
 
@@ -152,6 +154,9 @@ static void remove_orphans(struct engine *e)
 
 int engine_reconcile(struct engine *e)
 {
+        /* Re-adopted environments get their firewall applied again, all in a few batches. */
+        if (e->net)
+                network_batch_begin(e->net);
         for (struct env *v = e->envs, *next; v; v = next) {
                 next = v->next;
                 if (strcmp(v->row.status, "creating") == 0 || strcmp(v->row.status, "deleting") == 0) {
@@ -182,6 +187,8 @@ int engine_reconcile(struct engine *e)
                         }
                 }
         }
+        if (e->net)
+                network_batch_end(e->net);
         remove_orphans(e);
         destroy_expired(e, "expired while the daemon was down");
         for (struct env *v = e->envs; v; v = v->next) {

@@ -29,7 +29,14 @@ struct network {
         } *ports;
         size_t n_ports;
         bool ports_untracked; /* one could not be remembered: always list the maps */
+        /* Every environment's denied counter from one netlink dump, for listings: reading
+         * them one by one would cost a round trip each; kept DENIED_CACHE_MS. */
+        struct nft_denied *denied;
+        size_t n_denied;
+        uint64_t denied_at_ms; /* 0: none yet */
 };
+
+#define DENIED_CACHE_MS 1000
 
 static uint32_t fnv1a(uint32_t h, const char *s)
 {
@@ -139,6 +146,7 @@ void network_free(struct network *n)
         dns_resolver_stop(n->dns);
         nft_close(n->nft); /* the table stays: running environments keep their policy */
         free(n->ports);
+        free(n->denied);
         free(n);
 }
 
@@ -275,11 +283,26 @@ static void known_port_forget(struct network *n, const char *proto, uint16_t hos
                 }
 }
 
-uint64_t network_env_denied(struct network *n, const char *env)
+uint64_t network_env_denied(struct network *n, const char *env, bool cached)
 {
         uint64_t v = 0;
-        nft_env_denied(n->nft, env, &v);
-        return v;
+        if (!cached) {
+                nft_env_denied(n->nft, env, &v);
+                return v;
+        }
+        uint64_t now = now_ms();
+        if (!n->denied_at_ms || now - n->denied_at_ms >= DENIED_CACHE_MS) {
+                struct nft_denied *all = NULL;
+                size_t cnt = 0;
+                if (nft_denied_all(n->nft, &all, &cnt) < 0)
+                        return 0;
+                free(n->denied);
+                n->denied = all;
+                n->n_denied = cnt;
+                n->denied_at_ms = now;
+        }
+        const struct nft_denied *d = nft_denied_find(n->denied, n->n_denied, env);
+        return d ? d->packets : 0;
 }
 
 int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,
@@ -309,16 +332,38 @@ int network_port_remove(struct network *n, const char *proto, uint16_t host_port
         return nft_port_remove(n->nft, proto, host_port);
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool sorted_has(char *const *sorted, size_t n, const char *s)
+{
+        return n && bsearch(&s, sorted, n, sizeof(char *), str_cmp) != NULL;
+}
+
+/* Sorted copies of the kept names and of their interface names, so that each chain and link
+ * found is looked up in O(log n): startup with thousands of environments stays linear. */
 void network_remove_orphans(struct network *n, const char *const *keep, size_t n_keep)
 {
+        _cleanup_free_ char **names_kept = calloc(n_keep + 1, sizeof(char *));
+        _cleanup_free_ char **ifs_kept = calloc(n_keep + 1, sizeof(char *));
+        _cleanup_free_ char (*ifbuf)[16] = calloc(n_keep + 1, 16);
+        if (!names_kept || !ifs_kept || !ifbuf)
+                return;
+        for (size_t k = 0; k < n_keep; k++) {
+                names_kept[k] = (char *)keep[k];
+                network_ifname(n, keep[k], ifbuf[k]);
+                ifs_kept[k] = ifbuf[k];
+        }
+        qsort(names_kept, n_keep, sizeof(char *), str_cmp);
+        qsort(ifs_kept, n_keep, sizeof(char *), str_cmp);
+
         char **names = NULL;
         size_t count = 0;
         if (nft_env_list(n->nft, &names, &count) >= 0) {
                 for (size_t i = 0; i < count; i++) {
-                        bool known = false;
-                        for (size_t k = 0; k < n_keep && !known; k++)
-                                known = strcmp(names[i], keep[k]) == 0;
-                        if (!known) {
+                        if (!sorted_has(names_kept, n_keep, names[i])) {
                                 log_info("removing orphaned firewall chain of %s", names[i]);
                                 nft_env_remove(n->nft, names[i]);
                         }
@@ -329,12 +374,10 @@ void network_remove_orphans(struct network *n, const char *const *keep, size_t n
         if (netlink_links_with_prefix("pdk", &names, &count) < 0)
                 return;
         for (size_t i = 0; i < count; i++) {
-                bool known = false;
-                for (size_t k = 0; k < n_keep && !known; k++) {
-                        char ifname[16];
-                        network_ifname(n, keep[k], ifname);
-                        known = strncmp(names[i], ifname, strlen(ifname)) == 0;
-                }
+                /* An environment's links: its veth "pdkXXXXXXXX" and its ifb "pdkXXXXXXXXi". */
+                char base[16];
+                snprintf(base, sizeof(base), "%.11s", names[i]);
+                bool known = sorted_has(ifs_kept, n_keep, base);
                 /* Only interfaces of this daemon's naming (same hash seed) are ours to delete;
                  * we cannot tell, so only delete when no live env claims it and it has our
                  * exact shape. */
@@ -345,6 +388,18 @@ void network_remove_orphans(struct network *n, const char *const *keep, size_t n
                 free(names[i]);
         }
         free(names);
+}
+
+void network_batch_begin(struct network *n)
+{
+        (void)nft_batch_begin(n->nft);
+}
+
+void network_batch_end(struct network *n)
+{
+        int r = nft_batch_end(n->nft);
+        if (r < 0)
+                log_warn("re-applying firewall rules: %s", strerror(-r));
 }
 
 bool network_link_present(struct network *n, const char *env)

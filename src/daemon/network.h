@@ -58,13 +58,21 @@ void network_env_down(struct network *n, const char *env);
  * firewall entry (its traffic is dropped) and goes at the next start of the same environment
  * or of the daemon. */
 void network_env_gone(struct network *n, const char *env, struct in_addr addr);
-uint64_t network_env_denied(struct network *n, const char *env);
+/* Packets of env's traffic dropped so far. cached (listings): from one dump of every
+ * environment's counter, at most a second old; otherwise read now (one netlink get). */
+uint64_t network_env_denied(struct network *n, const char *env, bool cached);
 
 int network_port_add(struct network *n, const char *env, const char *proto, uint16_t host_port,
                      struct in_addr addr, uint16_t port);
 int network_port_remove(struct network *n, const char *proto, uint16_t host_port);
 
 bool network_link_present(struct network *n, const char *env);
+
+/* Between these, firewall changes of environments and published ports are queued and then made
+ * many at a time (daemon start re-applying all: one at a time would cost O(n^2)). A queued
+ * change that fails is logged at the end, not reported to its caller. */
+void network_batch_begin(struct network *n);
+void network_batch_end(struct network *n);
 
 /* Startup: remove host interfaces and firewall chains of environments not in keep[]. */
 void network_remove_orphans(struct network *n, const char *const *keep, size_t n_keep);

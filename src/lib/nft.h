@@ -24,6 +24,8 @@
  * chain only neighbour discovery from environments (MLD and router solicitations are dropped
  * without being counted: the kernel sends them by itself). */
 #pragma once
+#include "lib/paddock.h"
+
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -76,6 +78,13 @@ const char *nft_last_error(struct nft *n);
 int nft_destroy_table(struct nft *n);
 /* Install or replace everything for one environment, atomically. */
 int nft_env_apply(struct nft *n, const struct nft_env *e);
+/* Between these two, nft_env_apply and nft_port_add only check and queue their transaction
+ * (returning 0); nft_batch_end runs the queue, many at a time, and returns the first error
+ * (each refused one is retried alone, so the others still get their rules). For re-applying
+ * every environment at once (daemon start): each libnftables call costs a refresh of its
+ * cache of the whole table, so one call per environment would be quadratic. */
+int nft_batch_begin(struct nft *n);
+int nft_batch_end(struct nft *n);
 /* Remove everything of an environment, finding its map entries and published ports by listing
  * the maps (orphan cleanup: the caller knows only the name). */
 int nft_env_remove(struct nft *n, const char *name);
@@ -90,7 +99,17 @@ int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16
                        uint32_t ttl_s);
 int nft_env_allow_addr6(struct nft *n, const char *name, const struct in6_addr *a, uint16_t port,
                         uint32_t ttl_s);
+/* Packets dropped for one environment (its "denied_<e>" counter): one netlink get of that
+ * object, never a listing (constant cost however many environments there are). */
 int nft_env_denied(struct nft *n, const char *name, uint64_t *ret_packets);
+/* Every environment's denied counter in one netlink dump, sorted by name (for
+ * nft_denied_find); the caller frees *ret. */
+struct nft_denied {
+        char name[NAME_BUF_SIZE];
+        uint64_t packets;
+};
+int nft_denied_all(struct nft *n, struct nft_denied **ret, size_t *ret_n);
+const struct nft_denied *nft_denied_find(const struct nft_denied *all, size_t n, const char *name);
 /* Published ports: host TCP/UDP port -> env address:port. */
 int nft_port_add(struct nft *n, const char *env, const char *proto, uint16_t host_port,
                  struct in_addr addr, uint16_t port);

@@ -603,6 +603,24 @@ NETNS_TEST(test_nft_names__validation)
                 free(list[k]);
         free(list);
         CHECK_EQ_INT(elems("map", "envs"), (long)ELEMENTSOF(names));
+
+        /* One dump reads every environment's counter, names decoded, sorted for lookup; a
+         * single get agrees with it. */
+        struct nft_denied *all = NULL;
+        size_t n_all = 0;
+        CHECK_EQ_INT(nft_denied_all(n, &all, &n_all), 0);
+        CHECK_EQ_INT(n_all, ELEMENTSOF(names));
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                const struct nft_denied *d = nft_denied_find(all, n_all, names[i]);
+                CHECK(d != NULL);
+                if (d)
+                        CHECK_EQ_INT(d->packets, denied(n, names[i]));
+        }
+        for (size_t i = 1; i < n_all; i++)
+                CHECK(strcmp(all[i - 1].name, all[i].name) < 0);
+        CHECK(nft_denied_find(all, n_all, "nobody") == NULL);
+        CHECK(nft_denied_find(NULL, 0, "a.b") == NULL);
+        free(all);
         nft_destroy_table(n);
         nft_close(n);
 }
@@ -1058,6 +1076,51 @@ NETNS_TEST(test_nft_remove_known__falls_back)
         nft_close(n);
 }
 
+/* Queued applies and ports run at nft_batch_end, all together; one the kernel refuses (its
+ * interface's entry points at another chain) is redone alone the listing way. */
+NETNS_TEST(test_nft_batch__queues_then_applies)
+{
+        struct nft *n = open_test_table();
+        if (!n)
+                return;
+        struct nft_env old = env_open("old");
+        old.host_ifname = "pdkb3";
+        CHECK_EQ_INT(nft_env_apply(n, &old), 0);
+
+        CHECK_EQ_INT(nft_batch_begin(n), 0);
+        CHECK_EQ_INT(nft_batch_begin(n), -EINVAL);
+        static const char *const names[] = {"b1", "b2", "b3"};
+        static const char *const ifs[] = {"pdkb1", "pdkb2", "pdkb3"}; /* pdkb3: was old's */
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                struct nft_env x = env_open(names[i]);
+                x.host_ifname = ifs[i];
+                x.addr = A(i == 0 ? "10.77.0.3" : i == 1 ? "10.77.0.4" : "10.77.0.5");
+                CHECK_EQ_INT(nft_env_apply(n, &x), 0);
+        }
+        CHECK_EQ_INT(nft_port_add(n, "b1", "tcp", 8085, A("10.77.0.3"), 80), 0);
+        CHECK(!table_has("chain", "env_b1")); /* only queued so far */
+        CHECK_EQ_INT(elems("map", "pub_tcp"), 0);
+        CHECK_EQ_INT(nft_batch_end(n), 0);
+        CHECK_EQ_INT(nft_batch_end(n), -EINVAL);
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                char chain[32];
+                snprintf(chain, sizeof(chain), "env_%s", names[i]);
+                CHECK(table_has("chain", chain));
+        }
+        CHECK_EQ_INT(elems("map", "pub_tcp"), 1);
+        /* old's entry was replaced by b3's: three interfaces, three entries */
+        CHECK_EQ_INT(elems("map", "envs"), 3);
+        CHECK_EQ_INT(elems("map", "envctr"), 3);
+        json_t *root = nft_json("list map inet %s envs", table);
+        char *text = root ? json_dumps(root, 0) : NULL;
+        CHECK(text && strstr(text, "env_b3") && !strstr(text, "env_old"));
+        free(text);
+        if (root)
+                json_decref(root);
+        nft_destroy_table(n);
+        nft_close(n);
+}
+
 /* A daemon that ran with IPv6 and now runs IPv4 only still removes the v6 sets it made. */
 NETNS_TEST(test_nft_ipv6_then_ipv4_only__removes_v6_sets)
 {
@@ -1097,5 +1160,6 @@ int main(void)
         RUN(test_nft_ipv6__behaviour);
         RUN(test_nft_remove_known__falls_back);
         RUN(test_nft_ipv6_then_ipv4_only__removes_v6_sets);
+        RUN(test_nft_batch__queues_then_applies);
         UNIT_EXIT();
 }
