@@ -5,6 +5,8 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 SECRET = "PADDOCK_TEST_SECRET=hunter2-%d" % os.getpid()
 DB_FILES = ("paddock.db", "paddock.db-wal", "paddock.db-shm")
@@ -41,7 +43,9 @@ def check_private(daemon):
         assert p.returncode != 0 and b"Permission denied" in p.stderr, (cmd, p)
 
 
-def test_state_is_private(daemon):
+@pytest.mark.parametrize("driver", ["btrfs", "dir"])
+def test_state_is_private(make_daemon, driver):
+    daemon = make_daemon(extra_args=["--storage", driver])
     daemon.create("sv", "--computer", "--env", SECRET)
     daemon.create("sb", "--sandbox")
     check_private(daemon)
