@@ -147,14 +147,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 /* The state directory goes into overlay mount options: keep it a plain absolute path. */
 static int prepare_root(const char *root, char *ret, size_t len)
 {
-        int r = mkdir_p_at(AT_FDCWD, root, 0711);
+        int r = mkdir_p_at(AT_FDCWD, root, 0700);
         if (r < 0)
                 return r;
         if (!realpath(root, ret))
                 return -errno;
         if (strlen(ret) > len / 2 || strpbrk(ret, ",:\\\n\t"))
                 return -EINVAL;
-        chmod(ret, 0711);
         static const char *const subs[] = {"tmp"}; /* envs and images: the storage driver */
         for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
                 char p[4200];
@@ -446,6 +445,12 @@ int main(int argc, char **argv)
         char serr[512] = "";
         if ((r = storage_open(&stc, &storage, serr, sizeof(serr))) < 0) {
                 log_error("storage: %s", serr[0] ? serr : strerror(-r));
+                return 1;
+        }
+        /* Private state, also where an older version made it 0711/0644; after the storage
+         * driver, whose pool (a fresh filesystem) has a 0755 top directory. */
+        if ((r = state_dir_make_private(root)) < 0) {
+                log_error("state directory %s: %s", root, strerror(-r));
                 return 1;
         }
         char dbpath[4200], spool[4200], subtree[64];

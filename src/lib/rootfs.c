@@ -195,54 +195,87 @@ static int setup_dev(int root_fd, const struct rootfs_config *c)
                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
-/* Hide kernel interfaces that leak host information or allow host-wide actions, as Docker. */
-static int mask_proc(int root_fd)
+/* Kernel interfaces that leak host activity (interrupt counts, timers, the scheduler, keys,
+ * kernel memory) or reach hardware, hidden as Docker's default does. Whether each is a file or
+ * a directory depends on the kernel, so the mask follows what is there: a file gets /dev/null
+ * bound read-only over it (reads return nothing), a directory an empty read-only tmpfs. A path
+ * the running kernel lacks is skipped: procfs and the read-only sysfs cannot gain entries from
+ * inside, and nothing inside can mount. */
+static const char *const masked_paths[] = {
+        "proc/interrupts", "proc/kcore",  "proc/keys",    "proc/timer_list",
+        "proc/sched_debug", "proc/latency_stats", "proc/timer_stats",
+        "proc/acpi",       "proc/scsi",   "proc/asound",
+        "sys/firmware",    "sys/devices/virtual/powercap", "sys/kernel/debug",
+        NULL,
+};
+
+/* Host-wide knobs and triggers: visible, but read-only (with everything mounted below them). */
+static const char *const readonly_paths[] = {
+        "proc/bus", "proc/fs", "proc/irq", "proc/sys", "proc/sysrq-trigger", NULL,
+};
+
+/* Every mask is made here, in a mount namespace owned by the host's user namespace, so the
+ * environment (whose root has capabilities only in its own user namespace) can never unmount
+ * or remount it. Were it ever to create a mount namespace of its own (seccomp forbids that),
+ * the kernel would copy these mounts locked (MNT_LOCKED) and refuse a fresh procfs or sysfs
+ * there, since the existing ones are not fully visible (mount_too_revealing). */
+static int mask_one(int root_fd, const char *rel)
 {
-        static const char *const files[] = {"proc/kcore", "proc/keys", "proc/timer_list",
-                                            "proc/sched_debug", "proc/latency_stats", NULL};
-        static const char *const dirs[] = {"proc/acpi", "proc/scsi", "sys/firmware",
-                                           "sys/kernel/debug", NULL};
-        static const char *const ro[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus",
-                                         NULL};
-        for (size_t i = 0; files[i]; i++) {
-                _cleanup_close_ int target = open_in_root(root_fd, files[i], O_PATH);
-                if (target < 0)
-                        continue;
-                _cleanup_close_ int t = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-                if (t < 0)
-                        return -errno;
-                int r = attach(t, target);
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; dirs[i]; i++) {
-                _cleanup_close_ int target = open_in_root(root_fd, dirs[i], O_PATH | O_DIRECTORY);
-                if (target < 0)
-                        continue;
-                const char *const o[] = {"size", "0", "mode", "0555", NULL};
-                _cleanup_close_ int t = new_fs("tmpfs", o, MOUNT_ATTR_RDONLY);
+        _cleanup_close_ int target = open_in_root(root_fd, rel, O_PATH);
+        if (target == -ENOENT)
+                return 0;
+        if (target < 0)
+                return target;
+        struct stat st;
+        if (fstat(target, &st) < 0)
+                return -errno;
+        _cleanup_close_ int t = -EBADF;
+        if (S_ISDIR(st.st_mode)) {
+                const char *const o[] = {"size", "0", "nr_inodes", "1", "mode", "0555", NULL};
+                t = new_fs("tmpfs", o,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                   MOUNT_ATTR_NOEXEC);
                 if (t < 0)
                         return t;
-                int r = attach(t, target);
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; ro[i]; i++) {
-                _cleanup_close_ int target = open_in_root(root_fd, ro[i], O_PATH);
-                if (target < 0)
-                        continue;
-                _cleanup_close_ int t = open_tree(target, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                                                 AT_EMPTY_PATH | AT_RECURSIVE);
+        } else {
+                t = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
                 if (t < 0)
                         return -errno;
                 struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
-                if (mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                                                   MOUNT_ATTR_NOEXEC};
+                if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
                         return -errno;
-                int r = attach(t, target);
-                if (r < 0)
-                        return r;
         }
+        return attach(t, target);
+}
+
+static int readonly_one(int root_fd, const char *rel)
+{
+        _cleanup_close_ int target = open_in_root(root_fd, rel, O_PATH);
+        if (target == -ENOENT)
+                return 0;
+        if (target < 0)
+                return target;
+        _cleanup_close_ int t = open_tree(target, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                         AT_EMPTY_PATH | AT_RECURSIVE);
+        if (t < 0)
+                return -errno;
+        struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                           MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+        if (mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+                return -errno;
+        return attach(t, target);
+}
+
+static int mask_proc(int root_fd)
+{
+        int r;
+        for (size_t i = 0; masked_paths[i]; i++)
+                if ((r = mask_one(root_fd, masked_paths[i])) < 0)
+                        return r;
+        for (size_t i = 0; readonly_paths[i]; i++)
+                if ((r = readonly_one(root_fd, readonly_paths[i])) < 0)
+                        return r;
         return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "lib/util.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 struct state {
         sqlite3 *db;
@@ -101,13 +102,54 @@ static int migrate(sqlite3 *db)
         return 0;
 }
 
+/* chmod dir_fd/name to mode unless it is missing, a symlink or not a regular file or directory.
+ * Through an O_PATH fd and its /proc/self/fd link, which names that very inode: a symlink
+ * swapped in meanwhile is never followed (what fchmodat(AT_SYMLINK_NOFOLLOW) does). */
+static int chmod_nofollow_at(int dir_fd, const char *name, mode_t mode)
+{
+        _cleanup_close_ int fd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+                return 0;
+        if ((st.st_mode & 07777) == mode)
+                return 0;
+        char link[64];
+        if (BUF_PRINTF(link, "/proc/self/fd/%d", fd) < 0)
+                return -ENAMETOOLONG;
+        return chmod(link, mode) < 0 ? -errno : 0;
+}
+
+int state_dir_make_private(const char *root)
+{
+        static const char *const dirs[] = {"tmp", "pool", "envs", "images"};
+        static const char *const files[] = {"paddock.db",    "paddock.db-wal", "paddock.db-shm",
+                                            "paddockd.lock", "pool.img",       "storage-driver"};
+        _cleanup_close_ int fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = chmod_nofollow_at(fd, ".", 0700);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(dirs); i++)
+                r = chmod_nofollow_at(fd, dirs[i], 0700);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(files); i++)
+                r = chmod_nofollow_at(fd, files[i], 0600);
+        return r;
+}
+
 int state_open(const char *path, struct state **ret)
 {
         sqlite3 *db;
+        /* The database holds every environment's variables: 0600 from birth. SQLite creates
+         * its -wal and -shm files with the database file's mode. */
+        mode_t old_umask = umask(0077);
         int rc = sqlite3_open_v2(path, &db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                  NULL);
         if (rc != SQLITE_OK) {
+                umask(old_umask);
                 sqlite3_close(db);
                 return sql_err(rc);
         }
@@ -116,6 +158,7 @@ int state_open(const char *path, struct state **ret)
                              "PRAGMA foreign_keys=ON;");
         if (r >= 0)
                 r = migrate(db);
+        umask(old_umask);
         if (r < 0) {
                 sqlite3_close(db);
                 return r;

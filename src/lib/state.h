@@ -37,6 +37,13 @@ struct image_row {
         uint64_t size;
 };
 
+/* Make the state directory root private: root itself and its known directories 0700, the
+ * database (with -wal and -shm), the lock, the pool file and the driver record 0600. Fixes
+ * installations made by older versions (root 0711, database 0644). Symlinks and anything but
+ * regular files and directories are left alone, never followed. */
+int state_dir_make_private(const char *root);
+
+/* Open (creating 0600) the database at path. */
 int state_open(const char *path, struct state **ret);
 void state_close(struct state *s);
 
