@@ -194,7 +194,10 @@ def test_failed_create_leaves_nothing(daemon):
 def test_stop_kills_what_ignores_sigterm_after_the_timeout(daemon):
     daemon.create("stubborn", "--computer")
     pid1 = daemon.inspect("stubborn")["pid"]
-    daemon.sh("stubborn", "(trap '' TERM; while :; do sleep 1; done) >/dev/null 2>&1 &")
+    # The exec returns only once the loop ignores TERM (else a stop that comes before the
+    # background shell has run its trap would kill it at once).
+    daemon.sh("stubborn", "(trap '' TERM; touch /tmp/trapped; while :; do sleep 1; done) "
+                          ">/dev/null 2>&1 & while [ ! -e /tmp/trapped ]; do sleep 0.05; done")
     t0 = time.monotonic()
     p = daemon.cli("stop", "--timeout", "1s", "stubborn")
     took = time.monotonic() - t0
