@@ -104,6 +104,37 @@ compdb:
 	  echo ']'; } > compile_commands.json
 	@echo "wrote compile_commands.json"
 
+# Fuzzing (docs/hacking.md "Fuzzing"): libFuzzer targets in tests/fuzz, one per parser, built
+# with clang, ASan and UBSan into $(BUILD)/fuzz against a libpaddock.a of their own.
+# `make fuzz` runs each for FUZZ_SECONDS on a working corpus in $(BUILD)/fuzz/work, seeded from
+# tests/fuzz/corpus; `make fuzz-smoke` runs each for FUZZ_SMOKE_SECONDS on a copy of the seeds
+# in a temporary directory (the suite's short run). Either fails when a target finds a crash.
+FUZZ_CC            ?= clang
+FUZZ_SECONDS       ?= 600
+FUZZ_SMOKE_SECONDS ?= 18
+FUZZ_SAN           := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_SRC           := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN           := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
+
+fuzz-build:
+	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) WERROR= \
+	        SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins
+
+fuzz-bins: $(FUZZ_BIN)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libpaddock.a
+	@echo "  FUZZ    $@"
+	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-missing-prototypes $(DAEMON_CFLAGS) -o $@ $< \
+	        $(BUILD)/libpaddock.a $(LDFLAGS) $(LIB_LIBS)
+
+fuzz: fuzz-build
+	@./tests/fuzz/run.sh $(FUZZ_SECONDS) $(BUILD)/fuzz/work $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+
+fuzz-smoke: fuzz-build
+	@work=$$(mktemp -d /tmp/paddock-fuzz.XXXXXX) && \
+	 ./tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $$work $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%); \
+	 rc=$$?; rm -rf $$work; exit $$rc
+
 PREFIX ?= /usr/local
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
@@ -115,6 +146,7 @@ clean:
 format:
 	clang-format -i src/*/*.c src/*/*.h tests/unit/*.c tests/unit/*.h
 
-.PHONY: all check clean compdb format install layering
+.PHONY: all check clean compdb format install layering fuzz fuzz-bins fuzz-build fuzz-smoke
 
--include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UNIT_BIN:=.d) $(BUILD)/paddock-init.d
+-include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UNIT_BIN:=.d) $(BUILD)/paddock-init.d \
+         $(FUZZ_BIN:=.d)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Paddock's whole test suite: dependencies, a -Werror build, C unit tests (also under
-# ASan/UBSan), and the pytest integration tests against real daemons, as root.
+# ASan/UBSan), a short run of the fuzz targets (tests/fuzz), and the pytest integration tests
+# against real daemons, as root.
 set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root: the tests create namespaces and cgroups" >&2; exit 1; }
@@ -10,5 +11,7 @@ echo "== unit tests"
 make check
 echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 make -j"$(nproc)" BUILD=build/asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" check
+echo "== fuzz smoke (every libFuzzer target in tests/fuzz for a few seconds)"
+make -j"$(nproc)" fuzz-smoke
 echo "== integration tests"
 PADDOCK_BUILD="$PWD/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration "$@"

@@ -141,7 +141,8 @@ static int parse_manifest(json_t *j, struct manifest *m, char *err, size_t errle
                         snprintf(err, errlen, "layer %zu: invalid digest or size", i + 1);
                         return -EPROTO;
                 }
-                total += m->layers[i].size;
+                if (total <= PULL_MAX_BYTES) /* once over, stays over: the sum cannot wrap */
+                        total += m->layers[i].size;
         }
         m->n_layers = json_array_size(layers);
         if (total > PULL_MAX_BYTES) {

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Run libFuzzer targets one after another: run.sh SECONDS WORKDIR TARGET...
+# Each target starts from a copy of its seeds (tests/fuzz/corpus/NAME) in WORKDIR/corpus/NAME,
+# which it grows (the repository's corpus is never written); a crashing input is saved as
+# WORKDIR/artifacts/NAME-crash-*. Exits 1 if any target failed, after running them all.
+set -u
+seconds=$1 work=$2
+shift 2
+seeds="$(dirname "$0")/corpus"
+mkdir -p "$work/corpus" "$work/artifacts" "$work/logs"
+failed=""
+for bin in "$@"; do
+        name=$(basename "$bin")
+        mkdir -p "$work/corpus/$name"
+        [ -d "$seeds/$name" ] && cp -n "$seeds/$name"/* "$work/corpus/$name/" 2>/dev/null
+        log="$work/logs/$name.log"
+        start=$(date +%s)
+        "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+                -print_final_stats=1 -artifact_prefix="$work/artifacts/$name-" \
+                "$work/corpus/$name" >"$log" 2>&1
+        rc=$?
+        runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
+        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n1)
+        echo "  $name: $((  $(date +%s) - start  )) s, ${runs:-?} runs, ${cov:-cov: ?}, corpus $(ls "$work/corpus/$name" | wc -l)"
+        if [ "$rc" != 0 ]; then
+                echo "  $name FAILED (exit $rc); log $log:" >&2
+                grep -A40 -m1 -E '^==[0-9]+==|runtime error|invariant broken|^SUMMARY' "$log" >&2 \
+                        || tail -n 40 "$log" >&2
+                ls "$work/artifacts/$name"-* 2>/dev/null >&2
+                failed="$failed $name"
+        fi
+done
+[ -z "$failed" ] || { echo "fuzz: failed:$failed" >&2; exit 1; }
