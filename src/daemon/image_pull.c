@@ -199,7 +199,7 @@ static int resolve(struct registry *reg, const struct image_ref *ref, struct man
         json_t *j = fetch_manifest(reg, image_ref_reference(ref), &type, err, errlen, &r);
         if (!j)
                 return r;
-        if (type == (const char *)OCI_INDEX) {
+        if (type && !strcmp(type, OCI_INDEX)) {
                 char digest[72];
                 r = pick_platform(j, digest, sizeof(digest), err, errlen);
                 json_decref(j);
@@ -208,7 +208,7 @@ static int resolve(struct registry *reg, const struct image_ref *ref, struct man
                 image_progress("platform linux/%s: %s", goarch(), digest);
                 if (!(j = fetch_manifest(reg, digest, &type, err, errlen, &r)))
                         return r;
-                if (type != (const char *)OCI_MANIFEST) {
+                if (!type || strcmp(type, OCI_MANIFEST) != 0) {
                         json_decref(j);
                         snprintf(err, errlen, "index entry %.19s is not an image manifest", digest);
                         return -EPROTO;
