@@ -1,15 +1,16 @@
 #!/bin/bash
 # Host side of tests/vm/v2-smoke.sh: run it in a cgroup-v2 QEMU guest (Debian 12, systemd).
-# The VM runner is not part of this repository: PADDOCK_VM_SCRIPTS names the directory that
-# holds its run-in-vm.sh (the fallback below is where the developers' machines keep it).
-#   tests/vm/run-v2-smoke.sh [run-in-vm.sh options, e.g. --keep or --fresh]
+# The VM runner is not part of this repository: PADDOCK_VM_SCRIPTS must name the directory that
+# holds its run-in-vm.sh.
+#   PADDOCK_VM_SCRIPTS=DIR tests/vm/run-v2-smoke.sh [run-in-vm.sh options, e.g. --keep or --fresh]
 # run-in-vm.sh copies only the files git knows of (build/ is ignored), so this stages a copy of
 # the tree plus build/{paddockd,paddock,paddock-init} and the host's static busybox (the guest
 # has no busybox-static) in a temporary directory, and runs the smoke test on that copy.
 # Build first (make); this script does not build, so that it never races another make.
 set -euo pipefail
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
-VM=${PADDOCK_VM_SCRIPTS:-$(cd "$TREE/../shared/vm" 2>/dev/null && pwd)}
+VM=${PADDOCK_VM_SCRIPTS:-}
+[ -n "$VM" ] || { echo "set PADDOCK_VM_SCRIPTS to the directory of the VM runner (run-in-vm.sh)" >&2; exit 2; }
 [ -x "$VM/run-in-vm.sh" ] || { echo "no $VM/run-in-vm.sh (set PADDOCK_VM_SCRIPTS)" >&2; exit 2; }
 BB=${BUSYBOX:-/bin/busybox}
 for f in paddockd paddock paddock-init; do
