@@ -176,14 +176,11 @@ static const struct exec_callbacks callbacks = {.output = on_output, .done = on_
 static ssize_t stream_read(void *data, char *buf, size_t max)
 {
         struct exec_ctx *c = data;
-        size_t avail = c->pending.len - c->pending_off;
-        if (avail == 0) {
+        size_t n = take_pending(buf, max, c->pending.data, c->pending.len, &c->pending_off);
+        if (n == 0) {
                 c->pending.len = c->pending_off = 0;
                 return c->done ? -1 : 0;
         }
-        size_t n = avail < max ? avail : max;
-        memcpy(buf, c->pending.data + c->pending_off, n);
-        c->pending_off += n;
         return (ssize_t)n;
 }
 

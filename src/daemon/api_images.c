@@ -113,13 +113,9 @@ static void on_done(int r, const char *msg, json_t *image, void *data)
 static ssize_t progress_read(void *data, char *buf, size_t max)
 {
         struct image_req *c = data;
-        size_t n = c->len - c->off;
+        size_t n = take_pending(buf, max, c->buf, c->len, &c->off);
         if (n == 0)
                 return c->finished ? -1 : 0;
-        if (n > max)
-                n = max;
-        memcpy(buf, c->buf + c->off, n);
-        c->off += n;
         return (ssize_t)n;
 }
 

@@ -335,12 +335,7 @@ ssize_t proc_reader_read(struct proc_reader *f, char *buf, size_t max)
                 bool more = f->p && f->follow && !f->sent_exit;
                 return more ? 0 : -1;
         }
-        size_t n = f->pending_len - f->pending_off;
-        if (n > max)
-                n = max;
-        memcpy(buf, f->pending + f->pending_off, n);
-        f->pending_off += n;
-        return (ssize_t)n;
+        return (ssize_t)take_pending(buf, max, f->pending, f->pending_len, &f->pending_off);
 }
 
 void proc_reader_close(struct proc_reader *f)

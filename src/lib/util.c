@@ -465,6 +465,16 @@ char *path_join(const char *a, const char *b)
         return p;
 }
 
+size_t take_pending(void *dst, size_t max, const void *src, size_t len, size_t *off)
+{
+        size_t n = *off < len ? len - *off : 0;
+        if (n > max)
+                n = max;
+        memcpy(dst, (const char *)src + *off, n);
+        *off += n;
+        return n;
+}
+
 const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE])
 {
         time_t t = (time_t)unix_s;

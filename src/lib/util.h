@@ -78,6 +78,10 @@ _warn_unused_ __attribute__((format(printf, 3, 4))) int buf_printf(char *buf, si
 /* "a/b" in a new allocation (NULL on out-of-memory); a trailing '/' of a is not doubled. */
 char *path_join(const char *a, const char *b);
 
+/* Copy up to max bytes of src[*off..len) to dst and advance *off: the bytes copied (0 when
+ * nothing is pending). The "drain a pending buffer into a reader's buffer" step of streams. */
+size_t take_pending(void *dst, size_t max, const void *src, size_t len, size_t *off);
+
 /* RFC 3339 UTC timestamp, "2026-12-01T23:11:03Z" (RFC3339_SIZE bytes with the NUL). */
 #define RFC3339_SIZE 21
 const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE]);

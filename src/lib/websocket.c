@@ -70,14 +70,8 @@ static ssize_t io_failed(wslay_event_context_ptr ctx, bool would_block)
 
 ssize_t ws_io_recv(struct ws_io *io, wslay_event_context_ptr ctx, uint8_t *buf, size_t len)
 {
-        if (ws_io_has_extra(io)) {
-                size_t n = io->extra_len - io->extra_off;
-                if (n > len)
-                        n = len;
-                memcpy(buf, io->extra + io->extra_off, n);
-                io->extra_off += n;
-                return (ssize_t)n;
-        }
+        if (ws_io_has_extra(io))
+                return (ssize_t)take_pending(buf, len, io->extra, io->extra_len, &io->extra_off);
         ssize_t n;
         do
                 n = recv(io->fd, buf, len, MSG_DONTWAIT);

@@ -1081,6 +1081,19 @@ static void test_util_path_join__one_slash(void)
         CHECK_EQ_STR(c, "/x");
 }
 
+static void test_util_take_pending__drains_in_pieces(void)
+{
+        const char src[] = "abcdef";
+        char out[4];
+        size_t off = 0;
+        CHECK_EQ_INT(take_pending(out, 4, src, 6, &off), 4);
+        CHECK(memcmp(out, "abcd", 4) == 0);
+        CHECK_EQ_INT(take_pending(out, 4, src, 6, &off), 2);
+        CHECK(memcmp(out, "ef", 2) == 0);
+        CHECK_EQ_INT(take_pending(out, 4, src, 6, &off), 0);
+        CHECK_EQ_INT(off, 6);
+}
+
 static void test_util_format_rfc3339__utc(void)
 {
         char ts[RFC3339_SIZE];
@@ -1092,6 +1105,7 @@ int main(void)
 {
         RUN(test_util_buf_printf__truncation_is_an_error);
         RUN(test_util_path_join__one_slash);
+        RUN(test_util_take_pending__drains_in_pieces);
         RUN(test_util_format_rfc3339__utc);
         RUN(test_util_utf8_valid__ascii);
         RUN(test_util_utf8_valid__multibyte);
