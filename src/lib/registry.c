@@ -15,7 +15,6 @@
 struct registry {
         CURL *curl;
         struct image_ref ref;
-        bool insecure;
         const struct registry_policy *policy;
         char base[700]; /* scheme://host/v2/repository */
         char *auth;     /* "Authorization: Bearer ..." once we have a token */
@@ -216,7 +215,6 @@ int registry_open(const struct image_ref *ref, bool insecure, const struct regis
                 return -ENOMEM;
         }
         r->ref = *ref;
-        r->insecure = insecure;
         r->policy = policy;
         if (BUF_PRINTF(r->base, "%s://%s/v2/%s", insecure ? "http" : "https", ref->registry,
                        ref->repository) < 0) {
@@ -389,7 +387,10 @@ static int perform(struct registry *r, const char *url, const char *accept, cons
                 bool same_origin =
                     d.http == first.http && d.port == first.port && !strcmp(d.host, first.host);
                 CURLcode rc = perform_once(r, cur, accept, same_origin ? r->auth : NULL, d.http, t);
-                if (rc != CURLE_OK && r->refused) {
+                /* Only a connection that failed can be blamed on a refused address: a host with
+                 * a refused and an allowed address may connect and then fail for another reason. */
+                if ((rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) &&
+                    r->refused) {
                         snprintf(err, errlen,
                                  "%s %s resolves to a %s address (%s); paddockd --allow-registry "
                                  "%s allows it",
