@@ -122,22 +122,6 @@ int client_connect(const char *socket_path)
         return TAKE_FD(fd);
 }
 
-/* MSG_NOSIGNAL: a daemon gone away is an error to report, not a reason to die. */
-static int send_all(int fd, const char *buf, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                buf += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 /* Request line and headers, the way libcurl sent them before: a JSON body is
  * application/json unless said otherwise, a POST without a body has Content-Length: 0. */
 static char *request_head(const struct request *req)
@@ -202,10 +186,10 @@ static int send_source(int fd, struct transfer *t)
                         return -ECANCELED;
                 }
                 if (n == 0)
-                        return chunked ? send_all(fd, "0\r\n\r\n", 5) : -ENODATA;
+                        return chunked ? write_all(fd, "0\r\n\r\n", 5) : -ENODATA;
                 if (!chunked) {
                         left -= (uint64_t)n;
-                        int r = send_all(fd, data, (size_t)n);
+                        int r = write_all(fd, data, (size_t)n);
                         if (r < 0)
                                 return r;
                         continue;
@@ -216,7 +200,7 @@ static int send_source(int fd, struct transfer *t)
                         return k;
                 memcpy(data - k, size, (size_t)k);
                 memcpy(data + n, "\r\n", 2);
-                int r = send_all(fd, data - k, (size_t)k + (size_t)n + 2);
+                int r = write_all(fd, data - k, (size_t)k + (size_t)n + 2);
                 if (r < 0)
                         return r;
         }
@@ -228,13 +212,13 @@ static int send_request(int fd, struct transfer *t)
         _cleanup_free_ char *head = request_head(req);
         if (!head)
                 return -ENOMEM;
-        int r = send_all(fd, head, strlen(head));
+        int r = write_all(fd, head, strlen(head));
         if (r < 0)
                 return r;
         if (req->source)
                 return send_source(fd, t);
         if (req->body && req->body_len > 0)
-                return send_all(fd, req->body, req->body_len);
+                return write_all(fd, req->body, req->body_len);
         return 0;
 }
 
@@ -247,7 +231,10 @@ static int read_response(int fd, struct transfer *t)
                 ssize_t n = recv(fd, buf, IO_SIZE, 0);
                 if (n < 0 && errno == EINTR)
                         continue;
-                /* A reset after the daemon's answer came in is its end. */
+                /* A reset after the daemon's answer came in is its end; but a body that runs
+                 * until the connection closes is cut short by a reset, not complete. */
+                if (n < 0 && errno == ECONNRESET && t->parser.state == HTTP1_BODY_CLOSE)
+                        return -ECONNRESET;
                 if (n == 0 || (n < 0 && errno == ECONNRESET))
                         return http1_eof(&t->parser);
                 if (n < 0)

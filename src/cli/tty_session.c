@@ -8,6 +8,7 @@
  * raw, as with ssh. */
 #include "cli/tty_session.h"
 #include "cli/envpath.h"
+#include "cli/opts.h"
 #include "cli/wsclient.h"
 #include "lib/util.h"
 
@@ -175,12 +176,8 @@ int tty_session_run(struct cli *cli, const char *name, json_t *spec, bool forwar
         }
         const char *term = getenv("TERM");
         if (term && *term) {
-                json_t *env = json_object_get(spec, "env");
-                if (!env) {
-                        env = json_object();
-                        json_object_set_new(spec, "env", env);
-                }
-                if (!json_object_get(env, "TERM"))
+                json_t *env = json_child(spec, "env");
+                if (env && !json_object_get(env, "TERM"))
                         json_object_set_new(env, "TERM", json_string(term));
         }
         struct client *client = cli_client(cli);

@@ -45,6 +45,10 @@ static uint32_t fnv1a(uint32_t h, const char *s)
         return h;
 }
 
+/* An environment's veth is "pdk" + 8 hex digits; its ifb adds an "i". Orphan cleanup matches
+ * links by this base length, so it lives next to the format that makes it. */
+#define IFNAME_BASE_LEN 11
+
 void network_ifname(const struct network *n, const char *env, char out[16])
 {
         snprintf(out, 16, "pdk%08x", fnv1a(n->hash_seed, env));
@@ -376,12 +380,12 @@ void network_remove_orphans(struct network *n, const char *const *keep, size_t n
         for (size_t i = 0; i < count; i++) {
                 /* An environment's links: its veth "pdkXXXXXXXX" and its ifb "pdkXXXXXXXXi". */
                 char base[16];
-                snprintf(base, sizeof(base), "%.11s", names[i]);
+                snprintf(base, sizeof(base), "%.*s", IFNAME_BASE_LEN, names[i]);
                 bool known = sorted_has(ifs_kept, n_keep, base);
                 /* Only interfaces of this daemon's naming (same hash seed) are ours to delete;
                  * we cannot tell, so only delete when no live env claims it and it has our
                  * exact shape. */
-                if (!known && strlen(names[i]) >= 11) {
+                if (!known && strlen(names[i]) >= IFNAME_BASE_LEN) {
                         log_info("removing orphaned interface %s", names[i]);
                         netlink_link_delete(names[i]);
                 }

@@ -268,10 +268,12 @@ int supervise_start(const struct supervise_spec *spec, const struct supervise_ch
                                     : loop_add_fd(s->loop, s->bound_fd, EPOLLIN, on_bound_exit, s,
                                                   &s->bound_src);
         }
+        /* A helper given a deadline never runs without one. */
+        if (r >= 0 && spec->timeout_ms &&
+            !(s->timer = loop_add_timer(s->loop, spec->timeout_ms, on_deadline, s)))
+                r = -ENOMEM;
         if (r < 0)
                 goto fail;
-        if (spec->timeout_ms)
-                s->timer = loop_add_timer(s->loop, spec->timeout_ms, on_deadline, s);
         s->count = spec->count;
         if (s->count)
                 (*s->count)++;
@@ -381,11 +383,6 @@ void supervise_kill(struct supervise *s)
 {
         if (s && !s->reaped && s->pidfd >= 0)
                 sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
-}
-
-bool supervise_exited(const struct supervise *s)
-{
-        return s->exited;
 }
 
 const struct supervise_exit *supervise_exit_info(const struct supervise *s)
