@@ -351,7 +351,6 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
         if (!e)
                 return -ENOMEM;
         e->cfg = *cfg;
-        e->spare.pidfd = -1;
         struct env_row *rows;
         size_t n;
         int r = state_env_list(cfg->state, &rows, &n);

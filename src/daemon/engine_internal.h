@@ -50,8 +50,7 @@ struct env {
 struct spare_disk {
         struct loop_timer *timer;
         char image[NAME_BUF_SIZE];
-        int pidfd; /* the helper making it, or -1 */
-        struct loop_source *src;
+        struct supervise *sv; /* the helper making it, or NULL */
 };
 
 struct engine {

@@ -13,15 +13,14 @@
  * works through the engine's accessors and its path helpers. */
 #include "daemon/engine_internal.h"
 #include "daemon/log.h"
+#include "daemon/supervise.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
 #include <dirent.h>
 #include <signal.h>
-#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #define MAX_SNAPSHOTS 256
@@ -488,18 +487,32 @@ void engine_storage_reconcile(struct engine *e)
  * A computer's disk is a writable snapshot of its image; the btrfs driver can make the next
  * one ahead of time so that a create only renames it into place. */
 
-static void on_spare_made(struct loop_source *src, int fd, uint32_t events, void *data)
+static void on_spare_made(void *data, const struct supervise_exit *x)
 {
         struct engine *e = data;
-        siginfo_t si = {0};
-        if (waitid(P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
-                return;
-        if (si.si_code != CLD_EXITED || si.si_status != 0)
+        if (x->signaled || x->status != 0)
                 log_warn("image %s: preparing a spare disk failed", e->spare.image);
-        loop_remove(e->spare.src);
-        e->spare.src = NULL;
-        close(e->spare.pidfd);
-        e->spare.pidfd = -1;
+        supervise_abandon(e->spare.sv, false);
+        e->spare.sv = NULL;
+}
+
+static const struct supervise_ops spare_ops = {.exit = on_spare_made};
+
+struct spare_arg {
+        struct storage *storage;
+        const char *image; /* the image's rootfs */
+};
+
+/* The forked helper (supervise_fork): snapshot the image into the spares directory. */
+static void make_spare(void *arg, pid_t daemon_pid, int status_fd, int data_fd)
+{
+        const struct spare_arg *a = arg;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != daemon_pid)
+                _exit(1);
+        close_fds_from(3, NULL, 0);
+        int r = a->storage->ops->prepare_spare(a->storage, a->image);
+        _exit(r < 0 && r != -ENOENT ? 1 : 0);
 }
 
 /* The snapshot commits a btrfs transaction (5-15 ms): a helper makes it, so the event loop
@@ -508,34 +521,16 @@ static void on_spare_timer(struct loop_timer *t, void *data)
 {
         struct engine *e = data;
         e->spare.timer = NULL;
-        if (e->spare.pidfd >= 0)
+        if (e->spare.sv)
                 return; /* one at a time; the next create asks again */
-        struct storage *s = e->cfg.storage;
         char image[4200];
         if (image_rootfs(e, e->spare.image, image, sizeof(image)) < 0)
                 return;
-        pid_t daemon_pid = getpid();
-        pid_t pid = fork();
-        if (pid == 0) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                if (getppid() != daemon_pid)
-                        _exit(1);
-                close_fds_from(3, NULL, 0);
-                int r = s->ops->prepare_spare(s, image);
-                _exit(r < 0 && r != -ENOENT ? 1 : 0);
-        }
-        int pidfd = pid > 0 ? sys_pidfd_open(pid, 0) : -1;
-        if (pidfd < 0 || loop_add_fd(e->cfg.loop, pidfd, EPOLLIN, on_spare_made, e,
-                                     &e->spare.src) < 0) {
-                if (pid > 0) {
-                        kill(pid, SIGKILL);
-                        waitpid(pid, NULL, 0);
-                }
-                if (pidfd >= 0)
-                        close(pidfd);
-                return;
-        }
-        e->spare.pidfd = pidfd;
+        struct spare_arg a = {.storage = e->cfg.storage, .image = image};
+        const struct supervise_spec spec = {
+            .loop = e->cfg.loop, .label = "spare disk", .ops = &spare_ops, .data = e};
+        if (supervise_fork(&spec, false, false, make_spare, &a, &e->spare.sv) < 0)
+                e->spare.sv = NULL;
 }
 
 /* After the create has answered (a timer, not this turn of the loop): the next computer of
@@ -543,7 +538,7 @@ static void on_spare_timer(struct loop_timer *t, void *data)
 void spare_schedule(struct engine *e, const char *image)
 {
         struct storage *s = e->cfg.storage;
-        if (!s->ops->prepare_spare || e->spare.pidfd >= 0)
+        if (!s->ops->prepare_spare || e->spare.sv)
                 return;
         snprintf(e->spare.image, sizeof(e->spare.image), "%s", image);
         if (!e->spare.timer)
@@ -553,7 +548,6 @@ void spare_schedule(struct engine *e, const char *image)
 void spare_free(struct engine *e)
 {
         loop_cancel_timer(e->spare.timer);
-        loop_remove(e->spare.src);
-        if (e->spare.pidfd >= 0)
-                close(e->spare.pidfd); /* the helper dies with us (PR_SET_PDEATHSIG) */
+        supervise_abandon(e->spare.sv, false); /* the helper dies with us (PR_SET_PDEATHSIG) */
+        e->spare.sv = NULL;
 }

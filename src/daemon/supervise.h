@@ -1,6 +1,6 @@
 /* One supervisor for every process the daemon forks to do a job for a client: file operations
  * and watches (lib/files.c enters the environment), exec sessions (lib/join.c), image jobs and
- * exports (host helpers, supervise_fork).
+ * exports, and the spare disks made ahead of creates (host helpers, supervise_fork).
  *
  * A helper's life:
  *   fork      the caller forks it (files_spawn, env_join_exec) and hands over its pidfd and the
