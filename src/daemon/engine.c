@@ -56,10 +56,7 @@ unsigned env_next_exec_id(struct env *v)
 
 static size_t name_hash(const char *s)
 {
-        uint32_t h = 2166136261u;
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 16777619u;
-        return h;
+        return fnv1a(FNV1A_INIT, s);
 }
 
 struct env *engine_find(struct engine *e, const char *name)

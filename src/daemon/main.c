@@ -247,14 +247,6 @@ static int open_init(const char *given)
         return fd;
 }
 
-static uint32_t fnv1a(const char *s)
-{
-        uint32_t h = 2166136261u;
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 16777619u;
-        return h;
-}
-
 /* "ADDR/PREFIX": ADDR into buf, the prefix length as written (not yet range-checked). */
 static int split_cidr(const char *s, char *buf, size_t size, unsigned long *ret_prefix)
 {
@@ -458,7 +450,7 @@ int main(int argc, char **argv)
                 log_error("state directory %s: path too long", root);
                 return 1;
         }
-        snprintf(subtree, sizeof(subtree), "paddock-%08x", fnv1a(root));
+        snprintf(subtree, sizeof(subtree), "paddock-%08x", fnv1a(FNV1A_INIT, root));
 
         struct state *state = NULL;
         if ((r = state_open(dbpath, &state)) < 0) {

@@ -38,13 +38,6 @@ struct network {
 
 #define DENIED_CACHE_MS 1000
 
-static uint32_t fnv1a(uint32_t h, const char *s)
-{
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 16777619u;
-        return h;
-}
-
 /* An environment's veth is "pdk" + 8 hex digits; its ifb adds an "i". Orphan cleanup matches
  * links by this base length, so it lives next to the format that makes it. */
 #define IFNAME_BASE_LEN 11
@@ -122,7 +115,7 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
                 return -ENOMEM;
         n->cfg = *c;
         n->envs = *envs;
-        n->hash_seed = fnv1a(2166136261u, c->root);
+        n->hash_seed = fnv1a(FNV1A_INIT, c->root);
         n->gateway.s_addr = htonl(ntohl(c->subnet.s_addr) + 1);
         int r = nft_open(c->table, c->subnet, c->prefix, n->gateway, c->ipv6 ? &c->subnet6 : NULL,
                          c->prefix6, &n->nft);

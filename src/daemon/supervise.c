@@ -385,6 +385,11 @@ void supervise_kill(struct supervise *s)
                 sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
 }
 
+bool supervise_exited(const struct supervise *s)
+{
+        return s->exited;
+}
+
 const struct supervise_exit *supervise_exit_info(const struct supervise *s)
 {
         return s->reaped ? &s->exit : NULL;

@@ -132,6 +132,7 @@ int supervise_files(struct engine *e, struct env *v, const char *kind, const cha
 void supervise_cancel_deadline(struct supervise *s);
 int supervise_signal(struct supervise *s, int sig); /* -ESRCH once it has exited */
 void supervise_kill(struct supervise *s);            /* SIGKILL, if still running */
+bool supervise_exited(const struct supervise *s);
 /* NULL until the helper has been reaped. */
 const struct supervise_exit *supervise_exit_info(const struct supervise *s);
 /* Reap now, waiting up to wait_ms for the exit, without running the exit callback (that still

@@ -475,6 +475,13 @@ size_t take_pending(void *dst, size_t max, const void *src, size_t len, size_t *
         return n;
 }
 
+uint32_t fnv1a(uint32_t h, const char *s)
+{
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        return h;
+}
+
 const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE])
 {
         time_t t = (time_t)unix_s;

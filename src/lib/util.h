@@ -82,6 +82,11 @@ char *path_join(const char *a, const char *b);
  * nothing is pending). The "drain a pending buffer into a reader's buffer" step of streams. */
 size_t take_pending(void *dst, size_t max, const void *src, size_t len, size_t *off);
 
+/* FNV-1a of a string, continuing from h (FNV1A_INIT for a fresh hash): stable names derived
+ * from paths and names (cgroup subtree, interface names) and hash-table buckets. */
+#define FNV1A_INIT 2166136261u
+uint32_t fnv1a(uint32_t h, const char *s);
+
 /* RFC 3339 UTC timestamp, "2026-12-01T23:11:03Z" (RFC3339_SIZE bytes with the NUL). */
 #define RFC3339_SIZE 21
 const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE]);
