@@ -718,9 +718,13 @@ static void test_tc_tbf__params(void)
         CHECK_EQ_INT(p.rate, 1);
 }
 
-static bool within(double measured, double want, double tolerance)
+/* The cap is what users rely on, so a flow may exceed it by 15% at most (bucket and
+ * measurement slack); below it the flow needs only 60%, because on a busy 2-core CI machine
+ * (or under ASan) the sender itself can fall short of the limit. Unshaped, the same
+ * veth carries over 500 mbit/s, so a missing shaper still fails loudly. */
+static bool shaped(double measured_mbit, double limit_mbit)
 {
-        return measured >= want * (1 - tolerance) && measured <= want * (1 + tolerance);
+        return measured_mbit <= limit_mbit * 1.15 && measured_mbit >= limit_mbit * 0.6;
 }
 
 /* host→env and env→host throughput with both limits at mbit (0: unlimited) */
@@ -736,8 +740,8 @@ static void measure(int env, int port, double mbit)
                 printf("    unlimited: to env %.1f mbit/s, from env %.1f mbit/s\n", down / 1e6,
                        up / 1e6);
         if (mbit > 0) {
-                CHECK(within(down / 1e6, mbit, 0.15));
-                CHECK(within(up / 1e6, mbit, 0.15));
+                CHECK(shaped(down / 1e6, mbit));
+                CHECK(shaped(up / 1e6, mbit));
         } else {
                 CHECK(down > 500e6);
                 CHECK(up > 500e6);
@@ -768,7 +772,7 @@ static void body_bandwidth(void)
         double up = throughput(env, host_ns, "10.77.0.1", 7301, 2.0);
         printf("    ingress only 20: to env %.1f mbit/s, from env %.1f mbit/s\n", down / 1e6,
                up / 1e6);
-        CHECK(within(down / 1e6, 20, 0.15));
+        CHECK(shaped(down / 1e6, 20));
         CHECK(up > 500e6);
 
         CHECK_EQ_INT(tc_set_bandwidth("pdkbw0", 0, 0), 0);
@@ -797,7 +801,7 @@ static void test_tc_bandwidth__shaping(void)
         in_fresh_netns(__func__, body_bandwidth);
 }
 
-/* PADDOCK_TC_SWEEP=1 (or a list of mbit/s, "1,5,100"): more rates, same ±15% (slow). */
+/* PADDOCK_TC_SWEEP=1 (or a list of mbit/s, "1,5,100"): more rates, same bounds (slow). */
 static void body_sweep(void)
 {
         int env = new_netns();
