@@ -384,9 +384,28 @@ static bool pattern_match(const char *pattern, char seg[MAX_SEGMENTS][128], size
         return true;
 }
 
+void api_caller(const struct request *r, struct caller *ret)
+{
+        ret->admin = req_actor_admin(r);
+        snprintf(ret->token, sizeof(ret->token), "%s", req_actor(r));
+}
+
+bool caller_sees_env(const struct caller *c, const struct env *v)
+{
+        return c->admin || strcmp(env_owner(v), c->token) == 0;
+}
+
+void api_request_done(struct request *r, void *engine)
+{
+}
+
 static struct env *find_env(struct request *r, struct engine *e, const char *name)
 {
+        struct caller c;
+        api_caller(r, &c);
         struct env *v = name_is_valid(name) ? engine_find(e, name) : NULL;
+        if (v && !caller_sees_env(&c, v))
+                v = NULL; /* another token's: indistinguishable from a missing one */
         if (!v)
                 http_reply_error(r, 404, "not_found", "no such environment: %s", name);
         return v;
@@ -399,6 +418,8 @@ void api_handle(struct request *r, void *ctx)
 {
         struct route_call c = {.r = r, .e = ctx};
         char seg[MAX_SEGMENTS][128];
+        /* Until tokens exist every caller is the local administrator. */
+        req_set_actor(r, "", true);
         size_t n = split_path(req_path(r), seg);
         const struct api_route_entry *hit = NULL, *known = NULL; /* known: the path matches */
         const char *env = NULL;
@@ -430,5 +451,6 @@ void api_handle(struct request *r, void *ctx)
                 return;
         }
         c.what = hit->what;
+        req_set_route(r, hit->route.pattern, env);
         hit->call(&c);
 }

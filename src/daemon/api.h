@@ -5,6 +5,18 @@
 #include "daemon/http.h"
 
 void api_handle(struct request *r, void *engine);
+/* http_config.done: a request is over (audit log, metrics). */
+void api_request_done(struct request *r, void *engine);
+
+/* Who sends a request, resolved by api_handle before any handler runs. The local socket
+ * without a token is the administrator; a token is an administrator only if made --admin. */
+struct caller {
+        bool admin;
+        char token[NAME_BUF_SIZE]; /* the token's name; "" = the local administrator */
+};
+void api_caller(const struct request *r, struct caller *ret);
+/* May this caller see and act on v? (Another token's environment answers 404.) */
+bool caller_sees_env(const struct caller *c, const struct env *v);
 bool api_wants_spool(const char *method, const char *path, const char *content_type);
 
 /* The route table api_handle dispatches on, read-only (paddockd --routes prints it).

@@ -24,6 +24,11 @@ const char *env_name(const struct env *v)
         return v->row.name;
 }
 
+const char *env_owner(const struct env *v)
+{
+        return v->row.owner;
+}
+
 bool env_running(const struct env *v)
 {
         return v->pidfd >= 0;

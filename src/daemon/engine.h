@@ -48,6 +48,7 @@ struct env_spec {
         json_t *env;    /* object of string values (borrowed) */
         json_t *labels; /* object of string values (borrowed) */
         struct netpolicy net; /* moved into the environment by engine_create */
+        const char *owner;    /* the creating token's name; NULL or "" = the administrator */
 };
 
 struct engine;
@@ -63,6 +64,8 @@ struct env *engine_find(struct engine *e, const char *name);
 /* Iterate: pass NULL to get the first. */
 struct env *engine_next(struct engine *e, struct env *prev);
 const char *env_name(const struct env *v);
+/* The token that created it; "" = the administrator. */
+const char *env_owner(const struct env *v);
 bool env_running(const struct env *v);
 enum env_kind env_kind(const struct env *v);
 bool env_has_label(const struct env *v, const char *key, const char *value);

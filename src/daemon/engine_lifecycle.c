@@ -338,6 +338,7 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
         cgroup_name_of(v->row.name, v->cgname);
         snprintf(v->row.kind, sizeof(v->row.kind), "%s", kind_name(spec->kind));
         snprintf(v->row.image, sizeof(v->row.image), "%s", spec->image);
+        snprintf(v->row.owner, sizeof(v->row.owner), "%s", spec->owner ? spec->owner : "");
         snprintf(v->row.status, sizeof(v->row.status), "creating");
         v->row.created_at = wall_s();
         v->row.expires_at = spec->ttl_s ? v->row.created_at + (int64_t)spec->ttl_s : 0;

@@ -5,6 +5,7 @@
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 struct http_server {
         struct MHD_Daemon *mhd;
@@ -37,6 +38,13 @@ struct request {
         /* protocol switch */
         const struct http_upgrade_ops *uops;
         void *udata;
+        /* for the done hook */
+        unsigned status;
+        struct timespec started;
+        bool actor_admin;
+        char actor[64];
+        char env[64];
+        const char *route;
 };
 
 struct http_upgraded {
@@ -84,6 +92,56 @@ size_t req_query_all(const struct request *r, const char *key, const char **out,
 const char *req_header(const struct request *r, const char *name)
 {
         return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+bool req_from_gateway(const struct request *r)
+{
+        return r->srv->cfg.gateway;
+}
+
+unsigned req_status(const struct request *r)
+{
+        return r->status;
+}
+
+double req_elapsed_s(const struct request *r)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (double)(now.tv_sec - r->started.tv_sec) +
+               (double)(now.tv_nsec - r->started.tv_nsec) / 1e9;
+}
+
+void req_set_actor(struct request *r, const char *token, bool admin)
+{
+        snprintf(r->actor, sizeof(r->actor), "%s", token);
+        r->actor_admin = admin;
+}
+
+const char *req_actor(const struct request *r)
+{
+        return r->actor;
+}
+
+bool req_actor_admin(const struct request *r)
+{
+        return r->actor_admin;
+}
+
+void req_set_route(struct request *r, const char *pattern, const char *env)
+{
+        r->route = pattern;
+        snprintf(r->env, sizeof(r->env), "%s", env ? env : "");
+}
+
+const char *req_route(const struct request *r)
+{
+        return r->route ? r->route : "";
+}
+
+const char *req_env(const struct request *r)
+{
+        return r->env;
 }
 
 const char *req_body(const struct request *r, size_t *ret_len)
@@ -161,6 +219,7 @@ static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
         MHD_queue_response(r->conn, status, resp);
         MHD_destroy_response(resp);
         r->answered = true;
+        r->status = status;
         if (r->suspended) {
                 r->suspended = false;
                 resume(r);
@@ -396,6 +455,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 r->srv = srv;
                 r->conn = conn;
                 r->spool_fd = -EBADF;
+                clock_gettime(CLOCK_MONOTONIC, &r->started);
                 snprintf(r->method, sizeof(r->method), "%s", method);
                 r->bad_path = BUF_PRINTF(r->path, "%s", url) < 0; /* answered 414 */
                 *con_cls = r;
@@ -490,6 +550,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 r->uops = NULL;
                 ops->abandoned(r->udata);
         }
+        if (r->srv->cfg.done)
+                r->srv->cfg.done(r, r->srv->cfg.ctx);
         if (r->on_free)
                 r->on_free(r->on_free_data);
         if (r->spool_fd >= 0)

@@ -25,7 +25,13 @@ struct http_config {
         const char *spool_dir;
         http_handler_fn handler;
         http_spool_fn wants_spool;
+        /* Runs once per request when it is over (answered and sent, or the client gone):
+         * audit and metrics read req_status(), req_elapsed_s(), req_actor() there. */
+        http_handler_fn done;
         void *ctx;
+        /* Connections come from the network gateway, not the local socket: every request
+         * must carry a valid token (req_from_gateway). */
+        bool gateway;
 };
 
 int http_server_start(struct loop *loop, const struct http_config *cfg, struct http_server **ret);
@@ -83,6 +89,20 @@ void http_reply_upgrade(struct request *r, const char *const *headers,
 void http_upgraded_close(struct http_upgraded *u);
 /* A request header (case-insensitive name), or NULL. */
 const char *req_header(const struct request *r, const char *name);
+/* Did the request arrive through the network gateway (http_config.gateway)? */
+bool req_from_gateway(const struct request *r);
+/* The status answered (0: none yet) and the seconds since the request's head arrived. */
+unsigned req_status(const struct request *r);
+double req_elapsed_s(const struct request *r);
+/* Who sent it, as the API layer resolved it: a token name ("" = the local administrator),
+ * the route pattern that matched and the environment named (both "" when none). Kept with the
+ * request for the done hook. */
+void req_set_actor(struct request *r, const char *token, bool admin);
+const char *req_actor(const struct request *r);
+bool req_actor_admin(const struct request *r);
+void req_set_route(struct request *r, const char *pattern, const char *env);
+const char *req_route(const struct request *r);
+const char *req_env(const struct request *r);
 
 /* Called when the request is freed (answered or connection gone); deferred work must drop
  * its pointer to r. */

@@ -517,6 +517,7 @@ int main(int argc, char **argv)
                                  .spool_dir = spool,
                                  .handler = api_handle,
                                  .wants_spool = api_wants_spool,
+                                 .done = api_request_done,
                                  .ctx = engine};
         struct http_server *http = NULL;
         if ((r = http_server_start(loop, &hc, &http)) < 0) {

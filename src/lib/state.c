@@ -40,6 +40,8 @@ static const char *const migrations[] = {
         "  env TEXT NOT NULL REFERENCES envs(name) ON DELETE CASCADE,"
         "  port INTEGER NOT NULL,"
         "  PRIMARY KEY (proto, host_port));",
+        /* 3: the token that created each environment ("" = the administrator). */
+        "ALTER TABLE envs ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
 };
 
 static int sql_err(int rc)
@@ -195,6 +197,7 @@ static int bind_env(sqlite3_stmt *st, const struct env_row *e)
         sqlite3_bind_int(st, 10, e->autostart);
         sqlite3_bind_text(st, 11, e->spec ? e->spec : "{}", -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 12, e->ip, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 13, e->owner, -1, SQLITE_STATIC);
         return 0;
 }
 
@@ -279,8 +282,8 @@ int state_env_insert(struct state *s, const struct env_row *e)
 {
         return env_write(s,
                          "INSERT INTO envs (name, kind, image, status, uid_base, pid, pid_start,"
-                         " created_at, expires_at, autostart, spec, ip)"
-                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                         " created_at, expires_at, autostart, spec, ip, owner)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                          e);
 }
 
@@ -289,7 +292,7 @@ int state_env_update(struct state *s, const struct env_row *e)
         return env_write(s,
                          "UPDATE envs SET kind=?2, image=?3, status=?4, uid_base=?5, pid=?6,"
                          " pid_start=?7, created_at=?8, expires_at=?9, autostart=?10, spec=?11,"
-                         " ip=?12 WHERE name=?1",
+                         " ip=?12, owner=?13 WHERE name=?1",
                          e);
 }
 
@@ -314,7 +317,7 @@ static int env_fill(sqlite3_stmt *st, void *row)
         int r;
         if ((r = COPY_TEXT(e->name, st, 0)) < 0 || (r = COPY_TEXT(e->kind, st, 1)) < 0 ||
             (r = COPY_TEXT(e->image, st, 2)) < 0 || (r = COPY_TEXT(e->status, st, 3)) < 0 ||
-            (r = COPY_TEXT(e->ip, st, 11)) < 0)
+            (r = COPY_TEXT(e->ip, st, 11)) < 0 || (r = COPY_TEXT(e->owner, st, 12)) < 0)
                 return r;
         e->uid_base = (uint32_t)sqlite3_column_int64(st, 4);
         e->pid = sqlite3_column_int64(st, 5);
@@ -337,7 +340,7 @@ int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n)
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = prepare(s,
                         "SELECT name, kind, image, status, uid_base, pid, pid_start,"
-                        " created_at, expires_at, autostart, spec, ip FROM envs"
+                        " created_at, expires_at, autostart, spec, ip, owner FROM envs"
                         " ORDER BY created_at, name",
                         &st);
         if (r < 0)

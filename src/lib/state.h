@@ -22,6 +22,7 @@ struct env_row {
         bool autostart;
         char *spec;           /* JSON: limits, env, labels, network, ttl (owned) */
         char ip[16];          /* IPv4 address when networked, else "" */
+        char owner[NAME_BUF_SIZE]; /* the token that created it; "" = the administrator */
 };
 
 struct port_row {
