@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Paddock at scale: list, inspect and create latency as the population grows.
 
-Starts a private paddockd the way the integration tests do (tests/integration/conftest.py's
+Starts a private paddockd the way the integration tests do (tests/conftest.py's
 Daemon: its own --root under /var/tmp, socket, uid registry and network namespace), imports the
 busybox image, then for each N grows the population to N networked computers ("open") and N
 sandboxes (no network) and measures over the raw unix socket:
@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests"))
 import conftest  # noqa: E402  (the integration harness: Daemon, UnixHTTPConnection)
 
 NS = [int(x) for x in os.environ.get("BENCH_SCALE_N", "50 100 200 500").split()]

@@ -4,8 +4,9 @@ The registry is Debian's docker-registry, started inside the test daemon's netwo
 127.0.0.1:5000, fronted on 127.0.0.1:5001 by registry_proxy.py, which demands Docker Hub's
 Bearer-token dance. Pulls reach only public addresses unless paddockd allows a registry, so
 the daemons here run with --insecure-registry for both (plain http to loopback; see also
-test_registry_ssrf.py). Images are OCI layouts made with umoci (plus hand-made blobs for an opaque
-directory, a zstd layer and a multi-platform index) and pushed with skopeo."""
+tests/security/test_network_escapes.py). Images are OCI layouts made with umoci (plus hand-made
+blobs for an opaque directory, a zstd layer and a multi-platform index) and pushed with
+skopeo."""
 import glob
 import io
 import json
