@@ -415,6 +415,11 @@ const char *engine_root(struct engine *e)
         return e->cfg.root;
 }
 
+const char *engine_apt_dir(struct engine *e)
+{
+        return e->cfg.apt_dir ? e->cfg.apt_dir : "/etc/apt";
+}
+
 struct state *engine_state(struct engine *e)
 {
         return e->cfg.state;

@@ -29,6 +29,7 @@ struct engine_config {
         struct state *state;
         struct loop *loop;
         struct storage *storage;
+        const char *apt_dir;      /* the host's apt configuration: image build's mirror, proxy */
 };
 
 /* A validated create request. */
@@ -164,6 +165,7 @@ void engine_set_destroy_hook(struct engine *e, void (*fn)(const char *name));
 
 /* Shared with images.c */
 const char *engine_root(struct engine *e);
+const char *engine_apt_dir(struct engine *e);
 struct state *engine_state(struct engine *e);
 bool engine_image_in_use(struct engine *e, const char *name, int *ret_count);
 void engine_images_cleanup(struct engine *e); /* interrupted imports, at startup */

@@ -35,6 +35,7 @@ struct options {
         const char *resolv_conf;
         const char *default_image;
         const char *storage;
+        const char *apt_dir;
         uint64_t pool_bytes;
         uint64_t image_max_bytes;
         bool no_network;
@@ -64,7 +65,9 @@ static void usage(FILE *f)
                    "  --allow-registry HOST[:PORT]  pulls may reach HOST at any address, private and\n"
                    "                      loopback ones included (default: public addresses only;\n"
                    "                      repeatable; no PORT: every port)\n"
-                   "  --insecure-registry HOST[:PORT]  the same, and plain http to HOST allowed\n");
+                   "  --insecure-registry HOST[:PORT]  the same, and plain http to HOST allowed\n"
+                   "  --apt-config DIR    the apt configuration image builds take their default\n"
+                   "                      mirror and proxy from (default /etc/apt)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -81,6 +84,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"help", no_argument, NULL, 'h'},          {"routes", no_argument, NULL, 'L'},
                 {"allow-registry", required_argument, NULL, 'a'},
                 {"insecure-registry", required_argument, NULL, 'k'},
+                {"apt-config", required_argument, NULL, 'A'},
                 {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -103,6 +107,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'N': o->no_network = true; break;
                 case 'I': o->default_image = optarg; break;
                 case 'S': o->storage = optarg; break;
+                case 'A': o->apt_dir = optarg; break;
                 case 'M':
                         if (parse_size(optarg, &o->image_max_bytes) < 0 || !o->image_max_bytes) {
                                 fprintf(stderr, "paddockd: --max-image-size: invalid size %s\n",
@@ -486,7 +491,8 @@ int main(int argc, char **argv)
                                    .cgroups = cg,
                                    .state = state,
                                    .loop = loop,
-                                   .storage = storage};
+                                   .storage = storage,
+                                   .apt_dir = o.apt_dir};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));
