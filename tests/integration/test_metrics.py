@@ -366,3 +366,34 @@ def test_stats_streams_successive_tables(daemon):
     tables = out.count("NAME ")
     assert 2 <= tables <= 4, out
     assert out.count("\ns1 ") + out.startswith("s1 ") == tables, out
+
+
+def test_stats_on_a_terminal_redraws_in_place(daemon):
+    import os
+    import pty
+    import subprocess
+    from conftest import PADDOCK
+    daemon.create("t1")
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([PADDOCK, "--socket", daemon.sock, "stats", "--no-stream"],
+                             stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        slave = -1
+        out = b""
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:  # EIO: the other side is closed
+                break
+            if not b:
+                break
+            out += b
+        assert p.wait(10) == 0
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    text = out.decode()
+    assert text.startswith("\033[H\033[2J"), repr(text)  # home + clear: the table is redrawn
+    assert "NAME" in text and "\nt1 " in text.replace("\r\n", "\n"), repr(text)
