@@ -122,10 +122,10 @@ static json_t *row_json(const json_t *env, const struct sample *prev, uint64_t n
         bool has_cpu = u64_at(usage, "cpu_usage_us", &cpu) && before &&
                        u64_at(json_object_get(before, "usage"), "cpu_usage_us", &cpu0) &&
                        cpu >= cpu0 && now_us > prev->at_us;
-        json_object_set_new(row, "cpu_percent",
-                            has_cpu ? json_real(100.0 * (double)(cpu - cpu0) /
-                                                (double)(now_us - prev->at_us))
-                                    : json_null());
+        json_object_set_new(
+            row, "cpu_percent",
+            has_cpu ? json_real(100.0 * (double)(cpu - cpu0) / (double)(now_us - prev->at_us))
+                    : json_null());
         bool has_mem = u64_at(usage, "memory", &mem);
         bool has_limit = u64_at(json_object_get(env, "limits"), "memory", &limit) && limit;
         json_object_set_new(row, "memory", has_mem ? json_integer((json_int_t)mem) : json_null());
@@ -134,13 +134,11 @@ static json_t *row_json(const json_t *env, const struct sample *prev, uint64_t n
         json_object_set_new(row, "memory_percent",
                             has_mem && has_limit ? json_real(100.0 * (double)mem / (double)limit)
                                                  : json_null());
-        static const char *const counts[][2] = {{"pids", "pids"},
-                                                {"net_rx_bytes", "net_rx_bytes"},
-                                                {"net_tx_bytes", "net_tx_bytes"}};
+        static const char *const counts[] = {"pids", "net_rx_bytes", "net_tx_bytes"};
         for (size_t i = 0; i < ELEMENTSOF(counts); i++)
-                json_object_set_new(row, counts[i][1],
-                                    u64_at(usage, counts[i][0], &v) ? json_integer((json_int_t)v)
-                                                                    : json_null());
+                json_object_set_new(row, counts[i],
+                                    u64_at(usage, counts[i], &v) ? json_integer((json_int_t)v)
+                                                                 : json_null());
         json_object_set_new(row, "disk_used",
                             u64_at(json_object_get(env, "disk"), "used", &v)
                                 ? json_integer((json_int_t)v)
@@ -191,8 +189,8 @@ static const char *percent_of(const json_t *row, const char *key, char *buf, siz
 
 static int print_table(const json_t *rows)
 {
-        static const char *const headers[] = {"NAME", "CPU%", "MEM USAGE / LIMIT", "MEM%",
-                                              "PIDS", "NET I/O", "DISK"};
+        static const char *const headers[] = {
+            "NAME", "CPU%", "MEM USAGE / LIMIT", "MEM%", "PIDS", "NET I/O", "DISK"};
         struct table *t = table_new(headers, ELEMENTSOF(headers));
         if (!t)
                 return -1;

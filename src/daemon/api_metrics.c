@@ -15,7 +15,7 @@ static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DE
 
 /* Latency buckets (seconds): from a cached inspect to a long exec. */
 static const double bucket_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                   0.1,    0.25,  0.5,    1,     2.5,   5,     10};
+                                   0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 static const char *const bucket_text[] = {"0.0005", "0.001", "0.0025", "0.005", "0.01",
                                           "0.025",  "0.05",  "0.1",    "0.25",  "0.5",
                                           "1",      "2.5",   "5",      "10"};

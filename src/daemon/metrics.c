@@ -46,7 +46,7 @@ void metrics_env_net(struct engine *e, struct env *v, bool listed, struct link_s
         char ifname[16];
         network_ifname(e->net, v->row.name, ifname);
         struct link_stats one;
-        const struct link_stats *s = listed                                    ? veth_cached(ifname)
+        const struct link_stats *s = listed                                  ? veth_cached(ifname)
                                      : netlink_link_stats(ifname, &one) >= 0 ? &one
                                                                              : NULL;
         if (!s)
@@ -218,8 +218,7 @@ int metrics_write_envs(struct engine *e, FILE *f, metrics_sees_fn sees, const vo
                 if (sees(v, ctx))
                         take_sample(e, v, &samples[n++]);
         for (size_t fam = 0; fam < ELEMENTSOF(env_families); fam++) {
-                family(f, env_families[fam].name, env_families[fam].type,
-                       env_families[fam].help);
+                family(f, env_families[fam].name, env_families[fam].type, env_families[fam].help);
                 for (size_t i = 0; i < n; i++) {
                         char val[48];
                         if (!sample_value(&samples[i], (enum env_family)fam, val, sizeof(val)))
@@ -257,7 +256,7 @@ static double uptime_s(void)
 
 void metrics_write_daemon(struct engine *e, FILE *f)
 {
-        static const char *const states[] = {"creating", "running",  "paused",
+        static const char *const states[] = {"creating", "running", "paused",
                                              "stopping", "stopped", "deleting"};
         static const char *const kinds[] = {"computer", "sandbox"};
         size_t count[ELEMENTSOF(states)][ELEMENTSOF(kinds)] = {{0}};

@@ -48,7 +48,7 @@ static int stats_cb(const struct nlmsghdr *nlh, void *userdata)
                                 return MNL_CB_OK;
                         if (l->only ? strcmp(name, l->only) != 0
                                     : strncmp(name, l->prefix, strlen(l->prefix)) != 0 ||
-                                              (l->name_len && len != l->name_len))
+                                          (l->name_len && len != l->name_len))
                                 return MNL_CB_OK;
                         memcpy(s.name, name, len + 1);
                         named = true;
@@ -78,8 +78,7 @@ static int by_name(const void *a, const void *b)
         return strcmp(((const struct link_stats *)a)->name, ((const struct link_stats *)b)->name);
 }
 
-int netlink_veth_stats(const char *prefix, size_t name_len, struct link_stats **ret,
-                       size_t *ret_n)
+int netlink_veth_stats(const char *prefix, size_t name_len, struct link_stats **ret, size_t *ret_n)
 {
         if (!prefix || !ret || !ret_n)
                 return -EINVAL;

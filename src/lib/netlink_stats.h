@@ -18,10 +18,8 @@ struct link_stats {
 /* Every veth whose name starts with prefix and is name_len bytes long (0: any length), sorted
  * by name (for link_stats_find). *ret is malloc'd (the caller frees it; non-NULL also when
  * none matched). */
-int netlink_veth_stats(const char *prefix, size_t name_len, struct link_stats **ret,
-                       size_t *ret_n);
+int netlink_veth_stats(const char *prefix, size_t name_len, struct link_stats **ret, size_t *ret_n);
 /* One link by name; -ENODEV if there is none. */
 int netlink_link_stats(const char *ifname, struct link_stats *ret);
 /* The entry named name in a sorted array, or NULL (binary search). */
-const struct link_stats *link_stats_find(const struct link_stats *all, size_t n,
-                                         const char *name);
+const struct link_stats *link_stats_find(const struct link_stats *all, size_t n, const char *name);
