@@ -53,3 +53,4 @@ int cmd_fork(struct cli *cli, int argc, char **argv);
 int cmd_commit(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);
 int cmd_daemon(struct cli *cli, int argc, char **argv);
+int cmd_stats(struct cli *cli, int argc, char **argv); /* cmd_stats.c */

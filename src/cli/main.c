@@ -26,6 +26,7 @@ static const struct subverb verbs[] = {
     {"daemon", cmd_daemon},
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore},
     {"fork", cmd_fork},         {"commit", cmd_commit},
+    {"stats", cmd_stats},
 };
 
 static const char overview[] =
@@ -45,6 +46,7 @@ static const char overview[] =
     "  shell NAME                   interactive shell in a terminal inside\n"
     "  cp SRC DST                   copy files and directories in or out (NAME:/path)\n"
     "  watch NAME PATH              print changes below a directory as they happen\n"
+    "  stats [NAME...]              live CPU, memory, processes, network and disk use\n"
     "\n"
     "Background processes (exec -d):\n"
     "  ps NAME                      list them\n"

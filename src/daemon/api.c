@@ -1,4 +1,5 @@
 #include "daemon/api.h"
+#include "daemon/metrics.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -290,6 +291,11 @@ static void storage_action(const struct route_call *c)
         api_env_storage_action(c->r, c->e, c->v, c->what);
 }
 
+static void metrics_get(const struct route_call *c)
+{
+        api_metrics(c->r, c->e);
+}
+
 #define ENV_FIRST ROUTE_ENV_FIRST
 #define PROCS     (ROUTE_ENV_FIRST | ROUTE_OWN_METHODS)
 /* Every route of the API. A pattern is literal segments and {placeholders}; one that starts
@@ -339,6 +345,7 @@ static const struct api_route_entry routes[] = {
     {{"POST", "/v1/envs/{name}/restore"}, storage_action, "restore", ENV_FIRST},
     {{"POST", "/v1/envs/{name}/fork"}, storage_action, "fork", ENV_FIRST},
     {{"POST", "/v1/envs/{name}/commit"}, storage_action, "commit", ENV_FIRST},
+    {{"GET", "/metrics"}, metrics_get, NULL, 0},
 };
 #undef ENV_FIRST
 #undef PROCS
@@ -397,6 +404,7 @@ bool caller_sees_env(const struct caller *c, const struct env *v)
 
 void api_request_done(struct request *r, void *engine)
 {
+        metrics_request_done(r);
 }
 
 static struct env *find_env(struct request *r, struct engine *e, const char *name)
