@@ -6,7 +6,10 @@
  * The unit-test build links only libpaddock.a, and the client lives in the CLI, so its sources
  * are compiled into this file (as test_supervise.c does with daemon files). */
 #include "../../src/cli/client.c"
+#include "../../src/cli/hostkey.c"
 #include "../../src/cli/http1.c"
+#include "../../src/cli/tls.c"
+#include "../../src/cli/transport.c"
 
 #include "unit.h"
 
