@@ -113,6 +113,9 @@ class TLSFront:
 
     def _serve(self, raw):
         raw.settimeout(30)
+        # Each piece of a response goes out as it comes: with Nagle, a second small record
+        # would wait for the client's delayed ACK (40 ms).
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             tls = raw if self.plain else self.ctx.wrap_socket(raw, server_side=True)
         except (OSError, ssl.SSLError):
