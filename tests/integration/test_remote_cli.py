@@ -11,20 +11,17 @@ import hashlib
 import os
 import pty
 import re
-import shlex
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
 import threading
-import time
 
 import pytest
 
 from conftest import PADDOCK, wait_for
 from test_shell import Tmux, pane_cmd
-from tls_front import TLSFront, fingerprint, make_ca, make_self_signed, make_signed
+from tls_front import TLSFront, make_ca, make_self_signed, make_signed
 
 
 @pytest.fixture
@@ -96,7 +93,7 @@ def known_hosts(home):
 # ------------------------------------------------------------------------- verbs over TLS
 
 
-def test_verbs_over_tls(daemon, front, home):
+def test_verbs_over_tls(daemon, front, home, image_dir):
     assert remote(front, "create", "r1", home=home).out.strip() == "r1"
     assert re.search(r"^r1\s+sandbox\s+running", remote(front, "ls", home=home).out, re.M)
     p = remote(front, "exec", "r1", "--", "sh", "-c", "echo out; echo err >&2; exit 3",
@@ -108,6 +105,10 @@ def test_verbs_over_tls(daemon, front, home):
     p = remote(front, "exec", "-i", "r1", "--", "wc", "-l", home=home, input=data)
     assert p.out.strip() == "20000"
     assert re.search(r"^base\b", remote(front, "image", "ls", home=home).out, re.M)
+    # an image import streams a tar of the directory up
+    assert remote(front, "image", "import", "rimg", image_dir, home=home).out.strip() == "rimg"
+    assert re.search(r"^rimg\b", remote(front, "image", "ls", home=home).out, re.M)
+    remote(front, "image", "rm", "rimg", home=home)
     # every request named the daemon by the URL's authority and went through the front
     assert front.heads and all("\r\nHost: %s\r\n" % front.authority in h for h in front.heads)
     assert not any("authorization:" in h.lower() for h in front.heads)  # no token given
@@ -327,3 +328,49 @@ def test_host_urls_and_plain_http(daemon, fronts, home):
     p = run("--host", v6.url, "--fingerprint", v6.fingerprint, "ls", home=home)
     assert p.returncode == 0, p.err
     assert "\r\nHost: [::1]:%d\r\n" % v6.port in v6.heads[-1]
+
+
+def test_system_shows_the_fingerprint_and_a_token_goes_over_the_unix_socket(certs, home):
+    """Against a stand-in daemon on a unix socket that answers GET /v1/system as a daemon with
+    a TLS listener does, and records the requests' headers."""
+    import http.server
+    import json
+    import socketserver
+
+    fp = "sha256:" + ":".join(["5A"] * 32)
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(dict(self.headers))
+            body = json.dumps({"version": "test", "gateway": {"tls_fingerprint": fp}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def address_string(self):
+            return "unix"
+
+        def log_message(self, *a):
+            pass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+    sock = os.path.join(certs, "fake.sock")
+    srv = Server(sock, Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        p = run("--socket", sock, "--token", "pdk_local", "system", home=home)
+        assert p.returncode == 0, p.err
+        assert "TLS fingerprint: %s\n" % fp in p.out
+        assert seen[-1].get("Authorization") == "Bearer pdk_local"
+        p = run("--socket", sock, "system", "--json", home=home)
+        assert "TLS fingerprint:" not in p.out and json.loads(p.out)["gateway"]
+        assert "Authorization" not in seen[-1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
