@@ -53,3 +53,5 @@ int cmd_fork(struct cli *cli, int argc, char **argv);
 int cmd_commit(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);
 int cmd_daemon(struct cli *cli, int argc, char **argv);
+int cmd_audit(struct cli *cli, int argc, char **argv);
+int cmd_events(struct cli *cli, int argc, char **argv);

@@ -26,6 +26,7 @@ static const struct subverb verbs[] = {
     {"daemon", cmd_daemon},
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore},
     {"fork", cmd_fork},         {"commit", cmd_commit},
+    {"audit", cmd_audit},       {"events", cmd_events},
 };
 
 static const char overview[] =
@@ -67,6 +68,8 @@ static const char overview[] =
     "Images and daemon:\n"
     "  image ls|import|export|pull|build|rm   manage root filesystem images\n"
     "  system                       daemon version and host capabilities\n"
+    "  audit [--env N] [--since D]  the audit log: changes and commands, who and when\n"
+    "  events [--env N] [--type T]  print events (created, started, oom, ...) as they happen\n"
     "  daemon [ARGS]                run paddockd\n"
     "\n"
     "Global options:\n"

@@ -228,6 +228,58 @@ static void add_notes(json_t *rec, json_t *notes)
         }
 }
 
+/* What a request asked for, in the fields people look for, never values that may hold secrets
+ * (environment variables, stdin, labels) or file contents. */
+static const char *const body_fields[] = {
+        "name",     "kind",     "image",     "cpus",     "memory",   "swap",      "pids",
+        "disk",     "ttl",      "autostart", "network",  "host_port", "port",     "proto",
+        "snapshot", "from",     "to",        "overwrite", "signal",  "pull",      "build",
+        "insecure", "admin",    "max_envs",  "max_cpus", "max_memory", "max_disk", "rate",
+        "expires",  NULL,
+};
+
+static void add_string(json_t *rec, const char *key, const char *s)
+{
+        size_t n = strnlen(s, 4096);
+        if (!json_object_get(rec, key) && utf8_valid(s, n))
+                json_object_set_new(rec, key, json_stringn(s, utf8_whole_prefix(s, n)));
+}
+
+static void add_request_details(json_t *rec, const struct request *r)
+{
+        const char *route = req_route(r);
+        /* The resource a pattern names beyond its environment: /v1/tokens/{name},
+         * /v1/envs/{name}/snapshots/{snap}, ... */
+        size_t placeholders = 0;
+        for (const char *p = route; (p = strchr(p, '{')); p++)
+                placeholders++;
+        if (!strncmp(route, "/v1/envs/{name}", 15))
+                placeholders--;
+        if (placeholders > 0)
+                add_string(rec, "target", req_path(r));
+        if (!strncmp(route, "/v1/envs/{name}/exec", 20))
+                return; /* exec: argv and exit code only, never stdin */
+        const char *q = req_query(r, "path");
+        if (q)
+                add_string(rec, "path", q);
+        if ((q = req_query(r, "name")))
+                add_string(rec, "name", q);
+        struct stat st;
+        if (req_spool_fd(r) >= 0 && fstat(req_spool_fd(r), &st) == 0)
+                json_object_set_new(rec, "size", json_integer((json_int_t)st.st_size));
+        size_t len;
+        const char *body = req_body(r, &len);
+        if (len == 0 || len > (64u << 10) || body[0] != '{')
+                return;
+        json_t *j = json_loadb(body, len, 0, NULL);
+        for (size_t i = 0; body_fields[i]; i++) {
+                json_t *v = json_object_get(j, body_fields[i]);
+                if (v && !json_object_get(rec, body_fields[i]))
+                        json_object_set(rec, body_fields[i], v);
+        }
+        json_decref(j);
+}
+
 static bool is_mutating(const struct request *r)
 {
         return strcmp(req_method(r), "GET") != 0 && strcmp(req_method(r), "HEAD") != 0;
@@ -253,6 +305,7 @@ static void record_request(struct request *r)
         if (!rec)
                 return;
         add_notes(rec, req_notes(r));
+        add_request_details(rec, r);
         write_record(rec);
 }
 
