@@ -48,6 +48,7 @@ struct subscriber {
         size_t head, n;  /* ring */
         size_t off;      /* bytes of queue[head] already sent */
         bool overflow;   /* the queue filled: after it, the overflow line, then the end */
+        bool ending;     /* the daemon shuts down: the end at once */
         size_t overflow_off;
         struct subscriber *next;
 };
@@ -99,7 +100,7 @@ void events_emit(const char *type, const char *env, const char *owner, json_t *d
         l->text[len] = '\n';
         free(text);
         for (struct subscriber *s = subscribers; s; s = s->next) {
-                if (!s->req || s->overflow || !sees(s, bit, env ? env : "", owner ? owner : ""))
+                if (!s->req || s->overflow || s->ending || !sees(s, bit, env ? env : "", owner ? owner : ""))
                         continue;
                 if (s->n == EVENTS_QUEUE_MAX) {
                         s->overflow = true; /* fell behind: no more events for it */
@@ -209,6 +210,8 @@ static ssize_t stream_read(void *data, char *buf, size_t max)
 {
         struct subscriber *s = data;
         size_t done = 0;
+        if (s->ending)
+                return -1;
         while (done < max && s->n > 0) {
                 struct line *l = s->queue[s->head];
                 done += take_pending(buf + done, max - done, l->text, l->len, &s->off);
@@ -270,10 +273,13 @@ void events_subscribe(struct request *r, bool admin, const char *token, const ch
 
 void events_close_all(void)
 {
-        /* The streams end with the HTTP server; their closed() frees each subscriber. Mark
-         * them so that nothing is queued meanwhile. */
-        for (struct subscriber *s = subscribers; s; s = s->next)
-                s->overflow = true;
+        /* The streams end with the HTTP server, and their closed() frees each subscriber; a
+         * stream parked for lack of events must be resumed first (libmicrohttpd refuses to
+         * stop with suspended connections). */
+        for (struct subscriber *s = subscribers; s; s = s->next) {
+                s->ending = true;
+                http_stream_wake(s->req);
+        }
         while (oom_seen) {
                 struct oom_seen *next = oom_seen->next;
                 free(oom_seen);
