@@ -44,11 +44,20 @@ static int audit_option(void *userdata, int c, const char *verb)
 {
         struct audit_args *a = userdata;
         switch (c) {
-        case OPT_ENV: a->env = optarg; return -1;
-        case OPT_TOKEN: a->token = optarg; return -1;
-        case OPT_SINCE: a->since = optarg; return -1;
-        case OPT_LIMIT: a->limit = optarg; return -1;
-        default: return 0;
+        case OPT_ENV:
+                a->env = optarg;
+                return -1;
+        case OPT_TOKEN:
+                a->token = optarg;
+                return -1;
+        case OPT_SINCE:
+                a->since = optarg;
+                return -1;
+        case OPT_LIMIT:
+                a->limit = optarg;
+                return -1;
+        default:
+                return 0;
         }
 }
 

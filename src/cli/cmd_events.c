@@ -87,15 +87,21 @@ static int print_event(struct events_out *o, const char *line, size_t len)
                 const char *env = json_string_value(json_object_get(j, "env"));
                 r = printf("%-24s  %-13s  %-20s ",
                            json_string_value(json_object_get(j, "time")) ?: "-", type,
-                           env && *env ? env : "-") < 0 ? -EIO : 0;
+                           env && *env ? env : "-") < 0
+                        ? -EIO
+                        : 0;
                 const char *k;
                 json_t *v;
                 json_object_foreach(j, k, v)
                 {
                         if (r < 0 || standard_field(k))
                                 continue;
-                        char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-                        if (printf(" %s=%s", k, json_is_string(v) ? json_string_value(v) : t ? t : "?") < 0)
+                        char *t = json_is_string(v) ? NULL
+                                                    : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+                        if (printf(" %s=%s", k,
+                                   json_is_string(v) ? json_string_value(v)
+                                   : t               ? t
+                                                     : "?") < 0)
                                 r = -EIO;
                         free(t);
                 }

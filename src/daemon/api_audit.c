@@ -80,8 +80,8 @@ void api_audit_get(struct request *r, struct engine *e)
         if (limit) {
                 size_t n = strlen(limit);
                 unsigned long long v = n > 0 && n < 9 && strspn(limit, "0123456789") == n
-                                               ? strtoull(limit, NULL, 10)
-                                               : 0;
+                                           ? strtoull(limit, NULL, 10)
+                                           : 0;
                 if (v < 1 || v > AUDIT_QUERY_MAX_LIMIT) {
                         http_reply_error(r, 400, "invalid_argument",
                                          "limit: a whole number from 1 to %d",

@@ -27,7 +27,8 @@ void api_events_get(struct request *r, struct engine *e)
                 }
                 if (n > 0 && bit < 0) {
                         http_reply_error(r, 400, "invalid_argument",
-                                         "type: unknown event type \"%.*s\"", (int)(n < 32 ? n : 32), p);
+                                         "type: unknown event type \"%.*s\"",
+                                         (int)(n < 32 ? n : 32), p);
                         return;
                 }
                 if (bit >= 0)

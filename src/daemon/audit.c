@@ -108,7 +108,8 @@ static void write_record(json_t *rec)
         size_t len = strlen(text);
         text[len++] = '\n'; /* replaces the NUL; the buffer is not a string any more */
         if (audit.fd < 0 || (audit.size > 0 && audit.size + len > audit.max_size)) {
-                int r = rotate();
+                /* Full: rotate. Not open (an earlier failure): try again, rotating nothing. */
+                int r = audit.fd >= 0 ? rotate() : open_current();
                 if (r < 0) {
                         if (!audit.warned)
                                 log_error("audit: cannot open audit.log: %s", strerror(-r));
@@ -183,7 +184,7 @@ json_t *audit_argv_json(char *const *argv, bool *ret_truncated)
                         size_t room = AUDIT_ARGV_MAX - used;
                         if (room > 0)
                                 json_array_append_new(
-                                        a, json_stringn(argv[i], utf8_whole_prefix(argv[i], room)));
+                                    a, json_stringn(argv[i], utf8_whole_prefix(argv[i], room)));
                         cut = true;
                         break;
                 }
@@ -201,7 +202,8 @@ static json_t *record_head(const struct request *r, unsigned status, double elap
 {
         char now[AUDIT_TIME_SIZE], action[320];
         const char *route = req_route(r);
-        snprintf(action, sizeof(action), "%s %.300s", req_method(r), route[0] ? route : req_path(r));
+        snprintf(action, sizeof(action), "%s %.300s", req_method(r),
+                 route[0] ? route : req_path(r));
         json_t *rec = json_pack("{s:s,s:s}", "time", audit_time_now(now), "token", req_actor(r));
         const char *peer = req_from_gateway(r) ? req_header(r, "Paddock-Peer") : NULL;
         if (rec && peer)
@@ -231,11 +233,11 @@ static void add_notes(json_t *rec, json_t *notes)
 /* What a request asked for, in the fields people look for, never values that may hold secrets
  * (environment variables, stdin, labels) or file contents. */
 static const char *const body_fields[] = {
-        "name",     "kind",     "image",     "cpus",     "memory",   "swap",      "pids",
-        "disk",     "ttl",      "autostart", "network",  "host_port", "port",     "proto",
-        "snapshot", "from",     "to",        "overwrite", "signal",  "pull",      "build",
-        "insecure", "admin",    "max_envs",  "max_cpus", "max_memory", "max_disk", "rate",
-        "expires",  NULL,
+    "name",     "kind",       "image",    "cpus",      "memory",  "swap",
+    "pids",     "disk",       "ttl",      "autostart", "network", "host_port",
+    "port",     "proto",      "snapshot", "from",      "to",      "overwrite",
+    "signal",   "pull",       "build",    "insecure",  "admin",   "max_envs",
+    "max_cpus", "max_memory", "max_disk", "rate",      "expires", NULL,
 };
 
 static void add_string(json_t *rec, const char *key, const char *s)
@@ -348,7 +350,7 @@ struct audit_exec *audit_exec_begin(struct request *r, char *const *argv)
         a->elapsed_before_s = req_elapsed_s(r);
         /* What the client is told when it runs: 101 for a terminal, 201 for a background
          * process, 200 for the rest. */
-        a->status = !strcmp(req_method(r), "GET")                 ? 101
+        a->status = !strcmp(req_method(r), "GET")             ? 101
                     : json_object_get(req_notes(r), "detach") ? 201
                                                               : 200;
         return a;
@@ -390,6 +392,32 @@ static bool record_matches(json_t *rec, const struct audit_filter *f)
             strcmp(json_string_value(json_object_get(rec, "token")) ?: "\x01", f->token) != 0)
                 return false;
         return true;
+}
+
+/* Most lines of a query's walk are not wanted: tell from the raw text where that is certain.
+ * A record starts with its time ({"time":"...", written so), and names are plain characters,
+ * so "env":"NAME" appears verbatim in a record about NAME. */
+enum { PRE_MAYBE, PRE_SKIP, PRE_OLDER };
+
+static bool has_field(const char *line, size_t len, const char *key, const char *value)
+{
+        char needle[128];
+        int n = snprintf(needle, sizeof(needle), "\"%s\":\"%s\"", key, value);
+        return n < 0 || (size_t)n >= sizeof(needle) || memmem(line, len, needle, (size_t)n);
+}
+
+static int precheck(const char *line, size_t len, const struct audit_filter *f)
+{
+        static const char head[] = "{\"time\":\"";
+        size_t h = sizeof(head) - 1;
+        if (f->since[0] && len > h + AUDIT_TIME_SIZE - 1 && !memcmp(line, head, h) &&
+            memcmp(line + h, f->since, AUDIT_TIME_SIZE - 1) < 0)
+                return PRE_OLDER;
+        if (f->env && !has_field(line, len, "env", f->env))
+                return PRE_SKIP;
+        if (f->token && !has_field(line, len, "token", f->token))
+                return PRE_SKIP;
+        return PRE_MAYBE;
 }
 
 /* The last max_bytes of dirfd/name (a file bigger than that is read from a line start). */
@@ -453,7 +481,16 @@ int audit_query(const struct audit_filter *f, json_t **ret_records)
                         size_t line_len = end - start;
                         if (line_len > 0 && buf[start + line_len - 1] == '\n')
                                 line_len--;
-                        json_t *rec = line_len ? json_loadb(buf + start, line_len, 0, NULL) : NULL;
+                        const char *line = buf + start;
+                        end = start;
+                        int cheap = precheck(line, line_len, f);
+                        if (cheap == PRE_OLDER) {
+                                stop = true;
+                                continue;
+                        }
+                        if (cheap == PRE_SKIP || line_len == 0)
+                                continue;
+                        json_t *rec = json_loadb(line, line_len, 0, NULL);
                         const char *t = json_string_value(json_object_get(rec, "time"));
                         if (t && f->since[0] && strcmp(t, f->since) < 0)
                                 stop = true;
@@ -462,7 +499,6 @@ int audit_query(const struct audit_filter *f, json_t **ret_records)
                                 stop = json_array_size(found) >= f->limit;
                         }
                         json_decref(rec);
-                        end = start;
                 }
                 free(buf);
         }

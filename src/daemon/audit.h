@@ -25,13 +25,13 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define AUDIT_DEFAULT_MAX_SIZE (16ull << 20)
-#define AUDIT_DEFAULT_KEEP 5
-#define AUDIT_MAX_KEEP 100
-#define AUDIT_SYNC_MS 200
-#define AUDIT_ARGV_MAX 4096
+#define AUDIT_DEFAULT_MAX_SIZE    (16ull << 20)
+#define AUDIT_DEFAULT_KEEP        5
+#define AUDIT_MAX_KEEP            100
+#define AUDIT_SYNC_MS             200
+#define AUDIT_ARGV_MAX            4096
 #define AUDIT_QUERY_DEFAULT_LIMIT 1000
-#define AUDIT_QUERY_MAX_LIMIT 10000
+#define AUDIT_QUERY_MAX_LIMIT     10000
 
 /* "2026-12-02T02:11:03.123Z" */
 #define AUDIT_TIME_SIZE 25
@@ -68,8 +68,8 @@ void audit_exec_free(struct audit_exec *a);
 
 /* A query: records matching every filter given, oldest first, the newest `limit` ones. */
 struct audit_filter {
-        const char *env;   /* NULL: any */
-        const char *token; /* NULL: any; "" = the local administrator */
+        const char *env;             /* NULL: any */
+        const char *token;           /* NULL: any; "" = the local administrator */
         char since[AUDIT_TIME_SIZE]; /* "": from the beginning */
         size_t limit;
 };

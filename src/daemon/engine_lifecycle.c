@@ -388,7 +388,8 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 reapply_linked(e, v); /* now that it is listed, peers see its address */
         log_info("%s: created %s from image %s (ids %u..%u)", v->row.name, v->row.kind,
                  v->row.image, v->row.uid_base, v->row.uid_base + UID_RANGE_SIZE - 1);
-        events_env("created", v, json_pack("{s:s,s:s}", "kind", v->row.kind, "image", v->row.image));
+        events_env("created", v, json_pack("{s:s,s:s}", "kind", v->row.kind,
+                                           "image", v->row.image));
         events_env("started", v, NULL);
         *ret = v;
         return 0;

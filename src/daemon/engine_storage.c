@@ -331,7 +331,7 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
                 log_info("%s: forked from %s%s%s", name, env_name(v), snap ? " snapshot " : "",
                          snap ? snap : "");
         if (r >= 0)
-                events_env("fork", v, json_pack("{s:s,s:o}", "to", name, "snapshot", snap ? json_string(snap) : json_null()));
+                events_env("fork", v, json_pack("{s:s,s:s?}", "to", name, "snapshot", snap));
         return r;
 }
 

@@ -7,9 +7,9 @@
 #include "lib/util.h"
 
 const char *const events_types[] = {
-        "created",  "started",  "stopped", "paused",       "resumed",     "oom",
-        "expired",  "deleted",  "snapshot", "fork",        "restore",     "exec_started",
-        "exec_exited", "quota_refused", NULL,
+    "created", "started",      "stopped",     "paused",        "resumed",
+    "oom",     "expired",      "deleted",     "snapshot",      "fork",
+    "restore", "exec_started", "exec_exited", "quota_refused", NULL,
 };
 
 size_t events_type_count(void)
@@ -45,10 +45,10 @@ struct subscriber {
         char env[NAME_BUF_SIZE]; /* "" = any */
         uint32_t types;          /* 0 = any */
         struct line *queue[EVENTS_QUEUE_MAX];
-        size_t head, n;  /* ring */
-        size_t off;      /* bytes of queue[head] already sent */
-        bool overflow;   /* the queue filled: after it, the overflow line, then the end */
-        bool ending;     /* the daemon shuts down: the end at once */
+        size_t head, n; /* ring */
+        size_t off;     /* bytes of queue[head] already sent */
+        bool overflow;  /* the queue filled: after it, the overflow line, then the end */
+        bool ending;    /* the daemon shuts down: the end at once */
         size_t overflow_off;
         struct subscriber *next;
 };
@@ -85,8 +85,8 @@ void events_emit(const char *type, const char *env, const char *owner, json_t *d
                         json_object_set(j, k, v);
         }
         json_decref(detail);
-        char *text = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER)
-                       : NULL;
+        char *text =
+            j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER) : NULL;
         json_decref(j);
         size_t len = text ? strlen(text) : 0;
         struct line *l = text ? malloc(sizeof(*l) + len + 1) : NULL;
@@ -100,7 +100,8 @@ void events_emit(const char *type, const char *env, const char *owner, json_t *d
         l->text[len] = '\n';
         free(text);
         for (struct subscriber *s = subscribers; s; s = s->next) {
-                if (!s->req || s->overflow || s->ending || !sees(s, bit, env ? env : "", owner ? owner : ""))
+                if (!s->req || s->overflow || s->ending ||
+                    !sees(s, bit, env ? env : "", owner ? owner : ""))
                         continue;
                 if (s->n == EVENTS_QUEUE_MAX) {
                         s->overflow = true; /* fell behind: no more events for it */
@@ -143,8 +144,7 @@ static void check_oom(struct engine *e, const struct env *v, bool forget)
         struct oom_seen **p = oom_find(env_name(v));
         uint64_t before = *p ? (*p)->kills : 0;
         struct cgroup_stats st = {0};
-        if (cgroup_env_stats(engine_cgroups(e), env_cgroup(v), &st) >= 0 &&
-            st.oom_kills > before) {
+        if (cgroup_env_stats(engine_cgroups(e), env_cgroup(v), &st) >= 0 && st.oom_kills > before) {
                 events_env("oom", v, json_pack("{s:I}", "oom_kills", (json_int_t)st.oom_kills));
                 if (!forget && !*p && (*p = calloc(1, sizeof(**p))))
                         snprintf((*p)->env, sizeof((*p)->env), "%s", env_name(v));

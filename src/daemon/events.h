@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#define EVENTS_QUEUE_MAX 256      /* lines queued per subscriber */
+#define EVENTS_QUEUE_MAX       256 /* lines queued per subscriber */
 #define EVENTS_MAX_SUBSCRIBERS 256
 
 /* Types: created started stopped paused resumed oom expired deleted snapshot fork restore
