@@ -2,6 +2,7 @@
  * log: the daemon is single-threaded, so a record is built and written in one go. */
 #include "daemon/audit.h"
 #include "daemon/log.h"
+#include "lib/parse.h"
 #include "lib/util.h"
 
 #include <sys/stat.h>
@@ -274,6 +275,10 @@ static void add_request_details(json_t *rec, const struct request *r)
         if (len == 0 || len > (64u << 10) || body[0] != '{')
                 return;
         json_t *j = json_loadb(body, len, 0, NULL);
+        /* A create names its environment in the body: file the record under it. */
+        const char *name = json_string_value(json_object_get(j, "name"));
+        if (!strcmp(route, "/v1/envs") && name && name_is_valid(name))
+                json_object_set_new(rec, "env", json_string(name));
         for (size_t i = 0; body_fields[i]; i++) {
                 json_t *v = json_object_get(j, body_fields[i]);
                 if (v && !json_object_get(rec, body_fields[i]))

@@ -60,6 +60,7 @@ def test_mutations_and_execs_are_recorded(daemon):
         assert not rec["action"].startswith(("GET /v1/envs/{name} ", "GET /v1/audit")), rec
     create = find(recs, "POST /v1/envs", status=201)
     assert create["token"] == "" and create["name"] == "a1" and create["kind"] == "computer"
+    assert create["env"] == "a1", create  # filed under the environment it made
     ex = find(recs, "POST /v1/envs/{name}/exec", env="a1", status=200)
     assert ex["argv"] == ["sh", "-c", "sleep 0.3; exit 3"], ex
     assert ex["exit_code"] == 3 and ex["duration_ms"] >= 300, ex
