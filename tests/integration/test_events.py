@@ -111,7 +111,11 @@ def test_slow_subscriber_is_cut_off_and_stalls_nobody(daemon):
     fast = Subscriber(d, "?type=exec_exited")
     arg = "y" * 1000  # fat exec_started lines (~1.1 KiB) fill the buffers sooner
     worst = 0.0
-    n = 600  # ~750 KiB of events: far more than the socket buffers and the queue hold
+    # Each exec makes ~1.2 KiB of events. Send half again as many as the socket's buffer (the
+    # kernel's default send buffer), libmicrohttpd's 64 KiB and the queue of 256 events hold.
+    with open("/proc/sys/net/core/wmem_default") as f:
+        wmem = int(f.read())
+    n = max(400, int((wmem + 65536 + 256 * 1200) / 1200 * 1.5))
     for _ in range(n):
         t = time.monotonic()
         assert d.exec("busy", ["true", arg])["exit_code"] == 0
