@@ -226,7 +226,7 @@ bool api_exec_argv(struct request *r, json_t *cmd, char ***ret)
                 }
                 argv[i] = (char *)json_string_value(a); /* borrowed from the body */
         }
-        req_set_note(r, "argv", audit_argv_json(argv, NULL));
+        req_set_note(r, "argv", audit_argv_json(argv, AUDIT_ARGV_MAX, NULL));
         *ret = argv;
         return true;
 }

@@ -174,15 +174,15 @@ void audit_close(void)
 
 /* ------------------------------------------------------------------------------ records */
 
-json_t *audit_argv_json(char *const *argv, bool *ret_truncated)
+json_t *audit_argv_json(char *const *argv, size_t max, bool *ret_truncated)
 {
         json_t *a = json_array();
         size_t used = 0;
         bool cut = false;
         for (size_t i = 0; a && argv && argv[i]; i++) {
                 size_t len = strlen(argv[i]);
-                if (used + len > AUDIT_ARGV_MAX) {
-                        size_t room = AUDIT_ARGV_MAX - used;
+                if (used + len > max) {
+                        size_t room = max - used;
                         if (room > 0)
                                 json_array_append_new(
                                     a, json_stringn(argv[i], utf8_whole_prefix(argv[i], room)));
@@ -342,7 +342,7 @@ struct audit_exec *audit_exec_begin(struct request *r, char *const *argv)
         if (!a)
                 return NULL;
         bool cut = false;
-        req_set_note(r, "argv", audit_argv_json(argv, &cut));
+        req_set_note(r, "argv", audit_argv_json(argv, AUDIT_ARGV_MAX, &cut));
         if (cut)
                 req_set_note(r, "argv_truncated", json_true());
         a->rec = record_head(r, 0, 0);

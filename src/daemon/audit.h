@@ -54,9 +54,9 @@ void audit_request_answering(struct request *r);
 /* http_config.done (through api_request_done): the record of a request never answered. */
 void audit_request_done(struct request *r);
 
-/* argv as a record detail: an array of at most AUDIT_ARGV_MAX bytes of strings, and whether
- * it was cut short (*ret_truncated may be NULL). */
-json_t *audit_argv_json(char *const *argv, bool *ret_truncated);
+/* argv as a record detail: an array of at most max bytes of strings (AUDIT_ARGV_MAX in the
+ * log), and whether it was cut short (*ret_truncated may be NULL). */
+json_t *audit_argv_json(char *const *argv, size_t max, bool *ret_truncated);
 
 /* An exec's record, written when its command ends (exec.c calls audit_exec_end). Made from
  * the request before the exec starts; exec_start takes it over on success, otherwise the

@@ -168,7 +168,8 @@ void events_exec_started(const struct env *v, const char *id, char *const *argv)
 {
         if (!subscribers)
                 return;
-        json_t *d = json_pack("{s:s,s:o}", "exec", id, "argv", audit_argv_json(argv, NULL));
+        json_t *d = json_pack("{s:s,s:o}", "exec", id, "argv",
+                              audit_argv_json(argv, EVENTS_ARGV_MAX, NULL));
         events_env("exec_started", v, d);
 }
 
@@ -269,6 +270,15 @@ void events_subscribe(struct request *r, bool admin, const char *token, const ch
         n_subscribers++;
         req_on_free(r, request_gone, s);
         http_reply_stream(r, 200, "application/x-ndjson", &stream_ops, s);
+}
+
+void events_end_token(const char *token)
+{
+        for (struct subscriber *s = subscribers; s; s = s->next)
+                if (!s->admin && !strcmp(s->token, token)) {
+                        s->ending = true;
+                        http_stream_wake(s->req);
+                }
 }
 
 void events_close_all(void)

@@ -15,7 +15,10 @@
 #include <jansson.h>
 
 #define EVENTS_QUEUE_MAX       256 /* lines queued per subscriber */
-#define EVENTS_MAX_SUBSCRIBERS 256
+#define EVENTS_MAX_SUBSCRIBERS 128
+#define EVENTS_ARGV_MAX        1024 /* bytes of an exec_started line's argv */
+/* Lines are shared by the queues that hold them; at worst every subscriber holds its own 256
+ * lines of at most ~1.5 KiB: under 50 MiB in all. */
 
 /* Types: created started stopped paused resumed oom expired deleted snapshot fork restore
  * exec_started exec_exited quota_refused. detail (stolen, may be NULL) is merged into the
@@ -49,5 +52,7 @@ void events_subscribe(struct request *r, bool admin, const char *token, const ch
 
 /* GET /v1/events (api_events.c) */
 void api_events_get(struct request *r, struct engine *e);
+/* A token was revoked or expired: end its event streams now. */
+void events_end_token(const char *token);
 /* At shutdown: end every stream. */
 void events_close_all(void);
