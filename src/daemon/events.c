@@ -275,7 +275,7 @@ void events_subscribe(struct request *r, bool admin, const char *token, const ch
 void events_end_token(const char *token)
 {
         for (struct subscriber *s = subscribers; s; s = s->next)
-                if (!s->admin && !strcmp(s->token, token)) {
+                if (s->token[0] && !strcmp(s->token, token)) {
                         s->ending = true;
                         http_stream_wake(s->req);
                 }
