@@ -44,7 +44,7 @@ const char *audit_time_now(char buf[static AUDIT_TIME_SIZE])
 static int open_current(void)
 {
         int fd = openat(audit.dirfd, "audit.log",
-                        O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                        O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
         struct stat st;
@@ -55,6 +55,12 @@ static int open_current(void)
         }
         if ((st.st_mode & 07777) != 0600)
                 (void)fchmod(fd, 0600); /* an older or hand-made file: private again */
+        /* A torn last line (a short write: the disk filled) would swallow the next record:
+         * end it first. */
+        char last;
+        if (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n' &&
+            write(fd, "\n", 1) == 1)
+                st.st_size++;
         audit.fd = fd;
         audit.size = (uint64_t)st.st_size;
         return 0;

@@ -144,6 +144,17 @@ def test_exec_record_survives_kill_9(daemon):
     assert codes == [0, 1, 2, 3, 4], recs
 
 
+def test_torn_last_line_does_not_swallow_the_next_record(daemon):
+    d = daemon
+    d.create("torn", "--computer")
+    d.stop()
+    with open(os.path.join(d.root, "audit", "audit.log"), "a") as f:
+        f.write('{"time":"2026-12-02T0')  # what a short write (a full disk) leaves
+    d.start()
+    d.exec("torn", ["sh", "-c", "exit 6"])
+    assert [r.get("exit_code") for r in audit(d, env="torn")][-1] == 6
+
+
 def test_rotation_keeps_the_size_cap(make_daemon):
     d = make_daemon(extra_args=["--audit-max-size", "4K", "--audit-keep", "3"])
     d.create("rot", "--computer")
