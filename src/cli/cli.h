@@ -70,3 +70,5 @@ int cmd_commit(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);
 int cmd_daemon(struct cli *cli, int argc, char **argv);
 int cmd_stats(struct cli *cli, int argc, char **argv); /* cmd_stats.c */
+int cmd_audit(struct cli *cli, int argc, char **argv);
+int cmd_events(struct cli *cli, int argc, char **argv);

@@ -28,6 +28,7 @@ static const struct subverb verbs[] = {
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore},
     {"fork", cmd_fork},         {"commit", cmd_commit},
     {"stats", cmd_stats},
+    {"audit", cmd_audit},       {"events", cmd_events},
 };
 
 static const char overview[] =
@@ -70,6 +71,8 @@ static const char overview[] =
     "Images and daemon:\n"
     "  image ls|import|export|pull|build|rm   manage root filesystem images\n"
     "  system                       daemon version and host capabilities\n"
+    "  audit [--env N] [--since D]  the audit log: changes and commands, who and when\n"
+    "  events [--env N] [--type T]  print events (created, started, oom, ...) as they happen\n"
     "  daemon [ARGS]                run paddockd\n"
     "\n"
     "Global options:\n"

@@ -1,5 +1,7 @@
 #include "daemon/api.h"
 #include "daemon/metrics.h"
+#include "daemon/audit.h"
+#include "daemon/events.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -296,6 +298,16 @@ static void metrics_get(const struct route_call *c)
         api_metrics(c->r, c->e);
 }
 
+static void audit_get(const struct route_call *c)
+{
+        api_audit_get(c->r, c->e);
+}
+
+static void events_get(const struct route_call *c)
+{
+        api_events_get(c->r, c->e);
+}
+
 #define ENV_FIRST ROUTE_ENV_FIRST
 #define PROCS     (ROUTE_ENV_FIRST | ROUTE_OWN_METHODS)
 /* Every route of the API. A pattern is literal segments and {placeholders}; one that starts
@@ -346,6 +358,8 @@ static const struct api_route_entry routes[] = {
     {{"POST", "/v1/envs/{name}/fork"}, storage_action, "fork", ENV_FIRST},
     {{"POST", "/v1/envs/{name}/commit"}, storage_action, "commit", ENV_FIRST},
     {{"GET", "/metrics"}, metrics_get, NULL, 0},
+    {{"GET", "/v1/audit"}, audit_get, NULL, 0},
+    {{"GET", "/v1/events"}, events_get, NULL, 0},
 };
 #undef ENV_FIRST
 #undef PROCS
@@ -402,9 +416,15 @@ bool caller_sees_env(const struct caller *c, const struct env *v)
         return c->admin || strcmp(env_owner(v), c->token) == 0;
 }
 
+void api_request_answering(struct request *r, void *engine)
+{
+        audit_request_answering(r);
+}
+
 void api_request_done(struct request *r, void *engine)
 {
         metrics_request_done(r);
+        audit_request_done(r);
 }
 
 static struct env *find_env(struct request *r, struct engine *e, const char *name)

@@ -7,6 +7,8 @@
 void api_handle(struct request *r, void *engine);
 /* http_config.done: a request is over (audit log, metrics). */
 void api_request_done(struct request *r, void *engine);
+/* http_config.answering: an answer is about to go out (the audit log records it). */
+void api_request_answering(struct request *r, void *engine);
 
 /* Who sends a request, resolved by api_handle before any handler runs. The local socket
  * without a token is the administrator; a token is an administrator only if made --admin. */

@@ -11,6 +11,7 @@
  * turns them into signals and end-of-file. The client going away hangs the terminal up. */
 #include "daemon/api.h"
 #include "daemon/api_exec.h"
+#include "daemon/audit.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/ws.h"
@@ -322,8 +323,10 @@ void api_env_exec_ws(struct request *r, struct engine *e, struct env *v)
         }
         c->eng = e;
         char err[512] = "";
+        rq.audit = audit_exec_begin(r, argv);
         int rc = exec_start(e, v, &rq, &exec_cbs, c, &c->session, err, sizeof(err));
         if (rc < 0) {
+                audit_exec_free(rq.audit);
                 free(c);
                 http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
                 goto out;

@@ -12,6 +12,7 @@
  * Spare disks (at the end) keep their state in struct engine (engine_internal.h); the rest
  * works through the engine's accessors and its path helpers. */
 #include "daemon/engine_internal.h"
+#include "daemon/events.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
 #include "lib/parse.h"
@@ -206,6 +207,7 @@ int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **
                 return r;
         }
         log_info("%s: snapshot %s taken", env_name(v), name);
+        events_env("snapshot", v, json_pack("{s:s}", "snapshot", name));
         *ret = snapshot_json(path, name);
         return 0;
 }
@@ -265,6 +267,7 @@ int engine_restore(struct engine *e, struct env *v, const char *snap, char *err,
                 return r;
         }
         log_info("%s: restored snapshot %s", env_name(v), snap);
+        events_env("restore", v, json_pack("{s:s}", "snapshot", snap));
         return 0;
 }
 
@@ -327,6 +330,8 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         if (r >= 0)
                 log_info("%s: forked from %s%s%s", name, env_name(v), snap ? " snapshot " : "",
                          snap ? snap : "");
+        if (r >= 0)
+                events_env("fork", v, json_pack("{s:s,s:s?}", "to", name, "snapshot", snap));
         return r;
 }
 

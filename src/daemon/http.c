@@ -45,6 +45,7 @@ struct request {
         char actor[64];
         char env[64];
         const char *route;
+        json_t *notes;
 };
 
 struct http_upgraded {
@@ -144,6 +145,24 @@ const char *req_env(const struct request *r)
         return r->env;
 }
 
+void req_set_note(struct request *r, const char *key, json_t *value)
+{
+        if (!value) {
+                json_object_del(r->notes, key);
+                return;
+        }
+        if (!r->notes && !(r->notes = json_object())) {
+                json_decref(value);
+                return;
+        }
+        json_object_set_new(r->notes, key, value);
+}
+
+json_t *req_notes(const struct request *r)
+{
+        return r->notes;
+}
+
 const char *req_body(const struct request *r, size_t *ret_len)
 {
         *ret_len = r->body_len;
@@ -216,6 +235,9 @@ static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
                 status = 500;
         }
         MHD_add_response_header(resp, "Server", "paddockd");
+        r->status = status;
+        if (r->srv->cfg.answering)
+                r->srv->cfg.answering(r, r->srv->cfg.ctx);
         MHD_queue_response(r->conn, status, resp);
         MHD_destroy_response(resp);
         r->answered = true;
@@ -341,6 +363,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void request_free(struct request *r)
 {
+        json_decref(r->notes);
         free(r->body);
         free(r);
 }
