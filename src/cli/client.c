@@ -122,6 +122,15 @@ int client_connect(const char *socket_path)
         return TAKE_FD(fd);
 }
 
+const char *client_auth_header(void)
+{
+        static char line[512];
+        const char *t = getenv("PADDOCK_TOKEN");
+        if (!t || !*t || strpbrk(t, "\r\n") || BUF_PRINTF(line, "Authorization: Bearer %s\r\n", t) < 0)
+                return "";
+        return line;
+}
+
 /* Request line and headers, the way libcurl sent them before: a JSON body is
  * application/json unless said otherwise, a POST without a body has Content-Length: 0. */
 static char *request_head(const struct request *req)
@@ -142,9 +151,9 @@ static char *request_head(const struct request *req)
         char *head;
         if (asprintf(&head,
                      "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: paddock-cli\r\n"
-                     "Accept: */*\r\n%s%s%s%s\r\n",
-                     req->method, req->path, ct && *ct ? "Content-Type: " : "", ct && *ct ? ct : "",
-                     ct && *ct ? "\r\n" : "", framing) < 0)
+                     "Accept: */*\r\n%s%s%s%s%s\r\n",
+                     req->method, req->path, client_auth_header(), ct && *ct ? "Content-Type: " : "",
+                     ct && *ct ? ct : "", ct && *ct ? "\r\n" : "", framing) < 0)
                 return NULL;
         return head;
 }

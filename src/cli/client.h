@@ -53,6 +53,8 @@ void client_close(struct client *c);
 
 /* A new connection to paddockd's socket (close-on-exec): the fd, or -errno. */
 int client_connect(const char *socket_path);
+/* "Authorization: Bearer $PADDOCK_TOKEN\r\n" when that is set (and one header line), else "". */
+const char *client_auth_header(void);
 
 /* Percent-encode s for a path segment or query value. malloc'd; NULL when out of memory. */
 char *client_escape(struct client *c, const char *s);

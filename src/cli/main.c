@@ -26,6 +26,7 @@ static const struct subverb verbs[] = {
     {"daemon", cmd_daemon},
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore},
     {"fork", cmd_fork},         {"commit", cmd_commit},
+    {"token", cmd_token},
 };
 
 static const char overview[] =
@@ -68,6 +69,7 @@ static const char overview[] =
     "  image ls|import|export|pull|build|rm   manage root filesystem images\n"
     "  system                       daemon version and host capabilities\n"
     "  daemon [ARGS]                run paddockd\n"
+    "  token create|ls|rm ...       API tokens for agents (secret shown once)\n"
     "\n"
     "Global options:\n"
     "  --socket PATH   paddockd's socket (env PADDOCK_SOCKET, default " PADDOCK_DEFAULT_SOCKET ")\n"

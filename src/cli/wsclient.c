@@ -141,8 +141,8 @@ int wsc_open(const char *socket_path, const char *path,
         if (asprintf(&req,
                      "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: paddock-cli\r\n"
                      "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                     "Sec-WebSocket-Version: 13\r\n\r\n",
-                     path, key) < 0) {
+                     "Sec-WebSocket-Version: 13\r\n%s\r\n",
+                     path, key, client_auth_header()) < 0) {
                 fprintf(stderr, "paddock: out of memory\n");
                 return -1;
         }

@@ -104,6 +104,12 @@ void req_set_route(struct request *r, const char *pattern, const char *env);
 const char *req_route(const struct request *r);
 const char *req_env(const struct request *r);
 
+/* Is the request still going (no answer yet, or a stream)? */
+bool req_lingers(const struct request *r);
+/* End a request that is still going: a stream breaks off (the client sees the chunked
+ * response end without its last chunk), an unanswered one gets 401 with why. */
+void http_abort(struct request *r, const char *why);
+
 /* Called when the request is freed (answered or connection gone); deferred work must drop
  * its pointer to r. */
 void req_on_free(struct request *r, void (*fn)(void *data), void *data);
