@@ -498,7 +498,8 @@ void api_handle(struct request *r, void *ctx)
                 if (!pattern_match(routes[i].route.pattern, seg, n, &env, c.arg))
                         continue;
                 if (!known)
-                        known = &routes[i]; /* the entries of one pattern share their flags */
+                        known = &routes[i]; /* the entries of one pattern share these flags
+                                               (all but ROUTE_ADMIN, read from the hit) */
                 if (!strcmp(routes[i].route.method, req_method(r)))
                         hit = &routes[i];
         }

@@ -506,12 +506,12 @@ void api_env_action(struct request *r, struct engine *e, struct env *v, const ch
                         http_reply_json(r, 200, engine_env_json(e, v));
                 return;
         }
+        /* Starting a stopped environment (also by restart) makes it count towards its
+         * token's cpus and memory; a running one already does. */
+        struct quota_ask q = {.env = v, .running = !env_running(v), .limits = *env_limits(v)};
+        if ((!strcmp(action, "start") || !strcmp(action, "restart")) && !api_quota_ok(r, e, &q))
+                return;
         if (!strcmp(action, "start")) {
-                struct quota_ask q = {.env = v,
-                                      .running = !env_running(v),
-                                      .limits = *env_limits(v)};
-                if (!api_quota_ok(r, e, &q))
-                        return;
                 char err[512] = "";
                 int rc = engine_start(e, v, err, sizeof(err));
                 if (rc < 0)

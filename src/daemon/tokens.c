@@ -248,6 +248,23 @@ const struct token_row *tokens_next(struct tokens *t, const struct token_row *pr
         return i < t->n ? &t->rows[i] : NULL;
 }
 
+json_t *tokens_gateway_json(struct tokens *t)
+{
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < t->n; i++) {
+                const struct token_row *row = &t->rows[i];
+                if (json_array_append_new(arr, json_pack("{s:s,s:s,s:b,s:f,s:I}", "name",
+                                                         row->name, "hash", row->hash, "admin",
+                                                         row->admin, "rate", row->rate,
+                                                         "expires_at",
+                                                         (json_int_t)row->expires_at)) < 0) {
+                        json_decref(arr);
+                        return NULL;
+                }
+        }
+        return arr ? json_pack("{s:s,s:o}", "op", "tokens", "tokens", arr) : NULL;
+}
+
 void tokens_set_changed_hook(struct tokens *t, void (*fn)(void *data), void *data)
 {
         t->changed = fn;

@@ -10,6 +10,8 @@
 #include "lib/secret.h"
 #include "lib/state.h"
 
+#include <jansson.h>
+
 struct tokens;
 struct token_session;
 
@@ -29,6 +31,10 @@ const struct token_row *tokens_find(struct tokens *t, const char *name);
 /* Iterate in name order: pass NULL for the first. */
 const struct token_row *tokens_next(struct tokens *t, const struct token_row *prev);
 bool token_expired(const struct token_row *row, int64_t now);
+
+/* The table as the network gateway wants it: {"op":"tokens","tokens":[{"name","hash","admin",
+ * "rate","expires_at"},...]} (expires_at unix seconds, 0 = never). NULL when out of memory. */
+json_t *tokens_gateway_json(struct tokens *t);
 
 /* fn(data) runs after every change of the table: a token made or revoked, or one expired (the
  * network gateway gets the whole table again then). */

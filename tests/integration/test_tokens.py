@@ -223,6 +223,8 @@ def test_cpu_and_memory_quotas_sum_over_running_environments(daemon):
     assert r.status == 200 and r.json["limits"]["cpus"] == 0.75, r
     r = as_token(daemon, s, "POST", "/v1/envs/c2/start")
     assert r.status == 403 and "max-cpus" in r.json["error"]["message"], r
+    r = as_token(daemon, s, "POST", "/v1/envs/c2/restart")
+    assert r.status == 403 and "max-cpus" in r.json["error"]["message"], r
     assert daemon.inspect("c2")["state"] == "stopped"
     # memory
     r = create_as(daemon, s, "m1", kind="computer", cpus=0.25, memory="900M")
@@ -285,3 +287,25 @@ def test_an_expiring_token_ends_its_sessions(daemon):
     finally:
         ws.close()
     assert daemon.api("DELETE", "/v1/envs/ex1?force=1").status == 200
+
+
+def test_a_fork_belongs_to_the_forking_token_and_counts_against_its_quotas(daemon):
+    s = make_token(daemon, "forker", max_envs=2, max_disk="300M")
+    r = create_as(daemon, s, "f1", kind="computer")
+    assert r.status == 403 and "max-disk 300M: set a disk limit" in r.json["error"]["message"]
+    assert create_as(daemon, s, "f1", kind="computer", disk="200M").status == 201
+    # the disks of its computers: 200M given, 200M more would pass 300M
+    r = as_token(daemon, s, "POST", "/v1/envs/f1/fork", {"name": "f2"})
+    assert r.status == 403 and r.error()[0] == "quota_exceeded", r
+    assert "token forker: max-disk 300M exceeded (200M given to its computers + 200M asked)" \
+        in r.json["error"]["message"], r
+    assert as_token(daemon, s, "PATCH", "/v1/envs/f1", {"disk": "100M"}).status == 200
+    r = as_token(daemon, s, "POST", "/v1/envs/f1/fork", {"name": "f2"})
+    assert r.status == 201 and r.json["owner"] == "forker", r
+    r = as_token(daemon, s, "POST", "/v1/envs/f1/fork", {"name": "f3"})
+    assert r.status == 403 and "max-envs 2 reached" in r.json["error"]["message"], r
+    # the administrator's fork of the agent's computer is the administrator's
+    r = daemon.api("POST", "/v1/envs/f1/fork", {"name": "f4"})
+    assert r.status == 201 and r.json["owner"] is None, r
+    names = [e["name"] for e in as_token(daemon, s, "GET", "/v1/envs").json["envs"]]
+    assert sorted(names) == ["f1", "f2"], names
