@@ -309,3 +309,29 @@ def test_a_fork_belongs_to_the_forking_token_and_counts_against_its_quotas(daemo
     assert r.status == 201 and r.json["owner"] is None, r
     names = [e["name"] for e in as_token(daemon, s, "GET", "/v1/envs").json["envs"]]
     assert sorted(names) == ["f1", "f2"], names
+
+
+def test_links_do_not_reach_another_tokens_environment(daemon):
+    """links are symmetric, so naming another token's environment would open both ways: a link
+    holds only between environments of the same owner."""
+    if daemon.api("GET", "/v1/system").json["network"] != "routed":
+        import pytest
+        pytest.skip("no networking in this daemon")
+    a = make_token(daemon, "la-owner")
+    b = make_token(daemon, "lb-owner")
+    ips = {}
+    for secret, name, links in ((a, "la", []), (a, "la2", ["la"]), (b, "lb", ["la"])):
+        r = create_as(daemon, secret, name, kind="computer", network={"links": links})
+        assert r.status == 201, r
+        ips[name] = r.json["network"]["ip"]
+    for name in ips:
+        daemon.sh(name, "mkdir -p /tmp/www && echo 'hello from %s' > /tmp/www/index.html && "
+                        "httpd -p 8000 -h /tmp/www </dev/null >/dev/null 2>&1" % name)
+    get = lambda ip: ["sh", "-c", "timeout 2 wget -q -O - http://%s:8000/" % ip]
+    # same owner: the link works (both ways)
+    assert daemon.exec("la2", get(ips["la"]))["stdout"] == "hello from la\n"
+    assert daemon.exec("la", get(ips["la2"]))["stdout"] == "hello from la2\n"
+    # B's link to A's environment reaches nothing, in either direction
+    for src, dst in (("lb", "la"), ("la", "lb")):
+        res = daemon.exec(src, get(ips[dst]))
+        assert res["exit_code"] != 0 and "hello" not in res["stdout"], (src, dst, res)
