@@ -24,6 +24,7 @@ struct tokens {
         size_t *index;   /* n_index slots of row number + 1; 0 = empty */
         size_t n_index;  /* a power of two, at least twice n */
         struct loop_timer *expiry;
+        struct loop_timer *sweep; /* ends the sessions of a revoked token */
         struct token_session *sessions;
         void (*changed)(void *data);
         void *changed_data;
@@ -63,13 +64,18 @@ static int index_build(struct tokens *t)
         return 0;
 }
 
-static void end_sessions(struct tokens *t, const char *name)
+/* End the sessions of every token that is gone or expired. end() may remove sessions (or add
+ * some): start over after each one. */
+static void end_sessions(struct tokens *t)
 {
-        /* end() may remove sessions (or add some): start over after each one. */
+        int64_t now = wall_s();
         for (bool again = true; again;) {
                 again = false;
                 for (struct token_session *s = t->sessions; s; s = s->next) {
-                        if (s->ended || strcmp(s->name, name) != 0)
+                        if (s->ended)
+                                continue;
+                        const struct token_row *row = tokens_find(t, s->name);
+                        if (row && !token_expired(row, now))
                                 continue;
                         s->ended = true;
                         s->end(s->data);
@@ -79,9 +85,18 @@ static void end_sessions(struct tokens *t, const char *name)
         }
 }
 
+/* Revocation answers its own request first; the sessions end right after, from the loop
+ * (not from inside the HTTP server's handler of another connection). */
+static void on_sweep(struct loop_timer *timer, void *data)
+{
+        struct tokens *t = data;
+        t->sweep = NULL;
+        end_sessions(t);
+}
+
 static void on_expiry(struct loop_timer *timer, void *data);
 
-/* The timer at the next expiry still ahead; sessions of tokens already expired end now. */
+/* The timer at the next expiry still ahead. */
 static void expiry_arm(struct tokens *t)
 {
         loop_cancel_timer(t->expiry);
@@ -108,16 +123,12 @@ static void on_expiry(struct loop_timer *timer, void *data)
         t->expiry = NULL;
         int64_t now = wall_s();
         size_t k = 0;
-        /* end() never changes the table, so the rows stay put meanwhile. */
-        for (size_t i = 0; i < t->n; i++) {
-                if (!token_expired(&t->rows[i], now))
-                        continue;
-                if (t->rows[i].expires_at > now - 5) {
+        for (size_t i = 0; i < t->n; i++)
+                if (token_expired(&t->rows[i], now) && t->rows[i].expires_at > now - 5) {
                         log_info("token %s expired: ending its sessions", t->rows[i].name);
                         k++;
                 }
-                end_sessions(t, t->rows[i].name);
-        }
+        end_sessions(t);
         expiry_arm(t);
         if (k)
                 changed(t);
@@ -147,6 +158,7 @@ void tokens_free(struct tokens *t)
         if (!t)
                 return;
         loop_cancel_timer(t->expiry);
+        loop_cancel_timer(t->sweep);
         while (t->sessions) {
                 struct token_session *s = t->sessions;
                 t->sessions = s->next;
@@ -206,7 +218,10 @@ int tokens_remove(struct tokens *t, const char *name)
         if (r < 0)
                 log_error("tokens: reloading after revoking %s: %s", name, strerror(-r));
         log_info("token %s revoked: ending its sessions", name);
-        end_sessions(t, name);
+        if (t->loop && !t->sweep)
+                t->sweep = loop_add_timer(t->loop, 0, on_sweep, t);
+        if (!t->loop || !t->sweep)
+                end_sessions(t);
         changed(t);
         return 0;
 }

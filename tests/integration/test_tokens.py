@@ -249,8 +249,20 @@ def test_revoking_a_token_closes_its_open_sessions_at_once(daemon):
                       urllib.parse.urlencode({"path": "/tmp"}), headers=bearer(s))
         wr = watch.getresponse()
         assert wr.status == 200
+        # and a request still waiting for its answer: wait for a background process
+        r = as_token(daemon, s, "POST", "/v1/envs/sh1/exec", {"cmd": ["sleep", "60"],
+                                                              "detach": True})
+        assert r.status in (200, 201, 202), r
+        waited = []
+        waiter = threading.Thread(target=lambda: waited.append(as_token(
+            daemon, s, "POST", "/v1/envs/sh1/processes/%d/wait" % r.json["id"])))
+        waiter.start()
+        time.sleep(0.3)
+        assert not waited, waited
         t0 = time.monotonic()
         assert daemon.api("DELETE", "/v1/tokens/shell").status == 200
+        waiter.join(5)
+        assert waited and waited[0].status == 401, waited
         out, ctl, code = ws.collect()
         assert time.monotonic() - t0 < 2, "the session outlived its token"
         assert code == 1008, (code, ctl)
