@@ -76,17 +76,17 @@ static int create_option(void *userdata, int c, const char *verb)
         static const struct {
                 int opt;
                 const char *field;
-        } fields[] = {{OPT_MAX_ENVS, "max_envs"}, {OPT_MAX_CPUS, "max_cpus"},
-                      {OPT_MAX_MEMORY, "max_memory"}, {OPT_MAX_DISK, "max_disk"},
-                      {OPT_RATE, "rate"}, {OPT_EXPIRES, "expires"}};
+        } fields[] = {
+            {OPT_MAX_ENVS, "max_envs"}, {OPT_MAX_CPUS, "max_cpus"}, {OPT_MAX_MEMORY, "max_memory"},
+            {OPT_MAX_DISK, "max_disk"}, {OPT_RATE, "rate"},         {OPT_EXPIRES, "expires"}};
         json_t *body = userdata;
         if (c == OPT_ADMIN)
                 return json_object_set_new(body, "admin", json_true()) < 0 ? EXIT_FAIL : -1;
         for (size_t i = 0; i < ELEMENTSOF(fields); i++)
                 if (c == fields[i].opt)
                         return json_object_set_new(body, fields[i].field, json_string(optarg)) < 0
-                                       ? EXIT_FAIL
-                                       : -1;
+                                   ? EXIT_FAIL
+                                   : -1;
         return 0;
 }
 
@@ -130,8 +130,10 @@ static int token_create(struct cli *cli, int argc, char **argv)
 /* "envs=5 cpus=2 memory=4G disk=20G", or "-" when the token has no limits. */
 static void limits_text(const json_t *t, char *buf, size_t len)
 {
-        static const char *const keys[][2] = {{"max_envs", "envs"}, {"max_cpus", "cpus"},
-                                              {"max_memory", "memory"}, {"max_disk", "disk"}};
+        static const char *const keys[][2] = {{"max_envs", "envs"},
+                                              {"max_cpus", "cpus"},
+                                              {"max_memory", "memory"},
+                                              {"max_disk", "disk"}};
         size_t used = 0;
         buf[0] = 0;
         for (size_t i = 0; i < ELEMENTSOF(keys) && used < len; i++) {
@@ -145,8 +147,8 @@ static void limits_text(const json_t *t, char *buf, size_t len)
                         snprintf(val, sizeof(val), "%g", json_real_value(v));
                 else
                         continue;
-                int n = snprintf(buf + used, len - used, "%s%s=%s", used ? " " : "", keys[i][1],
-                                 val);
+                int n =
+                    snprintf(buf + used, len - used, "%s%s=%s", used ? " " : "", keys[i][1], val);
                 used += n > 0 ? (size_t)n : 0;
         }
         if (!buf[0])
@@ -187,8 +189,8 @@ static int token_ls(struct cli *cli, int argc, char **argv)
         int r = opts_parse(cli, argc, argv, &token_ls_syntax, NULL);
         if (r >= 0)
                 return r;
-        static const char *const headers[] = {"NAME",  "ADMIN",   "LIMITS",
-                                              "RATE",  "EXPIRES", "CREATED"};
+        static const char *const headers[] = {"NAME", "ADMIN",   "LIMITS",
+                                              "RATE", "EXPIRES", "CREATED"};
         return call_print_list(cli, "/v1/tokens", "tokens", headers, ELEMENTSOF(headers),
                                token_row);
 }
@@ -223,8 +225,10 @@ static int token_rm(struct cli *cli, int argc, char **argv)
 
 int cmd_token(struct cli *cli, int argc, char **argv)
 {
-        static const struct subverb subs[] = {{"create", token_create}, {"ls", token_ls},
-                                              {"list", token_ls},       {"rm", token_rm},
+        static const struct subverb subs[] = {{"create", token_create},
+                                              {"ls", token_ls},
+                                              {"list", token_ls},
+                                              {"rm", token_rm},
                                               {"remove", token_rm}};
         return subverb_dispatch(cli, argc, argv, "token", token_help,
                                 "missing COMMAND (create, ls or rm)", subs, ELEMENTSOF(subs));

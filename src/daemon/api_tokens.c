@@ -34,10 +34,9 @@ static json_t *token_json(const struct token_row *t)
         return json_pack("{s:s,s:b,s:o,s:o,s:o,s:o,s:f,s:o,s:o,s:b}", "name", t->name, "admin",
                          t->admin, "max_envs", max_json(t->max_envs), "max_cpus",
                          t->max_cpus ? json_real((double)t->max_cpus / 1000.0) : json_null(),
-                         "max_memory", max_json(t->max_memory), "max_disk",
-                         max_json(t->max_disk), "rate", t->rate, "created_at",
-                         time_json(t->created_at), "expires_at", time_json(t->expires_at),
-                         "expired", token_expired(t, wall_s()));
+                         "max_memory", max_json(t->max_memory), "max_disk", max_json(t->max_disk),
+                         "rate", t->rate, "created_at", time_json(t->created_at), "expires_at",
+                         time_json(t->expires_at), "expired", token_expired(t, wall_s()));
 }
 
 /* Token management is for administrators: the local socket, or a token made --admin. */
@@ -77,9 +76,9 @@ static bool parse_rate(struct request *r, json_t *j, double *ret)
 
 static void tokens_create_handler(struct request *r, struct engine *e)
 {
-        static const char *const fields[] = {"name",       "admin",    "max_envs", "max_cpus",
-                                             "max_memory", "max_disk", "rate",     "expires",
-                                             NULL};
+        static const char *const fields[] = {"name",     "admin",      "max_envs",
+                                             "max_cpus", "max_memory", "max_disk",
+                                             "rate",     "expires",    NULL};
         _cleanup_json_ json_t *body = req_json_object(r);
         if (!body || !api_known_fields(r, body, fields))
                 return;
@@ -88,13 +87,15 @@ static void tokens_create_handler(struct request *r, struct engine *e)
         if (!json_is_string(j) || !name_is_valid(json_string_value(j))) {
                 http_reply_error(r, 400, "invalid_argument",
                                  "name: required; 1-%d letters, digits, '-', '_' or '.', "
-                                 "starting with a letter or digit", NAME_LEN_MAX);
+                                 "starting with a letter or digit",
+                                 NAME_LEN_MAX);
                 return;
         }
         snprintf(row.name, sizeof(row.name), "%s", json_string_value(j));
         if ((j = json_object_get(body, "admin")) && !json_is_null(j)) {
                 if (!json_is_boolean(j)) {
-                        http_reply_error(r, 400, "invalid_argument", "admin: must be true or false");
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "admin: must be true or false");
                         return;
                 }
                 row.admin = json_is_true(j);
@@ -192,7 +193,7 @@ static void size_text(uint64_t bytes, char *buf, size_t len)
 }
 
 static bool refuse(struct request *r, const char *limit, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static bool refuse(struct request *r, const char *limit, const char *fmt, ...)
 {
         char msg[512];

@@ -21,8 +21,8 @@ struct tokens {
         struct loop *loop;
         struct token_row *rows; /* sorted by name */
         size_t n;
-        size_t *index;   /* n_index slots of row number + 1; 0 = empty */
-        size_t n_index;  /* a power of two, at least twice n */
+        size_t *index;  /* n_index slots of row number + 1; 0 = empty */
+        size_t n_index; /* a power of two, at least twice n */
         struct loop_timer *expiry;
         struct loop_timer *sweep; /* ends the sessions of a revoked token */
         struct token_session *sessions;
@@ -39,8 +39,8 @@ static size_t hash_slot(const char *hex, size_t n_index)
 {
         uint64_t h = 0;
         for (size_t i = 0; i < 16 && hex[i]; i++)
-                h = h << 4 | (uint64_t)(isdigit((unsigned char)hex[i]) ? hex[i] - '0'
-                                                                        : hex[i] - 'a' + 10);
+                h = h << 4 |
+                    (uint64_t)(isdigit((unsigned char)hex[i]) ? hex[i] - '0' : hex[i] - 'a' + 10);
         return (size_t)h & (n_index - 1);
 }
 
@@ -268,10 +268,9 @@ json_t *tokens_gateway_json(struct tokens *t)
         json_t *arr = json_array();
         for (size_t i = 0; arr && i < t->n; i++) {
                 const struct token_row *row = &t->rows[i];
-                if (json_array_append_new(arr, json_pack("{s:s,s:s,s:b,s:f,s:I}", "name",
-                                                         row->name, "hash", row->hash, "admin",
-                                                         row->admin, "rate", row->rate,
-                                                         "expires_at",
+                if (json_array_append_new(arr, json_pack("{s:s,s:s,s:b,s:f,s:I}", "name", row->name,
+                                                         "hash", row->hash, "admin", row->admin,
+                                                         "rate", row->rate, "expires_at",
                                                          (json_int_t)row->expires_at)) < 0) {
                         json_decref(arr);
                         return NULL;

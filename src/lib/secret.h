@@ -4,9 +4,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SECRET_PREFIX    "pdk_"
-#define SECRET_LEN       (4 + 43)
-#define SECRET_HASH_HEX  64 /* characters, without the NUL */
+#define SECRET_PREFIX   "pdk_"
+#define SECRET_LEN      (4 + 43)
+#define SECRET_HASH_HEX 64 /* characters, without the NUL */
 
 /* A new secret from getrandom(); ret gets SECRET_LEN characters and a NUL. */
 int secret_new(char ret[static SECRET_LEN + 1]);
