@@ -148,7 +148,16 @@ def test_an_agent_sees_and_acts_only_on_its_own_environments(daemon):
     # A still has its environment, and acts on it
     res = as_token(daemon, a, "POST", "/v1/envs/a1/exec", {"cmd": ["echo", "mine"]})
     assert res.status == 200 and res.json["stdout"] == "mine\n", res
-    assert as_token(daemon, a, "DELETE", "/v1/envs/a1?force=1").status == 200
+    # tokens survive a restart of the daemon; revoked and made again (a new secret), the name
+    # owns its environments again
+    daemon.restart()
+    assert [e["name"] for e in as_token(daemon, a, "GET", "/v1/envs").json["envs"]] == ["a1"]
+    assert daemon.api("DELETE", "/v1/tokens/ta").status == 200
+    assert as_token(daemon, a, "GET", "/v1/envs").status == 401
+    a2 = make_token(daemon, "ta")
+    assert a2 != a
+    assert [e["name"] for e in as_token(daemon, a2, "GET", "/v1/envs").json["envs"]] == ["a1"]
+    assert as_token(daemon, a2, "DELETE", "/v1/envs/a1?force=1").status == 200
     assert as_token(daemon, b, "DELETE", "/v1/envs/b1?force=1").status == 200
 
 
