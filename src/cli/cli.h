@@ -53,6 +53,7 @@ int cmd_lifecycle(struct cli *cli, int argc, char **argv); /* start stop restart
 int cmd_update(struct cli *cli, int argc, char **argv);
 int cmd_net(struct cli *cli, int argc, char **argv);
 int cmd_port(struct cli *cli, int argc, char **argv);
+int cmd_token(struct cli *cli, int argc, char **argv); /* cmd_token.c: API tokens */
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_shell(struct cli *cli, int argc, char **argv); /* interactive terminal: tty_session.c */
 int cmd_ps(struct cli *cli, int argc, char **argv); /* background processes: cmd_procs.c */

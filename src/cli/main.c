@@ -29,6 +29,7 @@ static const struct subverb verbs[] = {
     {"fork", cmd_fork},         {"commit", cmd_commit},
     {"stats", cmd_stats},
     {"audit", cmd_audit},       {"events", cmd_events},
+    {"token", cmd_token},
 };
 
 static const char overview[] =
@@ -74,6 +75,7 @@ static const char overview[] =
     "  audit [--env N] [--since D]  the audit log: changes and commands, who and when\n"
     "  events [--env N] [--type T]  print events (created, started, oom, ...) as they happen\n"
     "  daemon [ARGS]                run paddockd\n"
+    "  token create|ls|rm ...       API tokens for agents (secret shown once)\n"
     "\n"
     "Global options:\n"
     "  --socket PATH   paddockd's socket (env PADDOCK_SOCKET, default " PADDOCK_DEFAULT_SOCKET ")\n"

@@ -84,6 +84,9 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
                          (json_int_t)v->row.uid_base, "uid_count", (json_int_t)UID_RANGE_SIZE,
                          "ttl", v->ttl_s ? json_integer((json_int_t)v->ttl_s) : json_null(),
                          "tmp_size", (json_int_t)v->tmp_bytes);
+        /* The token that made it (null: the administrator). An agent sees only its own. */
+        json_object_set_new(j, "owner",
+                            v->row.owner[0] ? json_string(v->row.owner) : json_null());
         /* limit: a computer's quota, a sandbox's /tmp and /workspace size each; used: bytes
          * the computer wrote itself (shared image data not counted), where the driver knows */
         json_t *disk = json_pack("{s:o,s:o}", "limit", disk_limit, "used", disk_used);

@@ -289,7 +289,7 @@ static void fork_copied(void *data)
 }
 
 int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
-                struct env **ret, char *err, size_t errlen)
+                const char *owner, struct env **ret, char *err, size_t errlen)
 {
         int r = check_snapshottable(e, v, "fork", err, errlen);
         if (r < 0)
@@ -319,6 +319,7 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         struct env_spec spec;
         engine_env_spec(e, v, &spec);
         snprintf(spec.name, sizeof(spec.name), "%s", name);
+        spec.owner = owner;
         spec.from_tree = from;
         spec.from_base = env_uid_base(v);
         spec.copied = fork_copied;

@@ -29,6 +29,7 @@ struct request {
         /* libmicrohttpd reports a request complete before it destroys a streamed response: the
          * request is freed by whichever of the two comes last. */
         bool has_stream, completed;
+        bool aborted; /* http_abort: the stream ends at its next read */
         /* stream state */
         const struct http_stream_ops *sops;
         void *sdata;
@@ -346,6 +347,8 @@ void http_defer(struct request *r)
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct request *r = cls;
+        if (r->aborted)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
         ssize_t n = r->sops->read(r->sdata, buf, max);
         if (n > 0)
                 return n;
@@ -405,6 +408,27 @@ void http_stream_wake(struct request *r)
                 r->stream_waiting = false;
                 resume(r);
         }
+}
+
+bool req_lingers(const struct request *r)
+{
+        return !r->answered || r->has_stream;
+}
+
+void http_abort(struct request *r, const char *why)
+{
+        if (r->has_stream) {
+                r->aborted = true;
+                if (r->stream_waiting) {
+                        r->stream_waiting = false;
+                        resume(r);
+                } else if (!r->srv->kick) {
+                        r->srv->kick = loop_add_timer(r->srv->loop, 0, on_kick, r->srv);
+                }
+                return;
+        }
+        if (!r->answered)
+                http_reply_error(r, 401, "unauthorized", "%s", why);
 }
 
 static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,

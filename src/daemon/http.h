@@ -112,6 +112,11 @@ const char *req_env(const struct request *r);
  * (stolen; NULL removes the key). req_notes is NULL until the first note. */
 void req_set_note(struct request *r, const char *key, json_t *value);
 json_t *req_notes(const struct request *r);
+/* Is the request still going (no answer yet, or a stream)? */
+bool req_lingers(const struct request *r);
+/* End a request that is still going: a stream breaks off (the client sees the chunked
+ * response end without its last chunk), an unanswered one gets 401 with why. */
+void http_abort(struct request *r, const char *why);
 
 /* Called when the request is freed (answered or connection gone); deferred work must drop
  * its pointer to r. */
