@@ -84,7 +84,7 @@ struct quota_ask {
 };
 bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q);
 /* Called at every quota refusal; limit is "max-envs", "max-cpus", "max-memory" or "max-disk". */
-void api_quota_refused(struct request *r, const char *limit);
+void api_quota_refused(struct request *r, const char *limit, const char *message);
 
 /* Shared value parsers: a JSON value that is a string with units or a plain number.
  * On failure they reply 400 naming the field and return false. */

@@ -9,6 +9,7 @@
  * inserts the environment before its handler returns, so the next request already counts it
  * and parallel creates can never pass a limit together. */
 #include "daemon/api.h"
+#include "daemon/events.h"
 #include "daemon/log.h"
 #include "daemon/tokens.h"
 #include "lib/jsonutil.h"
@@ -171,10 +172,11 @@ void api_token_delete(struct request *r, struct engine *e, const char *name)
 
 /* ---------------------------------------------------------------- quotas */
 
-void api_quota_refused(struct request *r, const char *limit)
+void api_quota_refused(struct request *r, const char *limit, const char *message)
 {
         log_info("quota: token %s refused by %s on %s %s", req_actor(r), limit, req_method(r),
                  req_path(r));
+        events_quota_refused(req_actor(r), limit, message);
 }
 
 static void cpus_text(uint64_t millis, char *buf, size_t len)
@@ -201,7 +203,7 @@ static bool refuse(struct request *r, const char *limit, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        api_quota_refused(r, limit);
+        api_quota_refused(r, limit, msg);
         http_reply_error(r, 403, "quota_exceeded", "%s", msg);
         return false;
 }
