@@ -19,7 +19,7 @@ LDFLAGS += $(SAN)
 # The registry client (src/lib/registry.c) is an HTTP *client* built on libcurl and belongs to
 # the library; the HTTP *server* (libmicrohttpd) is daemon-only.
 PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle libcurl
-PKGS_DAEMON := libmicrohttpd
+PKGS_DAEMON := libmicrohttpd gnutls
 PKGS_CLI    :=
 # wslay (WebSocket framing, lib/websocket.c) ships no pkg-config file in Debian.
 LIBS_WS     := -lwslay

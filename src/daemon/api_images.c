@@ -9,6 +9,7 @@
  *
  * GET /v1/images/{name}/export?compression=none|gzip|zstd streams the image as a tar. */
 #include "daemon/api.h"
+#include "daemon/gateway.h"
 #include "daemon/image_job.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
@@ -491,5 +492,7 @@ void api_image_delete(struct request *r, struct engine *e, const char *name)
 
 void api_system(struct request *r, struct engine *e)
 {
-        http_reply_json(r, 200, engine_system_json(e));
+        json_t *j = engine_system_json(e);
+        json_object_set_new(j, "gateway", gateway_system_json());
+        http_reply_json(r, 200, j);
 }
