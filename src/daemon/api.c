@@ -418,7 +418,13 @@ void api_handle(struct request *r, void *ctx)
 {
         struct route_call c = {.r = r, .e = ctx};
         char seg[MAX_SEGMENTS][128];
-        /* Until tokens exist every caller is the local administrator. */
+        /* Until tokens exist every caller is the local administrator, and nobody through the
+         * network gateway. */
+        if (req_from_gateway(r)) {
+                http_reply_error(r, 401, "unauthorized",
+                                 "a token is required: Authorization: Bearer <token>");
+                return;
+        }
         req_set_actor(r, "", true);
         size_t n = split_path(req_path(r), seg);
         const struct api_route_entry *hit = NULL, *known = NULL; /* known: the path matches */

@@ -277,6 +277,11 @@ static void child_main(void *arg, pid_t daemon_pid, int status_fd, int data_fd)
         if (r < 0)
                 child_fail(status_fd, "closing fds", -r);
         reset_signals();
+        /* stdout and stderr stay (its log lines join the daemon's); stdin may be the
+         * administrator's terminal, which is none of its business. */
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null < 0 || (null == STDIN_FILENO ? fcntl(null, F_SETFD, 0) : dup2(null, STDIN_FILENO)) < 0)
+                child_fail(status_fd, "/dev/null", errno);
         if (setsid() < 0)
                 child_fail(status_fd, "setsid", errno);
         if (chdir("/") < 0)

@@ -1,0 +1,324 @@
+"""The network gateway: `paddockd --listen` serves the API over TLS through an unprivileged
+process (paddock-gateway) that hands each connection to the engine.
+
+What a user would notice: the certificate the TLS server presents is the one GET /v1/system
+and the log name (and it stays the same across restarts); requests without a token are refused;
+IPv6 works; plain HTTP is refused on anything but loopback; the process that faces the network
+is not root, has no capabilities, no_new_privs and a seccomp filter, and cannot read the state
+database or the TLS key; when it dies the daemon starts it again; and the local unix socket
+works as before. Every daemon runs in its own network namespace (loopback up), so the port is
+always free."""
+import array
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import (GATEWAY_PORT, PADDOCKD, TLSConnection, cert_fingerprint, gateway_info,
+                      netns_socket, proc_status, tls_request, wait_for)
+
+PORT = GATEWAY_PORT
+GATEWAY_FALLBACK_ID = 2147483632  # gateway.h: above every environment's id range
+
+
+def gateway_pids(daemon):
+    """Children of the daemon that run paddock-gateway."""
+    pids = []
+    for t in os.listdir("/proc/%d/task" % daemon.pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (daemon.pid, t)) as f:
+                kids = [int(p) for p in f.read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            try:
+                with open("/proc/%d/comm" % k) as f:
+                    if f.read().strip() == "paddock-gateway":
+                        pids.append(k)
+            except OSError:
+                pass
+    return pids
+
+
+def gateway_pid(daemon, other_than=None):
+    def one():
+        p = [x for x in gateway_pids(daemon) if x != other_than]
+        return p[0] if len(p) == 1 else None
+    return wait_for(one, timeout=15, what="the gateway process")
+
+
+def make_token(daemon, name, admin=True):
+    """A token's secret, once the token store exists (POST /v1/tokens); None before."""
+    r = daemon.api("POST", "/v1/tokens", body={"name": name, "admin": admin})
+    if r.status == 404:
+        return None
+    assert r.status in (200, 201), r
+    j = r.json
+    return j.get("secret") or j.get("token")
+
+
+def assert_refused_without_token(r):
+    assert r.status == 401, r
+    code, msg = r.error()
+    assert code == "unauthorized", r
+    assert "token" in msg.lower(), r
+
+
+def test_tls_round_trip_pinned_to_the_reported_fingerprint(gateway_daemon):
+    d = gateway_daemon
+    gw = gateway_info(d)
+    assert gw["listen"] == ["127.0.0.1:%d" % PORT, "[::1]:%d" % PORT]
+    assert gw["listen_plain"] == ["127.0.0.1:%d" % (PORT + 1)]
+    fp = gw["tls_fingerprint"]
+    assert re.fullmatch(r"sha256(:[0-9A-F]{2}){32}", fp), fp
+    # the log names it, and it is the certificate kept in the state directory
+    assert "TLS fingerprint " + fp in d.log()
+    with open(os.path.join(d.root, "tls", "cert.pem")) as f:
+        assert cert_fingerprint(ssl.PEM_cert_to_DER_cert(f.read())) == fp
+    # the TLS server presents exactly that certificate
+    c = TLSConnection(d.netns_path, "127.0.0.1", PORT, fp)
+    c.connect()
+    assert c.peer_fingerprint == fp
+    c.close()
+    # a client pinned to another fingerprint refuses the server
+    other = "sha256:" + ":".join(["00"] * 32)
+    with pytest.raises(ssl.SSLError):
+        tls_request(d, "127.0.0.1", PORT, "GET", "/v1/envs", fingerprint=other)
+    # no token, a wrong token: refused; the unix socket still answers as before
+    assert_refused_without_token(tls_request(d, "127.0.0.1", PORT, "GET", "/v1/envs"))
+    assert_refused_without_token(tls_request(d, "127.0.0.1", PORT, "GET", "/v1/envs",
+                                             token="pdk_" + "A" * 43))
+    assert d.api("GET", "/v1/envs").status == 200
+    d.create("local1", "--sandbox")
+    assert d.exec("local1", ["echo", "hi"])["stdout"] == "hi\n"
+    # with a token (once the token store exists): a real round trip, keep-alive
+    secret = make_token(d, "gw-admin")
+    if secret is None:
+        return
+    c = TLSConnection(d.netns_path, "127.0.0.1", PORT, fp)
+    try:
+        for _ in range(3):
+            c.request("POST", "/v1/envs/local1/exec", body=json.dumps({"cmd": ["echo", "tls"]}),
+                      headers={"Authorization": "Bearer " + secret,
+                               "Content-Type": "application/json"})
+            r = c.getresponse()
+            body = r.read()
+            assert r.status == 200, body
+            assert json.loads(body)["stdout"] == "tls\n"
+    finally:
+        c.close()
+
+
+def test_plain_listener_and_ipv6(gateway_daemon):
+    d = gateway_daemon
+    r = tls_request(d, "::1", PORT, "GET", "/v1/envs")
+    assert_refused_without_token(r)
+    c = TLSConnection(d.netns_path, "::1", PORT, gateway_info(d)["tls_fingerprint"])
+    c.connect()
+    c.close()
+    # plain HTTP on loopback when asked for explicitly: the same answers
+    assert_refused_without_token(tls_request(d, "127.0.0.1", PORT + 1, "GET", "/v1/envs",
+                                             tls=False))
+
+
+def test_certificate_persists_across_restarts(gateway_daemon):
+    d = gateway_daemon
+    fp = gateway_info(d)["tls_fingerprint"]
+    tls = os.path.join(d.root, "tls")
+    assert os.stat(tls).st_mode & 0o777 == 0o700
+    assert os.stat(os.path.join(tls, "key.pem")).st_mode & 0o777 == 0o600
+    d.restart()
+    assert gateway_info(d)["tls_fingerprint"] == fp
+    c = TLSConnection(d.netns_path, "127.0.0.1", PORT, fp)
+    c.connect()
+    c.close()
+    # after a kill -9 too
+    d.restart(kill=True)
+    assert gateway_info(d)["tls_fingerprint"] == fp
+    assert_refused_without_token(tls_request(d, "127.0.0.1", PORT, "GET", "/v1/system"))
+
+
+def test_no_listen_no_gateway(daemon):
+    assert gateway_info(daemon) is None
+    assert gateway_pids(daemon) == []
+    assert not os.path.exists(os.path.join(daemon.root, "tls"))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--listen-plain", "0.0.0.0:8080"], "plain HTTP only on a loopback address"),
+    (["--listen-plain", "[::]:8080"], "plain HTTP only on a loopback address"),
+    (["--listen-plain", "10.1.2.3:8080"], "plain HTTP only on a loopback address"),
+    (["--listen", "localhost:8443"], "is not an IPv4 address"),
+    (["--listen", "::1:8443"], "use ADDR:PORT"),
+    (["--listen", "[::1]8443"], "[ADDR]:PORT"),
+    (["--listen", "127.0.0.1:0"], "the port must be a number from 1 to 65535"),
+    (["--listen", "127.0.0.1:65536"], "the port must be a number from 1 to 65535"),
+    (["--listen", "127.0.0.1:+80"], "the port must be a number from 1 to 65535"),
+    (["--listen", "[fe80::1%eth0]:8443"], "is not an IPv6 address"),
+    (["--listen", "127.0.0.1:8443", "--tls-cert", "/nonexistent"], "go together"),
+    (["--gateway-user", "nobody"], "need --listen"),
+])
+def test_bad_listen_options_are_refused(args, message):
+    tmp = tempfile.mkdtemp(prefix="paddock-it-gw-", dir="/var/tmp")
+    try:
+        p = subprocess.run([PADDOCKD, "--root", os.path.join(tmp, "root"), "--socket",
+                            os.path.join(tmp, "s.sock")] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        assert p.returncode == 2, (p.returncode, p.stderr)
+        assert message in p.stderr.decode(), p.stderr
+        assert not os.path.exists(os.path.join(tmp, "root"))  # refused before touching state
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+
+
+def test_gateway_runs_unprivileged_and_confined(gateway_daemon):
+    d = gateway_daemon
+    pid = gateway_pid(d)
+    st = wait_for(lambda: (lambda s: s if s["Seccomp"] == "2" else None)(proc_status(pid)),
+                  what="the gateway's seccomp filter")
+    uid = int(st["Uid"].split()[0])
+    gid = int(st["Gid"].split()[0])
+    assert uid != 0 and gid != 0
+    assert st["Uid"].split() == [str(uid)] * 4 and st["Gid"].split() == [str(gid)] * 4
+    assert st["Groups"] == ""
+    try:
+        import pwd
+        expected = pwd.getpwnam("paddock-gateway").pw_uid
+    except KeyError:
+        expected = GATEWAY_FALLBACK_ID
+    assert uid == expected
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(st[cap], 16) == 0, (cap, st[cap])
+    assert st["NoNewPrivs"] == "1"
+    # its own session, no terminal, stdin /dev/null
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    assert int(fields[3]) == pid  # session id
+    assert os.readlink("/proc/%d/fd/0" % pid) == "/dev/null"
+    # the fds it holds: sockets, stdio; nothing of the state directory
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        assert not target.startswith(d.root), (fd, target)
+    # as its uid: neither the database, nor the key, nor the state directory's listing
+    def as_gateway(*argv):
+        return subprocess.run(["setpriv", "--reuid", str(uid), "--regid", str(gid),
+                               "--clear-groups", "--"] + list(argv),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for path in ("paddock.db", "tls/key.pem", "tls/cert.pem"):
+        p = as_gateway("cat", os.path.join(d.root, path))
+        assert p.returncode != 0 and b"Permission denied" in p.stderr, (path, p)
+    p = as_gateway("ls", d.root)
+    assert p.returncode != 0 and b"Permission denied" in p.stderr, p
+    # control: the same command as root reads the database
+    assert subprocess.run(["cat", os.path.join(d.root, "paddock.db")],
+                          stdout=subprocess.DEVNULL).returncode == 0
+
+
+def test_killed_gateway_is_restarted(gateway_daemon):
+    d = gateway_daemon
+    fp = gateway_info(d)["tls_fingerprint"]
+    old = gateway_pid(d)
+    os.kill(old, signal.SIGKILL)
+    new = gateway_pid(d, other_than=old)
+    assert new != old
+    assert "gateway: killed by signal 9" in d.log()
+    # TLS works again (the listening sockets stayed open: no client sees a refusal window)
+    assert_refused_without_token(tls_request(d, "127.0.0.1", PORT, "GET", "/v1/envs"))
+    assert_refused_without_token(tls_request(d, "::1", PORT, "GET", "/v1/envs"))
+    c = TLSConnection(d.netns_path, "127.0.0.1", PORT, fp)
+    c.connect()
+    c.close()
+    # and the daemon's own socket never stopped
+    assert d.api("GET", "/v1/system").status == 200
+
+
+# --------------------------------------------------------------------------- the control socket
+
+SYS_pidfd_open = 434
+SYS_pidfd_getfd = 438
+
+
+def steal_fd(pid, fd):
+    """A copy of another process's fd (pidfd_getfd; we are root)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = libc.syscall(SYS_pidfd_open, pid, 0)
+    if pidfd < 0:
+        raise OSError(ctypes.get_errno(), "pidfd_open")
+    try:
+        n = libc.syscall(SYS_pidfd_getfd, pidfd, fd, 0)
+        if n < 0:
+            raise OSError(ctypes.get_errno(), "pidfd_getfd")
+        return n
+    finally:
+        os.close(pidfd)
+
+
+def control_fd(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        argv = f.read().split(b"\0")
+    return int(argv[argv.index(b"--control") + 1])
+
+
+def test_engine_rejects_bad_control_messages(gateway_daemon):
+    """What a compromised gateway could send on its control socket: garbage, an unknown op, a
+    pipe or a TCP socket instead of its socketpair, two fds at once. The engine closes them,
+    logs, and goes on serving."""
+    d = gateway_daemon
+    pid = gateway_pid(d)
+    ctl = socket.socket(fileno=steal_fd(pid, control_fd(pid)))
+    rp, wp = os.pipe()
+    a, b = socket.socketpair()
+    tcp = netns_socket(d.netns_path)
+    try:
+        def send(msg, fds=()):
+            anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+            ctl.sendmsg([msg], anc)
+        send(b"not json", [a.fileno()])
+        send(b'{"op":"tokens","tokens":[]}')
+        send(b'{"op":"connect","peer":"1.2.3.4:5"}', [rp])
+        send(b'{"op":"connect","peer":"1.2.3.4:5"}', [tcp.fileno()])
+        send(b'{"op":"connect","peer":"1.2.3.4:5"}', [a.fileno(), a.fileno()])
+        send(b'{"op":"connect","peer":"<script>"}', [a.fileno()])
+        send(b'{"op":"connect","peer":"1.2.3.4:5"}')
+        wait_for(lambda: d.log().count("gateway: dropping a control message") >= 7,
+                 what="seven dropped control messages")
+        for why in ("not a JSON object", "unknown op", "not a socket", "not a unix socket",
+                    "more than one fd", "bad peer", "no fd"):
+            assert "(%s," % why in d.log(), why
+        # the engine closed every copy it got: our end of the socketpair sees no server
+        a.close()
+        b.settimeout(5)
+        assert b.recv(1) == b""
+        # a good message on the same socket is served (it speaks HTTP on the pair)
+        e, g = socket.socketpair()
+        send(b'{"op":"connect","peer":"127.0.0.1:1"}', [e.fileno()])
+        e.close()
+        g.settimeout(10)
+        g.sendall(b"GET /v1/envs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        resp = b""
+        while True:
+            chunk = g.recv(65536)
+            if not chunk:
+                break
+            resp += chunk
+        g.close()
+        assert resp.startswith(b"HTTP/1.1 401"), resp  # a gateway connection needs a token
+        # the real gateway goes on working
+        assert_refused_without_token(tls_request(d, "127.0.0.1", PORT, "GET", "/v1/envs"))
+        assert d.api("GET", "/v1/system").status == 200
+    finally:
+        ctl.close()
+        for fd in (rp, wp):
+            os.close(fd)
+        b.close()
+        tcp.close()
