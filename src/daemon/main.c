@@ -460,12 +460,6 @@ static int open_gateway_exe(void)
 static void prepare_gateway(struct options *o, const char *root, struct gateway_prep *ret)
 {
         char err[512];
-        /* The gateway's uid must not reach the state: the root directory is the one door. */
-        struct stat st;
-        if (stat(root, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0077)) {
-                log_error("--listen: the state directory %s must be root's and mode 0700", root);
-                exit(1);
-        }
         if ((ret->exe_fd = open_gateway_exe()) < 0) {
                 log_error("--listen: cannot open paddock-gateway (next to paddockd or in "
                           "/usr/lib/paddock): %s", strerror(-ret->exe_fd));
@@ -511,9 +505,16 @@ static void prepare_gateway(struct options *o, const char *root, struct gateway_
 }
 
 static struct gateway *start_gateway(const struct options *o, const struct gateway_prep *p,
-                                     struct loop *loop, struct engine *engine, const char *spool,
-                                     struct http_server **ret_http)
+                                     struct loop *loop, struct engine *engine, const char *root,
+                                     const char *spool, struct http_server **ret_http)
 {
+        /* The gateway's uid must not reach the state: the root directory is the one door (made
+         * private by state_dir_make_private by now). */
+        struct stat st;
+        if (stat(root, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0077)) {
+                log_error("--listen: the state directory %s must be root's and mode 0700", root);
+                exit(1);
+        }
         struct http_config hc = {.listen_fd = -1,
                                  .spool_dir = spool,
                                  .handler = api_handle,
@@ -588,6 +589,10 @@ int main(int argc, char **argv)
                                          : strerror(-lock));
                 return 1;
         }
+        /* Before anything else is set up: a bad address or certificate fails at once. */
+        struct gateway_prep gw_prep = {.exe_fd = -EBADF};
+        if (o.n_listen)
+                prepare_gateway(&o, root, &gw_prep);
         int init_fd = open_init(o.init);
         if (init_fd < 0) {
                 log_error("cannot open paddock-init (%s): %s", o.init ? o.init : "next to paddockd",
@@ -608,9 +613,6 @@ int main(int argc, char **argv)
                 log_error("state directory %s: %s", root, strerror(-r));
                 return 1;
         }
-        struct gateway_prep gw_prep = {.exe_fd = -EBADF};
-        if (o.n_listen)
-                prepare_gateway(&o, root, &gw_prep);
         char dbpath[4200], spool[4200], subtree[64];
         if (BUF_PRINTF(dbpath, "%s/paddock.db", root) < 0 || BUF_PRINTF(spool, "%s/tmp", root) < 0) {
                 log_error("state directory %s: path too long", root);
@@ -693,7 +695,7 @@ int main(int argc, char **argv)
         struct http_server *gw_http = NULL;
         struct gateway *gateway = NULL;
         if (o.n_listen)
-                gateway = start_gateway(&o, &gw_prep, loop, engine, spool, &gw_http);
+                gateway = start_gateway(&o, &gw_prep, loop, engine, root, spool, &gw_http);
         log_info("paddockd %s ready: root %s, socket %s, cgroups %s", PADDOCK_VERSION, root,
                  o.socket, cgroup_mode_name(cgroup_manager_mode(cg)));
         r = loop_run(loop);

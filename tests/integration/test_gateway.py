@@ -145,6 +145,42 @@ def test_certificate_persists_across_restarts(gateway_daemon):
     assert_refused_without_token(tls_request(d, "127.0.0.1", PORT, "GET", "/v1/system"))
 
 
+def openssl_cert(d, name):
+    """A self-signed P-256 certificate and its key, made by openssl (not by paddockd)."""
+    cert, key = os.path.join(d, name + ".crt"), os.path.join(d, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "2", "-subj", "/CN=" + name], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return cert, key
+
+
+def test_given_certificate_is_served_and_a_wrong_key_refused(make_daemon):
+    tmp = tempfile.mkdtemp(prefix="paddock-it-gwcert-", dir="/var/tmp")
+    try:
+        cert, key = openssl_cert(tmp, "given")
+        _, other_key = openssl_cert(tmp, "other")
+        with open(cert) as f:
+            fp = cert_fingerprint(ssl.PEM_cert_to_DER_cert(f.read()))
+        # a key that does not belong to the certificate: refused at start, with both names
+        p = subprocess.run([PADDOCKD, "--root", os.path.join(tmp, "root"), "--socket",
+                            os.path.join(tmp, "s.sock"), "--listen", "127.0.0.1:%d" % PORT,
+                            "--tls-cert", cert, "--tls-key", other_key],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        assert p.returncode == 1, p
+        err = p.stderr.decode()
+        assert "TLS certificate" in err and cert in err and other_key in err, err
+        d = make_daemon(loopback=True, extra_args=["--listen", "127.0.0.1:%d" % PORT,
+                                                   "--tls-cert", cert, "--tls-key", key])
+        assert gateway_info(d)["tls_fingerprint"] == fp
+        c = TLSConnection(d.netns_path, "127.0.0.1", PORT, fp)
+        c.connect()
+        c.close()
+        assert not os.path.exists(os.path.join(d.root, "tls"))  # none made
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+
+
 def test_no_listen_no_gateway(daemon):
     assert gateway_info(daemon) is None
     assert gateway_pids(daemon) == []
@@ -240,6 +276,14 @@ def test_killed_gateway_is_restarted(gateway_daemon):
     c.close()
     # and the daemon's own socket never stopped
     assert d.api("GET", "/v1/system").status == 200
+    # the new gateway got the token table again (once the token store exists)
+    secret = make_token(d, "after-restart")
+    if secret is not None:
+        old = gateway_pid(d)
+        os.kill(old, signal.SIGKILL)
+        gateway_pid(d, other_than=old)
+        r = tls_request(d, "127.0.0.1", PORT, "GET", "/v1/envs", token=secret)
+        assert r.status == 200, r
 
 
 # --------------------------------------------------------------------------- the control socket
