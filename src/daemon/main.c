@@ -470,8 +470,15 @@ static void prepare_gateway(struct options *o, const char *root, struct gateway_
                 exit(1);
         }
         if (o->tls_cert) {
-                snprintf(ret->cert, sizeof(ret->cert), "%s", o->tls_cert);
-                snprintf(ret->key, sizeof(ret->key), "%s", o->tls_key);
+                /* Absolute: they are opened again at every start of the gateway. */
+                char cert[PATH_MAX], key[PATH_MAX];
+                if (!realpath(o->tls_cert, cert) || !realpath(o->tls_key, key)) {
+                        log_error("TLS certificate: %s: %m",
+                                  realpath(o->tls_cert, cert) ? o->tls_key : o->tls_cert);
+                        exit(1);
+                }
+                snprintf(ret->cert, sizeof(ret->cert), "%s", cert);
+                snprintf(ret->key, sizeof(ret->key), "%s", key);
         } else {
                 char dir[4200], host[256] = "";
                 const char *ips[GATEWAY_MAX_LISTEN];
