@@ -648,8 +648,9 @@ static bool conn_step(struct conn *c, bool *progress)
                         return false;
         }
         if (c->client_eof) {
-                if (c->state == S_BLIND || (c->state == S_HEAD && c->cin.len == 0) ||
-                    c->state == S_DRAIN) {
+                /* Between requests, or blind: pass the half-close on; the engine answers what
+                 * it has and closes. */
+                if (c->state == S_BLIND || (c->state == S_HEAD && c->cin.len == 0)) {
                         if (c->we.fd < 0)
                                 return false;
                         if (c->eout.len == 0 && !c->engine_shut) {
@@ -657,6 +658,10 @@ static bool conn_step(struct conn *c, bool *progress)
                                 c->engine_shut = true;
                                 *progress = true;
                         }
+                } else if (c->state == S_DRAIN) {
+                        /* The engine was told "Connection: close" (or was shut): it ends. */
+                        if (c->we.fd < 0 && !c->pending_error)
+                                return false;
                 } else if (c->state != S_UPGRADE_WAIT) {
                         return false; /* EOF in the middle of a request */
                 }

@@ -380,6 +380,33 @@ def test_revoked_token_closes_open_websocket_at_once(gw):
     assert response(of)[0] == 200
 
 
+def test_expiry_closes_open_websocket(gw):
+    soon = "pdk_" + "Z" * 43
+    gw.engine.send_tokens(table() + [{"name": "soon", "hash": sha(soon), "admin": False,
+                                      "rate": 0, "expires_at": int(time.time()) + 2}])
+    s = gw.tls()
+    request(s, path="/v1/envs/x/exec/ws", token=soon,
+            headers=["Connection: Upgrade", "Upgrade: websocket"])
+    f = s.makefile("rb")
+    assert f.readline().startswith(b"HTTP/1.1 101")
+    assert not is_closed(s, 0.5)
+    assert is_closed(s, 4)
+
+
+def test_per_peer_connection_cap(gw):
+    conns = [gw.plain() for _ in range(64)]
+    extra = gw.plain()
+    assert is_closed(extra, 5)  # the 65th from one address is refused
+    conns.pop().close()
+    time.sleep(0.3)
+    s = gw.plain()
+    f = s.makefile("rb")
+    request(s)
+    assert response(f)[0] == 200
+    for c in conns:
+        c.close()
+
+
 def test_plain_mode_on_loopback(gw):
     s = gw.plain()
     f = s.makefile("rb")
