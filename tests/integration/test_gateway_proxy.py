@@ -26,6 +26,14 @@ SECRET_SLOW = "pdk_" + "S" * 43
 SECRET_OLD = "pdk_" + "E" * 43
 
 
+BIG = 8 << 20
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def sha(s):
     return hashlib.sha256(s.encode()).hexdigest()
 
@@ -126,8 +134,11 @@ class FakeEngine:
                         if not data:
                             return
                         conn.sendall(data)
-                if target == "/refuse-upgrade":
-                    pass
+                if target == "/big":  # 8 MiB at once (a big socket buffer), then close
+                    conn.setsockopt(socket.SOL_SOCKET, 32, 4 * BIG)  # SO_SNDBUFFORCE
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                                 % BIG + b"x" * BIG)
+                    return
                 out = json.dumps({"method": method, "target": target, "headers": headers,
                                   "body": body.decode(errors="replace")}).encode()
                 close = hget(headers, "Connection") == "close"
@@ -405,6 +416,22 @@ def test_per_peer_connection_cap(gw):
     assert response(f)[0] == 200
     for c in conns:
         c.close()
+
+
+def test_slow_reader_backpressure_without_spinning(gw):
+    s = gw.tls(timeout=30)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    request(s, path="/big")
+    time.sleep(0.5)
+    cpu0 = cpu_seconds(gw.proc.pid)
+    time.sleep(2)  # the client reads nothing; the engine has written all and closed
+    assert cpu_seconds(gw.proc.pid) - cpu0 < 0.2
+    other = gw.plain()
+    of = other.makefile("rb")
+    request(other)
+    assert response(of)[0] == 200  # the loop serves others meanwhile
+    status, _h, body = response(s.makefile("rb"))
+    assert status == 200 and len(body) == BIG and body == b"x" * BIG
 
 
 def test_plain_mode_on_loopback(gw):
