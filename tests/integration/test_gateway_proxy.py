@@ -289,6 +289,23 @@ def test_post_body_and_chunked_reemitted_canonically(gw):
     assert hget(seen["headers"], "x-raw-chunked") == "3\r\nabc\r\na\r\n0123456789\r\n0\r\n\r\n"
 
 
+def test_tls_versions(gw):
+    ctx = ssl.create_default_context(cafile=gw.cert)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", gw.tls_port), timeout=10),
+                        server_hostname="localhost")
+    assert s.version() == "TLSv1.2"
+    request(s)
+    assert response(s.makefile("rb"))[0] == 200
+    assert gw.tls().version() == "TLSv1.3"
+    # TLS 1.1 is refused (the client may not even offer it: then it fails on its own side).
+    old = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{gw.tls_port}",
+                          "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                         input=b"", capture_output=True, timeout=10)
+    assert old.returncode != 0
+    assert b"no peer certificate available" in old.stdout  # no handshake happened
+
+
 def test_missing_wrong_and_expired_tokens_are_401(gw):
     for token, message in [(None, "a bearer token is required"),
                            ("pdk_" + "x" * 43, "invalid or expired token"),
@@ -339,6 +356,7 @@ def test_malformed_heads_are_refused(gw, raw, status):
 def test_slowloris_does_not_block_others_and_is_closed(gw):
     slow = gw.tls(timeout=30)
     slow.sendall(b"GET /v1/envs HTTP/1.1\r\nHost: gw\r\n")
+    mute = socket.create_connection(("127.0.0.1", gw.tls_port), timeout=30)  # never says hello
     start = time.monotonic()
     for _ in range(3):  # a header line now and then, never the end of the head
         slow.sendall(b"X-Slow: 1\r\n")
@@ -350,6 +368,7 @@ def test_slowloris_does_not_block_others_and_is_closed(gw):
         time.sleep(1)
     assert is_closed(slow, 15)
     assert 9 <= time.monotonic() - start <= 14  # the 10 s head deadline
+    assert is_closed(mute, 5)  # and the 10 s handshake deadline
 
 
 def test_garbage_tls_closes_only_that_connection(gw):
@@ -450,6 +469,8 @@ def test_confined_and_exits_when_engine_goes(gw):
     assert fields["NoNewPrivs"].strip() == "1"
     assert int(fields["CapEff"].strip(), 16) == 0
     assert fields["Uid"].split()[0] == "65534"
+    # Not dumpable: its /proc files belong to root, not to its own uid.
+    assert os.stat(f"/proc/{gw.proc.pid}/mem").st_uid == 0
     gw.expect_exit = True
     gw.engine.sock.shutdown(socket.SHUT_RDWR)
     assert gw.proc.wait(timeout=5) == 0
