@@ -50,6 +50,7 @@ struct watch {
         enum watch_kind kind;
         int fd;
         uint32_t events; /* the current epoll interest */
+        bool registered; /* in the epoll set (only while events != 0, see watch_set) */
         struct conn *c;  /* W_CLIENT, W_ENGINE */
         bool tls;        /* W_LISTEN */
 };
@@ -80,7 +81,6 @@ struct conn {
         bool client_eof, engine_eof, engine_shut;
         bool close_when_flushed;
         bool forwarded;       /* a request went to the engine and it has not answered since */
-        bool ever_forwarded;
         char *pending_error;  /* our own response, sent after the engine's EOF */
         size_t pending_error_len;
         char sniff[12];       /* the start of the engine's answer to an Upgrade request */
@@ -171,24 +171,25 @@ static bool buf_append(struct buf *b, const char *s, size_t n)
 
 /* --- epoll -------------------------------------------------------------------------------- */
 
+/* An fd with no interest leaves the epoll set: epoll reports EPOLLHUP and EPOLLERR even for
+ * an empty mask, and a closed engine socket waiting for a slow client would spin the loop. */
 static int watch_set(struct watch *w, uint32_t events)
 {
-        if (w->fd < 0 || w->events == events)
+        if (w->fd < 0 || (w->registered && w->events == events) || (!w->registered && !events))
                 return 0;
         struct epoll_event ev = { .events = events, .data.ptr = w };
-        if (epoll_ctl(gw.epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+        int op = !events ? EPOLL_CTL_DEL : w->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+        if (epoll_ctl(gw.epfd, op, w->fd, &ev) < 0)
                 return -errno;
+        w->registered = events != 0;
         w->events = events;
         return 0;
 }
 
 static int watch_add(struct watch *w, uint32_t events)
 {
-        struct epoll_event ev = { .events = events, .data.ptr = w };
-        if (epoll_ctl(gw.epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0)
-                return -errno;
-        w->events = events;
-        return 0;
+        w->registered = false;
+        return watch_set(w, events);
 }
 
 /* --- connections -------------------------------------------------------------------------- */
@@ -408,9 +409,7 @@ static int engine_connect(struct conn *c)
         }
         /* Our end non-blocking: the socketpair was made without SOCK_NONBLOCK so the engine's
          * end keeps blocking semantics; use MSG_DONTWAIT on every call instead of fcntl. */
-        c->we.fd = sv[0];
-        if (watch_add(&c->we, 0) < 0)
-                return -ENOMEM;
+        c->we.fd = sv[0]; /* conn_watch() adds it to the epoll set */
         return 0;
 }
 
@@ -460,7 +459,7 @@ static int handle_head(struct conn *c, const struct rp_head *h)
                 return 431;
         }
         c->eout.len += (size_t)n;
-        c->forwarded = c->ever_forwarded = true;
+        c->forwarded = true;
         return RP_OK;
 }
 
@@ -648,8 +647,9 @@ static bool conn_step(struct conn *c, bool *progress)
                         return false;
         }
         if (c->client_eof) {
-                if (c->state == S_BLIND || (c->state == S_HEAD && c->cin.len == 0) ||
-                    c->state == S_DRAIN) {
+                /* Between requests, or blind: pass the half-close on; the engine answers what
+                 * it has and closes. */
+                if (c->state == S_BLIND || (c->state == S_HEAD && c->cin.len == 0)) {
                         if (c->we.fd < 0)
                                 return false;
                         if (c->eout.len == 0 && !c->engine_shut) {
@@ -657,6 +657,10 @@ static bool conn_step(struct conn *c, bool *progress)
                                 c->engine_shut = true;
                                 *progress = true;
                         }
+                } else if (c->state == S_DRAIN) {
+                        /* The engine was told "Connection: close" (or was shut): it ends. */
+                        if (c->we.fd < 0 && !c->pending_error)
+                                return false;
                 } else if (c->state != S_UPGRADE_WAIT) {
                         return false; /* EOF in the middle of a request */
                 }
@@ -888,6 +892,13 @@ int gw_loop_run(void)
                                 accept_some(w);
                                 break;
                         case W_CLIENT:
+                                /* EPOLLERR: reset; EPOLLHUP: both directions gone (we never
+                                 * shut down our side of a client). */
+                                if (!w->c->dead && (evs[i].events & (EPOLLERR | EPOLLHUP)))
+                                        conn_close(w->c);
+                                if (!w->c->dead)
+                                        conn_pump(w->c);
+                                break;
                         case W_ENGINE:
                                 if (!w->c->dead)
                                         conn_pump(w->c);

@@ -86,7 +86,7 @@ static int find_head_end(const char *buf, size_t len, struct rp_head *h, size_t 
                 if (c != '\r')
                         continue;
                 if (i + 1 == len)
-                        return RP_MORE;
+                        break;
                 if (buf[i + 1] != '\n')
                         return fail(h, 400, "bare CR in request head");
                 if (line_no == 0)
@@ -101,6 +101,8 @@ static int find_head_end(const char *buf, size_t len, struct rp_head *h, size_t 
                 i++;
                 line_start = i + 1;
         }
+        if (len >= RP_HEAD_MAX)
+                return fail(h, 431, "request head too large");
         return RP_MORE;
 }
 
@@ -238,7 +240,8 @@ static int check_fields(struct rp_head *h)
                 return fail(h, 400, "missing Host");
         /* HTTP/1.0 keep-alive is an old extension; such clients get one request per connection. */
         h->keep_alive = h->minor == 1 && !close;
-        h->upgrade = conn_upgrade && h->upgrade_field && h->minor == 1;
+        /* "close" wins over "upgrade": the request goes on as an ordinary last one. */
+        h->upgrade = conn_upgrade && !close && h->upgrade_field && h->minor == 1;
         if (h->upgrade && (h->body != RP_BODY_NONE || h->upgrade_field->value_len == 0))
                 return fail(h, 400, "malformed upgrade request");
         return RP_OK;

@@ -26,6 +26,14 @@ SECRET_SLOW = "pdk_" + "S" * 43
 SECRET_OLD = "pdk_" + "E" * 43
 
 
+BIG = 8 << 20
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def sha(s):
     return hashlib.sha256(s.encode()).hexdigest()
 
@@ -126,8 +134,11 @@ class FakeEngine:
                         if not data:
                             return
                         conn.sendall(data)
-                if target == "/refuse-upgrade":
-                    pass
+                if target == "/big":  # 8 MiB at once (a big socket buffer), then close
+                    conn.setsockopt(socket.SOL_SOCKET, 32, 4 * BIG)  # SO_SNDBUFFORCE
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                                 % BIG + b"x" * BIG)
+                    return
                 out = json.dumps({"method": method, "target": target, "headers": headers,
                                   "body": body.decode(errors="replace")}).encode()
                 close = hget(headers, "Connection") == "close"
@@ -278,6 +289,23 @@ def test_post_body_and_chunked_reemitted_canonically(gw):
     assert hget(seen["headers"], "x-raw-chunked") == "3\r\nabc\r\na\r\n0123456789\r\n0\r\n\r\n"
 
 
+def test_tls_versions(gw):
+    ctx = ssl.create_default_context(cafile=gw.cert)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", gw.tls_port), timeout=10),
+                        server_hostname="localhost")
+    assert s.version() == "TLSv1.2"
+    request(s)
+    assert response(s.makefile("rb"))[0] == 200
+    assert gw.tls().version() == "TLSv1.3"
+    # TLS 1.1 is refused (the client may not even offer it: then it fails on its own side).
+    old = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{gw.tls_port}",
+                          "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                         input=b"", capture_output=True, timeout=10)
+    assert old.returncode != 0
+    assert b"no peer certificate available" in old.stdout  # no handshake happened
+
+
 def test_missing_wrong_and_expired_tokens_are_401(gw):
     for token, message in [(None, "a bearer token is required"),
                            ("pdk_" + "x" * 43, "invalid or expired token"),
@@ -328,6 +356,7 @@ def test_malformed_heads_are_refused(gw, raw, status):
 def test_slowloris_does_not_block_others_and_is_closed(gw):
     slow = gw.tls(timeout=30)
     slow.sendall(b"GET /v1/envs HTTP/1.1\r\nHost: gw\r\n")
+    mute = socket.create_connection(("127.0.0.1", gw.tls_port), timeout=30)  # never says hello
     start = time.monotonic()
     for _ in range(3):  # a header line now and then, never the end of the head
         slow.sendall(b"X-Slow: 1\r\n")
@@ -339,6 +368,7 @@ def test_slowloris_does_not_block_others_and_is_closed(gw):
         time.sleep(1)
     assert is_closed(slow, 15)
     assert 9 <= time.monotonic() - start <= 14  # the 10 s head deadline
+    assert is_closed(mute, 5)  # and the 10 s handshake deadline
 
 
 def test_garbage_tls_closes_only_that_connection(gw):
@@ -380,6 +410,49 @@ def test_revoked_token_closes_open_websocket_at_once(gw):
     assert response(of)[0] == 200
 
 
+def test_expiry_closes_open_websocket(gw):
+    soon = "pdk_" + "Z" * 43
+    gw.engine.send_tokens(table() + [{"name": "soon", "hash": sha(soon), "admin": False,
+                                      "rate": 0, "expires_at": int(time.time()) + 2}])
+    s = gw.tls()
+    request(s, path="/v1/envs/x/exec/ws", token=soon,
+            headers=["Connection: Upgrade", "Upgrade: websocket"])
+    f = s.makefile("rb")
+    assert f.readline().startswith(b"HTTP/1.1 101")
+    assert not is_closed(s, 0.5)
+    assert is_closed(s, 4)
+
+
+def test_per_peer_connection_cap(gw):
+    conns = [gw.plain() for _ in range(64)]
+    extra = gw.plain()
+    assert is_closed(extra, 5)  # the 65th from one address is refused
+    conns.pop().close()
+    time.sleep(0.3)
+    s = gw.plain()
+    f = s.makefile("rb")
+    request(s)
+    assert response(f)[0] == 200
+    for c in conns:
+        c.close()
+
+
+def test_slow_reader_backpressure_without_spinning(gw):
+    s = gw.tls(timeout=30)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    request(s, path="/big")
+    time.sleep(0.5)
+    cpu0 = cpu_seconds(gw.proc.pid)
+    time.sleep(2)  # the client reads nothing; the engine has written all and closed
+    assert cpu_seconds(gw.proc.pid) - cpu0 < 0.2
+    other = gw.plain()
+    of = other.makefile("rb")
+    request(other)
+    assert response(of)[0] == 200  # the loop serves others meanwhile
+    status, _h, body = response(s.makefile("rb"))
+    assert status == 200 and len(body) == BIG and body == b"x" * BIG
+
+
 def test_plain_mode_on_loopback(gw):
     s = gw.plain()
     f = s.makefile("rb")
@@ -396,6 +469,8 @@ def test_confined_and_exits_when_engine_goes(gw):
     assert fields["NoNewPrivs"].strip() == "1"
     assert int(fields["CapEff"].strip(), 16) == 0
     assert fields["Uid"].split()[0] == "65534"
+    # Not dumpable: its /proc files belong to root, not to its own uid.
+    assert os.stat(f"/proc/{gw.proc.pid}/mem").st_uid == 0
     gw.expect_exit = True
     gw.engine.sock.shutdown(socket.SHUT_RDWR)
     assert gw.proc.wait(timeout=5) == 0
