@@ -614,7 +614,8 @@ int http_server_start(struct loop *loop, const struct http_config *cfg, struct h
         srv->mhd = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_ARRAY, listen_opt,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
-                (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
+                cfg->max_connections ? cfg->max_connections : (unsigned)HTTP_MAX_CONNECTIONS,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
         if (!srv->mhd) {

@@ -32,6 +32,7 @@ struct http_config {
         /* Connections come from the network gateway, not the local socket: every request
          * must carry a valid token (req_from_gateway). */
         bool gateway;
+        unsigned max_connections; /* 0: HTTP_MAX_CONNECTIONS */
 };
 
 /* listen_fd < 0: no listen socket; connections are added with http_server_add_connection. */

@@ -528,7 +528,10 @@ static struct gateway *start_gateway(const struct options *o, const struct gatew
                                  .wants_spool = api_wants_spool,
                                  .done = api_request_done,
                                  .ctx = engine,
-                                 .gateway = true};
+                                 .gateway = true,
+                                 /* One per client connection the gateway holds open (its own
+                                  * limit is 1024), apart from the local socket's 512. */
+                                 .max_connections = 1024};
         struct gateway_config gc = {.loop = loop,
                                     .exe_fd = p->exe_fd,
                                     .uid = p->uid,
