@@ -350,6 +350,9 @@ static const char *check_conn_fd(int fd)
         len = sizeof(v);
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
                 return "not a stream socket";
+        len = sizeof(v);
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v)
+                return "a listening socket";
         return NULL;
 }
 

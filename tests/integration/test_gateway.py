@@ -323,6 +323,9 @@ def test_engine_rejects_bad_control_messages(gateway_daemon):
     rp, wp = os.pipe()
     a, b = socket.socketpair()
     tcp = netns_socket(d.netns_path)
+    lsn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsn.bind("\0paddock-it-gw-%d" % os.getpid())
+    lsn.listen(1)
     try:
         def send(msg, fds=()):
             anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
@@ -334,10 +337,11 @@ def test_engine_rejects_bad_control_messages(gateway_daemon):
         send(b'{"op":"connect","peer":"1.2.3.4:5"}', [a.fileno(), a.fileno()])
         send(b'{"op":"connect","peer":"<script>"}', [a.fileno()])
         send(b'{"op":"connect","peer":"1.2.3.4:5"}')
-        wait_for(lambda: d.log().count("gateway: dropping a control message") >= 7,
-                 what="seven dropped control messages")
+        send(b'{"op":"connect","peer":"1.2.3.4:5"}', [lsn.fileno()])
+        wait_for(lambda: d.log().count("gateway: dropping a control message") >= 8,
+                 what="eight dropped control messages")
         for why in ("not a JSON object", "unknown op", "not a socket", "not a unix socket",
-                    "more than one fd", "bad peer", "no fd"):
+                    "more than one fd", "bad peer", "no fd", "a listening socket"):
             assert "(%s," % why in d.log(), why
         # the engine closed every copy it got: our end of the socketpair sees no server
         a.close()
@@ -366,3 +370,4 @@ def test_engine_rejects_bad_control_messages(gateway_daemon):
             os.close(fd)
         b.close()
         tcp.close()
+        lsn.close()
