@@ -10,6 +10,7 @@ works as before. Every daemon runs in its own network namespace (loopback up), s
 always free."""
 import array
 import ctypes
+import http.client
 import json
 import os
 import re
@@ -54,9 +55,9 @@ def gateway_pid(daemon, other_than=None):
     return wait_for(one, timeout=15, what="the gateway process")
 
 
-def make_token(daemon, name, admin=True):
+def make_token(daemon, name, admin=True, **fields):
     """A token's secret, once the token store exists (POST /v1/tokens); None before."""
-    r = daemon.api("POST", "/v1/tokens", body={"name": name, "admin": admin})
+    r = daemon.api("POST", "/v1/tokens", body=dict(fields, name=name, admin=admin))
     if r.status == 404:
         return None
     assert r.status in (200, 201), r
@@ -114,6 +115,65 @@ def test_tls_round_trip_pinned_to_the_reported_fingerprint(gateway_daemon):
             assert json.loads(body)["stdout"] == "tls\n"
     finally:
         c.close()
+
+
+def test_tokens_over_tls(gateway_daemon):
+    """Agents through the network: each sees only its own environments, a rate limit answers
+    429 with Retry-After, a revoked token's keep-alive connection gets no further answer, and
+    the engine itself refuses a token the gateway does not know either."""
+    d = gateway_daemon
+    a = make_token(d, "agent-a", admin=False)
+    if a is None:
+        pytest.skip("no token store in this build")
+    b = make_token(d, "agent-b", admin=False)
+    slow = make_token(d, "agent-slow", admin=False, rate="2/s")
+
+    def req(method, path, token, body=None):
+        return tls_request(d, "127.0.0.1", PORT, method, path, body=body, token=token)
+    r = req("POST", "/v1/envs", a, {"name": "of-a", "kind": "sandbox"})
+    assert r.status in (200, 201), r
+    assert req("POST", "/v1/envs/of-a/exec", a, {"cmd": ["echo", "a"]}).json["stdout"] == "a\n"
+    assert [e["name"] for e in req("GET", "/v1/envs", b).json["envs"]] == []
+    r = req("GET", "/v1/envs/of-a", b)
+    assert r.status == 404 and r.error()[0] == "not_found", r
+    assert req("POST", "/v1/envs/of-a/exec", b, {"cmd": ["true"]}).status == 404
+    # the administrator (local socket) sees it, owned by agent-a
+    assert "of-a" in d.envs()
+    # rate limit: 2/s, burst 2
+    statuses = []
+    c = TLSConnection(d.netns_path, "127.0.0.1", PORT, gateway_info(d)["tls_fingerprint"])
+    try:
+        for _ in range(8):
+            c.request("GET", "/v1/envs", headers={"Authorization": "Bearer " + slow})
+            resp = c.getresponse()
+            resp.read()
+            statuses.append((resp.status, resp.getheader("Retry-After")))
+            if resp.will_close:
+                c.close()
+    finally:
+        c.close()
+    limited = [ra for st, ra in statuses if st == 429]
+    assert limited and all(ra and int(ra) >= 1 for ra in limited), statuses
+    assert statuses[0][0] == 200, statuses
+    # revocation: a keep-alive connection of b gets no further success
+    c = TLSConnection(d.netns_path, "127.0.0.1", PORT, gateway_info(d)["tls_fingerprint"])
+    try:
+        c.request("GET", "/v1/envs", headers={"Authorization": "Bearer " + b})
+        resp = c.getresponse()
+        resp.read()
+        assert resp.status == 200
+        assert d.api("DELETE", "/v1/tokens/agent-b").status in (200, 204)
+        try:
+            c.request("GET", "/v1/envs", headers={"Authorization": "Bearer " + b})
+            resp = c.getresponse()
+            resp.read()
+            assert resp.status == 401, resp.status
+        except (ConnectionError, http.client.HTTPException, ssl.SSLError, OSError):
+            pass  # closed at once: just as good
+    finally:
+        c.close()
+    assert_refused_without_token(req("GET", "/v1/envs", b))
+    assert req("DELETE", "/v1/envs/of-a?force=1", a).status in (200, 204)
 
 
 def test_plain_listener_and_ipv6(gateway_daemon):
