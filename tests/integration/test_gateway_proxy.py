@@ -306,6 +306,22 @@ def test_tls_versions(gw):
     assert b"no peer certificate available" in old.stdout  # no handshake happened
 
 
+def test_pipelined_requests_and_an_error_after_them(gw):
+    s = gw.tls()
+    f = s.makefile("rb")
+    reqs = b""
+    for i in range(3):
+        reqs += (f"GET /p/{i} HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {SECRET_A}\r\n\r\n").encode()
+    reqs += b"GET /p/x HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer nope\r\n\r\n"
+    s.sendall(reqs)
+    for i in range(3):  # answered in order by the engine...
+        status, _h, body = response(f)
+        assert status == 200 and json.loads(body)["target"] == f"/p/{i}"
+    status, h, _body = response(f)  # ...then the gateway's own error, last
+    assert status == 401 and h["connection"] == "close"
+    assert is_closed(s, 5)
+
+
 def test_missing_wrong_and_expired_tokens_are_401(gw):
     for token, message in [(None, "a bearer token is required"),
                            ("pdk_" + "x" * 43, "invalid or expired token"),
