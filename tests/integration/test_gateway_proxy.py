@@ -515,6 +515,7 @@ def test_confined_and_exits_when_engine_goes(gw):
     assert fields["NoNewPrivs"].strip() == "1"
     assert int(fields["CapEff"].strip(), 16) == 0
     assert fields["Uid"].split()[0] == "65534"
+    assert "confined: Landlock ABI" in gw.logtext()
     # Not dumpable: its /proc files belong to root, not to its own uid.
     assert os.stat(f"/proc/{gw.proc.pid}/mem").st_uid == 0
     gw.expect_exit = True
