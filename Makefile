@@ -97,8 +97,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) -Wno-missing-prototypes -Itests/unit $(LIB_CFLAGS) -o $@ $< $(BUILD)/libpaddock.a $(LDFLAGS) $(LIB_LIBS)
 
-# The gateway's parser and token table are not in libpaddock.a.
-GATEWAY_UNIT_OBJ := $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/tokens.o
+# The gateway's parser, token table and confinement are not in libpaddock.a.
+GATEWAY_UNIT_OBJ := $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/tokens.o \
+                    $(BUILD)/src/gateway/confine.o
 $(BUILD)/tests/test_gateway_parse: tests/unit/test_gateway_parse.c $(GATEWAY_UNIT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

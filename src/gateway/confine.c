@@ -58,7 +58,7 @@ int gw_landlock(void)
                 return -errno;
         if (syscall(SYS_landlock_restrict_self, fd, 0) < 0)
                 return -errno;
-        return 0;
+        return (int)abi;
 }
 
 /* What the loop does after start-up, measured by running the integration test under strace:

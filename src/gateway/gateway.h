@@ -29,8 +29,8 @@ int gw_loop_init(const struct gw_config *cfg);
 /* Runs until the control socket reaches EOF (returns 0) or a fatal error (-errno). */
 int gw_loop_run(void);
 
-/* confine.c: Landlock with no filesystem (or TCP) access at all; -EOPNOTSUPP when the kernel
- * has no Landlock. */
+/* confine.c: Landlock with no filesystem (or TCP) access at all. Returns the kernel's Landlock
+ * ABI, or -EOPNOTSUPP when the kernel has no Landlock. */
 int gw_landlock(void);
 /* confine.c: the seccomp allowlist of the event loop; kills the process on anything else. */
 int gw_seccomp(void);

@@ -29,6 +29,7 @@
 #include <stdarg.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -102,7 +103,7 @@ static struct {
         gnutls_certificate_credentials_t cred;
         gnutls_priority_t prio;
         struct conn *conns, *dead;
-        size_t n_conns;
+        size_t n_conns, max_conns;
         struct gw_tokens tokens;
         int64_t next_expiry; /* unix s of the earliest token expiry, 0 = none */
         char *control_buf;
@@ -782,12 +783,14 @@ static void accept_some(struct watch *l)
                 struct sockaddr_storage ss;
                 socklen_t sl = sizeof(ss);
                 int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0 && errno == ECONNABORTED)
+                        continue; /* died in the queue */
                 if (fd < 0)
-                        return; /* EAGAIN, or a connection that died in the queue */
+                        return;
                 char ip[INET6_ADDRSTRLEN], peer[INET6_ADDRSTRLEN + 10];
                 peer_name(&ss, ip, sizeof(ip), peer, sizeof(peer));
                 /* Over a limit: accepted and closed at once, so the backlog does not fill. */
-                if (gw.n_conns >= MAX_CONNS || conns_from(ip) >= MAX_CONNS_PER_IP) {
+                if (gw.n_conns >= gw.max_conns || conns_from(ip) >= MAX_CONNS_PER_IP) {
                         close(fd);
                         continue;
                 }
@@ -823,6 +826,21 @@ int gw_loop_init(const struct gw_config *cfg)
         gw.epfd = epoll_create1(EPOLL_CLOEXEC);
         if (gw.epfd < 0)
                 return -errno;
+        /* Each connection holds two fds (client, engine) and briefly a third (the engine's end
+         * until it is sent): raise the soft limit to the hard one, and take no more connections
+         * than fit, so accept never fails with EMFILE (which would spin the level-triggered
+         * listener). */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return -errno;
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return -errno;
+        gw.max_conns = rl.rlim_cur > 64 + 2 * MAX_CONNS ? MAX_CONNS : (rl.rlim_cur - 64) / 2;
+        if (rl.rlim_cur <= 64 + 2 * 8)
+                return -EMFILE;
+        gw_log("at most %zu connections, %d per client address", gw.max_conns, MAX_CONNS_PER_IP);
         gw.cred = cfg->cred;
         gw.prio = cfg->prio;
         gw.control_buf = malloc(CONTROL_MAX);

@@ -202,11 +202,14 @@ int main(int argc, char **argv)
                 gw_log("Landlock: %s", strerror(-r));
                 return 1;
         }
+        int abi = r;
         r = gw_seccomp();
         if (r < 0) {
                 gw_log("seccomp: %s", strerror(-r));
                 return 1;
         }
+        if (abi > 0)
+                gw_log("confined: Landlock ABI %d without filesystem access, seccomp allowlist", abi);
         gw_log("serving %zu listener(s)", cfg.n_listen);
         r = gw_loop_run();
         if (r < 0) {

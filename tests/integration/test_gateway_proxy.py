@@ -154,7 +154,7 @@ class FakeEngine:
 
 
 class Gateway:
-    def __init__(self, tmp):
+    def __init__(self, tmp, prefix=()):
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                         "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=localhost",
                         "-addext", "subjectAltName=DNS:localhost", "-days", "1",
@@ -174,7 +174,7 @@ class Gateway:
         key_fd = os.open(f"{tmp}/key.pem", os.O_RDONLY)
         fds = [ctl_gw.fileno(), self.tls_sock.fileno(), self.plain_sock.fileno(), cert_fd, key_fd]
         # Unprivileged, as paddockd starts it: nobody, no capabilities, no_new_privs.
-        cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+        cmd = list(prefix) + ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", GATEWAY,
                "--control", str(fds[0]), "--listen", f"{fds[1]}:tls",
                "--listen", f"{fds[2]}:plain", "--cert-fd", str(cert_fd), "--key-fd", str(key_fd)]
@@ -304,6 +304,22 @@ def test_tls_versions(gw):
                          input=b"", capture_output=True, timeout=10)
     assert old.returncode != 0
     assert b"no peer certificate available" in old.stdout  # no handshake happened
+
+
+def test_pipelined_requests_and_an_error_after_them(gw):
+    s = gw.tls()
+    f = s.makefile("rb")
+    reqs = b""
+    for i in range(3):
+        reqs += (f"GET /p/{i} HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {SECRET_A}\r\n\r\n").encode()
+    reqs += b"GET /p/x HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer nope\r\n\r\n"
+    s.sendall(reqs)
+    for i in range(3):  # answered in order by the engine...
+        status, _h, body = response(f)
+        assert status == 200 and json.loads(body)["target"] == f"/p/{i}"
+    status, h, _body = response(f)  # ...then the gateway's own error, last
+    assert status == 401 and h["connection"] == "close"
+    assert is_closed(s, 5)
 
 
 def test_missing_wrong_and_expired_tokens_are_401(gw):
@@ -453,6 +469,36 @@ def test_slow_reader_backpressure_without_spinning(gw):
     assert status == 200 and len(body) == BIG and body == b"x" * BIG
 
 
+def test_total_connection_cap_follows_the_fd_limit():
+    # 100 fds leave room for (100 - 64) / 2 = 18 connections (two fds each).
+    with tempfile.TemporaryDirectory(prefix="paddock-gw-", dir="/var/tmp") as tmp:
+        os.chmod(tmp, 0o755)
+        g = Gateway(tmp, prefix=["prlimit", "--nofile=100:100"])
+        try:
+            assert "at most 18 connections" in g.logtext()
+            conns = []
+            for _ in range(18):  # each with an engine connection too
+                s = g.plain()
+                f = s.makefile("rb")
+                request(s)
+                assert response(f)[0] == 200
+                f.close()
+                conns.append(s)
+            extra = g.plain()
+            assert is_closed(extra, 5)
+            conns.pop().close()
+            wait_for(lambda: len(g.engine.connects) == 18)
+            time.sleep(0.3)
+            s = g.plain()
+            request(s)
+            assert response(s.makefile("rb"))[0] == 200
+            assert g.proc.poll() is None
+            for c in conns:
+                c.close()
+        finally:
+            g.stop()
+
+
 def test_plain_mode_on_loopback(gw):
     s = gw.plain()
     f = s.makefile("rb")
@@ -469,6 +515,7 @@ def test_confined_and_exits_when_engine_goes(gw):
     assert fields["NoNewPrivs"].strip() == "1"
     assert int(fields["CapEff"].strip(), 16) == 0
     assert fields["Uid"].split()[0] == "65534"
+    assert "confined: Landlock ABI" in gw.logtext()
     # Not dumpable: its /proc files belong to root, not to its own uid.
     assert os.stat(f"/proc/{gw.proc.pid}/mem").st_uid == 0
     gw.expect_exit = True

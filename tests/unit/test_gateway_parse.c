@@ -3,10 +3,15 @@
  * rejection the gateway promises (docs/security.md "Gateway request parsing"). */
 #include "unit.h"
 #include "gateway/reqparse.h"
+#include "gateway/gateway.h"
 #include "gateway/tokens.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <gnutls/crypto.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int parse(const char *s, struct rp_head *h)
 {
@@ -344,6 +349,53 @@ static void test_gateway_tokens__lookup_expiry_and_rate(void)
         tokens_free(&t);
 }
 
+/* Runs fn in a child; returns its wait status. */
+static int in_child(void (*fn)(void))
+{
+        pid_t pid = fork();
+        if (pid == 0) {
+                fn();
+                _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        return st;
+}
+
+static void landlocked_open(void)
+{
+        int r = gw_landlock();
+        if (r == -EOPNOTSUPP)
+                _exit(77);
+        if (r <= 0)
+                _exit(2);
+        int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+        _exit(fd < 0 && errno == EACCES ? 0 : 3);
+}
+
+static void seccomped_getppid(void)
+{
+        if (gw_seccomp() < 0)
+                _exit(2);
+        char b[1];
+        (void)!write(-1, b, 0); /* allowed: fails with EBADF, the process lives */
+        (void)getppid();        /* not on the list: killed */
+        _exit(4);
+}
+
+static void test_gateway_confine__no_files_and_the_allowlist(void)
+{
+        int st = in_child(landlocked_open);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+                SKIP("no Landlock in this kernel");
+        } else {
+                CHECK(WIFEXITED(st));
+                CHECK_EQ_INT(WEXITSTATUS(st), 0);
+        }
+        st = in_child(seccomped_getppid);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS);
+}
+
 int main(void)
 {
         RUN(test_gateway_parse__valid_get);
@@ -360,5 +412,6 @@ int main(void)
         RUN(test_gateway_parse__chunked_reemitted);
         RUN(test_gateway_parse__length_body_passes_through);
         RUN(test_gateway_tokens__lookup_expiry_and_rate);
+        RUN(test_gateway_confine__no_files_and_the_allowlist);
         UNIT_EXIT();
 }
