@@ -19,11 +19,14 @@ LDFLAGS += $(SAN)
 # The registry client (src/lib/registry.c) is an HTTP *client* built on libcurl and belongs to
 # the library; the HTTP *server* (libmicrohttpd) is daemon-only.
 PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle libcurl
-PKGS_DAEMON := libmicrohttpd
+PKGS_DAEMON := libmicrohttpd gnutls
 # GnuTLS (https:// to a remote daemon, src/cli/tls.c) is compiled against but not linked: the
 # CLI loads it with dlopen on its first TLS connection, by the soname of the library it was
 # built against, so local use does not pay for loading and initialising it at every start.
 PKGS_CLI    := gnutls
+# The network gateway (src/gateway, docs/security.md) links only what it runs: GnuTLS, jansson
+# for the control messages, libseccomp; not libpaddock.a (no curl, sqlite, nftables...).
+PKGS_GATEWAY := gnutls jansson libseccomp
 # wslay (WebSocket framing, lib/websocket.c) ships no pkg-config file in Debian.
 LIBS_WS     := -lwslay
 
@@ -37,19 +40,23 @@ GNUTLS_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir gnutls)/libg
 CLI_CFLAGS    := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_CLI)) \
                  $(if $(GNUTLS_SONAME),-DGNUTLS_SONAME='"$(GNUTLS_SONAME)"')
 CLI_LIBS      := $(LIB_LIBS)
+GATEWAY_CFLAGS := $(shell pkg-config --cflags $(PKGS_GATEWAY))
+GATEWAY_LIBS   := $(shell pkg-config --libs $(PKGS_GATEWAY)) -lm
 
 LIB_SRC    := $(wildcard src/lib/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 INIT_SRC   := $(wildcard src/init/*.c)
+GATEWAY_SRC := $(wildcard src/gateway/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/%.o)
+GATEWAY_OBJ := $(GATEWAY_SRC:%.c=$(BUILD)/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-all: layering $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init
+all: layering $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init $(BUILD)/paddock-gateway
 
 $(BUILD)/src/lib/%.o: src/lib/%.c
 	@mkdir -p $(dir $@)
@@ -66,6 +73,11 @@ $(BUILD)/src/cli/%.o: src/cli/%.c
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) $(CLI_CFLAGS) -c -o $@ $<
 
+$(BUILD)/src/gateway/%.o: src/gateway/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) $(GATEWAY_CFLAGS) -c -o $@ $<
+
 $(BUILD)/libpaddock.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -78,6 +90,9 @@ $(BUILD)/paddockd: $(DAEMON_OBJ) $(BUILD)/libpaddock.a
 $(BUILD)/paddock: $(CLI_OBJ) $(BUILD)/libpaddock.a
 	$(CC) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(CLI_LIBS)
 
+$(BUILD)/paddock-gateway: $(GATEWAY_OBJ)
+	$(CC) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(GATEWAY_LIBS)
+
 # PID 1 inside every environment: static, tiny, no sanitizers (it runs in an empty root).
 $(BUILD)/paddock-init: $(INIT_SRC)
 	@mkdir -p $(dir $@)
@@ -88,6 +103,15 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) -Wno-missing-prototypes -Itests/unit $(LIB_CFLAGS) -o $@ $< $(BUILD)/libpaddock.a $(LDFLAGS) $(LIB_LIBS)
 
+# The gateway's parser, token table and confinement are not in libpaddock.a.
+GATEWAY_UNIT_OBJ := $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/tokens.o \
+                    $(BUILD)/src/gateway/confine.o
+$(BUILD)/tests/test_gateway_parse: tests/unit/test_gateway_parse.c $(GATEWAY_UNIT_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) -Wno-missing-prototypes -Itests/unit $(GATEWAY_CFLAGS) -o $@ $< \
+	        $(GATEWAY_UNIT_OBJ) $(LDFLAGS) $(GATEWAY_LIBS)
+
 # Each unit test program prints one "N passed, N failed, N skipped" line; exit 77 means it
 # could not run here at all. The summary counts skips apart from passes.
 check: $(UNIT_BIN)
@@ -97,7 +121,9 @@ check: $(UNIT_BIN)
 layering:
 	@bad=$$(grep -nE '#include +["<](daemon|cli)/|#include +<microhttpd\.h>' src/lib/*.[ch]; \
 	        grep -nE '#include +["<]cli/' src/daemon/*.[ch]; \
-	        grep -nE '#include +["<]daemon/|#include +<microhttpd\.h>' src/cli/*.[ch]); \
+	        grep -nE '#include +["<]daemon/|#include +<microhttpd\.h>' src/cli/*.[ch]; \
+	        grep -nE '#include +["<]gateway/' src/lib/*.[ch] src/daemon/*.[ch] src/cli/*.[ch]; \
+	        grep -nE '#include +["<](daemon|cli)/|#include +<microhttpd\.h>' src/gateway/*.[ch]); \
 	 if [ -n "$$bad" ]; then echo "layering violation (docs/architecture.md):"; echo "$$bad"; exit 1; fi
 
 # compile_commands.json for clangd / clang-tidy, with the exact flags each part is built with.
@@ -133,6 +159,11 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libpaddock.a
 	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-missing-prototypes $(DAEMON_CFLAGS) -o $@ $< \
 	        $(BUILD)/libpaddock.a $(LDFLAGS) $(LIB_LIBS)
 
+$(BUILD)/fuzz_gateway_parse: tests/fuzz/fuzz_gateway_parse.c tests/fuzz/fuzz.h $(BUILD)/src/gateway/reqparse.o
+	@echo "  FUZZ    $@"
+	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-missing-prototypes -o $@ $< \
+	        $(BUILD)/src/gateway/reqparse.o $(LDFLAGS)
+
 fuzz: fuzz-build
 	@./tests/fuzz/run.sh $(FUZZ_SECONDS) $(BUILD)/fuzz/work $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
@@ -144,7 +175,7 @@ fuzz-smoke: fuzz-build
 PREFIX ?= /usr/local
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init $(BUILD)/paddock-gateway $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf $(BUILD) compile_commands.json
@@ -154,5 +185,5 @@ format:
 
 .PHONY: all check clean compdb format install layering fuzz fuzz-bins fuzz-build fuzz-smoke
 
--include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UNIT_BIN:=.d) $(BUILD)/paddock-init.d \
+-include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(GATEWAY_OBJ:.o=.d) $(UNIT_BIN:=.d) $(BUILD)/paddock-init.d \
          $(FUZZ_BIN:=.d)

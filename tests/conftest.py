@@ -12,7 +12,9 @@ Run as root with Debian's python:
 PADDOCK_BUILD selects the directory holding paddockd, paddock and paddock-init
 (default: <repo>/build).
 """
+import ctypes
 import fcntl
+import hashlib
 import http.client
 import itertools
 import json
@@ -20,9 +22,11 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import termios
+import threading
 import time
 
 import sys
@@ -169,7 +173,8 @@ def _rmdir_tree(path):
 class Daemon:
     """One private paddockd. Use through the `daemon` / `make_daemon` fixtures."""
 
-    def __init__(self, image_dir, uid_registry=None, import_image=True, extra_args=()):
+    def __init__(self, image_dir, uid_registry=None, import_image=True, extra_args=(),
+                 loopback=False):
         self.extra_args = [str(a) for a in extra_args]  # more paddockd flags, on every start
         self.extra_env = {}  # more environment variables for the next starts
         self.ctty = None  # a terminal fd: the next starts get it as controlling terminal
@@ -186,6 +191,8 @@ class Daemon:
         self.image_dir = image_dir
         self.subtree = None
         subprocess.run(["ip", "netns", "add", self.netns], check=True)
+        if loopback:  # 127.0.0.1 and ::1 usable in the namespace (the gateway's listeners)
+            subprocess.run(["ip", "-n", self.netns, "link", "set", "lo", "up"], check=True)
         self.netns_path = "/run/netns/" + self.netns
         self.start()
         # realpath: the daemon names its cgroup subtree after the resolved root
@@ -606,3 +613,115 @@ def shared_registry():
     d = tempfile.mkdtemp(prefix="paddock-it-uids-", dir="/var/tmp")
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- TLS through the gateway
+
+CLONE_NEWNET = 0x40000000
+
+
+def netns_socket(netns_path, family=socket.AF_INET):
+    """A TCP socket made inside the network namespace at netns_path (a socket stays in the
+    namespace it was made in, so connecting from this thread reaches that namespace's
+    addresses). A short-lived thread enters the namespace; this thread does not move."""
+    out = {}
+
+    def run():
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                e = ctypes.get_errno()
+                out["err"] = OSError(e, "setns %s: %s" % (netns_path, os.strerror(e)))
+            else:
+                out["sock"] = socket.socket(family, socket.SOCK_STREAM)
+        finally:
+            os.close(fd)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "err" in out:
+        raise out["err"]
+    return out["sock"]
+
+
+def cert_fingerprint(der):
+    """The daemon's notation of a certificate's SHA-256: sha256:AB:CD:..."""
+    return "sha256:" + ":".join("%02X" % b for b in hashlib.sha256(der).digest())
+
+
+class TLSConnection(http.client.HTTPConnection):
+    """HTTPS to the gateway inside a daemon's network namespace, the server certificate pinned
+    to a fingerprint (never skipped: a mismatch raises ssl.SSLError). tls=False: plain HTTP
+    (--listen-plain). self.peer_fingerprint is what the server presented."""
+
+    def __init__(self, netns_path, host, port, fingerprint, timeout=60, tls=True):
+        super().__init__(host, port, timeout=timeout)
+        self.netns_path = netns_path
+        self.fingerprint = fingerprint
+        self.tls = tls
+        self.peer_fingerprint = None
+
+    def connect(self):
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        s = netns_socket(self.netns_path, family)
+        try:
+            s.settimeout(self.timeout)
+            s.connect((self.host, self.port))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls:
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE  # verified below, against the pinned fingerprint
+                s = ctx.wrap_socket(s)
+                self.peer_fingerprint = cert_fingerprint(s.getpeercert(binary_form=True))
+                if self.peer_fingerprint != self.fingerprint:
+                    raise ssl.SSLError("server certificate %s is not the pinned %s"
+                                       % (self.peer_fingerprint, self.fingerprint))
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+def gateway_info(daemon):
+    """The "gateway" object of GET /v1/system over the unix socket."""
+    r = daemon.api("GET", "/v1/system")
+    assert r.status == 200, r
+    return r.json.get("gateway")
+
+
+def tls_request(daemon, host, port, method, path, body=None, token=None, headers=None,
+                fingerprint=None, tls=True, timeout=60):
+    """One request through the gateway on a new connection; the certificate pinned to the
+    fingerprint GET /v1/system reports (or the one given). Returns a Response."""
+    if fingerprint is None and tls:
+        fingerprint = gateway_info(daemon)["tls_fingerprint"]
+    c = TLSConnection(daemon.netns_path, host, port, fingerprint, timeout=timeout, tls=tls)
+    try:
+        h = dict(headers or {})
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        if token:
+            h["Authorization"] = "Bearer " + token
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        return Response(r.status, dict(r.getheaders()), r.read())
+    finally:
+        c.close()
+
+
+GATEWAY_PORT = 8443  # every daemon has a network namespace of its own: the port is always free
+
+
+@pytest.fixture
+def gateway_daemon(make_daemon):
+    """A daemon with the network gateway on 127.0.0.1 and [::1] (TLS) and 127.0.0.1 plain
+    (port + 1), in its own network namespace with loopback up."""
+    p = GATEWAY_PORT
+    return make_daemon(loopback=True,
+                       extra_args=["--listen", "127.0.0.1:%d" % p, "--listen", "[::1]:%d" % p,
+                                   "--listen-plain", "127.0.0.1:%d" % (p + 1)])

@@ -9,6 +9,7 @@
  *
  * GET /v1/images/{name}/export?compression=none|gzip|zstd streams the image as a tar. */
 #include "daemon/api.h"
+#include "daemon/gateway.h"
 #include "daemon/image_job.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
@@ -505,5 +506,6 @@ void api_system(struct request *r, struct engine *e)
                 json_object_set_new(j, "envs", json_integer(n));
                 json_object_set_new(j, "running", json_integer(running));
         }
+        json_object_set_new(j, "gateway", gateway_system_json());
         http_reply_json(r, 200, j);
 }

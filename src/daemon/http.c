@@ -5,6 +5,7 @@
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
+#include <sys/un.h>
 #include <time.h>
 
 struct http_server {
@@ -99,6 +100,14 @@ const char *req_header(const struct request *r, const char *name)
 bool req_from_gateway(const struct request *r)
 {
         return r->srv->cfg.gateway;
+}
+
+const char *req_peer(const struct request *r)
+{
+        if (!r->srv->cfg.gateway)
+                return "local";
+        const char *p = req_header(r, "Paddock-Peer");
+        return p ? p : "gateway";
 }
 
 unsigned req_status(const struct request *r)
@@ -638,11 +647,22 @@ int http_server_start(struct loop *loop, const struct http_config *cfg, struct h
                 return -ENOMEM;
         srv->loop = loop;
         srv->cfg = *cfg;
+        /* No listen socket (the gateway's server): connections come only from
+         * http_server_add_connection. */
+        unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE |
+                         MHD_USE_ERROR_LOG;
+        if (cfg->listen_fd < 0)
+                flags |= MHD_USE_NO_LISTEN_SOCKET;
+        struct MHD_OptionItem listen_opt[] = {
+                {cfg->listen_fd < 0 ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
+                 NULL},
+                {MHD_OPTION_END, 0, NULL},
+        };
         srv->mhd = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                on_request, srv, MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd,
+                flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_ARRAY, listen_opt,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
-                (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
+                cfg->max_connections ? cfg->max_connections : (unsigned)HTTP_MAX_CONNECTIONS,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
         if (!srv->mhd) {
@@ -660,6 +680,23 @@ int http_server_start(struct loop *loop, const struct http_config *cfg, struct h
         /* A slow tick covers MHD's own housekeeping; readiness drives everything else. */
         srv->tick = loop_add_timer(loop, 1000, on_tick, srv);
         *ret = srv;
+        return 0;
+}
+
+int http_server_add_connection(struct http_server *s, int fd, const char *peer)
+{
+        /* The socket's own address says nothing (a socketpair); who is behind it travels in
+         * each request's Paddock-Peer header (req_peer). */
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (MHD_add_connection(s->mhd, fd, (const struct sockaddr *)&sa, sizeof(sa)) != MHD_YES) {
+                /* MHD has closed the socket (connection limit, out of memory). */
+                log_warn("http: refusing a gateway connection from %s (connection limit?)",
+                         peer ? peer : "?");
+                return -EMFILE;
+        }
+        /* MHD reads the request in its next run: nothing else would wake it. */
+        if (!s->kick)
+                s->kick = loop_add_timer(s->loop, 0, on_kick, s);
         return 0;
 }
 

@@ -36,9 +36,14 @@ struct http_config {
         /* Connections come from the network gateway, not the local socket: every request
          * must carry a valid token (req_from_gateway). */
         bool gateway;
+        unsigned max_connections; /* 0: HTTP_MAX_CONNECTIONS */
 };
 
+/* listen_fd < 0: no listen socket; connections are added with http_server_add_connection. */
 int http_server_start(struct loop *loop, const struct http_config *cfg, struct http_server **ret);
+/* Serve one more connection (a connected stream socket, taken in every case: closed on
+ * failure). peer names the client for logs. */
+int http_server_add_connection(struct http_server *s, int fd, const char *peer);
 void http_server_stop(struct http_server *s);
 
 const char *req_method(const struct request *r);
@@ -95,6 +100,9 @@ void http_upgraded_close(struct http_upgraded *u);
 const char *req_header(const struct request *r, const char *name);
 /* Did the request arrive through the network gateway (http_config.gateway)? */
 bool req_from_gateway(const struct request *r);
+/* Who is at the other end: the Paddock-Peer header ("IP:PORT") of a gateway request (the
+ * gateway replaces any the client sent), "local" for the unix socket. */
+const char *req_peer(const struct request *r);
 /* The status answered (0: none yet) and the seconds since the request's head arrived. */
 unsigned req_status(const struct request *r);
 double req_elapsed_s(const struct request *r);

@@ -3,11 +3,14 @@
 #include "daemon/audit.h"
 #include "daemon/engine.h"
 #include "daemon/events.h"
+#include "daemon/gateway.h"
 #include "daemon/http.h"
 #include "daemon/log.h"
+#include "daemon/tokens.h"
 #include "daemon/loop.h"
 #include "daemon/network.h"
 #include "daemon/procs.h"
+#include "daemon/tlscert.h"
 #include "lib/confine.h"
 #include "lib/paddock.h"
 #include "lib/parse.h"
@@ -44,6 +47,12 @@ struct options {
         bool debug;
         uint64_t audit_max_size;
         unsigned audit_keep;
+        /* The network gateway (gateway.h): --listen, --listen-plain, --tls-cert/--tls-key,
+         * --gateway-user. */
+        struct gateway_listen listen[GATEWAY_MAX_LISTEN];
+        size_t n_listen;
+        const char *tls_cert, *tls_key;
+        const char *gateway_user;
 };
 
 static void usage(FILE *f)
@@ -75,7 +84,14 @@ static void usage(FILE *f)
                    "  --audit-max-size SIZE  size of one audit log file before it rotates "
                    "(default 16M)\n"
                    "  --audit-keep N      audit log files kept, the current one included "
-                   "(default 5)\n");
+                   "(default 5)\n"
+                   "  --listen ADDR:PORT  serve the API over TLS on the network through the\n"
+                   "                      unprivileged gateway (repeatable; 0.0.0.0:8443, [::]:8443)\n"
+                   "  --listen-plain ADDR:PORT  the same without TLS, loopback addresses only\n"
+                   "  --tls-cert FILE --tls-key FILE  the listener's certificate and key (PEM;\n"
+                   "                      default: self-signed, made once in ROOT/tls)\n"
+                   "  --gateway-user USER|UID  the gateway's user (default: paddock-gateway if it\n"
+                   "                      exists, else uid/gid 2147483632)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -95,6 +111,11 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"apt-config", required_argument, NULL, 'A'},
                 {"audit-max-size", required_argument, NULL, 0x100},
                 {"audit-keep", required_argument, NULL, 0x101},
+                {"listen", required_argument, NULL, 'l'},
+                {"listen-plain", required_argument, NULL, 'p'},
+                {"tls-cert", required_argument, NULL, 'c'},
+                {"tls-key", required_argument, NULL, 'K'},
+                {"gateway-user", required_argument, NULL, 'g'},
                 {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -161,6 +182,26 @@ static int parse_options(int argc, char **argv, struct options *o)
                         o->audit_keep = (unsigned)k;
                         break;
                 }
+                case 'l':
+                case 'p': {
+                        char err[256];
+                        if (o->n_listen == GATEWAY_MAX_LISTEN) {
+                                fprintf(stderr, "paddockd: at most %d listen addresses\n",
+                                        GATEWAY_MAX_LISTEN);
+                                return -EINVAL;
+                        }
+                        if (gateway_parse_listen(optarg, c == 'l', &o->listen[o->n_listen], err,
+                                                 sizeof(err)) < 0) {
+                                fprintf(stderr, "paddockd: --%s %s\n",
+                                        c == 'l' ? "listen" : "listen-plain", err);
+                                return -EINVAL;
+                        }
+                        o->n_listen++;
+                        break;
+                }
+                case 'c': o->tls_cert = optarg; break;
+                case 'K': o->tls_key = optarg; break;
+                case 'g': o->gateway_user = optarg; break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
                 case 'L': /* the API's routes, one "METHOD PATTERN" a line (docs/API.md lists them) */
@@ -172,6 +213,14 @@ static int parse_options(int argc, char **argv, struct options *o)
         }
         if (optind < argc) {
                 fprintf(stderr, "paddockd: unexpected argument: %s\n", argv[optind]);
+                return -EINVAL;
+        }
+        if (!o->tls_cert != !o->tls_key) {
+                fprintf(stderr, "paddockd: --tls-cert and --tls-key go together\n");
+                return -EINVAL;
+        }
+        if ((o->tls_cert || o->gateway_user) && !o->n_listen) {
+                fprintf(stderr, "paddockd: --tls-cert, --tls-key and --gateway-user need --listen\n");
                 return -EINVAL;
         }
         return 0;
@@ -417,6 +466,164 @@ static struct network *start_network(const struct options *o, struct loop *loop,
         return net;
 }
 
+/* What the gateway needs from root, prepared before anything else starts so a bad address or
+ * certificate fails the start at once: its binary (opened here: the gateway's uid need not be
+ * able to reach it by path), its uid, the certificate and the bound sockets. */
+struct gateway_prep {
+        int exe_fd;
+        uid_t uid;
+        gid_t gid;
+        char cert[4200], key[4200];
+        char fingerprint[TLSCERT_FINGERPRINT_SIZE];
+};
+
+static int open_gateway_exe(void)
+{
+        char self[4096], path[4200];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n < 0)
+                return -errno;
+        self[n] = 0;
+        const char *exe = "/usr/lib/paddock/paddock-gateway";
+        if (BUF_PRINTF(path, "%s/paddock-gateway", dirname(self)) >= 0 && access(path, X_OK) == 0)
+                exe = path;
+        int fd = open(exe, O_PATH | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+static void prepare_gateway(struct options *o, const char *root, struct gateway_prep *ret)
+{
+        char err[512];
+        if ((ret->exe_fd = open_gateway_exe()) < 0) {
+                log_error("--listen: cannot open paddock-gateway (next to paddockd or in "
+                          "/usr/lib/paddock): %s", strerror(-ret->exe_fd));
+                exit(1);
+        }
+        if (gateway_resolve_user(o->gateway_user, &ret->uid, &ret->gid, err, sizeof(err)) < 0) {
+                log_error("%s", err);
+                exit(1);
+        }
+        if (o->tls_cert) {
+                /* Absolute: they are opened again at every start of the gateway. */
+                char cert[PATH_MAX], key[PATH_MAX];
+                if (!realpath(o->tls_cert, cert) || !realpath(o->tls_key, key)) {
+                        log_error("TLS certificate: %s: %m",
+                                  realpath(o->tls_cert, cert) ? o->tls_key : o->tls_cert);
+                        exit(1);
+                }
+                snprintf(ret->cert, sizeof(ret->cert), "%s", cert);
+                snprintf(ret->key, sizeof(ret->key), "%s", key);
+        } else {
+                char dir[4200], host[256] = "";
+                const char *ips[GATEWAY_MAX_LISTEN];
+                for (size_t i = 0; i < o->n_listen; i++)
+                        ips[i] = o->listen[i].ip;
+                (void)gethostname(host, sizeof(host) - 1);
+                struct tlscert_names names = {.ips = ips, .n_ips = o->n_listen,
+                                              .hostname = host[0] ? host : NULL};
+                if (BUF_PRINTF(dir, "%s/tls", root) < 0 || BUF_PRINTF(ret->cert, "%s/cert.pem", dir) < 0 ||
+                    BUF_PRINTF(ret->key, "%s/key.pem", dir) < 0 ||
+                    tlscert_ensure(dir, &names, err, sizeof(err)) < 0) {
+                        log_error("TLS certificate: %s", err);
+                        exit(1);
+                }
+        }
+        if (tlscert_load(ret->cert, ret->key, ret->fingerprint, err, sizeof(err)) < 0) {
+                log_error("TLS certificate: %s", err);
+                exit(1);
+        }
+        for (size_t i = 0; i < o->n_listen; i++) {
+                int r = gateway_bind(&o->listen[i]);
+                if (r < 0) {
+                        log_error("--listen %s: %s", o->listen[i].text,
+                                  r == -EADDRINUSE     ? "the address is already in use"
+                                  : r == -EADDRNOTAVAIL ? "no such address on this host"
+                                                        : strerror(-r));
+                        exit(1);
+                }
+        }
+        log_info("TLS fingerprint %s", ret->fingerprint);
+}
+
+/* The gateway gets the token table at start and again after every change (a token made,
+ * revoked or expired): it checks tokens and rates before anything reaches the engine. */
+struct token_push {
+        struct gateway *gateway;
+        struct tokens *tokens;
+};
+
+static void push_tokens(void *data)
+{
+        struct token_push *p = data;
+        size_t n = 0, i = 0;
+        for (const struct token_row *t = tokens_next(p->tokens, NULL); t; t = tokens_next(p->tokens, t))
+                n++;
+        _cleanup_free_ struct gateway_token *list = calloc(n ? n : 1, sizeof(*list));
+        if (!list) {
+                log_error("gateway: out of memory sending the token table");
+                return;
+        }
+        for (const struct token_row *t = tokens_next(p->tokens, NULL); t && i < n;
+             t = tokens_next(p->tokens, t), i++) {
+                snprintf(list[i].name, sizeof(list[i].name), "%s", t->name);
+                snprintf(list[i].hash_hex, sizeof(list[i].hash_hex), "%s", t->hash);
+                list[i].admin = t->admin;
+                list[i].rate = t->rate;
+                list[i].expires_at = t->expires_at;
+        }
+        gateway_set_tokens(p->gateway, list, i);
+}
+
+static struct gateway *start_gateway(const struct options *o, const struct gateway_prep *p,
+                                     struct loop *loop, struct engine *engine, const char *root,
+                                     const char *spool, struct http_server **ret_http)
+{
+        /* The gateway's uid must not reach the state: the root directory is the one door (made
+         * private by state_dir_make_private by now). */
+        struct stat st;
+        if (stat(root, &st) < 0 || st.st_uid != 0 || (st.st_mode & 0077)) {
+                log_error("--listen: the state directory %s must be root's and mode 0700", root);
+                exit(1);
+        }
+        struct http_config hc = {.listen_fd = -1,
+                                 .spool_dir = spool,
+                                 .handler = api_handle,
+                                 .wants_spool = api_wants_spool,
+                                 .done = api_request_done,
+                                 .answering = api_request_answering,
+                                 .ctx = engine,
+                                 .gateway = true,
+                                 /* One per client connection the gateway holds open (its own
+                                  * limit is 1024), apart from the local socket's 512. */
+                                 .max_connections = 1024};
+        struct gateway_config gc = {.loop = loop,
+                                    .exe_fd = p->exe_fd,
+                                    .uid = p->uid,
+                                    .gid = p->gid,
+                                    .listen = o->listen,
+                                    .n_listen = o->n_listen,
+                                    .cert_path = p->cert,
+                                    .key_path = p->key,
+                                    .fingerprint = p->fingerprint};
+        struct gateway *g = NULL;
+        int r = http_server_start(loop, &hc, &gc.http);
+        if (r >= 0)
+                r = gateway_start(&gc, &g);
+        if (r < 0) {
+                log_error("gateway: %s", strerror(-r));
+                exit(1);
+        }
+        static struct token_push push;
+        push = (struct token_push){.gateway = g, .tokens = engine_tokens(engine)};
+        tokens_set_changed_hook(push.tokens, push_tokens, &push);
+        push_tokens(&push);
+        for (size_t i = 0; i < o->n_listen; i++)
+                log_info("listening on %s (%s) through the gateway, uid %u", o->listen[i].text,
+                         o->listen[i].tls ? "TLS" : "plain HTTP", p->uid);
+        *ret_http = gc.http;
+        return g;
+}
+
 static void on_signal(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         struct signalfd_siginfo si;
@@ -458,6 +665,10 @@ int main(int argc, char **argv)
                                          : strerror(-lock));
                 return 1;
         }
+        /* Before anything else is set up: a bad address or certificate fails at once. */
+        struct gateway_prep gw_prep = {.exe_fd = -EBADF};
+        if (o.n_listen)
+                prepare_gateway(&o, root, &gw_prep);
         int init_fd = open_init(o.init);
         if (init_fd < 0) {
                 log_error("cannot open paddock-init (%s): %s", o.init ? o.init : "next to paddockd",
@@ -565,10 +776,19 @@ int main(int argc, char **argv)
                 log_error("http server: %s", strerror(-r));
                 return 1;
         }
+        struct http_server *gw_http = NULL;
+        struct gateway *gateway = NULL;
+        if (o.n_listen)
+                gateway = start_gateway(&o, &gw_prep, loop, engine, root, spool, &gw_http);
         log_info("paddockd %s ready: root %s, socket %s, cgroups %s", PADDOCK_VERSION, root,
                  o.socket, cgroup_mode_name(cgroup_manager_mode(cg)));
         r = loop_run(loop);
         events_close_all();
+        gateway_stop(gateway);
+        http_server_stop(gw_http);
+        for (size_t i = 0; i < o.n_listen; i++)
+                closep(&o.listen[i].fd);
+        closep(&gw_prep.exe_fd);
         http_server_stop(http);
         close(lfd);
         unlink(o.socket);
