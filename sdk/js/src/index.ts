@@ -597,10 +597,10 @@ export class Files {
   async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
     await this.p.transport.request({ method: "DELETE", path: this.base, query: { path, recursive: opts.recursive ? 1 : undefined } });
   }
-  /** POST .../files/mkdir (parents by default) */
+  /** POST .../files/mkdir (with its parents unless parents is false; an existing directory is fine then) */
   async mkdir(path: string, opts: { parents?: boolean; mode?: number | string; user?: string } = {}): Promise<void> {
     const mode = typeof opts.mode === "number" ? "0" + opts.mode.toString(8) : opts.mode;
-    await this.p.transport.request({ method: "POST", path: this.base + "/mkdir", query: { path, parents: opts.parents, mode, user: opts.user } });
+    await this.p.transport.request({ method: "POST", path: this.base + "/mkdir", query: { path, parents: opts.parents ?? true, mode, user: opts.user } });
   }
   /** POST .../files/move */
   async move(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<void> {
