@@ -13,5 +13,4 @@ npm ci --no-audit --no-fund --loglevel=error
 npm run --silent build
 cd "$repo"
 exec flock /tmp/paddock-it.lock tests/sdk/js/with-daemon.sh \
-	node --test --test-reporter=spec tests/sdk/js/sdk.test.mjs tests/sdk/js/https.test.mjs \
-	tests/sdk/js/langchain.test.mjs tests/sdk/js/pack.test.mjs
+	node --test --test-reporter=spec tests/sdk/js/*.test.mjs

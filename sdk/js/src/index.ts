@@ -256,6 +256,12 @@ export class Envs {
     return new Env(this.p, await this.p.transport.json({ method: "GET", path: `/v1/envs/${seg(name)}` }));
   }
 
+  /** An Env for a name without asking the daemon (no request): its `info` holds only the
+   * name until a call that returns the environment object (refresh, update, ...) fills it. */
+  ref(name: string): Env {
+    return new Env(this.p, { name } as EnvInfo);
+  }
+
   /** GET /v1/envs (labels: all must match) */
   async list(opts: { labels?: Record<string, string> } = {}): Promise<Env[]> {
     const label = Object.entries(opts.labels ?? {}).map(([k, v]) => `${k}=${v}`);

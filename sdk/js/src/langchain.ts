@@ -42,7 +42,7 @@ async function guard(f: () => Promise<string>): Promise<string> {
 /** The Paddock tool set for a LangChain agent. */
 export function paddockTools(client: Paddock = new Paddock(), opts: PaddockToolsOptions = {}): StructuredToolInterface[] {
   const max = opts.maxOutput ?? 20000;
-  const env = (name: string) => client.envs.get(name);
+  const env = async (name: string) => client.envs.ref(name); // no request: each tool is one call
   const summary = (i: any) => JSON.stringify({ name: i.name, kind: i.kind, image: i.image, state: i.state,
     ip: i.network?.ip ?? null, network: i.network?.mode, limits: i.limits, expires_at: i.expires_at });
   const T = tool as any; // JSON-schema tools; the input types are checked by the schemas at run time
