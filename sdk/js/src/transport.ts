@@ -97,7 +97,8 @@ export class Transport {
 
   constructor(opts: TransportOptions = {}) {
     const env = process.env;
-    const host = opts.host ?? env.PADDOCK_HOST ?? "";
+    // an explicit socketPath wins over PADDOCK_HOST
+    const host = opts.host ?? (opts.socketPath ? "" : env.PADDOCK_HOST ?? "");
     this.token = opts.token ?? (env.PADDOCK_TOKEN || undefined);
     this.socketPath = opts.socketPath ?? (env.PADDOCK_SOCKET || "/run/paddock/paddock.sock");
     if (host && !host.startsWith("unix:")) {
@@ -162,12 +163,17 @@ export class Transport {
         reject(wrapConnError(e));
         return;
       }
+      let bodyErr: unknown;
       req.on("response", resolve);
-      req.on("error", (e) => reject(wrapConnError(e)));
+      // a failure of the body's source (a file we could not read) is that error, not a connection error
+      req.on("error", (e) => reject(bodyErr ?? wrapConnError(e)));
       if (payload) {
         req.end(payload);
       } else if (streamBody) {
-        pump(streamBody, req).catch((e) => req.destroy(e));
+        pump(streamBody, req).catch((e) => {
+          bodyErr = e;
+          req.destroy(e);
+        });
       } else {
         req.end();
       }

@@ -64,4 +64,13 @@ test("an Env reference costs no request", async () => {
   assert.equal(seen.at(-1).url, "/v1/envs/a/exec");
   assert.equal(seen.at(-1).auth, undefined);
   p.close();
+  // an explicit socketPath wins over PADDOCK_HOST from the environment
+  process.env.PADDOCK_HOST = "https://192.0.2.1:1";
+  try {
+    const q = new Paddock({ socketPath: sockPath });
+    await assert.rejects(q.envs.get("b"), QuotaExceeded);
+    q.close();
+  } finally {
+    delete process.env.PADDOCK_HOST;
+  }
 });

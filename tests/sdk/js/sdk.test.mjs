@@ -189,7 +189,9 @@ test("directory upload and download round trip", async () => {
     assert.equal(await fsp.readlink(path.join(dst, "link")), "a.txt");
     assert.equal((await fsp.stat(path.join(dst, "sub/run.sh"))).mode & 0o777, 0o755);
     await assert.rejects(env.files.download("/nope", dst), NotFound);
-    await assert.rejects(env.files.upload(path.join(src, "a.txt"), "/srv/x"), /not a directory/);
+    await assert.rejects(env.files.upload(path.join(src, "a.txt"), "/srv/x"),
+      (e) => e.code === "invalid_argument" && /not a directory/.test(e.message));
+    await assert.rejects(env.files.upload(path.join(src, "missing"), "/srv/x"), (e) => e.code === "ENOENT");
   });
 });
 
