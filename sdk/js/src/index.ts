@@ -198,6 +198,7 @@ export class Paddock {
   readonly transport: Transport;
   readonly envs: Envs;
   readonly images: Images;
+  readonly tokens: Tokens;
 
   /** Options default to PADDOCK_HOST, PADDOCK_TOKEN, PADDOCK_SOCKET, PADDOCK_FINGERPRINT;
    * without a host, the unix socket (default /run/paddock/paddock.sock). */
@@ -205,6 +206,7 @@ export class Paddock {
     this.transport = new Transport(opts);
     this.envs = new Envs(this);
     this.images = new Images(this);
+    this.tokens = new Tokens(this);
   }
 
   /** GET /v1/system */
@@ -279,6 +281,41 @@ export class Images {
   /** DELETE /v1/images/{name} */
   async remove(name: string): Promise<void> {
     await this.p.transport.request({ method: "DELETE", path: `/v1/images/${seg(name)}` });
+  }
+}
+
+export interface TokenSpec {
+  name: string;
+  admin?: boolean;
+  max_envs?: number | null;
+  max_cpus?: number | null;
+  max_memory?: Size | null;
+  max_disk?: Size | null;
+  /** requests per second: a number or "N/s"; 0 unlimited */
+  rate?: number | string;
+  /** a duration from now; left out: never */
+  expires?: Duration;
+}
+
+export interface TokenInfo {
+  name: string; admin: boolean; max_envs: number | null; max_cpus: number | null; max_memory: number | null;
+  max_disk: number | null; rate: number; created_at: string; expires_at: string | null; expired: boolean;
+}
+
+/** API tokens (administrators only). */
+export class Tokens {
+  constructor(private readonly p: Paddock) {}
+  /** POST /v1/tokens → the token object and its `secret` (shown this once). */
+  create(spec: TokenSpec): Promise<TokenInfo & { secret: string }> {
+    return this.p.transport.json({ method: "POST", path: "/v1/tokens", json: spec });
+  }
+  /** GET /v1/tokens */
+  async list(): Promise<TokenInfo[]> {
+    return (await this.p.transport.json({ method: "GET", path: "/v1/tokens" })).tokens;
+  }
+  /** DELETE /v1/tokens/{name}: it stops working at once. */
+  async remove(name: string): Promise<void> {
+    await this.p.transport.request({ method: "DELETE", path: `/v1/tokens/${seg(name)}` });
   }
 }
 

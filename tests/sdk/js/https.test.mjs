@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
 import * as tls from "node:tls";
-import { Paddock, PaddockError, NotFound, Unauthorized } from "../../../sdk/js/dist/index.js";
+import { Paddock, PaddockError, NotFound, Unauthorized, Forbidden, QuotaExceeded } from "../../../sdk/js/dist/index.js";
 
 const sock = process.env.PADDOCK_SOCKET;
 const dir = process.env.PADDOCK_TEST_DIR;
@@ -90,23 +90,29 @@ test("a CA certificate verifies the chain and the name; no CA and no pin fails",
 test("an agent token over HTTPS sees only its own environments", async (t) => {
   const local = new Paddock({ socketPath: sock });
   try {
-    const probe = await local.transport.request({ method: "GET", path: "/v1/tokens" }).catch((e) => e);
+    const probe = await local.tokens.list().catch((e) => e);
     if (probe instanceof NotFound && /no such route/.test(probe.message)) {
       t.skip("this daemon has no /v1/tokens yet (the tokens helper has not landed)");
       return;
     }
-    const made = await local.transport.json({ method: "POST", path: "/v1/tokens", json: { name: "js-agent" } });
-    const secret = Object.values(made).find((v) => typeof v === "string" && v.startsWith("pdk_"));
-    assert.ok(secret, "the answer carries the secret: " + JSON.stringify(made));
+    const made = await local.tokens.create({ name: "js-agent", max_envs: 2 });
+    assert.match(made.secret, /^pdk_[A-Za-z0-9_-]{43}$/);
+    assert.equal(made.max_envs, 2);
     try {
+      assert.ok((await local.tokens.list()).some((x) => x.name === "js-agent" && !("secret" in x)));
       const admin = await local.envs.create({ name: "tls-admins", kind: "sandbox" });
-      const agent = new Paddock({ host, fingerprint, token: secret });
+      const agent = new Paddock({ host, fingerprint, token: made.secret });
       try {
         const mine = await agent.envs.create({ name: "tls-agents", kind: "sandbox" });
         assert.equal((await mine.exec("echo mine")).stdout, "mine\n");
         assert.deepEqual((await agent.envs.list()).map((e) => e.name), ["tls-agents"]);
         await assert.rejects(agent.envs.get("tls-admins"), NotFound);
+        await agent.envs.create({ name: "tls-agents2", kind: "sandbox" });
+        const q = await agent.envs.create({ name: "tls-agents3", kind: "sandbox" }).catch((e) => e);
+        assert.ok(q instanceof QuotaExceeded, String(q));
+        await assert.rejects(agent.tokens.list(), Forbidden);
         await mine.destroy();
+        await agent.envs.ref("tls-agents2").destroy();
       } finally {
         agent.close();
         await admin.destroy();
@@ -115,7 +121,7 @@ test("an agent token over HTTPS sees only its own environments", async (t) => {
       await assert.rejects(wrong.envs.list(), Unauthorized);
       wrong.close();
     } finally {
-      await local.transport.request({ method: "DELETE", path: "/v1/tokens/js-agent" });
+      await local.tokens.remove("js-agent");
     }
   } finally {
     local.close();
