@@ -41,9 +41,17 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 ip netns add "$netns" || exit 2
+# A daemon with the network gateway listens on 127.0.0.1:18443 inside the namespace (the
+# tests reach it through a forwarder they start there; PADDOCK_TEST_NETNS names it).
+listen=
+if "$build/paddockd" --help 2>&1 | grep -q -- '--listen '; then
+	ip -n "$netns" link set lo up || exit 2
+	listen="--listen 127.0.0.1:18443"
+	export PADDOCK_TEST_NETNS=/run/netns/$netns PADDOCK_TEST_GATEWAY=127.0.0.1:18443
+fi
 "$repo/scripts/busybox-rootfs.sh" "$tmp/image" >/dev/null || exit 2
 nsenter --net="/run/netns/$netns" "$build/paddockd" --root "$tmp/root" --socket "$sock" \
-	--uid-registry "$tmp/uids" --default-image base </dev/null >"$tmp/paddockd.log" 2>&1 &
+	--uid-registry "$tmp/uids" --default-image base $listen </dev/null >"$tmp/paddockd.log" 2>&1 &
 pid=$!
 for _ in $(seq 300); do
 	cli ls >/dev/null 2>&1 && break
