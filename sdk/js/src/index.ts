@@ -217,11 +217,15 @@ export class Paddock {
   /** Create an environment, run fn with it, and destroy it afterwards (also when fn throws). */
   async withEnv<T>(spec: EnvSpec, fn: (env: Env) => Promise<T>): Promise<T> {
     const env = await this.envs.create(spec);
+    let ok = false;
     try {
-      return await fn(env);
+      const r = await fn(env);
+      ok = true;
+      return r;
     } finally {
+      // an error of fn wins over one of the clean-up; an environment fn removed is fine
       await env.destroy().catch((e) => {
-        if (!(e instanceof PaddockError && e.code === "not_found")) throw e;
+        if (ok && !(e instanceof PaddockError && e.code === "not_found")) throw e;
       });
     }
   }
@@ -663,18 +667,35 @@ export class Files {
       res.destroy();
     }
   }
-  /** GET .../files/watch: changes below dir as they happen, until the loop is left (which
-   * ends the watch), the signal aborts, or the daemon ends the stream. */
-  async *watch(dir: string, opts: { recursive?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<WatchEvent> {
+  /** GET .../files/watch: resolves once the watch is in place (every later change below dir
+   * is reported); iterate the result for the changes. Leaving the loop, close(), or the
+   * signal ends the watch; the daemon ends it when the environment stops or dir is removed. */
+  async watch(dir: string, opts: { recursive?: boolean; signal?: AbortSignal } = {}): Promise<Watch> {
     const res = await this.p.transport.stream({ method: "GET", path: this.base + "/watch", query: { path: dir, recursive: opts.recursive === false ? 0 : undefined }, signal: opts.signal });
+    return new Watch(res);
+  }
+}
+
+/** A running watch: an async iterable of changes. */
+export class Watch implements AsyncIterable<WatchEvent> {
+  private closed = false;
+  constructor(private readonly res: IncomingMessage) {}
+  async *[Symbol.asyncIterator](): AsyncGenerator<WatchEvent> {
     try {
-      for await (const ev of ndjson(res)) {
+      for await (const ev of ndjson(this.res)) {
         if (ev.encoding === "base64" && typeof ev.path === "string") ev.path = Buffer.from(ev.path, "base64").toString("utf8");
         yield ev as WatchEvent;
       }
+    } catch (e) {
+      if (!this.closed) throw e;
     } finally {
-      res.destroy();
+      this.close();
     }
+  }
+  /** End the watch (the daemon's helper goes away with the connection). */
+  close(): void {
+    this.closed = true;
+    this.res.destroy();
   }
 }
 

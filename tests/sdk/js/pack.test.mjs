@@ -27,17 +27,43 @@ test("npm pack, install, type-check and run the docs example and the agent loop"
   await fsp.writeFile(path.join(proj, "package.json"), JSON.stringify({ name: "user-project", private: true, type: "module" }));
   run("npm", ["install", "--offline", "--no-audit", "--no-fund", path.join(proj, packed[0].filename)], { cwd: proj });
 
+  // the LangChain example needs @langchain/core in the project: the pinned one, from the
+  // npm cache that npm ci filled
+  const lc = JSON.parse(await fsp.readFile(path.join(sdk, "package.json"), "utf8")).devDependencies["@langchain/core"];
+  run("npm", ["install", "--offline", "--no-audit", "--no-fund", "@langchain/core@" + lc], { cwd: proj });
+
   const doc = await fsp.readFile(path.join(repo, "docs/sdk-js.md"), "utf8");
-  const first = doc.match(/```ts\n([\s\S]*?)```/)[1];
+  const blocks = [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  const first = blocks[0];
   assert.ok(first.trim().split("\n").length <= 10, "the docs start with a ten-line example");
+  assert.ok(blocks.length >= 5, "the page's other examples: " + blocks.length);
   await fsp.writeFile(path.join(proj, "readme_example.ts"), first);
+  // every other example runs inside an environment `env` named box1 (imports hoisted)
+  const snippets = blocks.slice(1).map((b, i) => {
+    const lines = b.split("\n");
+    const imports = lines.filter((l) => l.startsWith("import "));
+    const body = lines.filter((l) => !l.startsWith("import "));
+    if (!imports.some((l) => /\bPaddock\b/.test(l))) imports.unshift('import { Paddock } from "paddock";');
+    const name = `snippet_${i + 1}.ts`;
+    const src = imports.join("\n") + "\nconst paddock = new Paddock();\n" +
+      'await paddock.withEnv({ name: "box1", kind: "computer" }, async (env) => {\n' + body.join("\n") + "\n});\npaddock.close();\n";
+    return { name, src };
+  });
+  for (const sn of snippets) await fsp.writeFile(path.join(proj, sn.name), sn.src);
   await fsp.copyFile(path.join(repo, "examples/agent_loop.ts"), path.join(proj, "agent_loop.ts"));
   run(path.join(sdk, "node_modules/.bin/tsc"), ["--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022",
-    "--strict", "--typeRoots", path.join(sdk, "node_modules/@types"), "--types", "node", "--outDir", "out",
-    "readme_example.ts", "agent_loop.ts"], { cwd: proj });
+    "--strict", "--skipLibCheck", "--typeRoots", path.join(sdk, "node_modules/@types"), "--types", "node", "--outDir", "out",
+    "readme_example.ts", "agent_loop.ts", ...snippets.map((x) => x.name)], { cwd: proj });
 
   const out = run("node", ["out/readme_example.js"], { cwd: proj, timeout: 60000 });
   assert.match(out, /^0 hello from \S+\n\n$/);
+  const snippetOut = {};
+  for (const sn of snippets) snippetOut[sn.name] = run("node", ["out/" + sn.name.replace(/\.ts$/, ".js")], { cwd: proj, timeout: 60000 });
+  const all = Object.values(snippetOut).join("\n---\n");
+  assert.match(all, /step 1\nstep 2\nstep 3\n0\n/);           // execStream
+  assert.match(all, /\n3\n/);                                    // the terminal's exit code
+  assert.match(all, /create \/workspace\/out\/done/);             // watch
+  assert.match(all, /exit_code: 0\nstdout:\nLinux /);            // the LangChain tool
 
   const loop = run("node", ["out/agent_loop.js"], { cwd: proj, timeout: 120000 });
   assert.match(loop, /created computer agent-\d+\n/);

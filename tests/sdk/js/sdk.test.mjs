@@ -198,24 +198,26 @@ test("directory upload and download round trip", async () => {
 test("watch: an async iterator of changes", async () => {
   await paddock.withEnv({ name: "js-watch", kind: "sandbox" }, async (env) => {
     await env.files.mkdir("/workspace/w");
-    const ac = new AbortController();
-    const it = env.files.watch("/workspace/w", { signal: ac.signal });
+    const w = await env.files.watch("/workspace/w"); // resolves once the watch is in place
     const events = [];
     const reader = (async () => {
-      for await (const ev of it) {
+      for await (const ev of w) {
         events.push(ev);
         if (ev.event === "move_to") break; // leaving the loop ends the watch
       }
     })();
-    // the watch is in place once its headers came; give the request a moment to get there
-    await new Promise((r) => setTimeout(r, 300));
     await env.exec("echo x > /workspace/w/f; mkdir /workspace/w/d; mv /workspace/w/f /workspace/w/g");
     await Promise.race([reader, new Promise((_, rej) => setTimeout(() => rej(new Error("no move_to event: " + JSON.stringify(events))), 10000))]);
     assert.ok(events.some((e) => e.event === "create" && e.path === "/workspace/w/f" && e.type === "file"), JSON.stringify(events));
     assert.ok(events.some((e) => e.event === "create" && e.path === "/workspace/w/d" && e.type === "dir"));
     assert.ok(events.some((e) => e.event === "move_from" && e.path === "/workspace/w/f"));
     assert.equal(events.at(-1).path, "/workspace/w/g");
-    await assert.rejects(async () => { for await (const _ of env.files.watch("/workspace/none")) break; }, NotFound);
+    await assert.rejects(env.files.watch("/workspace/none"), NotFound);
+    // close() ends a loop that waits for events
+    const w2 = await env.files.watch("/workspace/w", { recursive: false });
+    const loop = (async () => { const got = []; for await (const ev of w2) got.push(ev); return got; })();
+    setTimeout(() => w2.close(), 200);
+    assert.deepEqual(await loop, []);
   });
 });
 
