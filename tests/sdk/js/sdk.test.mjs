@@ -235,7 +235,8 @@ test("terminal: echo, resize, signal, exit code", async () => {
     const ex = await t.wait();
     assert.equal(ex.exitCode, 5);
 
-    const t2 = await env.terminal({ cmd: "sleep 60" });
+    const t2 = await env.terminal({ cmd: "echo ready; exec sleep 60" });
+    await t2.readUntil((s) => s.includes("ready")); // a signal needs the foreground group to exist
     t2.signal("INT");
     assert.equal((await t2.wait()).exitCode, 130);
 
