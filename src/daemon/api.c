@@ -174,8 +174,9 @@ struct route_call {
         struct request *r;
         struct engine *e;
         struct env *v;
-        const char *arg[MAX_SEGMENTS];
+        const char *arg[MAX_SEGMENTS]; /* point into seg */
         const char *what;
+        char seg[MAX_SEGMENTS][128];   /* the path's segments */
 };
 
 enum {
@@ -510,20 +511,21 @@ static struct env *find_env(struct request *r, struct engine *e, const char *nam
 /* Unknown path: 404. Known path, other method: 405 (or the handler's own answer, see
  * ROUTE_OWN_METHODS). The environment is looked up after the method check, or before it for
  * ROUTE_ENV_FIRST routes. */
-void api_handle(struct request *r, void *ctx)
+/* Who calls, which route, which environment, and may the caller use them: fills c and
+ * ret_hit, or answers (401, 403, 404, 405) and returns false. */
+static bool route_request(struct request *r, struct route_call *c,
+                          const struct api_route_entry **ret_hit)
 {
-        struct route_call c = {.r = r, .e = ctx};
-        char seg[MAX_SEGMENTS][128];
-        if (!resolve_caller(r, c.e))
-                return;
-        size_t n = split_path(req_path(r), seg);
+        if (!resolve_caller(r, c->e))
+                return false;
+        size_t n = split_path(req_path(r), c->seg);
         const struct api_route_entry *hit = NULL, *known = NULL; /* known: the path matches */
         const char *env = NULL;
 
         if (n > MAX_SEGMENTS)
                 n = 0; /* a segment too long, or too many of them: matches nothing */
         for (size_t i = 0; i < ELEMENTSOF(routes) && !hit; i++) {
-                if (!pattern_match(routes[i].route.pattern, seg, n, &env, c.arg))
+                if (!pattern_match(routes[i].route.pattern, c->seg, n, &env, c->arg))
                         continue;
                 if (!known)
                         known = &routes[i]; /* the entries of one pattern share these flags
@@ -533,25 +535,42 @@ void api_handle(struct request *r, void *ctx)
         }
         if (!known) {
                 http_reply_error(r, 404, "not_found", "no such route: %s", req_path(r));
-                return;
+                return false;
         }
         if (env && (hit || (known->flags & ROUTE_ENV_FIRST))) {
-                c.v = find_env(r, c.e, env);
-                if (!c.v)
-                        return;
+                c->v = find_env(r, c->e, env);
+                if (!c->v)
+                        return false;
         }
         if (!hit && (known->flags & ROUTE_OWN_METHODS))
                 hit = known;
         if (!hit) {
                 http_reply_error(r, 405, "method_not_allowed", "%s is not allowed on %s",
                                  req_method(r), req_path(r));
-                return;
+                return false;
         }
-        c.what = hit->what;
+        c->what = hit->what;
         req_set_route(r, hit->route.pattern, env);
         if ((hit->flags & ROUTE_ADMIN) &&
-            !api_require_admin(r, c.v ? "commit environments to images" : "change images"))
+            !api_require_admin(r, c->v ? "commit environments to images" : "change images"))
+                return false;
+        *ret_hit = hit;
+        return true;
+}
+
+void api_handle(struct request *r, void *ctx)
+{
+        struct route_call c = {.r = r, .e = ctx};
+        const struct api_route_entry *hit = NULL;
+        if (!route_request(r, &c, &hit))
                 return;
         hit->call(&c);
         track_request(r, c.e);
+}
+
+void api_request_head(struct request *r, void *ctx)
+{
+        struct route_call c = {.r = r, .e = ctx};
+        const struct api_route_entry *hit = NULL;
+        route_request(r, &c, &hit); /* a refusal answers now; the body is then never stored */
 }

@@ -5,6 +5,9 @@
 #include "daemon/http.h"
 
 void api_handle(struct request *r, void *engine);
+/* http_config.head: the head of a request whose body is spooled (an upload) has arrived. The
+ * caller, route and environment are checked now, so a refused upload is never stored. */
+void api_request_head(struct request *r, void *engine);
 /* http_config.done: a request is over (audit log, metrics). */
 void api_request_done(struct request *r, void *engine);
 /* http_config.answering: an answer is about to go out (the audit log records it). */

@@ -517,7 +517,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 *con_cls = r;
                 const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                              MHD_HTTP_HEADER_CONTENT_TYPE);
-                if (srv->cfg.wants_spool && srv->cfg.wants_spool(method, url, ct) && !spool_open(r))
+                bool spool = srv->cfg.wants_spool && srv->cfg.wants_spool(method, url, ct);
+                if (spool && srv->cfg.head) {
+                        srv->cfg.head(r, srv->cfg.ctx);
+                        if (r->answered)
+                                return MHD_YES; /* refused: the body is read and dropped */
+                }
+                if (spool && !spool_open(r))
                         log_warn("http: cannot open a spool file in %s: %m", srv->cfg.spool_dir);
                 const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                              MHD_HTTP_HEADER_CONTENT_LENGTH);

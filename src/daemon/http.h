@@ -28,6 +28,10 @@ struct http_config {
         /* Runs once per request when it is over (answered and sent, or the client gone):
          * audit and metrics read req_status(), req_elapsed_s(), req_actor() there. */
         http_handler_fn done;
+        /* Runs when the head of a request whose body will be spooled has arrived, before any
+         * of the body is read: it may answer at once (a refusal), and the body is then
+         * discarded unread instead of stored. */
+        http_handler_fn head;
         /* Runs once per answered request when its status is fixed, just before the answer is
          * handed to the connection: the audit log writes its record here, so a record is on
          * disk before the client can see the answer it describes. */

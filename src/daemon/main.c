@@ -590,6 +590,7 @@ static struct gateway *start_gateway(const struct options *o, const struct gatew
                                  .handler = api_handle,
                                  .wants_spool = api_wants_spool,
                                  .done = api_request_done,
+                                 .head = api_request_head,
                                  .answering = api_request_answering,
                                  .ctx = engine,
                                  .gateway = true,
@@ -769,6 +770,7 @@ int main(int argc, char **argv)
                                  .handler = api_handle,
                                  .wants_spool = api_wants_spool,
                                  .done = api_request_done,
+                                 .head = api_request_head,
                                  .answering = api_request_answering,
                                  .ctx = engine};
         struct http_server *http = NULL;

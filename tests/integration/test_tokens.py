@@ -3,7 +3,6 @@ is a 404), admin-only routes, quotas (also under parallel creates), revocation a
 open sessions, and the secret stored only as a hash."""
 import hashlib
 import http.client
-import json
 import os
 import re
 import sqlite3
@@ -356,3 +355,45 @@ def test_links_do_not_reach_another_tokens_environment(daemon):
     for src, dst in (("lb", "la"), ("la", "lb")):
         res = daemon.exec(src, get(ips[dst]))
         assert res["exit_code"] != 0 and "hello" not in res["stdout"], (src, dst, res)
+
+
+def refusal_before_body(daemon, method, path, secret, content_type="application/octet-stream"):
+    """Send only the head of a 1 GiB upload: the answer must come before any body byte, so a
+    refused upload is never spooled to the state directory."""
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(daemon.sock)
+    try:
+        s.sendall(("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: %s\r\nContent-Length: %d\r\n\r\n"
+                   % (method, path, secret, content_type, 1 << 30)).encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            assert chunk, "the daemon closed without an answer"
+            data += chunk
+        return int(data.split(b" ", 2)[1])
+    finally:
+        s.close()
+
+
+def test_refused_uploads_are_answered_before_their_body(daemon):
+    a = make_token(daemon, "up-a")
+    b = make_token(daemon, "up-b")
+    assert create_as(daemon, b, "up-b-env", kind="sandbox").status == 201
+    assert create_as(daemon, a, "up-a-env", kind="sandbox").status == 201
+    # another token's environment: 404 at once, for files and archives alike
+    q = "?path=/tmp/x"
+    assert refusal_before_body(daemon, "PUT", "/v1/envs/up-b-env/files" + q, a) == 404
+    assert refusal_before_body(daemon, "PUT", "/v1/envs/up-b-env/archive" + q, a) == 404
+    assert refusal_before_body(daemon, "PUT", "/v1/envs/nosuch/files" + q, a) == 404
+    # an image upload by an agent: 403; a bad token: 401
+    assert refusal_before_body(daemon, "POST", "/v1/images?name=x", a,
+                               "application/x-tar") == 403
+    assert refusal_before_body(daemon, "PUT", "/v1/envs/up-a-env/files" + q,
+                               "pdk_" + "A" * 43) == 401
+    # its own environment: the upload goes ahead (a small one completes)
+    r = daemon.api("PUT", "/v1/envs/up-a-env/files?path=/tmp/ok", raw=b"hi", headers=bearer(a))
+    assert r.status in (200, 201, 204), r
+    assert as_token(daemon, a, "GET", "/v1/envs/up-a-env/files?path=/tmp/ok").body == b"hi"
