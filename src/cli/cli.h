@@ -70,3 +70,4 @@ int cmd_commit(struct cli *cli, int argc, char **argv);
 int cmd_system(struct cli *cli, int argc, char **argv);
 int cmd_daemon(struct cli *cli, int argc, char **argv);
 int cmd_stats(struct cli *cli, int argc, char **argv); /* cmd_stats.c */
+int cmd_mcp(struct cli *cli, int argc, char **argv);   /* cmd_mcp.c: MCP server */

@@ -28,6 +28,7 @@ static const struct subverb verbs[] = {
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore},
     {"fork", cmd_fork},         {"commit", cmd_commit},
     {"stats", cmd_stats},
+    {"mcp", cmd_mcp},
 };
 
 static const char overview[] =
@@ -71,6 +72,7 @@ static const char overview[] =
     "  image ls|import|export|pull|build|rm   manage root filesystem images\n"
     "  system                       daemon version and host capabilities\n"
     "  daemon [ARGS]                run paddockd\n"
+    "  mcp                          serve MCP tools to an agent on stdin/stdout\n"
     "\n"
     "Global options:\n"
     "  --socket PATH   paddockd's socket (env PADDOCK_SOCKET, default " PADDOCK_DEFAULT_SOCKET ")\n"
