@@ -313,3 +313,103 @@ test("docs/mcp.md: its client configurations parse and name a real verb", () => 
   // Every tool the server lists has its own heading in the doc.
   for (const t of TOOLS) assert.match(doc, new RegExp(`^### \`${t}\``, "m"), t);
 });
+
+/* ------------------------------------------------------------------ streamable HTTP */
+
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { request as httpRequest } from "node:http";
+
+/* A request to paddockd's socket: {status, body}. */
+function api(method, apiPath, body) {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = httpRequest({ socketPath: SOCKET, method, path: apiPath,
+                              headers: data ? { "Content-Type": "application/json" } : {} }, (res) => {
+      let text = "";
+      res.on("data", (d) => (text += d));
+      res.on("end", () => resolve({ status: res.statusCode, body: text ? JSON.parse(text) : null }));
+    });
+    req.on("error", reject);
+    req.end(data);
+  });
+}
+
+/* A token the daemon takes: a new agent token where the daemon has tokens, else any word (a
+ * daemon without tokens treats every caller as its administrator). */
+async function agentToken() {
+  const r = await api("POST", "/v1/tokens", { name: "mcp-http-test" });
+  if (r.status === 404 && /no such route/.test(r.body?.error?.message ?? ""))
+    return { token: "pdk_notokensonthisdaemon", cleanup: async () => {} };
+  assert.ok(r.status === 200 || r.status === 201, JSON.stringify(r));
+  const token = r.body.secret ?? r.body.token;
+  assert.ok(token, JSON.stringify(r.body));
+  return { token, cleanup: () => api("DELETE", "/v1/tokens/mcp-http-test") };
+}
+
+function startHttpServer() {
+  return new Promise((resolve, reject) => {
+    const p = spawn(BIN, ["mcp", "--http", "127.0.0.1:0"], {
+      env: { PATH: process.env.PATH, PADDOCK_SOCKET: SOCKET },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let err = "";
+    p.stderr.on("data", (d) => {
+      err += d;
+      const m = err.match(/serving MCP at (http:\/\/\S+)/);
+      if (m) resolve({ proc: p, url: m[1] });
+    });
+    p.on("error", reject);
+    p.on("exit", (code) => reject(new Error(`paddock mcp --http exited with ${code}: ${err}`)));
+  });
+}
+
+test("streamable HTTP: the SDK's HTTP client, the caller's token passed on to paddockd", async () => {
+  const { proc, url } = await startHttpServer();
+  const { token, cleanup } = await agentToken();
+  const http = new Client({ name: "paddock-mcp-http-test", version: "1.0.0" });
+  try {
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    await http.connect(new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    }));
+    assert.equal(http.getServerVersion().name, "paddock");
+    const { tools } = await http.listTools();
+    assert.equal(tools.length, TOOLS.length);
+    let r = await http.callTool({ name: "create_environment", arguments: { name: "mcp-http", image: "base" } });
+    assert.equal(r.isError, false, r.content[0].text);
+    r = await http.callTool({ name: "run_command", arguments: { environment: "mcp-http", command: "echo over http" } });
+    assert.equal(r.structuredContent.stdout, "over http\n");
+    r = await http.callTool({ name: "run_command", arguments: { environment: "nope", command: ["true"] } });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /no such environment: nope/);
+    await assert.rejects(http.callTool({ name: "run_command", arguments: {} }), (e) => e.code === -32602);
+    r = await http.callTool({ name: "destroy_environment", arguments: { environment: "mcp-http" } });
+    assert.equal(r.isError, false, r.content[0].text);
+    await http.ping();
+
+    // Without a token: refused before anything reaches the daemon.
+    const anon = new Client({ name: "anon", version: "1.0.0" });
+    await assert.rejects(anon.connect(new StreamableHTTPClientTransport(new URL(url))), /401|token/i);
+    // Plain HTTP checks: no event stream, no foreign origin, malformed bodies.
+    const auth = { Authorization: `Bearer ${token}`, "Content-Type": "application/json",
+                   Accept: "application/json, text/event-stream" };
+    let res = await fetch(url, { headers: auth });
+    assert.equal(res.status, 405);
+    res = await fetch(url, { method: "POST", headers: { ...auth, Origin: "http://evil.example" },
+                             body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    assert.equal(res.status, 403);
+    res = await fetch(url, { method: "POST", headers: auth, body: "{not json" });
+    assert.equal(res.status, 400);
+    assert.equal((await res.json()).error.code, -32700);
+    res = await fetch(url, { method: "POST", headers: { ...auth, "MCP-Protocol-Version": "1999-01-01" },
+                             body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+    assert.equal(res.status, 400);
+    res = await fetch(url.replace(/\/mcp$/, "/other"), { method: "POST", headers: auth, body: "{}" });
+    assert.equal(res.status, 404);
+  } finally {
+    await http.close().catch(() => {});
+    await cleanup();
+    proc.removeAllListeners("exit");
+    proc.kill("SIGTERM");
+  }
+});
