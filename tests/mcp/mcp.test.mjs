@@ -413,3 +413,51 @@ test("streamable HTTP: the SDK's HTTP client, the caller's token passed on to pa
     proc.kill("SIGTERM");
   }
 });
+
+/* ------------------------------------------------------------------ a remote daemon */
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+
+test("a remote daemon: PADDOCK_HOST, PADDOCK_TOKEN and PADDOCK_FINGERPRINT, as docs/mcp.md configures it", async () => {
+  const url = process.env.PADDOCK_TEST_TLS_URL;
+  const fingerprint = process.env.PADDOCK_TEST_TLS_FINGERPRINT;
+  assert.ok(url?.startsWith("https://") && fingerprint, "run through run.sh");
+  const home = mkdtempSync(path.join(tmpdir(), "paddock-mcp-home-"));
+  const remote = new Client({ name: "paddock-mcp-remote-test", version: "1.0.0" });
+  try {
+    // No socket in its environment: only the TLS listener leads to the daemon.
+    await remote.connect(new StdioClientTransport({
+      command: BIN,
+      args: ["mcp"],
+      env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: home, PADDOCK_HOST: url,
+             PADDOCK_TOKEN: "pdk_remoteagent", PADDOCK_FINGERPRINT: fingerprint,
+             PADDOCK_SOCKET: "/nonexistent/paddock.sock" },
+      stderr: "inherit",
+    }));
+    let r = await remote.callTool({ name: "create_environment", arguments: { name: "mcp-remote", image: "base" } });
+    assert.equal(r.isError, false, r.content[0].text);
+    r = await remote.callTool({ name: "run_command", arguments: { environment: "mcp-remote", command: "echo remote" } });
+    assert.equal(r.structuredContent.stdout, "remote\n");
+    r = await remote.callTool({ name: "destroy_environment", arguments: { environment: "mcp-remote" } });
+    assert.equal(r.isError, false, r.content[0].text);
+  } finally {
+    await remote.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+  // A wrong fingerprint: the call fails with the CLI's reason and nothing is sent.
+  const wrong = new Client({ name: "paddock-mcp-wrong-pin", version: "1.0.0" });
+  try {
+    await wrong.connect(new StdioClientTransport({
+      command: BIN, args: ["mcp"],
+      env: { PATH: process.env.PATH, HOME: home, PADDOCK_HOST: url,
+             PADDOCK_FINGERPRINT: "sha256:" + "00:".repeat(31) + "00" },
+      stderr: "ignore",
+    }));
+    const r = await wrong.callTool({ name: "list_environments", arguments: {} });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /certificate|fingerprint/i);
+  } finally {
+    await wrong.close();
+  }
+});

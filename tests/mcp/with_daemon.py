@@ -6,7 +6,10 @@
     with_daemon.py COMMAND [ARGS...]
 
 COMMAND gets PADDOCK_SOCKET (the daemon's socket) and PADDOCK_BIN (the CLI of PADDOCK_BUILD, or
-build/). Exit status: COMMAND's, or 1 when the clean-up found leaks."""
+build/), and PADDOCK_TEST_TLS_URL and PADDOCK_TEST_TLS_FINGERPRINT: a TLS front to the same daemon
+(tests/integration/tls_front.py, as the remote-CLI tests use; it takes the Authorization header
+out, so any token passes) for the remote way of `paddock --host URL --token T mcp`. Exit status:
+COMMAND's, or 1 when the clean-up found leaks."""
 import os
 import shutil
 import subprocess
@@ -18,6 +21,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
 import conftest  # noqa: E402  (the Daemon class of the integration tests)
+import tls_front  # noqa: E402  (on the path conftest sets up)
 
 
 def main():
@@ -26,17 +30,21 @@ def main():
     if os.geteuid() != 0:
         sys.exit("with_daemon.py: run as root (the daemon makes namespaces and cgroups)")
     img = tempfile.mkdtemp(prefix="paddock-mcp-img-", dir="/var/tmp")
-    daemon = None
+    daemon = front = None
     rc = 1
     try:
         rootfs = os.path.join(img, "rootfs")
         subprocess.run([os.path.join(REPO, "scripts", "busybox-rootfs.sh"), rootfs], check=True,
                        stdout=subprocess.DEVNULL)
         daemon = conftest.Daemon(rootfs)
+        front = tls_front.TLSFront(daemon.sock, tls_front.make_self_signed(img, "server"))
         env = dict(os.environ, PADDOCK_SOCKET=daemon.sock,
-                   PADDOCK_BIN=conftest.PADDOCK, PADDOCK_REPO=REPO)
+                   PADDOCK_BIN=conftest.PADDOCK, PADDOCK_REPO=REPO,
+                   PADDOCK_TEST_TLS_URL=front.url, PADDOCK_TEST_TLS_FINGERPRINT=front.fingerprint)
         rc = subprocess.run(sys.argv[1:], env=env).returncode
     finally:
+        if front is not None:
+            front.close()
         if daemon is not None:
             if rc != 0:
                 sys.stderr.write("---- paddockd log (tail)\n%s\n" % daemon.log()[-4000:])
