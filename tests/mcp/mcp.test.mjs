@@ -346,9 +346,9 @@ async function agentToken() {
   return { token, cleanup: () => api("DELETE", "/v1/tokens/mcp-http-test") };
 }
 
-function startHttpServer() {
+function startHttpServer(address) {
   return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ["mcp", "--http", "127.0.0.1:0"], {
+    const p = spawn(BIN, ["mcp", "--http", address], {
       env: { PATH: process.env.PATH, PADDOCK_SOCKET: SOCKET },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -364,11 +364,19 @@ function startHttpServer() {
 }
 
 test("streamable HTTP: the SDK's HTTP client, the caller's token passed on to paddockd", async () => {
-  const { proc, url } = await startHttpServer();
+  // The example of docs/mcp.md, on its own port unless something else has that one.
+  const doc = readFileSync(path.join(REPO, "docs", "mcp.md"), "utf8");
+  const address = doc.match(/^paddock mcp --http (\S+)$/m)[1];
+  const { proc, url } = await startHttpServer(address).catch((e) => {
+    assert.match(e.message, /Address already in use/);
+    return startHttpServer("127.0.0.1:0");
+  });
   const { token, cleanup } = await agentToken();
   const http = new Client({ name: "paddock-mcp-http-test", version: "1.0.0" });
   try {
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    if (!address.endsWith(":0") && !url.endsWith(`:${address.split(":")[1]}/mcp`))
+      console.log(`# ${address} was taken; used ${url}`);
     await http.connect(new StreamableHTTPClientTransport(new URL(url), {
       requestInit: { headers: { Authorization: `Bearer ${token}` } },
     }));
