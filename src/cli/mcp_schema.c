@@ -27,7 +27,7 @@ static bool type_is(const char *type, const json_t *v)
         return false;
 }
 
-static int fail(char *why, size_t why_len, const char *where, const char *what)
+static int schema_fail(char *why, size_t why_len, const char *where, const char *what)
 {
         snprintf(why, why_len, "%s%s%s", where && *where ? where : "",
                  where && *where ? ": " : "", what);
@@ -58,7 +58,7 @@ static int check_type(const json_t *type, const json_t *v, const char *where, ch
                                                         json_string_value(t));
                 }
         }
-        return fail(why, why_len, where, expected);
+        return schema_fail(why, why_len, where, expected);
 }
 
 static int check_object(const json_t *schema, const json_t *v, const char *where, char *why,
@@ -74,7 +74,7 @@ static int check_object(const json_t *schema, const json_t *v, const char *where
                 if (!json_object_get(v, json_string_value(name))) {
                         snprintf(sub, sizeof(sub), "missing required property \"%s\"",
                                  json_string_value(name));
-                        return fail(why, why_len, where, sub);
+                        return schema_fail(why, why_len, where, sub);
                 }
         }
         const json_t *extra = json_object_get(schema, "additionalProperties");
@@ -87,7 +87,7 @@ static int check_object(const json_t *schema, const json_t *v, const char *where
                          where && *where ? "." : "", key);
                 if (!ps) {
                         if (json_is_false(extra))
-                                return fail(why, why_len, sub, "unknown property");
+                                return schema_fail(why, why_len, sub, "unknown property");
                         if (json_is_object(extra))
                                 ps = extra;
                         else
@@ -125,23 +125,23 @@ int mcp_schema_check(const json_t *schema, const json_t *v, const char *where, c
                         }
                         char msg[256];
                         snprintf(msg, sizeof(msg), "must be one of %s", list);
-                        return fail(why, why_len, w, msg);
+                        return schema_fail(why, why_len, w, msg);
                 }
         }
         const json_t *min = json_object_get(schema, "minimum");
         if (min && json_is_number(v) && json_number_value(v) < json_number_value(min)) {
                 char msg[64];
                 snprintf(msg, sizeof(msg), "must be at least %g", json_number_value(min));
-                return fail(why, why_len, w, msg);
+                return schema_fail(why, why_len, w, msg);
         }
         const json_t *min_len = json_object_get(schema, "minLength");
         if (min_len && json_is_string(v) &&
             json_string_length(v) < (size_t)json_integer_value(min_len))
-                return fail(why, why_len, w, "too short");
+                return schema_fail(why, why_len, w, "too short");
         if (json_is_array(v)) {
                 const json_t *min_items = json_object_get(schema, "minItems");
                 if (min_items && json_array_size(v) < (size_t)json_integer_value(min_items))
-                        return fail(why, why_len, w, "too few items");
+                        return schema_fail(why, why_len, w, "too few items");
                 const json_t *items = json_object_get(schema, "items");
                 size_t i;
                 const json_t *item;

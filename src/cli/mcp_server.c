@@ -106,7 +106,7 @@ static json_t *dispatch(struct mcp_server *s, const json_t *msg)
 json_t *mcp_server_handle(struct mcp_server *s, const char *text, size_t len)
 {
         json_error_t err;
-        _cleanup_json_ json_t *msg = json_loadb(text, len, 0, &err);
+        _cleanup_json_ json_t *msg = json_loadb(text, len, JSON_DECODE_ANY, &err);
         if (!msg) {
                 char why[200];
                 snprintf(why, sizeof(why), "parse error: %s (line %d, column %d)", err.text,
