@@ -5,11 +5,12 @@
 
     with_daemon.py COMMAND [ARGS...]
 
-COMMAND gets PADDOCK_SOCKET (the daemon's socket) and PADDOCK_BIN (the CLI of PADDOCK_BUILD, or
-build/), and PADDOCK_TEST_TLS_URL and PADDOCK_TEST_TLS_FINGERPRINT: a TLS front to the same daemon
-(tests/integration/tls_front.py, as the remote-CLI tests use; it takes the Authorization header
-out, so any token passes) for the remote way of `paddock --host URL --token T mcp`. Exit status:
-COMMAND's, or 1 when the clean-up found leaks."""
+COMMAND gets PADDOCK_SOCKET (the daemon's socket), PADDOCK_BIN (the CLI of PADDOCK_BUILD, or
+build/; PADDOCK_MCP_BIN overrides it, e.g. with a sanitizer build), and PADDOCK_TEST_TLS_URL and
+PADDOCK_TEST_TLS_FINGERPRINT: a TLS front to the same daemon (tests/integration/tls_front.py, as
+the remote-CLI tests use; it takes the Authorization header out, so any token passes) for the
+remote way of `paddock --host URL --token T mcp`. Exit status: COMMAND's, or 1 when the
+clean-up found leaks."""
 import os
 import shutil
 import subprocess
@@ -39,7 +40,7 @@ def main():
         daemon = conftest.Daemon(rootfs)
         front = tls_front.TLSFront(daemon.sock, tls_front.make_self_signed(img, "server"))
         env = dict(os.environ, PADDOCK_SOCKET=daemon.sock,
-                   PADDOCK_BIN=conftest.PADDOCK, PADDOCK_REPO=REPO,
+                   PADDOCK_BIN=os.environ.get("PADDOCK_MCP_BIN", conftest.PADDOCK), PADDOCK_REPO=REPO,
                    PADDOCK_TEST_TLS_URL=front.url, PADDOCK_TEST_TLS_FINGERPRINT=front.fingerprint)
         rc = subprocess.run(sys.argv[1:], env=env).returncode
     finally:
