@@ -204,12 +204,17 @@ static int set_network_policy(struct client *c, const json_t *args, struct tool_
 
 /* ------------------------------------------------------------------ commands */
 
+/* run_command's timeout when none is given: just under the 60 s request timeout many MCP
+ * clients use, so the agent hears that the command timed out (and can choose start_process or
+ * a longer timeout) instead of losing the answer. */
+#define DEFAULT_TIMEOUT_S 55
+
 static int run_command(struct client *c, const json_t *args, struct tool_result *res)
 {
         _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"), "/exec");
         _cleanup_json_ json_t *body = exec_body(args);
         if (body && !json_object_get(body, "timeout"))
-                json_object_set_new(body, "timeout", json_integer(120));
+                json_object_set_new(body, "timeout", json_integer(DEFAULT_TIMEOUT_S));
         if (!body) {
                 tool_fail(res, "out of memory");
                 return 0;
@@ -304,13 +309,41 @@ static int take_output_line(const char *line, size_t len, struct bytes *so, stru
         return 0;
 }
 
+/* How long read_process_output's wait waits: under the 60 s a request may take in many MCP
+ * clients (the SDKs' default), so the answer, with "still running", arrives before they give
+ * up on it. */
+#define WAIT_MAX_MS 50000
+
+/* Wait until the process has exited or WAIT_MAX_MS have passed, looking at its record now and
+ * then: the daemon's wait routes block without a limit, and a tool call must not. 0 (also when
+ * it still runs), or -1 after making res an error. */
+static int wait_for_exit(struct client *c, const char *env, json_int_t id, struct tool_result *res)
+{
+        _cleanup_free_ char *path = mcp_env_path(c, env, "/processes/%lld", (long long)id);
+        unsigned slept_ms = 0, step_ms = 50;
+        for (;;) {
+                struct response resp = {};
+                if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
+                        return -1;
+                const char *state = json_string_value(json_object_get(resp.json, "state"));
+                bool exited = state && strcmp(state, "running") != 0;
+                response_done(&resp);
+                if (exited || slept_ms >= WAIT_MAX_MS)
+                        return 0;
+                usleep(step_ms * 1000);
+                slept_ms += step_ms;
+                if (step_ms < 500)
+                        step_ms *= 2;
+        }
+}
+
 static int read_process_output(struct client *c, const json_t *args, struct tool_result *res)
 {
         json_int_t id = json_integer_value(json_object_get(args, "id"));
-        bool wait = json_is_true(json_object_get(args, "wait"));
-        _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"),
-                                                 "/processes/%lld/output%s", (long long)id,
-                                                 wait ? "?follow=1" : "");
+        const char *env = arg_str(args, "environment");
+        if (json_is_true(json_object_get(args, "wait")) && wait_for_exit(c, env, id, res) < 0)
+                return 0;
+        _cleanup_free_ char *path = mcp_env_path(c, env, "/processes/%lld/output", (long long)id);
         struct response resp = {};
         if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
                 return 0;
@@ -343,8 +376,8 @@ static int read_process_output(struct client *c, const json_t *args, struct tool
                          json_is_true(json_object_get(out, "timed_out")) ? " (timed out)" : "");
         else
                 snprintf(status, sizeof(status),
-                         "process %lld is still running (output so far; call again, or with "
-                         "wait true to wait for its end)",
+                         "process %lld is still running (output so far; call again later, or "
+                         "with wait true to wait up to 50 s for its end)",
                          (long long)id);
         streams_text(res, status, out);
         res->structured = TAKE_PTR(out);
@@ -511,11 +544,12 @@ static const struct tool tools[] = {
      "Run a command inside a running environment and wait for it to finish. Returns its "
      "exit_code, stdout and stderr. Use it for anything short: installing packages, building, "
      "running tests or scripts. Each stream is limited to about 100 KB: longer output keeps its "
-     "start and end and says how many bytes were cut. The default timeout is 120 s; for servers "
-     "or anything longer use start_process.",
+     "start and end and says how many bytes were cut. The default timeout is 55 s (MCP clients "
+     "often give up on a call after 60 s); for servers, long builds or anything longer use "
+     "start_process.",
      "{\"type\":\"object\",\"properties\":{" ENV_ARG "," COMMAND_ARGS ","
      "\"timeout\":{\"type\":" SIZE_T ",\"description\":\"Kill it after this long: seconds, or "
-     "\\\"90s\\\", \\\"10m\\\" (default 120 s).\"}"
+     "\\\"90s\\\", \\\"10m\\\" (default 55 s).\"}"
      "},\"required\":[\"environment\",\"command\"],\"additionalProperties\":false}",
      run_command},
     {"start_process", "Start a background process",
@@ -530,11 +564,12 @@ static const struct tool tools[] = {
     {"read_process_output", "Read a background process's output",
      "Return what a process started with start_process has printed so far (its newest 1 MiB, "
      "stdout and stderr separately, each cut to about 100 KB) and, once it has exited, its "
-     "exit_code. With wait true, first wait until the process exits.",
+     "exit_code. With wait true, first wait up to 50 s for the process to exit (call again if it "
+     "still runs).",
      "{\"type\":\"object\",\"properties\":{" ENV_ARG ","
      "\"id\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"The id start_process "
      "returned.\"},"
-     "\"wait\":{\"type\":\"boolean\",\"description\":\"Wait for the process to exit first "
+     "\"wait\":{\"type\":\"boolean\",\"description\":\"Wait up to 50 s for the process to exit first "
      "(default false).\"}"
      "},\"required\":[\"environment\",\"id\"],\"additionalProperties\":false}",
      read_process_output},

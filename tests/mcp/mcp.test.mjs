@@ -135,13 +135,15 @@ test("a sandbox: create, run commands, files, background process, destroy", asyn
 
   // A background process.
   r = await ok("start_process", {
-    environment: "mcp-sb", command: "echo start; sleep 1; echo done >&2; exit 4",
+    environment: "mcp-sb", command: "echo start; sleep 2; echo done >&2; exit 4",
   });
   const id = r.structuredContent.id;
   assert.ok(Number.isInteger(id));
   assert.match(r.content[0].text, new RegExp(`started process ${id}`));
   r = await ok("read_process_output", { environment: "mcp-sb", id });
-  assert.ok(["running", "exited"].includes(r.structuredContent.state));
+  assert.equal(r.structuredContent.state, "running");
+  assert.equal(r.structuredContent.exit_code, null);
+  assert.match(r.content[0].text, new RegExp(`process ${id} is still running`));
   r = await ok("read_process_output", { environment: "mcp-sb", id, wait: true });
   assert.equal(r.structuredContent.state, "exited");
   assert.equal(r.structuredContent.exit_code, 4);
