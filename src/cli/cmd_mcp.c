@@ -153,9 +153,11 @@ int cmd_mcp(struct cli *cli, int argc, char **argv)
             CLI_COMMON_OPTIONS,
             {},
         };
-        static const struct verb_syntax syntax = {
-            .verb = "mcp", .help = mcp_help, .shortopts = ":h", .options = options,
-            .own = mcp_option};
+        static const struct verb_syntax syntax = {.verb = "mcp",
+                                                  .help = mcp_help,
+                                                  .shortopts = ":h",
+                                                  .options = options,
+                                                  .own = mcp_option};
         const char *http = NULL;
         int r = opts_parse(cli, argc, argv, &syntax, &http);
         if (r >= 0)

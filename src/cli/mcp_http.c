@@ -27,9 +27,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#define HEAD_MAX      (64u << 10)
-#define BODY_MAX      (16u << 20)
-#define IO_TIMEOUT_S  30
+#define HEAD_MAX     (64u << 10)
+#define BODY_MAX     (16u << 20)
+#define IO_TIMEOUT_S 30
 
 struct http_req {
         char *head; /* request line and headers, NUL-terminated, lines split in place */
@@ -197,12 +197,18 @@ static bool origin_ok(const char *origin)
 static const char *status_reason(int status)
 {
         switch (status) {
-        case 400: return "Bad Request";
-        case 411: return "Length Required";
-        case 413: return "Content Too Large";
-        case 431: return "Request Header Fields Too Large";
-        case 501: return "Not Implemented";
-        default: return "Error";
+        case 400:
+                return "Bad Request";
+        case 411:
+                return "Length Required";
+        case 413:
+                return "Content Too Large";
+        case 431:
+                return "Request Header Fields Too Large";
+        case 501:
+                return "Not Implemented";
+        default:
+                return "Error";
         }
 }
 
@@ -300,14 +306,17 @@ static int listen_on(const char *address)
         }
         int fd = -1;
         for (struct addrinfo *a = ai; a; a = a->ai_next) {
-                bool loop = (a->ai_family == AF_INET &&
-                             (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
-                            (a->ai_family == AF_INET6 &&
-                             IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr));
+                bool loop =
+                    (a->ai_family == AF_INET &&
+                     (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
+                    (a->ai_family == AF_INET6 &&
+                     IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr));
                 if (!loop) {
-                        fprintf(stderr, "paddock mcp: --http %s: not a loopback address (tokens "
-                                        "would travel in clear text; remote agents use paddockd's "
-                                        "TLS listener)\n", address);
+                        fprintf(stderr,
+                                "paddock mcp: --http %s: not a loopback address (tokens "
+                                "would travel in clear text; remote agents use paddockd's "
+                                "TLS listener)\n",
+                                address);
                         break;
                 }
                 fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -13,7 +13,8 @@ static bool type_is(const char *type, const json_t *v)
                 return json_is_string(v);
         if (strcmp(type, "integer") == 0)
                 return json_is_integer(v) ||
-                       (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v));
+                       (json_is_real(v) &&
+                        json_real_value(v) == (double)(long long)json_real_value(v));
         if (strcmp(type, "number") == 0)
                 return json_is_number(v);
         if (strcmp(type, "boolean") == 0)
@@ -29,8 +30,8 @@ static bool type_is(const char *type, const json_t *v)
 
 static int schema_fail(char *why, size_t why_len, const char *where, const char *what)
 {
-        snprintf(why, why_len, "%s%s%s", where && *where ? where : "",
-                 where && *where ? ": " : "", what);
+        snprintf(why, why_len, "%s%s%s", where && *where ? where : "", where && *where ? ": " : "",
+                 what);
         return -EINVAL;
 }
 
@@ -53,9 +54,9 @@ static int check_type(const json_t *type, const json_t *v, const char *where, ch
                         if (type_is(json_string_value(t), v))
                                 return 0;
                         if (off < sizeof(expected))
-                                off += (size_t)snprintf(expected + off, sizeof(expected) - off,
-                                                        "%s%s", i ? " or " : " ",
-                                                        json_string_value(t));
+                                off +=
+                                    (size_t)snprintf(expected + off, sizeof(expected) - off, "%s%s",
+                                                     i ? " or " : " ", json_string_value(t));
                 }
         }
         return schema_fail(why, why_len, where, expected);
@@ -112,16 +113,17 @@ int mcp_schema_check(const json_t *schema, const json_t *v, const char *where, c
                 size_t i;
                 const json_t *a;
                 bool found = false;
-                json_array_foreach(allowed, i, a) found = found || json_equal((json_t *)a, (json_t *)v);
+                json_array_foreach(allowed, i, a) found =
+                    found || json_equal((json_t *)a, (json_t *)v);
                 if (!found) {
                         char list[200] = "";
                         size_t off = 0;
                         json_array_foreach(allowed, i, a)
                         {
                                 if (off < sizeof(list))
-                                        off += (size_t)snprintf(list + off, sizeof(list) - off,
-                                                                "%s%s", i ? ", " : "",
-                                                                json_string_value(a));
+                                        off +=
+                                            (size_t)snprintf(list + off, sizeof(list) - off, "%s%s",
+                                                             i ? ", " : "", json_string_value(a));
                         }
                         char msg[256];
                         snprintf(msg, sizeof(msg), "must be one of %s", list);

@@ -24,27 +24,27 @@ struct tool {
 /* ------------------------------------------------------------------ schema pieces */
 
 #define ENV_ARG                                                                                    \
-        "\"environment\":{\"type\":\"string\",\"minLength\":1,"                                   \
+        "\"environment\":{\"type\":\"string\",\"minLength\":1,"                                    \
         "\"description\":\"Name of the environment (as given to create_environment).\"}"
 #define SIZE_T "[\"string\",\"integer\"]"
 #define COMMAND_ARGS                                                                               \
-        "\"command\":{\"type\":[\"array\",\"string\"],\"items\":{\"type\":\"string\"},"           \
-        "\"minItems\":1,\"minLength\":1,\"description\":\"The program and its arguments as an "   \
-        "array ([\\\"python3\\\",\\\"app.py\\\"]), or one string run by /bin/sh -c (pipes, "     \
-        "redirections and && work).\"},"                                                          \
-        "\"cwd\":{\"type\":\"string\",\"description\":\"Working directory (absolute).\"},"        \
+        "\"command\":{\"type\":[\"array\",\"string\"],\"items\":{\"type\":\"string\"},"            \
+        "\"minItems\":1,\"minLength\":1,\"description\":\"The program and its arguments as an "    \
+        "array ([\\\"python3\\\",\\\"app.py\\\"]), or one string run by /bin/sh -c (pipes, "       \
+        "redirections and && work).\"},"                                                           \
+        "\"cwd\":{\"type\":\"string\",\"description\":\"Working directory (absolute).\"},"         \
         "\"user\":{\"type\":\"string\",\"description\":\"User to run as: a name, UID or "          \
         "UID:GID (default root).\"},"                                                              \
-        "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"            \
+        "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"             \
         "\"description\":\"Extra environment variables.\"},"                                       \
-        "\"stdin\":{\"type\":\"string\",\"description\":\"Text fed to the command's standard "    \
+        "\"stdin\":{\"type\":\"string\",\"description\":\"Text fed to the command's standard "     \
         "input (then end of file).\"}"
 #define NETWORK_PROPS                                                                              \
-        "\"mode\":{\"type\":\"string\",\"enum\":[\"none\",\"allow\",\"open\"],"                   \
-        "\"description\":\"none: loopback only; open: the internet (never the host or private "  \
+        "\"mode\":{\"type\":\"string\",\"enum\":[\"none\",\"allow\",\"open\"],"                    \
+        "\"description\":\"none: loopback only; open: the internet (never the host or private "    \
         "ranges); allow: only the hosts in allow.\"},"                                             \
-        "\"allow\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"description\":\"Rules "  \
-        "such as example.com:443, *.pypi.org, 1.2.3.0/24. Giving allow without mode sets mode "   \
+        "\"allow\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"description\":\"Rules "   \
+        "such as example.com:443, *.pypi.org, 1.2.3.0/24. Giving allow without mode sets mode "    \
         "allow.\"}"
 
 /* ------------------------------------------------------------------ helpers */
@@ -60,7 +60,8 @@ static json_t *exec_body(const json_t *args)
 {
         json_t *body = json_object();
         const json_t *cmd = json_object_get(args, "command");
-        json_t *argv = json_is_string(cmd) ? json_pack("[ssO]", "sh", "-c", cmd) : json_copy((json_t *)cmd);
+        json_t *argv =
+            json_is_string(cmd) ? json_pack("[ssO]", "sh", "-c", cmd) : json_copy((json_t *)cmd);
         if (!body || !argv || json_object_set_new(body, "cmd", argv) < 0) {
                 json_decref(body);
                 return NULL;
@@ -236,7 +237,8 @@ static int run_command(struct client *c, const json_t *args, struct tool_result 
         free(so.data);
         free(se.data);
         if (r < 0 || !out) {
-                tool_fail(res, "cannot read the command's output: %s", strerror(r < 0 ? -r : ENOMEM));
+                tool_fail(res, "cannot read the command's output: %s",
+                          strerror(r < 0 ? -r : ENOMEM));
                 response_done(&resp);
                 return 0;
         }
@@ -348,8 +350,8 @@ static int read_process_output(struct client *c, const json_t *args, struct tool
         if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
                 return 0;
         struct bytes so = {}, se = {};
-        _cleanup_json_ json_t *out = json_pack("{sIsssn}", "id", id, "state", "running",
-                                               "exit_code");
+        _cleanup_json_ json_t *out =
+            json_pack("{sIsssn}", "id", id, "state", "running", "exit_code");
         int r = out ? 0 : -ENOMEM;
         for (const char *p = resp.body ? resp.body : ""; r >= 0 && *p;) {
                 size_t n = strcspn(p, "\n");
@@ -417,9 +419,9 @@ static int read_file(struct client *c, const json_t *args, struct tool_result *r
                 }
                 base64_encode(data, resp.len, b64);
         }
-        res->structured = json_pack("{sssIssss}", "path", arg_str(args, "path"), "size",
-                                    (json_int_t)resp.len, "encoding", text ? "utf-8" : "base64",
-                                    "content", text ? data : b64);
+        res->structured =
+            json_pack("{sssIssss}", "path", arg_str(args, "path"), "size", (json_int_t)resp.len,
+                      "encoding", text ? "utf-8" : "base64", "content", text ? data : b64);
         if (text)
                 tool_text(res, "%s", data);
         else
@@ -532,8 +534,8 @@ static const struct tool tools[] = {
      "\"pids\":{\"type\":\"integer\",\"minimum\":4,\"description\":\"Process limit.\"},"
      "\"ttl\":{\"type\":" SIZE_T ",\"description\":\"Destroy it after this long, e.g. "
      "\\\"30m\\\" (0: never).\"},"
-     "\"network\":{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{"
-     NETWORK_PROPS "}},"
+     "\"network\":{\"type\":\"object\",\"additionalProperties\":false,\"properties\":"
+     "{" NETWORK_PROPS "}},"
      "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"
      "\"description\":\"Environment variables of every process in it.\"},"
      "\"labels\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"
@@ -569,7 +571,8 @@ static const struct tool tools[] = {
      "{\"type\":\"object\",\"properties\":{" ENV_ARG ","
      "\"id\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"The id start_process "
      "returned.\"},"
-     "\"wait\":{\"type\":\"boolean\",\"description\":\"Wait up to 50 s for the process to exit first "
+     "\"wait\":{\"type\":\"boolean\",\"description\":\"Wait up to 50 s for the process to exit "
+     "first "
      "(default false).\"}"
      "},\"required\":[\"environment\",\"id\"],\"additionalProperties\":false}",
      read_process_output},

@@ -31,21 +31,26 @@ static int check(const char *schema_text, const char *value_text, char *why, siz
 
 static void test_schema(void)
 {
-        const char *s = "{\"type\":\"object\",\"properties\":{"
-                        "\"a\":{\"type\":\"string\",\"minLength\":1},"
-                        "\"n\":{\"type\":\"integer\",\"minimum\":1},"
-                        "\"k\":{\"type\":\"string\",\"enum\":[\"x\",\"y\"]},"
-                        "\"c\":{\"type\":[\"array\",\"string\"],\"items\":{\"type\":\"string\"},"
-                        "\"minItems\":1},"
-                        "\"m\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}},"
-                        "\"o\":{\"type\":\"object\",\"additionalProperties\":false,"
-                        "\"properties\":{\"z\":{\"type\":\"boolean\"}}}},"
-                        "\"required\":[\"a\"],\"additionalProperties\":false}";
+        const char *s =
+            "{\"type\":\"object\",\"properties\":{"
+            "\"a\":{\"type\":\"string\",\"minLength\":1},"
+            "\"n\":{\"type\":\"integer\",\"minimum\":1},"
+            "\"k\":{\"type\":\"string\",\"enum\":[\"x\",\"y\"]},"
+            "\"c\":{\"type\":[\"array\",\"string\"],\"items\":{\"type\":\"string\"},"
+            "\"minItems\":1},"
+            "\"m\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}},"
+            "\"o\":{\"type\":\"object\",\"additionalProperties\":false,"
+            "\"properties\":{\"z\":{\"type\":\"boolean\"}}}},"
+            "\"required\":[\"a\"],\"additionalProperties\":false}";
         char why[256];
         CHECK_EQ_INT(check(s, "{\"a\":\"v\"}", why, sizeof(why)), 0);
-        CHECK_EQ_INT(check(s, "{\"a\":\"v\",\"n\":3,\"k\":\"y\",\"c\":\"ls\",\"m\":{\"q\":\"r\"},"
-                              "\"o\":{\"z\":true}}", why, sizeof(why)), 0);
-        CHECK_EQ_INT(check(s, "{\"a\":\"v\",\"c\":[\"ls\",\"-l\"],\"n\":2.0}", why, sizeof(why)), 0);
+        CHECK_EQ_INT(check(s,
+                           "{\"a\":\"v\",\"n\":3,\"k\":\"y\",\"c\":\"ls\",\"m\":{\"q\":\"r\"},"
+                           "\"o\":{\"z\":true}}",
+                           why, sizeof(why)),
+                     0);
+        CHECK_EQ_INT(check(s, "{\"a\":\"v\",\"c\":[\"ls\",\"-l\"],\"n\":2.0}", why, sizeof(why)),
+                     0);
 
         CHECK_EQ_INT(check(s, "{}", why, sizeof(why)), -EINVAL);
         CHECK_EQ_STR(why, "missing required property \"a\"");
@@ -127,8 +132,12 @@ static void test_clip_utf8(void)
         free(o);
         free(big);
         /* Bad bytes and NUL become U+FFFD; good ones stay. */
-        o = mcp_clip_output("a\xff" "b\0c\xc3\xa9\xe2\x82", 9, "stdout", &cut);
-        CHECK_EQ_STR(o, "a\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd");
+        o = mcp_clip_output("a\xff"
+                            "b\0c\xc3\xa9\xe2\x82",
+                            9, "stdout", &cut);
+        CHECK_EQ_STR(o, "a\xef\xbf\xbd"
+                        "b\xef\xbf\xbd"
+                        "c\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd");
         free(o);
 }
 
@@ -160,10 +169,13 @@ static void test_rpc_errors(void)
             {"{\"id\":1,\"method\":\"ping\"}", MCP_INVALID_REQUEST},
             {"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", MCP_INVALID_REQUEST},
             {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", MCP_INVALID_REQUEST},
-            {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[]}", MCP_INVALID_PARAMS},
+            {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[]}",
+             MCP_INVALID_PARAMS},
             {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}", MCP_METHOD_NOT_FOUND},
-            {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}", MCP_INVALID_PARAMS},
-            {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{}}", MCP_INVALID_PARAMS},
+            {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}",
+             MCP_INVALID_PARAMS},
+            {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{}}",
+             MCP_INVALID_PARAMS},
             {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
              MCP_INVALID_PARAMS},
             {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
@@ -197,13 +209,15 @@ static void test_rpc_initialize_and_tools(void)
         json_t *r = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"initialize\","
                                "\"params\":{\"protocolVersion\":\"2025-03-26\"}}");
         CHECK_EQ_STR(json_string_value(json_object_get(r, "id")), "a");
-        CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(r, "result"), "protocolVersion")),
-                     "2025-03-26");
+        CHECK_EQ_STR(
+            json_string_value(json_object_get(json_object_get(r, "result"), "protocolVersion")),
+            "2025-03-26");
         json_decref(r);
         r = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\","
                        "\"params\":{\"protocolVersion\":\"2099-01-01\"}}");
-        CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(r, "result"), "protocolVersion")),
-                     MCP_LATEST_VERSION);
+        CHECK_EQ_STR(
+            json_string_value(json_object_get(json_object_get(r, "result"), "protocolVersion")),
+            MCP_LATEST_VERSION);
         json_decref(r);
         r = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
         json_t *list = json_object_get(json_object_get(r, "result"), "tools");
@@ -237,8 +251,10 @@ static void test_rpc_garbage(void)
         struct mcp_server s = {.client = &c};
         static const char *const seeds[] = {
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
-            "\"create_environment\",\"arguments\":{\"name\":\"x\",\"network\":{\"mode\":\"open\"}}}}",
-            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}",
+            "\"create_environment\",\"arguments\":{\"name\":\"x\",\"network\":{\"mode\":\"open\"}}}"
+            "}",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+            "\"protocolVersion\":1}}",
         };
         unsigned seed = 12345;
         for (int round = 0; round < 4000; round++) {
