@@ -137,6 +137,19 @@ static int serve_stdio(struct mcp_server *server)
         return rd.error;
 }
 
+/* A remote daemon is asked once before serving, so that its certificate is checked with the
+ * CLI's usual messages on standard error, and the question whether to trust an unknown one
+ * (only asked on a terminal) comes now, not inside a tool call whose output is captured. A
+ * failure is only reported: each tool call tries again and says why it failed. */
+static void probe_remote(struct client *client)
+{
+        struct request req = {.method = "GET", .path = "/v1/system"};
+        struct response resp = {};
+        if (client_perform(client, &req, &resp) == 0 && (resp.status < 200 || resp.status > 299))
+                client_print_error(&resp);
+        response_done(&resp);
+}
+
 static int mcp_option(void *userdata, int c, const char *verb)
 {
         (void)verb;
@@ -167,6 +180,8 @@ int cmd_mcp(struct cli *cli, int argc, char **argv)
                 return EXIT_FAIL;
         /* A client that goes away while we answer is the end, not a signal death. */
         signal(SIGPIPE, SIG_IGN);
+        if (client->remote)
+                probe_remote(client);
         struct mcp_server server = {.client = client};
         if (http)
                 return mcp_serve_http(&server, http) < 0 ? EXIT_FAIL : EXIT_OK;
