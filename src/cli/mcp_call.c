@@ -41,6 +41,10 @@ void tool_fail(struct tool_result *res, const char *fmt, ...)
 
 void tool_json(struct tool_result *res, json_t *j)
 {
+        if (!j) {
+                tool_fail(res, "paddockd's answer is not JSON");
+                return;
+        }
         free(res->text);
         res->text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(res->structured);
