@@ -290,6 +290,21 @@ static int start_process(struct client *c, const json_t *args, struct tool_resul
         return 0;
 }
 
+static int kill_process(struct client *c, const json_t *args, struct tool_result *res)
+{
+        json_int_t id = json_integer_value(json_object_get(args, "id"));
+        _cleanup_free_ char *path =
+            mcp_env_path(c, arg_str(args, "environment"), "/processes/%lld/signal", (long long)id);
+        const char *sig = arg_str(args, "signal");
+        _cleanup_json_ json_t *body = json_pack("{ss}", "signal", sig ? sig : "TERM");
+        struct response resp = {};
+        if (mcp_api_json(c, "POST", path, body, &resp, res) < 0)
+                return 0;
+        tool_json(res, resp.json);
+        response_done(&resp);
+        return 0;
+}
+
 /* One NDJSON line of a process's output into so/se/exit. */
 static int take_output_line(const char *line, size_t len, struct bytes *so, struct bytes *se,
                             json_t *out)
@@ -576,6 +591,17 @@ static const struct tool tools[] = {
      "(default false).\"}"
      "},\"required\":[\"environment\",\"id\"],\"additionalProperties\":false}",
      read_process_output},
+    {"kill_process", "Stop a background process",
+     "Send a signal to a process started with start_process: TERM (the default) asks it to "
+     "stop, KILL stops it at once, INT is Ctrl-C. Use it to stop a server or a build you no "
+     "longer need; read_process_output then shows how it ended.",
+     "{\"type\":\"object\",\"properties\":{" ENV_ARG ","
+     "\"id\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"The id start_process "
+     "returned.\"},"
+     "\"signal\":{\"type\":\"string\",\"enum\":[\"TERM\",\"KILL\",\"INT\",\"HUP\","
+     "\"QUIT\",\"USR1\",\"USR2\"],\"description\":\"Default TERM.\"}"
+     "},\"required\":[\"environment\",\"id\"],\"additionalProperties\":false}",
+     kill_process},
     {"read_file", "Read a file",
      "Read a file inside a running environment. Text comes back as it is; a file that is not "
      "UTF-8 text comes back base64-encoded (encoding \"base64\").",

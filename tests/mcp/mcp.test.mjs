@@ -15,7 +15,8 @@ const REPO = process.env.PADDOCK_REPO ?? path.resolve(import.meta.dirname, "../.
 assert.ok(BIN && SOCKET, "run through run.sh: PADDOCK_BIN and PADDOCK_SOCKET must be set");
 
 const TOOLS = [
-  "create_environment", "run_command", "start_process", "read_process_output", "read_file",
+  "create_environment", "run_command", "start_process", "read_process_output", "kill_process",
+  "read_file",
   "write_file", "list_files", "snapshot", "fork", "destroy_environment", "list_environments",
   "set_network_policy",
 ];
@@ -150,6 +151,21 @@ test("a sandbox: create, run commands, files, background process, destroy", asyn
   assert.equal(r.structuredContent.stdout, "start\n");
   assert.equal(r.structuredContent.stderr, "done\n");
   assert.match(r.content[0].text, /exited, exit_code: 4/);
+
+  // A server-like process, stopped.
+  r = await ok("start_process", { environment: "mcp-sb", command: ["sleep", "300"] });
+  const sleeper = r.structuredContent.id;
+  r = await ok("kill_process", { environment: "mcp-sb", id: sleeper, signal: "KILL" });
+  assert.equal(r.structuredContent.id, sleeper);
+  r = await ok("read_process_output", { environment: "mcp-sb", id: sleeper, wait: true });
+  assert.equal(r.structuredContent.state, "exited");
+  assert.equal(r.structuredContent.exit_code, 137);
+  r = await call("kill_process", { environment: "mcp-sb", id: sleeper });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /409/);
+  r = await call("read_process_output", { environment: "mcp-sb", id: 999 });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /no process 999 in mcp-sb/);
 
   r = await ok("list_environments", { labels: { suite: "mcp" } });
   assert.deepEqual(r.structuredContent.envs.map((e) => e.name), ["mcp-sb"]);
