@@ -73,3 +73,4 @@ int cmd_daemon(struct cli *cli, int argc, char **argv);
 int cmd_stats(struct cli *cli, int argc, char **argv); /* cmd_stats.c */
 int cmd_audit(struct cli *cli, int argc, char **argv);
 int cmd_events(struct cli *cli, int argc, char **argv);
+int cmd_mcp(struct cli *cli, int argc, char **argv);   /* cmd_mcp.c: MCP server */

@@ -30,6 +30,7 @@ static const struct subverb verbs[] = {
     {"stats", cmd_stats},
     {"audit", cmd_audit},       {"events", cmd_events},
     {"token", cmd_token},
+    {"mcp", cmd_mcp},
 };
 
 static const char overview[] =
@@ -76,6 +77,7 @@ static const char overview[] =
     "  events [--env N] [--type T]  print events (created, started, oom, ...) as they happen\n"
     "  daemon [ARGS]                run paddockd\n"
     "  token create|ls|rm ...       API tokens for agents (secret shown once)\n"
+    "  mcp                          serve MCP tools to an agent on stdin/stdout\n"
     "\n"
     "Global options:\n"
     "  --socket PATH   paddockd's socket (env PADDOCK_SOCKET, default " PADDOCK_DEFAULT_SOCKET ")\n"
