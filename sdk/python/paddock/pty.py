@@ -192,6 +192,7 @@ class PtySession:
                 raise errors.ConnectionError("the terminal session broke: %s" % e) from None
             if not b:
                 return None
+            self._buf += b
 
     # ---- the session
 
