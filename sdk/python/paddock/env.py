@@ -505,7 +505,7 @@ class Procs:
     def wait(self, pid, timeout=None):
         """Wait until it exits -> :class:`ExecResult` without output (``exit_code``,
         ``duration_ms``, ``timed_out``). ``timeout`` (seconds) bounds the wait here (raises
-        :class:`paddock.ConnectionError` when it passes). ``POST .../processes/{id}/wait``"""
+        :class:`paddock.ConnectionError` when it passes). ``POST /v1/envs/{name}/processes/{id}/wait``"""
         j = self._t.json("POST", self._path("/%d/wait" % int(pid)), timeout=timeout)
         return ExecResult(b"", b"", j.get("exit_code"), j.get("duration_ms"),
                           bool(j.get("timed_out")), bool(j.get("truncated")))

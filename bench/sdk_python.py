@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Overhead of the Python SDK per exec, against the raw API: `env.exec(["true"])` versus the
+same `POST /v1/envs/NAME/exec {"cmd":["true"]}` sent with http.client on one kept-alive
+unix-socket connection and its JSON parsed. Both rows run interleaved (shuffled blocks), so
+load from other work skews them alike; the difference of the medians is the SDK's cost.
+
+Run as root:  bench/sdk_python.py     (PADDOCK_BUILD selects the binaries; BENCH_RUNS=N runs
+per row, default 400). It starts its own private paddockd like the integration tests do (own
+root under /var/tmp, socket, network namespace) and removes everything afterwards. Writes
+bench/results-sdk-python.md."""
+import http.client
+import importlib.util
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
+import paddock  # noqa: E402
+
+RUNS = int(os.environ.get("BENCH_RUNS", "400"))
+BLOCK = 10
+RESULTS = os.path.join(REPO, "bench", "results-sdk-python.md")
+
+
+def load_harness():
+    spec = importlib.util.spec_from_file_location(
+        "paddock_it_conftest", os.path.join(REPO, "tests", "integration", "conftest.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("bench/sdk_python.py: run as root")
+    it = load_harness()
+    img = tempfile.mkdtemp(prefix="paddock-bench-sdk-img-", dir="/var/tmp")
+    d = None
+    try:
+        subprocess.run([os.path.join(REPO, "scripts", "busybox-rootfs.sh"), img + "/rootfs"],
+                       check=True, stdout=subprocess.DEVNULL)
+        d = it.Daemon(img + "/rootfs")
+        client = paddock.Paddock(socket=d.sock)
+        env = client.envs.create("bench", kind="sandbox")
+        raw = it.UnixHTTPConnection(d.sock)
+        body = json.dumps({"cmd": ["true"]}).encode()
+        path = "/v1/envs/bench/exec"
+
+        def raw_exec():
+            t0 = time.perf_counter()
+            raw.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            r = raw.getresponse()
+            j = json.loads(r.read())
+            t1 = time.perf_counter()
+            assert r.status == 200 and j["exit_code"] == 0, j
+            return t1 - t0
+
+        def sdk_exec():
+            t0 = time.perf_counter()
+            r = env.exec(["true"])
+            t1 = time.perf_counter()
+            assert r.exit_code == 0
+            return t1 - t0
+
+        def sdk_stream():
+            t0 = time.perf_counter()
+            with env.exec_stream(["true"]) as s:
+                for _ in s:
+                    pass
+            t1 = time.perf_counter()
+            assert s.result.exit_code == 0
+            return t1 - t0
+
+        rows = {"raw": raw_exec, "sdk": sdk_exec, "stream": sdk_stream}
+        samples = {k: [] for k in rows}
+        for f in rows.values():  # warm-up
+            for _ in range(BLOCK):
+                f()
+        order = list(rows)
+        while min(len(v) for v in samples.values()) < RUNS:
+            random.shuffle(order)
+            for k in order:
+                for _ in range(BLOCK):
+                    samples[k].append(rows[k]())
+        label = {
+            "raw": "raw API: `http.client`, one kept-alive unix-socket connection, `json.loads`",
+            "sdk": "SDK: `env.exec([\"true\"])` (buffered)",
+            "stream": "SDK: `env.exec_stream([\"true\"])` (NDJSON, a new connection each)",
+        }
+        base = statistics.median(samples["raw"])
+        out = ["# Python SDK overhead per exec (`bench/sdk_python.py`)", "",
+               "%s, kernel %s, Python %s, %d runs per row (interleaved blocks of %d); "
+               "`true` in a running sandbox." % (
+                   time.strftime("%Y-%m-%d"), os.uname().release, sys.version.split()[0],
+                   RUNS, BLOCK), "",
+               "| path | median | p90 | median − raw |", "|---|---|---|---|"]
+        for k in ("raw", "sdk", "stream"):
+            m = statistics.median(samples[k])
+            out.append("| %s | %.0f µs | %.0f µs | %s |" % (
+                label[k], m * 1e6, quantile(samples[k], 0.9) * 1e6,
+                "—" if k == "raw" else "%+.0f µs" % ((m - base) * 1e6)))
+        text = "\n".join(out) + "\n"
+        print(text)
+        with open(RESULTS, "w") as f:
+            f.write(text)
+        raw.close()
+        client.close()
+    finally:
+        if d is not None:
+            problems = d.teardown()
+            if problems:
+                print("cleanup: %s" % problems, file=sys.stderr)
+        shutil.rmtree(img, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
