@@ -16,8 +16,10 @@ import random
 import shutil
 import statistics
 import subprocess
+import socket
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -42,6 +44,93 @@ def quantile(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+class CannedServer:
+    """A unix-socket server in this process that answers every request at once with the same
+    buffered exec result: timing the client against it leaves out the daemon's work."""
+
+    BODY = (b'{"exit_code":0,"stdout":"","stderr":"","duration_ms":1,"timed_out":false,'
+            b'"truncated":false}')
+
+    def __init__(self, path):
+        self.path = path
+        self.ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.ls.bind(path)
+        self.ls.listen(8)
+        self.answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n" % len(self.BODY)) + self.BODY
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        buf = b""
+        while True:
+            try:
+                d = c.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            buf += d
+            while b"\r\n\r\n" in buf:
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                n = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        n = int(line.split(b":")[1])
+                if len(rest) < n:
+                    break
+                buf = rest[n:]
+                c.sendall(self.answer)
+
+    def close(self):
+        self.ls.close()
+
+
+def interleave(rows, runs):
+    samples = {k: [] for k in rows}
+    for f in rows.values():  # warm-up
+        for _ in range(BLOCK):
+            f()
+    order = list(rows)
+    while min(len(v) for v in samples.values()) < runs:
+        random.shuffle(order)
+        for k in order:
+            for _ in range(BLOCK):
+                samples[k].append(rows[k]())
+    return samples
+
+
+def raw_exec_fn(conn, path, check=True):
+    body = json.dumps({"cmd": ["true"]}).encode()
+
+    def raw_exec():
+        t0 = time.perf_counter()
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        j = json.loads(r.read())
+        t1 = time.perf_counter()
+        assert r.status == 200 and j["exit_code"] == 0, j
+        return t1 - t0
+    return raw_exec
+
+
+def sdk_exec_fn(env):
+    def sdk_exec():
+        t0 = time.perf_counter()
+        r = env.exec(["true"])
+        t1 = time.perf_counter()
+        assert r.exit_code == 0
+        return t1 - t0
+    return sdk_exec
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench/sdk_python.py: run as root")
@@ -55,24 +144,6 @@ def main():
         client = paddock.Paddock(socket=d.sock)
         env = client.envs.create("bench", kind="sandbox")
         raw = it.UnixHTTPConnection(d.sock)
-        body = json.dumps({"cmd": ["true"]}).encode()
-        path = "/v1/envs/bench/exec"
-
-        def raw_exec():
-            t0 = time.perf_counter()
-            raw.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-            r = raw.getresponse()
-            j = json.loads(r.read())
-            t1 = time.perf_counter()
-            assert r.status == 200 and j["exit_code"] == 0, j
-            return t1 - t0
-
-        def sdk_exec():
-            t0 = time.perf_counter()
-            r = env.exec(["true"])
-            t1 = time.perf_counter()
-            assert r.exit_code == 0
-            return t1 - t0
 
         def sdk_stream():
             t0 = time.perf_counter()
@@ -83,17 +154,17 @@ def main():
             assert s.result.exit_code == 0
             return t1 - t0
 
-        rows = {"raw": raw_exec, "sdk": sdk_exec, "stream": sdk_stream}
-        samples = {k: [] for k in rows}
-        for f in rows.values():  # warm-up
-            for _ in range(BLOCK):
-                f()
-        order = list(rows)
-        while min(len(v) for v in samples.values()) < RUNS:
-            random.shuffle(order)
-            for k in order:
-                for _ in range(BLOCK):
-                    samples[k].append(rows[k]())
+        rows = {"raw": raw_exec_fn(raw, "/v1/envs/bench/exec"), "sdk": sdk_exec_fn(env),
+                "stream": sdk_stream}
+        samples = interleave(rows, RUNS)
+        # the same two clients against a canned answer: the client's own cost
+        canned = CannedServer(os.path.join(img, "canned.sock"))
+        craw = it.UnixHTTPConnection(canned.path)
+        cenv = paddock.Env(paddock.Paddock(socket=canned.path), {"name": "bench"})
+        csamples = interleave({"raw": raw_exec_fn(craw, "/v1/envs/bench/exec"),
+                               "sdk": sdk_exec_fn(cenv)}, RUNS * 5)
+        craw.close()
+        canned.close()
         label = {
             "raw": "raw API: `http.client`, one kept-alive unix-socket connection, `json.loads`",
             "sdk": "SDK: `env.exec([\"true\"])` (buffered)",
@@ -111,6 +182,15 @@ def main():
             out.append("| %s | %.0f µs | %.0f µs | %s |" % (
                 label[k], m * 1e6, quantile(samples[k], 0.9) * 1e6,
                 "—" if k == "raw" else "%+.0f µs" % ((m - base) * 1e6)))
+        cbase = statistics.median(csamples["raw"])
+        out += ["", "The clients alone, against a canned answer from a server in the same "
+                "process (%d runs per row):" % (RUNS * 5), "",
+                "| client | median | median − raw |", "|---|---|---|"]
+        for k, what in (("raw", "raw `http.client` + `json.loads`"),
+                        ("sdk", "SDK `env.exec([\"true\"])`")):
+            m = statistics.median(csamples[k])
+            out.append("| %s | %.0f µs | %s |" % (what, m * 1e6, "—" if k == "raw"
+                                                  else "%+.0f µs" % ((m - cbase) * 1e6)))
         text = "\n".join(out) + "\n"
         print(text)
         with open(RESULTS, "w") as f:
