@@ -173,9 +173,9 @@ def main():
         base = statistics.median(samples["raw"])
         out = ["# Python SDK overhead per exec (`bench/sdk_python.py`)", "",
                "%s, kernel %s, Python %s, %d runs per row (interleaved blocks of %d); "
-               "`true` in a running sandbox." % (
+               "`true` in a running sandbox; load average %.2f at the end." % (
                    time.strftime("%Y-%m-%d"), os.uname().release, sys.version.split()[0],
-                   RUNS, BLOCK), "",
+                   RUNS, BLOCK, os.getloadavg()[0]), "",
                "| path | median | p90 | median − raw |", "|---|---|---|---|"]
         for k in ("raw", "sdk", "stream"):
             m = statistics.median(samples[k])

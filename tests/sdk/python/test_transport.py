@@ -331,6 +331,18 @@ def test_pip_installs_it_offline(sdk_daemon):
         assert p.returncode == 0, p.stderr.decode()
         where, version = p.stdout.decode().split()
         assert where.startswith(tgt) and version
+        # the virtualenv way of docs/sdk-python.md
+        venv = os.path.join(work, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv],
+                       check=True, timeout=120)
+        p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--quiet",
+                            "--no-index", "--no-build-isolation", src],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        assert p.returncode == 0, p.stdout.decode()
+        p = subprocess.run([os.path.join(venv, "bin", "python"), "-c", check], cwd="/",
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.returncode == 0, p.stderr.decode()
+        assert p.stdout.decode().split()[0].startswith(venv)
     finally:
         shutil.rmtree(tgt, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
