@@ -8,7 +8,6 @@ Run as root:  bench/sdk_python.py     (PADDOCK_BUILD selects the binaries; BENCH
 per row, default 400). It starts its own private paddockd like the integration tests do (own
 root under /var/tmp, socket, network namespace) and removes everything afterwards. Writes
 bench/results-sdk-python.md."""
-import http.client
 import importlib.util
 import json
 import os

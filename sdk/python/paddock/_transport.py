@@ -3,12 +3,10 @@
 One kept-alive connection per thread (``threading.local``), so a client object can be shared
 by threads. Streaming answers (exec streams, process output, watch, archives) get a connection
 of their own that is closed when the stream is."""
-import base64
 import hashlib
 import hmac
 import http.client
 import json
-import os
 import socket
 import ssl
 import threading
@@ -399,7 +397,3 @@ def _error_from(resp, raw, method, path):
             retry_after = None
     return errors.error_for(resp.status, code, message, method=method, path=path,
                             retry_after=retry_after)
-
-
-def b64decode(s):
-    return base64.b64decode(s)

@@ -7,7 +7,6 @@ import time
 import pytest
 
 import paddock
-from paddock import errors
 
 
 def test_create_get_list_and_destroy(client, name):

@@ -7,7 +7,6 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import socketserver
 import subprocess
 import sys
@@ -17,7 +16,6 @@ import threading
 import pytest
 
 import paddock
-from paddock import errors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
