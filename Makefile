@@ -20,7 +20,10 @@ LDFLAGS += $(SAN)
 # the library; the HTTP *server* (libmicrohttpd) is daemon-only.
 PKGS_LIB    := libseccomp libcap sqlite3 jansson libarchive libmnl libnftables nettle libcurl
 PKGS_DAEMON := libmicrohttpd
-PKGS_CLI    :=
+# GnuTLS (https:// to a remote daemon, src/cli/tls.c) is compiled against but not linked: the
+# CLI loads it with dlopen on its first TLS connection, by the soname of the library it was
+# built against, so local use does not pay for loading and initialising it at every start.
+PKGS_CLI    := gnutls
 # wslay (WebSocket framing, lib/websocket.c) ships no pkg-config file in Debian.
 LIBS_WS     := -lwslay
 
@@ -29,7 +32,10 @@ LIB_CFLAGS    := $(shell pkg-config --cflags $(PKGS_LIB))
 LIB_LIBS      := $(shell pkg-config --libs $(PKGS_LIB)) $(LIBS_WS)
 DAEMON_CFLAGS := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_DAEMON))
 DAEMON_LIBS   := $(LIB_LIBS) $(shell pkg-config --libs $(PKGS_DAEMON))
-CLI_CFLAGS    := $(LIB_CFLAGS)
+GNUTLS_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir gnutls)/libgnutls.so 2>/dev/null | \
+                   awk '$$1 == "SONAME" { print $$2 }')
+CLI_CFLAGS    := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_CLI)) \
+                 $(if $(GNUTLS_SONAME),-DGNUTLS_SONAME='"$(GNUTLS_SONAME)"')
 CLI_LIBS      := $(LIB_LIBS)
 
 LIB_SRC    := $(wildcard src/lib/*.c)

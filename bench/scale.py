@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Paddock at scale: list, inspect and create latency as the population grows.
 
-Starts a private paddockd the way the integration tests do (tests/integration/conftest.py's
+Starts a private paddockd the way the integration tests do (tests/conftest.py's
 Daemon: its own --root under /var/tmp, socket, uid registry and network namespace), imports the
 busybox image, then for each N grows the population to N networked computers ("open") and N
 sandboxes (no network) and measures over the raw unix socket:
 
   - GET /v1/envs (what `paddock ls` asks): median of BENCH_LIST_RUNS calls
   - GET /v1/envs/NAME (`paddock inspect`) of a networked computer: median of BENCH_INSPECT_RUNS
+  - GET /metrics (a Prometheus scrape of every environment): median of BENCH_LIST_RUNS
   - POST /v1/envs of one more networked computer, and of one more sandbox (then deleted again:
     the population stays N + N), and the DELETE of that computer: medians of BENCH_CREATE_RUNS
   - restart: SIGTERM to the daemon, start it again, until GET /v1/system answers (it re-adopts
@@ -33,7 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests"))
 import conftest  # noqa: E402  (the integration harness: Daemon, UnixHTTPConnection)
 
 NS = [int(x) for x in os.environ.get("BENCH_SCALE_N", "50 100 200 500").split()]
@@ -92,6 +93,7 @@ def main():
             assert len(envs) == 2 * have, len(envs)
             ls = [timed(d, "GET", "/v1/envs")[0] for _ in range(LIST_RUNS)]
             ins = [timed(d, "GET", "/v1/envs/c%d" % (have // 2))[0] for _ in range(INSPECT_RUNS)]
+            scrape = [timed(d, "GET", "/metrics")[0] for _ in range(LIST_RUNS)]
             mk_c, mk_s, rm_c = [], [], []
             for _ in range(CREATE_RUNS):
                 mk_c.append(create(d, "extra-c", "computer"))
@@ -107,12 +109,12 @@ def main():
                 restart = time.perf_counter() - t1
                 assert len(timed(d, "GET", "/v1/envs")[1].json["envs"]) == 2 * have
             row = (have, statistics.median(ls), statistics.median(ins), mk_c, mk_s, rm_c, grow,
-                   restart)
+                   restart, statistics.median(scrape))
             rows.append(row)
-            print("N=%d: ls %s, inspect %s, create computer %s, create sandbox %s, "
+            print("N=%d: ls %s, inspect %s, metrics %s, create computer %s, create sandbox %s, "
                   "destroy computer %s, restart %s (growing took %.0f s)" % (
-                      row[0], fmt(row[1]), fmt(row[2]), fmt(row[3]), fmt(row[4]), fmt(row[5]),
-                      fmt(restart) if restart is not None else "-", grow),
+                      row[0], fmt(row[1]), fmt(row[2]), fmt(row[8]), fmt(row[3]), fmt(row[4]),
+                      fmt(row[5]), fmt(restart) if restart is not None else "-", grow),
                   file=sys.stderr, flush=True)
     finally:
         if d is not None:
@@ -128,12 +130,12 @@ def main():
               time.strftime("%Y-%m-%d"), platform.release(), os.cpu_count(), cgroup_mode(),
               LIST_RUNS, INSPECT_RUNS, CREATE_RUNS))
     print()
-    print("| N + N | `GET /v1/envs` | `GET /v1/envs/NAME` | create computer | create sandbox "
-          "| destroy computer | restart |")
-    print("|---|---|---|---|---|---|---|")
+    print("| N + N | `GET /v1/envs` | `GET /v1/envs/NAME` | `GET /metrics` | create computer "
+          "| create sandbox | destroy computer | restart |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %d | %s | %s | %s | %s | %s | %s |" % (
-            r[0], fmt(r[1]), fmt(r[2]), fmt(r[3]), fmt(r[4]), fmt(r[5]),
+        print("| %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            r[0], fmt(r[1]), fmt(r[2]), fmt(r[8]), fmt(r[3]), fmt(r[4]), fmt(r[5]),
             fmt(r[7]) if r[7] is not None else "-"))
 
 

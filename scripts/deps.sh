@@ -3,11 +3,11 @@
 set -eu
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
       libarchive-dev nettle-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
-      libwslay-dev
+      libwslay-dev libgnutls28-dev
       busybox-static iproute2 util-linux mmdebstrap btrfs-progs e2fsprogs
       tar curl"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest nftables tmux docker-registry skopeo umoci zstd
-      clang libclang-rt-dev"
+      clang libclang-rt-dev openssl"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"
 missing=""
 for p in $pkgs; do

@@ -14,4 +14,4 @@ make -j"$(nproc)" BUILD=build/asan SAN="-fsanitize=address,undefined -fno-omit-f
 echo "== fuzz smoke (every libFuzzer target in tests/fuzz for a few seconds)"
 make -j"$(nproc)" fuzz-smoke
 echo "== integration tests"
-PADDOCK_BUILD="$PWD/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration "$@"
+PADDOCK_BUILD="$PWD/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration tests/security "$@"

@@ -1,10 +1,9 @@
 #include "cli/client.h"
 #include "cli/http1.h"
+#include "cli/transport.h"
 #include "lib/util.h"
 
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 /* A buffered response larger than this is not something paddockd sends; refuse to hoard it. */
 #define MAX_BUFFERED_BODY (64u << 20)
@@ -64,6 +63,13 @@ void response_done(struct response *r)
         memset(r, 0, sizeof(*r));
 }
 
+/* The daemon as messages name it. */
+static const char *client_name(const struct client *c)
+{
+        static char buf[320];
+        return c->remote ? endpoint_name(c->remote, buf, sizeof(buf)) : c->socket_path;
+}
+
 static bool status_ok(long status)
 {
         return status >= 200 && status < 300;
@@ -106,25 +112,30 @@ static int take_body(const char *data, size_t len, void *userdata)
         return buffer_append(t, data, len);
 }
 
-int client_connect(const char *socket_path)
+int client_connect(const struct client *c, struct transport *ret)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(socket_path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, socket_path);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        /* An AF_UNIX connect interrupted by a signal has not happened at all: try again. */
-        while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        return TAKE_FD(fd);
+        struct endpoint local;
+        const struct endpoint *ep = c->remote;
+        if (!ep) {
+                endpoint_unix(c->socket_path, &local);
+                ep = &local;
+        }
+        return transport_open(ep, ret);
+}
+
+char *client_headers(const struct client *c)
+{
+        char *h = NULL;
+        if (asprintf(&h, "Host: %s\r\n%s%s%s", c->remote ? c->remote->authority : "localhost",
+                     c->token ? "Authorization: Bearer " : "", c->token ? c->token : "",
+                     c->token ? "\r\n" : "") < 0)
+                return NULL;
+        return h;
 }
 
 /* Request line and headers, the way libcurl sent them before: a JSON body is
  * application/json unless said otherwise, a POST without a body has Content-Length: 0. */
-static char *request_head(const struct request *req)
+static char *request_head(const struct client *c, const struct request *req)
 {
         const char *ct = req->content_type;
         char framing[64] = "";
@@ -139,12 +150,13 @@ static char *request_head(const struct request *req)
                 return NULL;
         if (req->body && !req->source && !ct)
                 ct = "application/json";
+        _cleanup_free_ char *common = client_headers(c);
         char *head;
-        if (asprintf(&head,
-                     "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: paddock-cli\r\n"
-                     "Accept: */*\r\n%s%s%s%s\r\n",
-                     req->method, req->path, ct && *ct ? "Content-Type: " : "", ct && *ct ? ct : "",
-                     ct && *ct ? "\r\n" : "", framing) < 0)
+        if (!common || asprintf(&head,
+                                "%s %s HTTP/1.1\r\n%sUser-Agent: paddock-cli\r\n"
+                                "Accept: */*\r\n%s%s%s%s\r\n",
+                                req->method, req->path, common, ct && *ct ? "Content-Type: " : "",
+                                ct && *ct ? ct : "", ct && *ct ? "\r\n" : "", framing) < 0)
                 return NULL;
         return head;
 }
@@ -163,7 +175,7 @@ static bool request_line_ok(const struct request *req)
 
 /* A streamed body: source_size bytes as they are, or chunked. -ECANCELED when the source
  * stopped (and said why), -ENODATA when it ended before the announced size. */
-static int send_source(int fd, struct transfer *t)
+static int send_source(struct transport *conn, struct transfer *t)
 {
         const struct request *req = t->req;
         bool chunked = req->source_size < 0;
@@ -186,10 +198,10 @@ static int send_source(int fd, struct transfer *t)
                         return -ECANCELED;
                 }
                 if (n == 0)
-                        return chunked ? write_all(fd, "0\r\n\r\n", 5) : -ENODATA;
+                        return chunked ? transport_write_all(conn, "0\r\n\r\n", 5) : -ENODATA;
                 if (!chunked) {
                         left -= (uint64_t)n;
-                        int r = write_all(fd, data, (size_t)n);
+                        int r = transport_write_all(conn, data, (size_t)n);
                         if (r < 0)
                                 return r;
                         continue;
@@ -200,45 +212,44 @@ static int send_source(int fd, struct transfer *t)
                         return k;
                 memcpy(data - k, size, (size_t)k);
                 memcpy(data + n, "\r\n", 2);
-                int r = write_all(fd, data - k, (size_t)k + (size_t)n + 2);
+                int r = transport_write_all(conn, data - k, (size_t)k + (size_t)n + 2);
                 if (r < 0)
                         return r;
         }
 }
 
-static int send_request(int fd, struct transfer *t)
+static int send_request(struct client *c, struct transport *conn, struct transfer *t)
 {
         const struct request *req = t->req;
-        _cleanup_free_ char *head = request_head(req);
+        _cleanup_free_ char *head = request_head(c, req);
         if (!head)
                 return -ENOMEM;
-        int r = write_all(fd, head, strlen(head));
+        int r = transport_write_all(conn, head, strlen(head));
         if (r < 0)
                 return r;
         if (req->source)
-                return send_source(fd, t);
+                return send_source(conn, t);
         if (req->body && req->body_len > 0)
-                return write_all(fd, req->body, req->body_len);
+                return transport_write_all(conn, req->body, req->body_len);
         return 0;
 }
 
-static int read_response(int fd, struct transfer *t)
+static int read_response(struct transport *conn, struct transfer *t)
 {
         _cleanup_free_ char *buf = malloc(IO_SIZE);
         if (!buf)
                 return -ENOMEM;
         while (!http1_complete(&t->parser)) {
-                ssize_t n = recv(fd, buf, IO_SIZE, 0);
-                if (n < 0 && errno == EINTR)
-                        continue;
+                ssize_t n = transport_read(conn, buf, IO_SIZE, false);
                 /* A reset after the daemon's answer came in is its end; but a body that runs
-                 * until the connection closes is cut short by a reset, not complete. */
-                if (n < 0 && errno == ECONNRESET && t->parser.state == HTTP1_BODY_CLOSE)
+                 * until the connection closes is cut short by a reset (or a TLS stream ended
+                 * without close_notify), not complete. */
+                if (n == -ECONNRESET && t->parser.state == HTTP1_BODY_CLOSE)
                         return -ECONNRESET;
-                if (n == 0 || (n < 0 && errno == ECONNRESET))
+                if (n == 0 || n == -ECONNRESET)
                         return http1_eof(&t->parser);
                 if (n < 0)
-                        return -errno;
+                        return (int)n;
                 int r = http1_feed(&t->parser, buf, (size_t)n, take_body, t);
                 if (r < 0)
                         return r;
@@ -248,16 +259,11 @@ static int read_response(int fd, struct transfer *t)
 
 /* One request on a connection of its own: connecting to a unix socket costs microseconds,
  * and a fresh connection can never be one the daemon is just closing as idle. */
-static int transfer(struct client *c, struct transfer *t)
+static int transfer(struct client *c, struct transfer *t, struct transport *conn)
 {
-        int r = client_connect(c->socket_path);
-        if (r < 0) {
-                fprintf(stderr, "paddock: cannot connect to paddockd at %s: %s\n", c->socket_path,
-                        strerror(-r));
+        if (client_connect(c, conn) < 0)
                 return -1;
-        }
-        _cleanup_close_ int fd = r;
-        r = send_request(fd, t);
+        int r = send_request(c, conn, t);
         if (t->aborted)
                 return -1;
         const char *why = NULL;
@@ -269,7 +275,7 @@ static int transfer(struct client *c, struct transfer *t)
                 /* Also after a failed send: paddockd may have refused the request before
                  * reading all of it, and said why. */
                 int sent = r;
-                r = read_response(fd, t);
+                r = read_response(conn, t);
                 if (t->aborted)
                         return -1;
                 if (t->too_large) {
@@ -285,8 +291,8 @@ static int transfer(struct client *c, struct transfer *t)
                         why = strerror(-r);
         }
         if (why) {
-                fprintf(stderr, "paddock: request to paddockd at %s failed: %s\n", c->socket_path,
-                        why);
+                fprintf(stderr, "paddock: request to paddockd at %s failed: %s\n",
+                        client_name(c), why);
                 return -1;
         }
         return 0;
@@ -298,7 +304,7 @@ int client_perform(struct client *c, const struct request *req, struct response 
         struct transfer t = {.req = req, .resp = &resp};
         if (!request_line_ok(req)) {
                 fprintf(stderr, "paddock: request to paddockd at %s failed: bad request path\n",
-                        c->socket_path);
+                        client_name(c));
                 return -1;
         }
         http1_init(&t.parser);
@@ -307,7 +313,9 @@ int client_perform(struct client *c, const struct request *req, struct response 
          * did the same around each transfer). */
         struct sigaction ignore = {.sa_handler = SIG_IGN}, saved;
         bool restore = sigaction(SIGPIPE, &ignore, &saved) == 0;
-        int r = transfer(c, &t);
+        struct transport conn = {.fd = -EBADF};
+        int r = transfer(c, &t, &conn);
+        transport_close(&conn);
         if (restore)
                 sigaction(SIGPIPE, &saved, NULL);
         if (r == 0) {

@@ -1,5 +1,5 @@
-/* HTTP/1.1 to paddockd over its unix socket, one connection per request (the response parser
- * is http1.c). Requests are JSON or streamed uploads; responses are buffered, or handed to a
+/* HTTP/1.1 to paddockd over its unix socket or, with --host, to a remote one over TLS
+ * (transport.c), one connection per request (the response parser is http1.c). Requests are JSON or streamed uploads; responses are buffered, or handed to a
  * sink piece by piece as they arrive (NDJSON exec output). This file prints only transport
  * failures and daemon error messages.
  *
@@ -13,8 +13,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct endpoint;
+
 struct client {
         const char *socket_path;
+        const struct endpoint *remote; /* --host: where instead of socket_path */
+        const char *token;             /* --token: sent as "Authorization: Bearer" */
 };
 
 struct response {
@@ -47,12 +51,15 @@ struct request {
         void *sink_data;
 };
 
-/* Nothing is connected until a request is made. */
+/* Nothing is connected until a request is made. remote and token may be set afterwards. */
 int client_open(struct client *c, const char *socket_path);
 void client_close(struct client *c);
 
-/* A new connection to paddockd's socket (close-on-exec): the fd, or -errno. */
-int client_connect(const char *socket_path);
+/* A new connection to the daemon (transport_open, which prints why it failed): 0 or -1. */
+struct transport;
+int client_connect(const struct client *c, struct transport *ret);
+/* The Host and Authorization header lines of every request, each ended by CRLF; malloc'd. */
+char *client_headers(const struct client *c);
 
 /* Percent-encode s for a path segment or query value. malloc'd; NULL when out of memory. */
 char *client_escape(struct client *c, const char *s);

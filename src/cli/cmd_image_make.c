@@ -177,7 +177,8 @@ static const char build_help[] =
     "                       required, important, standard, extract, custom\n"
     "  --mirror URL         a Debian mirror (http or https; signatures are checked), or\n"
     "                       local:NAME for a flat repository the admin put in the\n"
-    "                       daemon's <root>/mirrors/NAME\n"
+    "                       daemon's <root>/mirrors/NAME (default: the mirror the\n"
+    "                       daemon host's apt uses)\n"
     "  -q, --quiet          no progress lines\n";
 
 enum { OPT_FROM = OPT_FIRST_VERB_OPTION, OPT_PACKAGES, OPT_VARIANT, OPT_MIRROR };

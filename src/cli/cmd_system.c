@@ -15,7 +15,9 @@
 static const char system_help[] =
     "Usage: paddock system [--json]\n"
     "\n"
-    "Show the daemon's version, cgroup mode, kernel features, state directory and counts.\n";
+    "Show the daemon's version, cgroup mode, kernel features, state directory and counts.\n"
+    "When the daemon listens for remote clients, also the SHA-256 fingerprint of its TLS\n"
+    "certificate, what `paddock --fingerprint` takes.\n";
 
 static const struct verb_syntax system_syntax = {.verb = "system", .help = system_help};
 
@@ -29,6 +31,10 @@ int cmd_system(struct cli *cli, int argc, char **argv)
         if (!client || client_call(client, "GET", "/v1/system", NULL, &resp) < 0)
                 return EXIT_FAIL;
         output_object(&resp, cli->json);
+        const char *fp = json_string_value(
+            json_object_get(json_object_get(resp.json, "gateway"), "tls_fingerprint"));
+        if (fp && !cli->json)
+                printf("TLS fingerprint: %s\n", fp);
         response_done(&resp);
         return EXIT_OK;
 }

@@ -1,8 +1,9 @@
 /* paddock: the command-line client of paddockd. Global options, then a verb:
  *
- *   paddock [--socket PATH] [--json] VERB [ARGS...]
+ *   paddock [--socket PATH | --host URL [--token T] ...] [--json] VERB [ARGS...]
  *
- * Every verb is an HTTP call over the daemon's unix socket; nothing here needs privileges. */
+ * Every verb is an HTTP call over the daemon's unix socket, or over TLS to a remote daemon
+ * (remote.c, transport.c); nothing here needs privileges. */
 #include "cli/cli.h"
 #include "cli/opts.h"
 
@@ -26,10 +27,13 @@ static const struct subverb verbs[] = {
     {"daemon", cmd_daemon},
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore},
     {"fork", cmd_fork},         {"commit", cmd_commit},
+    {"stats", cmd_stats},
+    {"audit", cmd_audit},       {"events", cmd_events},
+    {"token", cmd_token},
 };
 
 static const char overview[] =
-    "Usage: paddock [--socket PATH] [--json] COMMAND [ARGS...]\n"
+    "Usage: paddock [--socket PATH | --host URL] [--json] COMMAND [ARGS...]\n"
     "\n"
     "Isolated Linux environments for AI agents: the client of paddockd.\n"
     "\n"
@@ -45,6 +49,7 @@ static const char overview[] =
     "  shell NAME                   interactive shell in a terminal inside\n"
     "  cp SRC DST                   copy files and directories in or out (NAME:/path)\n"
     "  watch NAME PATH              print changes below a directory as they happen\n"
+    "  stats [NAME...]              live CPU, memory, processes, network and disk use\n"
     "\n"
     "Background processes (exec -d):\n"
     "  ps NAME                      list them\n"
@@ -67,10 +72,19 @@ static const char overview[] =
     "Images and daemon:\n"
     "  image ls|import|export|pull|build|rm   manage root filesystem images\n"
     "  system                       daemon version and host capabilities\n"
+    "  audit [--env N] [--since D]  the audit log: changes and commands, who and when\n"
+    "  events [--env N] [--type T]  print events (created, started, oom, ...) as they happen\n"
     "  daemon [ARGS]                run paddockd\n"
+    "  token create|ls|rm ...       API tokens for agents (secret shown once)\n"
     "\n"
     "Global options:\n"
     "  --socket PATH   paddockd's socket (env PADDOCK_SOCKET, default " PADDOCK_DEFAULT_SOCKET ")\n"
+    "  --host URL      a remote daemon: https://HOST:PORT (env PADDOCK_HOST)\n"
+    "  --token T       API token, sent as Authorization: Bearer (env PADDOCK_TOKEN)\n"
+    "  --fingerprint F accept only this server certificate, sha256:AB:CD:...\n"
+    "                  (env PADDOCK_FINGERPRINT; else ~/.config/paddock/known_hosts)\n"
+    "  --ca-cert FILE  verify the server certificate against this CA (env PADDOCK_CA_CERT)\n"
+    "  --trust-new     store an unknown server certificate without asking\n"
     "  --json          print what the daemon returns as JSON\n"
     "  --version       print the CLI version\n"
     "\n"
@@ -79,7 +93,8 @@ static const char overview[] =
 struct client *cli_client(struct cli *cli)
 {
         if (!cli->client_open) {
-                if (client_open(&cli->client, cli->socket_path) < 0)
+                if (client_open(&cli->client, cli->socket_path) < 0 ||
+                    remote_setup(cli, &cli->client) < 0)
                         return NULL;
                 cli->client_open = true;
         }
@@ -121,7 +136,9 @@ static int parse_global(struct cli *cli, int argc, char **argv, int *ret_verb_in
                         printf("paddock %s\n", PADDOCK_VERSION);
                         return EXIT_OK;
                 } else {
-                        return global_usage_error("unknown option", a);
+                        int r = remote_option(cli, argc, argv, &i);
+                        if (r >= 0)
+                                return r;
                 }
         }
         *ret_verb_index = i;
@@ -163,6 +180,8 @@ int main(int argc, char **argv)
         r = v->run(&cli, argc - vi, argv + vi);
         if (cli.client_open)
                 client_close(&cli.client);
+        if (transport_refused())
+                r = EXIT_UNTRUSTED;
         if (fflush(stdout) != 0 && r == EXIT_OK)
                 r = EXIT_FAIL;
         return r;

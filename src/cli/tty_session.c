@@ -114,7 +114,7 @@ static void send_resize(struct session *s)
 static int pump(struct session *s, short revents)
 {
         wslay_event_context_ptr ctx = s->ws.ctx;
-        if ((revents & (POLLIN | POLLHUP | POLLERR)) || ws_io_has_extra(&s->ws.io))
+        if ((revents & (POLLIN | POLLHUP | POLLERR)) || transport_pending(&s->ws.conn))
                 if (wslay_event_recv(ctx) != 0)
                         return -1;
         if (wslay_event_send(ctx) != 0)
@@ -130,12 +130,13 @@ static int session_loop(struct session *s, bool forward_stdin, int sfd)
         for (;;) {
                 bool paused = wslay_event_get_queued_msg_length(s->ws.ctx) > SEND_QUEUE_PAUSE;
                 struct pollfd p[3] = {
-                    {.fd = s->ws.io.fd,
+                    {.fd = s->ws.conn.fd,
                      .events = (short)(POLLIN | (wslay_event_want_write(s->ws.ctx) ? POLLOUT : 0))},
                     {.fd = sfd, .events = POLLIN},
                     {.fd = stdin_open && !paused ? STDIN_FILENO : -1, .events = POLLIN},
                 };
-                if (poll(p, 3, -1) < 0) {
+                /* Bytes already read (a TLS record's rest) are not announced by poll. */
+                if (poll(p, 3, transport_pending(&s->ws.conn) ? 0 : -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -1;
@@ -208,14 +209,14 @@ int tty_session_run(struct cli *cli, const char *name, json_t *spec, bool forwar
         signal(SIGPIPE, SIG_IGN);
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
-        struct session s = {.ws.io.fd = -EBADF};
+        struct session s = {.ws.conn.fd = -EBADF};
         static const struct wslay_event_callbacks cb = {.on_msg_recv_callback = on_msg};
         int r = EXIT_FAIL;
         if (sfd < 0) {
                 fprintf(stderr, "paddock: signalfd: %s\n", strerror(errno));
                 goto out;
         }
-        if (wsc_open(cli->socket_path, path, &cb, &s, &s.ws) < 0)
+        if (wsc_open(client, path, &cb, &s, &s.ws) < 0)
                 goto out;
         if (forward_stdin) {
                 int e = enter_raw_mode();

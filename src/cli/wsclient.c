@@ -5,31 +5,42 @@
 
 #include <poll.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 #define MAX_RESPONSE_HEAD    (16u << 10)
 #define MAX_ERROR_BODY       (64u << 10)
 #define HANDSHAKE_TIMEOUT_MS 60000
 
-/* wslay hands our callbacks the user pointer of the session; the socket is found through a
- * per-process pointer, since there is only ever one connection in the CLI. The socket side is
- * lib/websocket.c's, as in paddockd; unlike paddockd we never stop reading for backpressure:
- * tty_session.c polls the socket and stops taking keys itself while output is queued. */
+/* wslay hands our callbacks the user pointer of the session; the connection is found through
+ * a per-process pointer, since there is only ever one in the CLI. Neither callback ever blocks:
+ * an empty or full connection is WSLAY_ERR_WOULDBLOCK and tty_session.c's poll loop comes back;
+ * unlike paddockd we never stop reading for backpressure: tty_session.c stops taking keys
+ * itself while output is queued. */
 static struct wsc *the_conn;
+
+static ssize_t io_failed(wslay_event_context_ptr ctx, ssize_t err)
+{
+        wslay_event_set_error(ctx, err == -EAGAIN ? WSLAY_ERR_WOULDBLOCK
+                                                  : WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+}
 
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
-        return ws_io_recv(&the_conn->io, ctx, buf, len);
+        ssize_t n = transport_read(&the_conn->conn, buf, len, true);
+        if (n == 0)
+                return io_failed(ctx, -ECONNRESET); /* the peer is gone */
+        return n < 0 ? io_failed(ctx, n) : n;
 }
 
 static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
                        void *user)
 {
-        return ws_io_send(&the_conn->io, ctx, data, len, flags);
+        ssize_t n = transport_write(&the_conn->conn, data, len, true);
+        return n < 0 ? io_failed(ctx, n) : n;
 }
 
 /* Read until the end of the response head (or the connection's end); blocking with a timeout. */
-static ssize_t read_head(int fd, char *buf, size_t cap, size_t *ret_head_len)
+static ssize_t read_head(struct transport *conn, char *buf, size_t cap, size_t *ret_head_len)
 {
         size_t len = 0;
         for (;;) {
@@ -41,21 +52,16 @@ static ssize_t read_head(int fd, char *buf, size_t cap, size_t *ret_head_len)
                 }
                 if (len + 1 >= cap)
                         return -E2BIG;
-                struct pollfd p = {.fd = fd, .events = POLLIN};
-                int r = poll(&p, 1, HANDSHAKE_TIMEOUT_MS);
+                int r = transport_wait(conn, POLLIN, HANDSHAKE_TIMEOUT_MS);
                 if (r == 0)
                         return -ETIMEDOUT;
-                if (r < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                if (r < 0)
+                        return r;
+                ssize_t n = transport_read(conn, buf + len, cap - 1 - len, true);
+                if (n == -EAGAIN)
+                        continue;
+                if (n < 0)
+                        return n;
                 if (n == 0)
                         return -ECONNRESET;
                 len += (size_t)n;
@@ -82,7 +88,8 @@ static bool find_header(const char *head, const char *name, char *out, size_t ou
 }
 
 /* A refused handshake: the daemon's JSON error, read to its end. */
-static void print_refusal(int fd, const char *head, const char *body, size_t body_len)
+static void print_refusal(struct transport *conn, const char *head, const char *body,
+                          size_t body_len)
 {
         long status = strtol(head + 9, NULL, 10);
         char cl[32];
@@ -98,10 +105,11 @@ static void print_refusal(int fd, const char *head, const char *body, size_t bod
         size_t len = body_len < want ? body_len : want;
         memcpy(b, body, len);
         while (len < want) {
-                struct pollfd p = {.fd = fd, .events = POLLIN};
-                if (poll(&p, 1, 5000) <= 0)
+                if (transport_wait(conn, POLLIN, 5000) <= 0)
                         break;
-                ssize_t n = recv(fd, b + len, want - len, 0);
+                ssize_t n = transport_read(conn, b + len, want - len, true);
+                if (n == -EAGAIN)
+                        continue;
                 if (n <= 0)
                         break;
                 len += (size_t)n;
@@ -118,92 +126,82 @@ static void print_refusal(int fd, const char *head, const char *body, size_t bod
         free(b);
 }
 
-int wsc_open(const char *socket_path, const char *path,
+int wsc_open(struct client *client, const char *path,
              const struct wslay_event_callbacks *callbacks, void *user, struct wsc *ret)
 {
-        _cleanup_close_ int fd = client_connect(socket_path);
-        if (fd == -ENAMETOOLONG) {
-                fprintf(stderr, "paddock: socket path too long: %s\n", socket_path);
-                return -1;
-        }
-        if (fd < 0) {
-                fprintf(stderr, "paddock: cannot connect to paddockd at %s: %s\n", socket_path,
-                        strerror(-fd));
-                return -1;
-        }
+        struct wsc w = {.conn.fd = -EBADF};
+        _cleanup_free_ char *buf = NULL;
         char key[WS_KEY_LEN + 1], accept[WS_ACCEPT_LEN + 1];
         if (ws_key_new(key) < 0) {
                 fprintf(stderr, "paddock: no randomness for the WebSocket key\n");
                 return -1;
         }
         ws_accept_for(key, accept);
-        char *req = NULL;
-        if (asprintf(&req,
-                     "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: paddock-cli\r\n"
-                     "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                     "Sec-WebSocket-Version: 13\r\n\r\n",
-                     path, key) < 0) {
-                fprintf(stderr, "paddock: out of memory\n");
+        if (client_connect(client, &w.conn) < 0)
                 return -1;
+        _cleanup_free_ char *common = client_headers(client);
+        char *req = NULL;
+        if (!common || asprintf(&req,
+                                "GET %s HTTP/1.1\r\n%sUser-Agent: paddock-cli\r\n"
+                                "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
+                                path, common, key) < 0) {
+                fprintf(stderr, "paddock: out of memory\n");
+                goto fail;
         }
-        int r = write_all(fd, req, strlen(req));
+        int r = transport_write_all(&w.conn, req, strlen(req));
         free(req);
         if (r < 0) {
-                fprintf(stderr, "paddock: request to paddockd at %s failed: %s\n", socket_path,
-                        strerror(-r));
-                return -1;
+                fprintf(stderr, "paddock: request to paddockd failed: %s\n", strerror(-r));
+                goto fail;
         }
-        char *buf = malloc(MAX_RESPONSE_HEAD);
+        buf = malloc(MAX_RESPONSE_HEAD);
         if (!buf) {
                 fprintf(stderr, "paddock: out of memory\n");
-                return -1;
+                goto fail;
         }
         size_t head_len = 0;
-        ssize_t len = read_head(fd, buf, MAX_RESPONSE_HEAD, &head_len);
+        ssize_t len = read_head(&w.conn, buf, MAX_RESPONSE_HEAD, &head_len);
         if (len < 0) {
-                fprintf(stderr, "paddock: request to paddockd at %s failed: %s\n", socket_path,
+                fprintf(stderr, "paddock: request to paddockd failed: %s\n",
                         len == -E2BIG ? "response head too large" : strerror((int)-len));
-                free(buf);
-                return -1;
+                goto fail;
         }
         if (strncmp(buf, "HTTP/1.1 101", 12) != 0) {
                 if (strncmp(buf, "HTTP/1.", 7) == 0 && head_len > 12) {
                         buf[head_len - 2] = 0;
-                        print_refusal(fd, buf, buf + head_len, (size_t)len - head_len);
+                        print_refusal(&w.conn, buf, buf + head_len, (size_t)len - head_len);
                 } else {
                         fprintf(stderr, "paddock: paddockd did not answer in HTTP\n");
                 }
-                free(buf);
-                return -1;
+                goto fail;
         }
         char got[64] = "";
         buf[head_len - 2] = 0;
         if (!find_header(buf, "Sec-WebSocket-Accept", got, sizeof(got)) || strcmp(got, accept)) {
                 fprintf(stderr, "paddock: paddockd answered the WebSocket handshake wrongly\n");
-                free(buf);
-                return -1;
+                goto fail;
         }
-        struct wsc w = {};
-        r = ws_io_init(&w.io, fd, buf + head_len, (size_t)len - head_len);
-        free(buf);
-        if (r < 0) {
+        /* The daemon's first frames may have come with the head. */
+        if (transport_unread(&w.conn, buf + head_len, (size_t)len - head_len) < 0) {
                 fprintf(stderr, "paddock: out of memory\n");
-                return -1;
+                goto fail;
         }
         struct wslay_event_callbacks cb = *callbacks;
         cb.recv_callback = on_recv;
         cb.send_callback = on_send;
         cb.genmask_callback = ws_genmask;
         if (wslay_event_context_client_init(&w.ctx, &cb, user) != 0) {
-                ws_io_done(&w.io);
                 fprintf(stderr, "paddock: out of memory\n");
-                return -1;
+                goto fail;
         }
         wslay_event_config_set_max_recv_msg_length(w.ctx, 16u << 20);
-        w.io.fd = TAKE_FD(fd);
         *ret = w;
         the_conn = ret;
         return 0;
+fail:
+        transport_close(&w.conn);
+        return -1;
 }
 
 void wsc_close(struct wsc *w)
@@ -211,10 +209,7 @@ void wsc_close(struct wsc *w)
         if (w->ctx)
                 wslay_event_context_free(w->ctx);
         w->ctx = NULL;
-        if (w->io.fd >= 0)
-                close(w->io.fd);
-        w->io.fd = -EBADF;
-        ws_io_done(&w->io);
+        transport_close(&w->conn);
         if (the_conn == w)
                 the_conn = NULL;
 }

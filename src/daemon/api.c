@@ -1,8 +1,13 @@
 #include "daemon/api.h"
+#include "daemon/metrics.h"
+#include "daemon/audit.h"
+#include "daemon/events.h"
+#include "daemon/tokens.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
 #include <math.h>
+#include <strings.h>
 
 /* PUT /v1/envs/{name}/files and /archive: file uploads of any size (api_files.c). */
 static bool is_files_upload(const char *path)
@@ -180,6 +185,9 @@ enum {
         /* The handler checks the method itself (api_procs.c words its own 405s and looks the
          * process up first): a wrong method on this path is passed to it, not answered here. */
         ROUTE_OWN_METHODS = 1 << 1,
+        /* Administrators only (changes images, manages tokens): an agent token gets 403, after
+         * the environment lookup, so another token's environment stays a 404. */
+        ROUTE_ADMIN = 1 << 2,
 };
 
 struct api_route_entry {
@@ -290,6 +298,31 @@ static void storage_action(const struct route_call *c)
         api_env_storage_action(c->r, c->e, c->v, c->what);
 }
 
+static void metrics_get(const struct route_call *c)
+{
+        api_metrics(c->r, c->e);
+}
+
+static void audit_get(const struct route_call *c)
+{
+        api_audit_get(c->r, c->e);
+}
+
+static void events_get(const struct route_call *c)
+{
+        api_events_get(c->r, c->e);
+}
+
+static void tokens_route(const struct route_call *c)
+{
+        api_tokens(c->r, c->e);
+}
+
+static void token_delete(const struct route_call *c)
+{
+        api_token_delete(c->r, c->e, c->arg[0]);
+}
+
 #define ENV_FIRST ROUTE_ENV_FIRST
 #define PROCS     (ROUTE_ENV_FIRST | ROUTE_OWN_METHODS)
 /* Every route of the API. A pattern is literal segments and {placeholders}; one that starts
@@ -298,8 +331,8 @@ static void storage_action(const struct route_call *c)
 static const struct api_route_entry routes[] = {
     {{"GET", "/v1/system"}, system_get, NULL, 0},
     {{"GET", "/v1/images"}, images_list, NULL, 0},
-    {{"POST", "/v1/images"}, images_import, NULL, 0},
-    {{"DELETE", "/v1/images/{name}"}, image_delete, NULL, 0},
+    {{"POST", "/v1/images"}, images_import, NULL, ROUTE_ADMIN},
+    {{"DELETE", "/v1/images/{name}"}, image_delete, NULL, ROUTE_ADMIN},
     {{"GET", "/v1/images/{name}/export"}, image_get, "export", 0},
     {{"GET", "/v1/envs"}, envs_list, NULL, 0},
     {{"POST", "/v1/envs"}, envs_create, NULL, 0},
@@ -338,7 +371,13 @@ static const struct api_route_entry routes[] = {
     {{"DELETE", "/v1/envs/{name}/snapshots/{snap}"}, snapshots, NULL, ENV_FIRST},
     {{"POST", "/v1/envs/{name}/restore"}, storage_action, "restore", ENV_FIRST},
     {{"POST", "/v1/envs/{name}/fork"}, storage_action, "fork", ENV_FIRST},
-    {{"POST", "/v1/envs/{name}/commit"}, storage_action, "commit", ENV_FIRST},
+    {{"POST", "/v1/envs/{name}/commit"}, storage_action, "commit", ENV_FIRST | ROUTE_ADMIN},
+    {{"GET", "/metrics"}, metrics_get, NULL, 0},
+    {{"GET", "/v1/audit"}, audit_get, NULL, 0},
+    {{"GET", "/v1/events"}, events_get, NULL, 0},
+    {{"GET", "/v1/tokens"}, tokens_route, NULL, 0},
+    {{"POST", "/v1/tokens"}, tokens_route, NULL, 0},
+    {{"DELETE", "/v1/tokens/{name}"}, token_delete, NULL, 0},
 };
 #undef ENV_FIRST
 #undef PROCS
@@ -395,8 +434,65 @@ bool caller_sees_env(const struct caller *c, const struct env *v)
         return c->admin || strcmp(env_owner(v), c->token) == 0;
 }
 
+void api_request_answering(struct request *r, void *engine)
+{
+        audit_request_answering(r);
+}
+
+/* A request of a token that is still going when its handler returns (a stream, a deferred
+ * answer): a revoked or expired token ends it. */
+static void end_request(void *data)
+{
+        http_abort(data, "token revoked or expired");
+}
+
+static void track_request(struct request *r, struct engine *e)
+{
+        if (req_actor(r)[0] && req_lingers(r) &&
+            !tokens_session_add(engine_tokens(e), req_actor(r), end_request, r))
+                http_abort(r, "out of memory");
+}
+
 void api_request_done(struct request *r, void *engine)
 {
+        metrics_request_done(r);
+        audit_request_done(r);
+        if (req_actor(r)[0]) {
+                struct tokens *t = engine_tokens(engine);
+                tokens_session_remove(t, tokens_session_find(t, r));
+        }
+}
+
+/* Who is asking: Authorization: Bearer <secret> names a token; no header is the local
+ * administrator on the local socket and refused on a gateway connection. Replies 401 and
+ * returns false when the caller cannot be trusted. */
+static bool resolve_caller(struct request *r, struct engine *e)
+{
+        const char *auth = req_header(r, "Authorization");
+        if (!auth) {
+                if (!req_from_gateway(r)) {
+                        req_set_actor(r, "", true);
+                        return true;
+                }
+                http_reply_error(r, 401, "unauthorized",
+                                 "a token is required: Authorization: Bearer <token>");
+                return false;
+        }
+        if (strncasecmp(auth, "Bearer ", 7) != 0) {
+                http_reply_error(r, 401, "unauthorized",
+                                 "malformed Authorization header: use Bearer <token>");
+                return false;
+        }
+        const char *secret = auth + 7;
+        secret += strspn(secret, " ");
+        const struct token_row *t =
+                secret_format_ok(secret) ? tokens_find_secret(engine_tokens(e), secret) : NULL;
+        if (!t) {
+                http_reply_error(r, 401, "unauthorized", "invalid or expired token");
+                return false;
+        }
+        req_set_actor(r, t->name, t->admin);
+        return true;
 }
 
 static struct env *find_env(struct request *r, struct engine *e, const char *name)
@@ -418,8 +514,8 @@ void api_handle(struct request *r, void *ctx)
 {
         struct route_call c = {.r = r, .e = ctx};
         char seg[MAX_SEGMENTS][128];
-        /* Until tokens exist every caller is the local administrator. */
-        req_set_actor(r, "", true);
+        if (!resolve_caller(r, c.e))
+                return;
         size_t n = split_path(req_path(r), seg);
         const struct api_route_entry *hit = NULL, *known = NULL; /* known: the path matches */
         const char *env = NULL;
@@ -430,7 +526,8 @@ void api_handle(struct request *r, void *ctx)
                 if (!pattern_match(routes[i].route.pattern, seg, n, &env, c.arg))
                         continue;
                 if (!known)
-                        known = &routes[i]; /* the entries of one pattern share their flags */
+                        known = &routes[i]; /* the entries of one pattern share these flags
+                                               (all but ROUTE_ADMIN, read from the hit) */
                 if (!strcmp(routes[i].route.method, req_method(r)))
                         hit = &routes[i];
         }
@@ -452,5 +549,9 @@ void api_handle(struct request *r, void *ctx)
         }
         c.what = hit->what;
         req_set_route(r, hit->route.pattern, env);
+        if ((hit->flags & ROUTE_ADMIN) &&
+            !api_require_admin(r, c.v ? "commit environments to images" : "change images"))
+                return;
         hit->call(&c);
+        track_request(r, c.e);
 }

@@ -7,6 +7,8 @@
 void api_handle(struct request *r, void *engine);
 /* http_config.done: a request is over (audit log, metrics). */
 void api_request_done(struct request *r, void *engine);
+/* http_config.answering: an answer is about to go out (the audit log records it). */
+void api_request_answering(struct request *r, void *engine);
 
 /* Who sends a request, resolved by api_handle before any handler runs. The local socket
  * without a token is the administrator; a token is an administrator only if made --admin. */
@@ -63,6 +65,26 @@ void api_images_import(struct request *r, struct engine *e);
 void api_image_get(struct request *r, struct engine *e, const char *name, const char *sub);
 void api_image_delete(struct request *r, struct engine *e, const char *name);
 void api_system(struct request *r, struct engine *e);
+/* /v1/tokens and /v1/tokens/{name} (api_tokens.c), administrators only. */
+void api_tokens(struct request *r, struct engine *e);
+void api_token_delete(struct request *r, struct engine *e, const char *name);
+/* Is the caller an administrator? Else 403 forbidden "token T may not <what>". */
+bool api_require_admin(struct request *r, const char *what);
+
+/* The caller's token quotas (api_tokens.c). env: the environment the request changes (its own
+ * figures are left out of the sums; NULL for a new one); new_env: one more environment;
+ * running: it runs with limits afterwards (cpus and memory are checked); computer: its disk
+ * limit disk counts towards max-disk. On refusal replies 403 quota_exceeded naming the limit
+ * and the numbers, calls api_quota_refused and returns false. */
+struct quota_ask {
+        const struct env *env;
+        bool new_env, running, computer;
+        struct cgroup_limits limits;
+        uint64_t disk;
+};
+bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q);
+/* Called at every quota refusal; limit is "max-envs", "max-cpus", "max-memory" or "max-disk". */
+void api_quota_refused(struct request *r, const char *limit, const char *message);
 
 /* Shared value parsers: a JSON value that is a string with units or a plain number.
  * On failure they reply 400 naming the field and return false. */

@@ -290,6 +290,18 @@ void api_envs_create(struct request *r, struct engine *e)
                                  spec.image, spec.image);
                 goto out;
         }
+        struct caller c;
+        api_caller(r, &c);
+        spec.owner = c.token;
+        /* Checked and spent in this same step: engine_create lists the environment before it
+         * returns, so the next request counts it. */
+        struct quota_ask q = {.new_env = true,
+                              .running = true, /* a new environment starts at once */
+                              .computer = spec.kind == KIND_COMPUTER,
+                              .limits = spec.limits,
+                              .disk = spec.disk_bytes};
+        if (!api_quota_ok(r, e, &q))
+                goto out;
         char err[512] = "";
         struct env *v;
         int rc = engine_create(e, &spec, &v, err, sizeof(err));
@@ -311,8 +323,10 @@ void api_envs_list(struct request *r, struct engine *e)
         const char *labels[32];
         size_t n = req_query_all(r, "label", labels, ELEMENTSOF(labels));
         json_t *arr = json_array();
+        struct caller c;
+        api_caller(r, &c);
         for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v)) {
-                bool match = true;
+                bool match = caller_sees_env(&c, v);
                 for (size_t i = 0; i < n && match; i++) {
                         char key[128];
                         const char *eq = strchr(labels[i], '=');
@@ -397,6 +411,18 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v)
                         goto out;
                 p.has_net = true;
         }
+        /* The limits it will have; a running environment's count against its token's quota. */
+        struct quota_ask q = {.env = v,
+                              .running = env_running(v),
+                              .computer = env_kind(v) == KIND_COMPUTER,
+                              .limits = *env_limits(v),
+                              .disk = p.has_disk ? p.disk : env_disk_bytes(v)};
+        if (p.has_cpus)
+                q.limits.cpu_millis = p.cpus;
+        if (p.has_memory)
+                q.limits.memory_bytes = p.memory;
+        if ((p.has_cpus || p.has_memory || p.has_disk) && !api_quota_ok(r, e, &q))
+                goto out;
         char err[512] = "";
         int rc = engine_patch(e, v, &p, err, sizeof(err));
         if (p.has_net) {
@@ -480,6 +506,11 @@ void api_env_action(struct request *r, struct engine *e, struct env *v, const ch
                         http_reply_json(r, 200, engine_env_json(e, v));
                 return;
         }
+        /* Starting a stopped environment (also by restart) makes it count towards its
+         * token's cpus and memory; a running one already does. */
+        struct quota_ask q = {.env = v, .running = !env_running(v), .limits = *env_limits(v)};
+        if ((!strcmp(action, "start") || !strcmp(action, "restart")) && !api_quota_ok(r, e, &q))
+                return;
         if (!strcmp(action, "start")) {
                 char err[512] = "";
                 int rc = engine_start(e, v, err, sizeof(err));

@@ -1,6 +1,7 @@
 /* POST /v1/envs/{name}/exec: buffered JSON result, or NDJSON stream as output arrives. */
 #include "daemon/api.h"
 #include "daemon/api_exec.h"
+#include "daemon/audit.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/procs.h"
@@ -225,6 +226,7 @@ bool api_exec_argv(struct request *r, json_t *cmd, char ***ret)
                 }
                 argv[i] = (char *)json_string_value(a); /* borrowed from the body */
         }
+        req_set_note(r, "argv", audit_argv_json(argv, AUDIT_ARGV_MAX, NULL));
         *ret = argv;
         return true;
 }
@@ -363,11 +365,16 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
                 unsigned id;
                 if (!json_object_get(body, "max_output"))
                         rq.max_output = SIZE_MAX; /* the per-process ring buffer bounds memory */
+                req_set_note(r, "detach", json_true());
+                rq.audit = audit_exec_begin(r, argv); /* its exit's record */
                 int rc = procs_start(e, v, &rq, &id, err, sizeof(err));
-                if (rc < 0)
+                if (rc < 0) {
+                        audit_exec_free(rq.audit);
                         http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
-                else
+                } else {
+                        req_set_note(r, "process", json_integer(id));
                         http_reply_json(r, 201, proc_json(procs_find(env_name(v), id)));
+                }
                 goto out;
         }
         json_t *stream = json_object_get(body, "stream");
@@ -382,8 +389,10 @@ void api_env_exec(struct request *r, struct engine *e, struct env *v)
         }
         *c = (struct exec_ctx){.req = r, .eng = e, .stream = json_is_true(stream), .refs = 2};
         char err[512] = "";
+        rq.audit = audit_exec_begin(r, argv);
         int rc = exec_start(e, v, &rq, &callbacks, c, &c->session, err, sizeof(err));
         if (rc < 0) {
+                audit_exec_free(rq.audit);
                 free(c);
                 http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
                 goto out;

@@ -11,8 +11,10 @@
  * turns them into signals and end-of-file. The client going away hangs the terminal up. */
 #include "daemon/api.h"
 #include "daemon/api_exec.h"
+#include "daemon/audit.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/tokens.h"
 #include "daemon/ws.h"
 #include "lib/websocket.h"
 #include "lib/util.h"
@@ -37,10 +39,13 @@ struct tty_ctx {
         struct exec_result res;
         char *early; /* output before the upgrade (errors from before the terminal existed) */
         size_t early_len;
+        struct token_session *token; /* the caller's token, while it has one */
+        bool revoked;
 };
 
 static void ctx_end(struct tty_ctx *c)
 {
+        tokens_session_remove(engine_tokens(c->eng), c->token);
         if (c->session)
                 exec_hangup(c->session);
         free(c->early);
@@ -187,6 +192,21 @@ static void on_ws_closed(void *data)
 static const struct ws_ops ws_ops = {
     .message = on_ws_message, .drained = on_ws_drained, .closed = on_ws_closed};
 
+/* The caller's token was revoked or expired: the terminal goes at once. */
+static void on_token_end(void *data)
+{
+        struct tty_ctx *c = data;
+        c->revoked = true;
+        if (c->session) {
+                exec_hangup(c->session);
+                c->session = NULL;
+        }
+        if (c->ws) {
+                send_error(c, "unauthorized", "token revoked or expired");
+                ws_close(c->ws, 1008, "token revoked");
+        }
+}
+
 /* ---- the switch ---------------------------------------------------------------------------- */
 
 static void on_upgraded(void *data, int fd, const char *extra, size_t extra_len,
@@ -205,7 +225,9 @@ static void on_upgraded(void *data, int fd, const char *extra, size_t extra_len,
         free(c->early);
         c->early = NULL;
         c->early_len = 0;
-        if (c->done)
+        if (c->revoked)
+                on_token_end(c);
+        else if (c->done)
                 send_result(c);
         else
                 exec_tty_pause_output(c->session, false);
@@ -322,14 +344,18 @@ void api_env_exec_ws(struct request *r, struct engine *e, struct env *v)
         }
         c->eng = e;
         char err[512] = "";
+        rq.audit = audit_exec_begin(r, argv);
         int rc = exec_start(e, v, &rq, &exec_cbs, c, &c->session, err, sizeof(err));
         if (rc < 0) {
+                audit_exec_free(rq.audit);
                 free(c);
                 http_reply_errno(r, rc, "%s", err[0] ? err : strerror(-rc));
                 goto out;
         }
         /* Hold the screen back until there is a WebSocket to show it on. */
         exec_tty_pause_output(c->session, true);
+        if (req_actor(r)[0])
+                c->token = tokens_session_add(engine_tokens(e), req_actor(r), on_token_end, c);
         char accept[WS_ACCEPT_LEN + 1];
         ws_accept_for(req_header(r, "Sec-WebSocket-Key"), accept);
         const char *const headers[] = {

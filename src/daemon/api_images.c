@@ -491,5 +491,19 @@ void api_image_delete(struct request *r, struct engine *e, const char *name)
 
 void api_system(struct request *r, struct engine *e)
 {
-        http_reply_json(r, 200, engine_system_json(e));
+        json_t *j = engine_system_json(e);
+        struct caller c;
+        api_caller(r, &c);
+        if (!c.admin) {
+                /* An agent counts only its own environments (others' are not its business). */
+                json_int_t n = 0, running = 0;
+                for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v))
+                        if (caller_sees_env(&c, v)) {
+                                n++;
+                                running += env_running(v);
+                        }
+                json_object_set_new(j, "envs", json_integer(n));
+                json_object_set_new(j, "running", json_integer(running));
+        }
+        http_reply_json(r, 200, j);
 }

@@ -96,7 +96,17 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
                 struct env *nv;
                 if (api_known_fields(r, body, fields) && string_field(r, body, "name", true, &a) &&
                     string_field(r, body, "snapshot", false, &b)) {
-                        rc = engine_fork(e, v, a, b, &nv, err, sizeof(err));
+                        /* The copy is the caller's, and counts against its quotas. */
+                        struct caller c;
+                        api_caller(r, &c);
+                        struct quota_ask q = {.new_env = true,
+                                              .running = true,
+                                              .computer = env_kind(v) == KIND_COMPUTER,
+                                              .limits = *env_limits(v),
+                                              .disk = env_disk_bytes(v)};
+                        if (!api_quota_ok(r, e, &q))
+                                return;
+                        rc = engine_fork(e, v, a, b, c.token, &nv, err, sizeof(err));
                         if (rc < 0)
                                 http_reply_errno(r, rc, "%s", err);
                         else

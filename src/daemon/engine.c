@@ -29,6 +29,16 @@ const char *env_owner(const struct env *v)
         return v->row.owner;
 }
 
+const struct cgroup_limits *env_limits(const struct env *v)
+{
+        return &v->limits;
+}
+
+struct tokens *engine_tokens(struct engine *e)
+{
+        return e->tokens;
+}
+
 bool env_running(const struct env *v)
 {
         return v->pidfd >= 0;
@@ -377,6 +387,10 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
                 env_append(e, v);
         }
         state_env_rows_free(rows, n);
+        if ((r = tokens_open(cfg->state, cfg->loop, &e->tokens)) < 0) {
+                engine_free(e);
+                return r;
+        }
         *ret = e;
         return 0;
 }
@@ -386,6 +400,7 @@ void engine_free(struct engine *e)
         if (!e)
                 return;
         loop_cancel_timer(e->sweep);
+        tokens_free(e->tokens);
         spare_free(e);
         free(e->by_name);
         free(e->ports);
@@ -413,6 +428,11 @@ void engine_free(struct engine *e)
 const char *engine_root(struct engine *e)
 {
         return e->cfg.root;
+}
+
+const char *engine_apt_dir(struct engine *e)
+{
+        return e->cfg.apt_dir ? e->cfg.apt_dir : "/etc/apt";
 }
 
 struct state *engine_state(struct engine *e)

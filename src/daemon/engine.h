@@ -29,6 +29,7 @@ struct engine_config {
         struct state *state;
         struct loop *loop;
         struct storage *storage;
+        const char *apt_dir;      /* the host's apt configuration: image build's mirror, proxy */
 };
 
 /* A validated create request. */
@@ -52,6 +53,7 @@ struct env_spec {
 };
 
 struct engine;
+struct tokens;
 struct env;
 
 int engine_new(const struct engine_config *cfg, struct engine **ret);
@@ -67,6 +69,10 @@ const char *env_name(const struct env *v);
 /* The token that created it; "" = the administrator. */
 const char *env_owner(const struct env *v);
 bool env_running(const struct env *v);
+/* Its cgroup limits (CG_UNLIMITED where none). */
+const struct cgroup_limits *env_limits(const struct env *v);
+/* The API's token table (tokens.h), loaded with the environments. */
+struct tokens *engine_tokens(struct engine *e);
 enum env_kind env_kind(const struct env *v);
 bool env_has_label(const struct env *v, const char *key, const char *value);
 
@@ -164,6 +170,7 @@ void engine_set_destroy_hook(struct engine *e, void (*fn)(const char *name));
 
 /* Shared with images.c */
 const char *engine_root(struct engine *e);
+const char *engine_apt_dir(struct engine *e);
 struct state *engine_state(struct engine *e);
 bool engine_image_in_use(struct engine *e, const char *name, int *ret_count);
 void engine_images_cleanup(struct engine *e); /* interrupted imports, at startup */
@@ -182,8 +189,9 @@ int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **
 int engine_snapshot_delete(struct engine *e, struct env *v, const char *snap, char *err,
                            size_t errlen);
 int engine_restore(struct engine *e, struct env *v, const char *snap, char *err, size_t errlen);
+/* The copy belongs to owner (a token name; "" = the administrator). */
 int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
-                struct env **ret, char *err, size_t errlen);
+                const char *owner, struct env **ret, char *err, size_t errlen);
 int engine_commit(struct engine *e, struct env *v, const char *image, json_t **ret, char *err,
                   size_t errlen);
 /* At startup: half-done restores and forks, unrecorded images. */

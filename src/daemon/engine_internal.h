@@ -10,6 +10,7 @@
  *   engine_storage.c    snapshots, restore, fork, commit; spare disks made ahead of time */
 #pragma once
 #include "daemon/engine.h"
+#include "daemon/tokens.h"
 #include "lib/paddock.h"
 
 #include <netinet/in.h>
@@ -72,6 +73,7 @@ struct engine {
         struct spare_disk spare;
         struct network *net; /* NULL: networking unavailable, every env is "none" */
         void (*destroyed)(const char *name);
+        struct tokens *tokens; /* the API's tokens, over the same database */
 };
 
 /* engine.c */

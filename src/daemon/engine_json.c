@@ -2,6 +2,7 @@
  * the daemon as a whole (`paddock system`). What the API returns for these is built here
  * and nowhere else, so its shape is in one place. */
 #include "daemon/engine_internal.h"
+#include "daemon/metrics.h"
 #include "lib/confine.h"
 #include "lib/userns.h"
 #include "lib/util.h"
@@ -30,12 +31,18 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
         if (v->pidfd >= 0) {
                 struct cgroup_stats st;
                 if (cgroup_env_stats(e->cfg.cgroups, v->cgname, &st) >= 0) {
-                        usage = json_pack("{s:I,s:I,s:I,s:I,s:I}", "memory",
+                        struct link_stats ns;
+                        metrics_env_net(e, v, listed, &ns);
+                        usage = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "memory",
                                           (json_int_t)st.memory_current, "memory_peak",
                                           (json_int_t)st.memory_peak, "pids",
                                           (json_int_t)st.pids_current, "cpu_usage_us",
                                           (json_int_t)st.cpu_usage_us, "oom_kills",
-                                          (json_int_t)st.oom_kills);
+                                          (json_int_t)st.oom_kills, "net_rx_bytes",
+                                          (json_int_t)ns.rx_bytes, "net_tx_bytes",
+                                          (json_int_t)ns.tx_bytes, "net_rx_packets",
+                                          (json_int_t)ns.rx_packets, "net_tx_packets",
+                                          (json_int_t)ns.tx_packets);
                         ooms = (json_int_t)st.oom_kills;
                 }
         }
@@ -77,6 +84,9 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
                          (json_int_t)v->row.uid_base, "uid_count", (json_int_t)UID_RANGE_SIZE,
                          "ttl", v->ttl_s ? json_integer((json_int_t)v->ttl_s) : json_null(),
                          "tmp_size", (json_int_t)v->tmp_bytes);
+        /* The token that made it (null: the administrator). An agent sees only its own. */
+        json_object_set_new(j, "owner",
+                            v->row.owner[0] ? json_string(v->row.owner) : json_null());
         /* limit: a computer's quota, a sandbox's /tmp and /workspace size each; used: bytes
          * the computer wrote itself (shared image data not counted), where the driver knows */
         json_t *disk = json_pack("{s:o,s:o}", "limit", disk_limit, "used", disk_used);

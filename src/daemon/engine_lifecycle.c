@@ -3,6 +3,7 @@
  * start), destroy, and patch (limits, disk, TTL, policy). Each change is recorded before it is
  * acknowledged: the row's status is the journal engine_reconcile.c reads after a crash. */
 #include "daemon/engine_internal.h"
+#include "daemon/events.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "lib/spawn.h"
@@ -140,6 +141,7 @@ void env_mark_stopped(struct engine *e, struct env *v)
         /* Commands exec'd into it are our children (CLONE_PARENT): the pid namespace's end
          * killed them; reap them so the cgroup can empty. */
         exec_reap_env(v->row.name, 1000);
+        events_env_stopped(e, v); /* reads the OOM count: before the cgroup goes */
         int r = cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
         if (r < 0 && r != -ENOENT)
                 log_warn("%s: removing cgroups: %s", v->row.name, strerror(-r));
@@ -231,6 +233,7 @@ int engine_pause(struct engine *e, struct env *v, bool pause)
         v->paused = pause;
         snprintf(v->row.status, sizeof(v->row.status), "%s", pause ? "paused" : "running");
         log_info("%s: %s", v->row.name, pause ? "paused" : "resumed");
+        events_env(pause ? "paused" : "resumed", v, NULL);
         return env_save(e, v);
 }
 
@@ -248,6 +251,8 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
         int r = env_spawn_now(e, v, err, errlen);
         if (r >= 0)
                 log_info("%s: started (pid %lld)", v->row.name, (long long)v->row.pid);
+        if (r >= 0)
+                events_env("started", v, NULL);
         return r;
 }
 
@@ -383,6 +388,9 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 reapply_linked(e, v); /* now that it is listed, peers see its address */
         log_info("%s: created %s from image %s (ids %u..%u)", v->row.name, v->row.kind,
                  v->row.image, v->row.uid_base, v->row.uid_base + UID_RANGE_SIZE - 1);
+        events_env("created", v, json_pack("{s:s,s:s}", "kind", v->row.kind,
+                                           "image", v->row.image));
+        events_env("started", v, NULL);
         *ret = v;
         return 0;
 }
@@ -403,6 +411,7 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
         if (r < 0)
                 log_error("%s: deleting record: %s", v->row.name, strerror(-r));
         log_info("%s: destroyed", v->row.name);
+        events_env("deleted", v, NULL);
         if (e->destroyed)
                 e->destroyed(v->row.name);
         env_unlink(e, v);

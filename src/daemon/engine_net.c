@@ -45,13 +45,20 @@ static bool policy_links(const struct env *v, const char *name)
         return false;
 }
 
+/* Are v and o linked? Links are symmetric, and hold only between environments of the same
+ * owner: a token cannot reach another token's environment by naming it. */
+static bool linked(const struct env *v, const struct env *o)
+{
+        return (policy_links(v, o->row.name) || policy_links(o, v->row.name)) &&
+               strcmp(v->row.owner, o->row.owner) == 0;
+}
+
 /* Addresses v may talk to: those it links and those that link it (links are symmetric). */
 static size_t link_addrs(struct engine *e, const struct env *v, struct in_addr *out, size_t max)
 {
         size_t n = 0;
         for (struct env *o = e->envs; o && n < max; o = o->next)
-                if (o != v && o->addr.s_addr &&
-                    (policy_links(v, o->row.name) || policy_links(o, v->row.name)))
+                if (o != v && o->addr.s_addr && linked(v, o))
                         out[n++] = o->addr;
         return n;
 }
@@ -172,7 +179,7 @@ void reapply_linked(struct engine *e, struct env *v)
         for (struct env *o = e->envs; o; o = o->next) {
                 if (o == v || o->pidfd < 0 || o->net.mode == NET_NONE)
                         continue;
-                if (!policy_links(o, v->row.name) && !policy_links(v, o->row.name))
+                if (!linked(o, v))
                         continue;
                 char err[256];
                 struct in_addr links[NETPOLICY_MAX_LINKS * 2];

@@ -4,6 +4,7 @@
  * (cgroups, directories, id claims, firewall state), destroys sandboxes that expired while it
  * was down and starts autostart computers. Then a one-second sweep destroys expired ones. */
 #include "daemon/engine_internal.h"
+#include "daemon/events.h"
 #include "daemon/log.h"
 #include "lib/userns.h"
 #include "lib/util.h"
@@ -43,6 +44,7 @@ static void destroy_expired(struct engine *e, const char *why)
                 next = v->next;
                 if (v->row.expires_at && v->row.expires_at <= now) {
                         log_info("%s: %s", v->row.name, why);
+                        events_env("expired", v, NULL);
                         engine_destroy(e, v, true);
                 }
         }

@@ -12,6 +12,7 @@
  * Spare disks (at the end) keep their state in struct engine (engine_internal.h); the rest
  * works through the engine's accessors and its path helpers. */
 #include "daemon/engine_internal.h"
+#include "daemon/events.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
 #include "lib/parse.h"
@@ -206,6 +207,7 @@ int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **
                 return r;
         }
         log_info("%s: snapshot %s taken", env_name(v), name);
+        events_env("snapshot", v, json_pack("{s:s}", "snapshot", name));
         *ret = snapshot_json(path, name);
         return 0;
 }
@@ -265,6 +267,7 @@ int engine_restore(struct engine *e, struct env *v, const char *snap, char *err,
                 return r;
         }
         log_info("%s: restored snapshot %s", env_name(v), snap);
+        events_env("restore", v, json_pack("{s:s}", "snapshot", snap));
         return 0;
 }
 
@@ -286,7 +289,7 @@ static void fork_copied(void *data)
 }
 
 int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
-                struct env **ret, char *err, size_t errlen)
+                const char *owner, struct env **ret, char *err, size_t errlen)
 {
         int r = check_snapshottable(e, v, "fork", err, errlen);
         if (r < 0)
@@ -316,6 +319,7 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         struct env_spec spec;
         engine_env_spec(e, v, &spec);
         snprintf(spec.name, sizeof(spec.name), "%s", name);
+        spec.owner = owner;
         spec.from_tree = from;
         spec.from_base = env_uid_base(v);
         spec.copied = fork_copied;
@@ -327,6 +331,8 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         if (r >= 0)
                 log_info("%s: forked from %s%s%s", name, env_name(v), snap ? " snapshot " : "",
                          snap ? snap : "");
+        if (r >= 0)
+                events_env("fork", v, json_pack("{s:s,s:s?}", "to", name, "snapshot", snap));
         return r;
 }
 

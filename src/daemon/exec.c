@@ -2,6 +2,8 @@
  * deadline, its exec cgroup); this file feeds its stdin, reads its stdout/stderr (or its
  * terminal) with a cap, and reports the result. */
 #include "daemon/exec.h"
+#include "daemon/audit.h"
+#include "daemon/events.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
 #include "lib/join.h"
@@ -43,6 +45,7 @@ struct exec_session {
         unsigned cols, rows;  /* last size asked for before the master arrived */
         unsigned char *input;  /* keystrokes not yet written to the master */
         size_t input_len, input_off;
+        struct audit_exec *audit; /* written when the command ends */
         struct exec_session *next;
 };
 
@@ -99,6 +102,7 @@ static void session_free(struct exec_session *s)
                         break;
                 }
         supervise_abandon(s->sv, true);
+        audit_exec_free(s->audit);
         close_src(&s->in_src, &s->in_fd);
         close_src(&s->out_src, &s->out_fd);
         close_src(&s->err_src, &s->err_fd);
@@ -132,6 +136,8 @@ static void on_command_exit(void *data, const struct supervise_exit *x)
         if (s->pty_fd >= 0)
                 drain(s, 3);
         s->res.duration_ms = now_ms() - s->started;
+        audit_exec_end(TAKE_PTR(s->audit), &s->res); /* before the client can see the end */
+        events_exec_exited(s->eng, s->env, s->sub, s->res.exit_code, s->res.duration_ms);
         if (s->cb && s->cb->done)
                 s->cb->done(s->data, &s->res);
         session_free(s);
@@ -513,6 +519,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         }
         s->next = sessions;
         sessions = s;
+        s->audit = rq->audit;
+        events_exec_started(v, s->sub, rq->argv);
         *ret = s;
         return 0;
 }

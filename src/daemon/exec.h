@@ -12,6 +12,7 @@
 #define EXEC_MAX_ACTIVE 256
 #define EXEC_USER_MAX 64 /* "user" of an exec or a file operation: a user name, uid or uid:gid */
 
+struct audit_exec;
 struct exec_request {
         char **argv;      /* NULL-terminated */
         json_t *env;      /* object of strings or NULL */
@@ -25,6 +26,9 @@ struct exec_request {
         size_t max_output;   /* stdout + stderr bytes kept */
         bool tty;            /* interactive: a pty inside the environment (see lib/pty.h) */
         unsigned cols, rows; /* tty: initial window size */
+        /* The audit record written when the command ends (audit.h): exec_start takes it over
+         * when it succeeds; on failure it stays the caller's. NULL: none. */
+        struct audit_exec *audit;
 };
 
 struct exec_result {

@@ -29,6 +29,7 @@ struct request {
         /* libmicrohttpd reports a request complete before it destroys a streamed response: the
          * request is freed by whichever of the two comes last. */
         bool has_stream, completed;
+        bool aborted; /* http_abort: the stream ends at its next read */
         /* stream state */
         const struct http_stream_ops *sops;
         void *sdata;
@@ -45,6 +46,7 @@ struct request {
         char actor[64];
         char env[64];
         const char *route;
+        json_t *notes;
 };
 
 struct http_upgraded {
@@ -144,6 +146,24 @@ const char *req_env(const struct request *r)
         return r->env;
 }
 
+void req_set_note(struct request *r, const char *key, json_t *value)
+{
+        if (!value) {
+                json_object_del(r->notes, key);
+                return;
+        }
+        if (!r->notes && !(r->notes = json_object())) {
+                json_decref(value);
+                return;
+        }
+        json_object_set_new(r->notes, key, value);
+}
+
+json_t *req_notes(const struct request *r)
+{
+        return r->notes;
+}
+
 const char *req_body(const struct request *r, size_t *ret_len)
 {
         *ret_len = r->body_len;
@@ -216,6 +236,9 @@ static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
                 status = 500;
         }
         MHD_add_response_header(resp, "Server", "paddockd");
+        r->status = status;
+        if (r->srv->cfg.answering)
+                r->srv->cfg.answering(r, r->srv->cfg.ctx);
         MHD_queue_response(r->conn, status, resp);
         MHD_destroy_response(resp);
         r->answered = true;
@@ -324,6 +347,8 @@ void http_defer(struct request *r)
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct request *r = cls;
+        if (r->aborted)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
         ssize_t n = r->sops->read(r->sdata, buf, max);
         if (n > 0)
                 return n;
@@ -341,6 +366,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void request_free(struct request *r)
 {
+        json_decref(r->notes);
         free(r->body);
         free(r);
 }
@@ -382,6 +408,27 @@ void http_stream_wake(struct request *r)
                 r->stream_waiting = false;
                 resume(r);
         }
+}
+
+bool req_lingers(const struct request *r)
+{
+        return !r->answered || r->has_stream;
+}
+
+void http_abort(struct request *r, const char *why)
+{
+        if (r->has_stream) {
+                r->aborted = true;
+                if (r->stream_waiting) {
+                        r->stream_waiting = false;
+                        resume(r);
+                } else if (!r->srv->kick) {
+                        r->srv->kick = loop_add_timer(r->srv->loop, 0, on_kick, r->srv);
+                }
+                return;
+        }
+        if (!r->answered)
+                http_reply_error(r, 401, "unauthorized", "%s", why);
 }
 
 static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,

@@ -28,6 +28,10 @@ struct http_config {
         /* Runs once per request when it is over (answered and sent, or the client gone):
          * audit and metrics read req_status(), req_elapsed_s(), req_actor() there. */
         http_handler_fn done;
+        /* Runs once per answered request when its status is fixed, just before the answer is
+         * handed to the connection: the audit log writes its record here, so a record is on
+         * disk before the client can see the answer it describes. */
+        http_handler_fn answering;
         void *ctx;
         /* Connections come from the network gateway, not the local socket: every request
          * must carry a valid token (req_from_gateway). */
@@ -103,6 +107,16 @@ bool req_actor_admin(const struct request *r);
 void req_set_route(struct request *r, const char *pattern, const char *env);
 const char *req_route(const struct request *r);
 const char *req_env(const struct request *r);
+
+/* Details a handler attaches for the done hook (the audit log's record): key = value
+ * (stolen; NULL removes the key). req_notes is NULL until the first note. */
+void req_set_note(struct request *r, const char *key, json_t *value);
+json_t *req_notes(const struct request *r);
+/* Is the request still going (no answer yet, or a stream)? */
+bool req_lingers(const struct request *r);
+/* End a request that is still going: a stream breaks off (the client sees the chunked
+ * response end without its last chunk), an unanswered one gets 401 with why. */
+void http_abort(struct request *r, const char *why);
 
 /* Called when the request is freed (answered or connection gone); deferred work must drop
  * its pointer to r. */

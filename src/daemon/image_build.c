@@ -9,9 +9,14 @@
  * Trust: package maintainer scripts run as root in the build chroot. Packages therefore come
  * either from a Debian mirror over http(s), checked by apt against Debian's archive keys, or
  * from a local mirror the host's admin placed in <root>/mirrors/NAME (a flat repository:
- * NAME/Packages and the .debs), never from a path an API client names. */
+ * NAME/Packages and the .debs), never from a path an API client names.
+ *
+ * Without a mirror in the request the build uses the archive the host's apt uses
+ * (aptsources.h), through the proxy the host's apt is configured with (apt-config): an admin's
+ * mirror and proxy choices hold for builds too, and no archive is named here. */
 #include "daemon/image_job.h"
 #include "daemon/log.h"
+#include "lib/aptsources.h"
 #include "lib/image.h"
 #include "lib/util.h"
 
@@ -22,12 +27,65 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#define DEFAULT_MIRROR "http://deb.debian.org/debian"
+#define PROXY_MAX 512
 
 struct build_arg {
         struct image_build_spec spec;
         char local_mirror[PATH_MAX]; /* resolved <root>/mirrors/NAME, or "" */
+        char mirror_from[PATH_MAX];  /* the host's apt file the mirror came from, or "" */
+        char apt_dir[PATH_MAX];
 };
+
+/* apt's proxies for http and https (Acquire::http(s)::Proxy) as the host's apt-config says,
+ * "" when none. Runs in the helper: apt parses apt's own configuration. A value apt could not
+ * take back inside quotes is dropped. */
+static void host_apt_proxies(const char *apt_dir, char http[PROXY_MAX], char https[PROXY_MAX])
+{
+        http[0] = https[0] = 0;
+        char conf[PATH_MAX + 32] = "";
+        if (strcmp(apt_dir, "/etc/apt") != 0 &&
+            BUF_PRINTF(conf, "APT_CONFIG=%s/apt.conf", apt_dir) < 0)
+                return;
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return;
+        pid_t pid = fork();
+        if (pid == 0) {
+                if (dup2(p[1], STDOUT_FILENO) < 0)
+                        _exit(127);
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                if (null >= 0)
+                        dup2(null, STDIN_FILENO), dup2(null, STDERR_FILENO);
+                char *argv[] = {"apt-config", "shell", "H", "Acquire::http::Proxy", "S",
+                                "Acquire::https::Proxy", NULL};
+                char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", conf, NULL};
+                if (!conf[0])
+                        envp[2] = NULL;
+                execve("/usr/bin/apt-config", argv, envp);
+                _exit(127);
+        }
+        close(p[1]);
+        char out[2 * PROXY_MAX + 64];
+        ssize_t n = pid > 0 ? read_full(p[0], out, sizeof(out) - 1) : -1;
+        close(p[0]);
+        if (pid > 0)
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        if (n <= 0)
+                return;
+        out[n] = 0;
+        /* H='http://proxy:3142' */
+        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+                size_t len = strlen(line);
+                if (len < 5 || line[1] != '=' || line[2] != '\'' || line[len - 1] != '\'')
+                        continue;
+                line[len - 1] = 0;
+                const char *v = line + 3;
+                if (strpbrk(v, "\"'\\;{}") || strlen(v) >= PROXY_MAX)
+                        continue;
+                snprintf(line[0] == 'H' ? http : https, PROXY_MAX, "%s", v);
+        }
+}
 
 static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *partial, int out)
 {
@@ -40,24 +98,37 @@ static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *par
         close_fds_from(3, NULL, 0);
         char variant[48], include[sizeof(a->spec.packages) + 16], tar[PATH_MAX], tmpdir[PATH_MAX];
         char source[PATH_MAX + 64];
+        char http[PROXY_MAX], https[PROXY_MAX];
+        char http_opt[PROXY_MAX + 48] = "", https_opt[PROXY_MAX + 48] = "";
+        host_apt_proxies(a->apt_dir, http, https);
+        if ((http[0] &&
+             BUF_PRINTF(http_opt, "--aptopt=Acquire::http::Proxy \"%s\"", http) < 0) ||
+            (https[0] &&
+             BUF_PRINTF(https_opt, "--aptopt=Acquire::https::Proxy \"%s\"", https) < 0))
+                http_opt[0] = https_opt[0] = 0; /* cannot happen: the buffers fit */
+        if (!a->local_mirror[0] && (http[0] || https[0]))
+                dprintf(STDERR_FILENO, "I: proxy from the host's apt: %s%s%s\n", http,
+                        http[0] && https[0] ? ", https: " : "", https);
         if (BUF_PRINTF(variant, "--variant=%s", a->spec.variant) < 0 ||
             BUF_PRINTF(include, "--include=%s", a->spec.packages) < 0 ||
             BUF_PRINTF(tar, "%s/rootfs.tar", partial) < 0 ||
             BUF_PRINTF(tmpdir, "TMPDIR=%s/tmp", partial) < 0 ||
             (a->local_mirror[0]
                  ? BUF_PRINTF(source, "deb [trusted=yes] copy://%s ./", a->local_mirror)
-                 : BUF_PRINTF(source, "deb %s %s main",
-                              a->spec.mirror[0] ? a->spec.mirror : DEFAULT_MIRROR,
-                              a->spec.suite)) < 0) {
+                 : BUF_PRINTF(source, "deb %s %s main", a->spec.mirror, a->spec.suite)) < 0) {
                 dprintf(STDERR_FILENO, "E: cannot run mmdebstrap: %s\n", strerror(ENAMETOOLONG));
                 _exit(127);
         }
-        char *argv[12];
+        char *argv[14];
         int n = 0;
         argv[n++] = "mmdebstrap";
         argv[n++] = "--mode=unshare";
         argv[n++] = "--format=tar";
         argv[n++] = variant;
+        if (http_opt[0] && !a->local_mirror[0])
+                argv[n++] = http_opt;
+        if (https_opt[0] && !a->local_mirror[0])
+                argv[n++] = https_opt;
         if (a->spec.packages[0])
                 argv[n++] = include;
         argv[n++] = "--"; /* positionals only from here: a suite is never an option */
@@ -114,6 +185,8 @@ static int fill_from_mmdebstrap(const char *partial, const char *rootfs, void *a
         }
         image_progress("building debian:%s (%s)%s%s with mmdebstrap", a->spec.suite,
                        a->spec.variant, a->spec.packages[0] ? " with " : "", a->spec.packages);
+        if (a->mirror_from[0])
+                image_progress("mirror %s (the host's apt: %s)", a->spec.mirror, a->mirror_from);
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0 || unshare(CLONE_NEWPID) < 0) {
                 snprintf(err, errlen, "cannot start mmdebstrap: %s", strerror(errno));
@@ -160,6 +233,22 @@ int engine_image_build(struct engine *e, const struct image_build_spec *spec,
         a.spec = *spec;
         if (!a.spec.variant[0])
                 snprintf(a.spec.variant, sizeof(a.spec.variant), "minbase");
+        if (BUF_PRINTF(a.apt_dir, "%s", engine_apt_dir(e)) < 0) {
+                snprintf(err, errlen, "the apt configuration directory's name is too long");
+                return -ENAMETOOLONG;
+        }
+        if (!a.spec.mirror[0]) {
+                int r = apt_host_mirror(a.apt_dir, a.spec.mirror, sizeof(a.spec.mirror),
+                                        a.mirror_from, sizeof(a.mirror_from));
+                if (r < 0) {
+                        snprintf(err, errlen,
+                                 "no Debian mirror to build from: the host's apt (%s/sources.list "
+                                 "and sources.list.d) has no deb source with a release suite and "
+                                 "main%s; give one with --mirror URL or local:NAME",
+                                 a.apt_dir, r == -ENOENT ? "" : " that could be read");
+                        return -ENOENT;
+                }
+        }
         if (!strncmp(spec->mirror, "local:", 6)) {
                 struct stat st;
                 char packages[PATH_MAX];

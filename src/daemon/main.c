@@ -1,6 +1,8 @@
 /* paddockd: the Paddock daemon. One process, one thread, one epoll loop. */
 #include "daemon/api.h"
+#include "daemon/audit.h"
 #include "daemon/engine.h"
+#include "daemon/events.h"
 #include "daemon/http.h"
 #include "daemon/log.h"
 #include "daemon/loop.h"
@@ -35,10 +37,13 @@ struct options {
         const char *resolv_conf;
         const char *default_image;
         const char *storage;
+        const char *apt_dir;
         uint64_t pool_bytes;
         uint64_t image_max_bytes;
         bool no_network;
         bool debug;
+        uint64_t audit_max_size;
+        unsigned audit_keep;
 };
 
 static void usage(FILE *f)
@@ -64,7 +69,13 @@ static void usage(FILE *f)
                    "  --allow-registry HOST[:PORT]  pulls may reach HOST at any address, private and\n"
                    "                      loopback ones included (default: public addresses only;\n"
                    "                      repeatable; no PORT: every port)\n"
-                   "  --insecure-registry HOST[:PORT]  the same, and plain http to HOST allowed\n");
+                   "  --insecure-registry HOST[:PORT]  the same, and plain http to HOST allowed\n"
+                   "  --apt-config DIR    the apt configuration image builds take their default\n"
+                   "                      mirror and proxy from (default /etc/apt)\n"
+                   "  --audit-max-size SIZE  size of one audit log file before it rotates "
+                   "(default 16M)\n"
+                   "  --audit-keep N      audit log files kept, the current one included "
+                   "(default 5)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -81,6 +92,9 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"help", no_argument, NULL, 'h'},          {"routes", no_argument, NULL, 'L'},
                 {"allow-registry", required_argument, NULL, 'a'},
                 {"insecure-registry", required_argument, NULL, 'k'},
+                {"apt-config", required_argument, NULL, 'A'},
+                {"audit-max-size", required_argument, NULL, 0x100},
+                {"audit-keep", required_argument, NULL, 0x101},
                 {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -103,6 +117,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'N': o->no_network = true; break;
                 case 'I': o->default_image = optarg; break;
                 case 'S': o->storage = optarg; break;
+                case 'A': o->apt_dir = optarg; break;
                 case 'M':
                         if (parse_size(optarg, &o->image_max_bytes) < 0 || !o->image_max_bytes) {
                                 fprintf(stderr, "paddockd: --max-image-size: invalid size %s\n",
@@ -126,6 +141,24 @@ static int parse_options(int argc, char **argv, struct options *o)
                                                     : "use HOST[:PORT], like registry.lan:5000");
                                 return -EINVAL;
                         }
+                        break;
+                }
+                case 0x100:
+                        if (parse_size(optarg, &o->audit_max_size) < 0 || o->audit_max_size < 1024) {
+                                fprintf(stderr, "paddockd: --audit-max-size: invalid size %s "
+                                                "(at least 1K)\n", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case 0x101: {
+                        char *end;
+                        unsigned long k = strtoul(optarg, &end, 10);
+                        if (*end || end == optarg || k < 1 || k > AUDIT_MAX_KEEP) {
+                                fprintf(stderr, "paddockd: --audit-keep: a number from 1 to %d\n",
+                                        AUDIT_MAX_KEEP);
+                                return -EINVAL;
+                        }
+                        o->audit_keep = (unsigned)k;
                         break;
                 }
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
@@ -479,6 +512,12 @@ int main(int argc, char **argv)
                 log_error("signals: %m");
                 return 1;
         }
+        struct audit_config ac = {.root = root, .max_size = o.audit_max_size,
+                                  .keep = o.audit_keep, .loop = loop};
+        if ((r = audit_open(&ac)) < 0) {
+                log_error("audit log %s/audit: %s", root, strerror(-r));
+                return 1;
+        }
         struct engine_config ec = {.root = root,
                                    .uid_registry = o.uid_registry,
                                    .version = PADDOCK_VERSION,
@@ -486,7 +525,8 @@ int main(int argc, char **argv)
                                    .cgroups = cg,
                                    .state = state,
                                    .loop = loop,
-                                   .storage = storage};
+                                   .storage = storage,
+                                   .apt_dir = o.apt_dir};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));
@@ -518,6 +558,7 @@ int main(int argc, char **argv)
                                  .handler = api_handle,
                                  .wants_spool = api_wants_spool,
                                  .done = api_request_done,
+                                 .answering = api_request_answering,
                                  .ctx = engine};
         struct http_server *http = NULL;
         if ((r = http_server_start(loop, &hc, &http)) < 0) {
@@ -527,6 +568,7 @@ int main(int argc, char **argv)
         log_info("paddockd %s ready: root %s, socket %s, cgroups %s", PADDOCK_VERSION, root,
                  o.socket, cgroup_mode_name(cgroup_manager_mode(cg)));
         r = loop_run(loop);
+        events_close_all();
         http_server_stop(http);
         close(lfd);
         unlink(o.socket);
@@ -536,6 +578,7 @@ int main(int argc, char **argv)
         cgroup_manager_remove_if_empty(cg);
         cgroup_manager_free(cg);
         state_close(state);
+        audit_close();
         loop_remove(sig_src);
         loop_free(loop);
         close(sfd);

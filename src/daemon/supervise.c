@@ -28,6 +28,15 @@ struct supervise {
         struct supervise_exit exit;
 };
 
+/* Helpers between a successful supervise_start and their exit: one counter for the daemon
+ * (one thread), read by GET /metrics. */
+static unsigned n_running;
+
+unsigned supervise_running(void)
+{
+        return n_running;
+}
+
 static void close_src(struct loop_source **src, int *fd)
 {
         loop_remove(*src);
@@ -150,6 +159,7 @@ static void on_exit_ready(struct loop_source *src, int fd, uint32_t events, void
                 }
                 record_exit(s, &si);
         }
+        n_running--;
         s->exited = true;
         s->exit.timed_out = s->timed_out;
         /* The bound process's end may have killed the helper before on_bound_exit ran. */
@@ -277,6 +287,7 @@ int supervise_start(const struct supervise_spec *spec, const struct supervise_ch
         s->count = spec->count;
         if (s->count)
                 (*s->count)++;
+        n_running++;
         *ret = s;
         return 0;
 fail:

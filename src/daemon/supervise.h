@@ -144,3 +144,6 @@ bool supervise_reap_now(struct supervise *s, unsigned wait_ms);
  * its end). Either way it is reaped and its cgroup removed before the supervisor frees itself.
  * NULL is fine. */
 void supervise_abandon(struct supervise *s, bool kill);
+
+/* Helpers started and not yet exited, of every kind (GET /metrics). */
+unsigned supervise_running(void);

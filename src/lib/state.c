@@ -42,6 +42,19 @@ static const char *const migrations[] = {
         "  PRIMARY KEY (proto, host_port));",
         /* 3: the token that created each environment ("" = the administrator). */
         "ALTER TABLE envs ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
+        /* 4: API tokens. hash is the SHA-256 (hex) of the secret; the secret is never stored.
+         * Limits: 0 = none; max_cpus in thousandths of a CPU; rate in requests per second. */
+        "CREATE TABLE tokens ("
+        "  name TEXT PRIMARY KEY,"
+        "  hash TEXT NOT NULL UNIQUE,"
+        "  admin INTEGER NOT NULL DEFAULT 0,"
+        "  max_envs INTEGER NOT NULL DEFAULT 0,"
+        "  max_cpus INTEGER NOT NULL DEFAULT 0,"
+        "  max_memory INTEGER NOT NULL DEFAULT 0,"
+        "  max_disk INTEGER NOT NULL DEFAULT 0,"
+        "  rate REAL NOT NULL DEFAULT 0,"
+        "  expires_at INTEGER NOT NULL DEFAULT 0,"
+        "  created_at INTEGER NOT NULL);",
 };
 
 static int sql_err(int rc)
@@ -439,4 +452,61 @@ int state_port_list(struct state *s, const char *env, struct port_row **ret, siz
         if (env)
                 sqlite3_bind_text(st, 1, env, -1, SQLITE_STATIC);
         return collect_rows(st, sizeof(**ret), port_fill, NULL, (void **)ret, ret_n);
+}
+
+/* ---------------------------------------------------------------- tokens */
+
+int state_token_insert(struct state *s, const struct token_row *t)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "INSERT INTO tokens (name, hash, admin, max_envs, max_cpus, max_memory,"
+                        " max_disk, rate, expires_at, created_at)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                        &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, t->hash, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, t->admin);
+        sqlite3_bind_int64(st, 4, (int64_t)t->max_envs);
+        sqlite3_bind_int64(st, 5, (int64_t)t->max_cpus);
+        sqlite3_bind_int64(st, 6, (int64_t)t->max_memory);
+        sqlite3_bind_int64(st, 7, (int64_t)t->max_disk);
+        sqlite3_bind_double(st, 8, t->rate);
+        sqlite3_bind_int64(st, 9, t->expires_at);
+        sqlite3_bind_int64(st, 10, t->created_at);
+        return step_done(st);
+}
+
+int state_token_delete(struct state *s, const char *name)
+{
+        return delete_by_name(s, "DELETE FROM tokens WHERE name=?1", name);
+}
+
+static int token_fill(sqlite3_stmt *st, void *row)
+{
+        struct token_row *t = row;
+        t->admin = sqlite3_column_int(st, 2) != 0;
+        t->max_envs = (uint64_t)sqlite3_column_int64(st, 3);
+        t->max_cpus = (uint64_t)sqlite3_column_int64(st, 4);
+        t->max_memory = (uint64_t)sqlite3_column_int64(st, 5);
+        t->max_disk = (uint64_t)sqlite3_column_int64(st, 6);
+        t->rate = sqlite3_column_double(st, 7);
+        t->expires_at = sqlite3_column_int64(st, 8);
+        t->created_at = sqlite3_column_int64(st, 9);
+        int r = COPY_TEXT(t->name, st, 0);
+        return r < 0 ? r : COPY_TEXT(t->hash, st, 1);
+}
+
+int state_token_list(struct state *s, struct token_row **ret, size_t *ret_n)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "SELECT name, hash, admin, max_envs, max_cpus, max_memory, max_disk, rate,"
+                        " expires_at, created_at FROM tokens ORDER BY name",
+                        &st);
+        if (r < 0)
+                return r;
+        return collect_rows(st, sizeof(**ret), token_fill, NULL, (void **)ret, ret_n);
 }

@@ -38,6 +38,20 @@ struct image_row {
         uint64_t size;
 };
 
+/* An API token (the secret itself is never stored). Limits: 0 = none. */
+struct token_row {
+        char name[NAME_BUF_SIZE];
+        char hash[65];       /* SHA-256 of the whole secret string, lowercase hex */
+        bool admin;
+        uint64_t max_envs;
+        uint64_t max_cpus;   /* thousandths of a CPU, summed over running environments */
+        uint64_t max_memory; /* bytes, summed over running environments */
+        uint64_t max_disk;   /* bytes, summed over the disk limits of all its computers */
+        double rate;         /* requests per second */
+        int64_t expires_at;  /* unix seconds, 0 = never */
+        int64_t created_at;
+};
+
 /* Make the state directory root private: root itself and its known directories 0700, the
  * database (with -wal and -shm), the lock, the pool file and the driver record 0600. Fixes
  * installations made by older versions (root 0711, database 0644). Symlinks and anything but
@@ -63,3 +77,8 @@ int state_port_list(struct state *s, const char *env, struct port_row **ret, siz
 int state_image_insert(struct state *s, const struct image_row *i);
 int state_image_delete(struct state *s, const char *name);
 int state_image_list(struct state *s, struct image_row **ret, size_t *ret_n);
+
+int state_token_insert(struct state *s, const struct token_row *t); /* -EEXIST on duplicate */
+int state_token_delete(struct state *s, const char *name);          /* -ENOENT if missing */
+/* All rows, ordered by name; free() the array. */
+int state_token_list(struct state *s, struct token_row **ret, size_t *ret_n);

@@ -4,8 +4,9 @@ The registry is Debian's docker-registry, started inside the test daemon's netwo
 127.0.0.1:5000, fronted on 127.0.0.1:5001 by registry_proxy.py, which demands Docker Hub's
 Bearer-token dance. Pulls reach only public addresses unless paddockd allows a registry, so
 the daemons here run with --insecure-registry for both (plain http to loopback; see also
-test_registry_ssrf.py). Images are OCI layouts made with umoci (plus hand-made blobs for an opaque
-directory, a zstd layer and a multi-platform index) and pushed with skopeo."""
+tests/security/test_network_escapes.py). Images are OCI layouts made with umoci (plus hand-made
+blobs for an opaque directory, a zstd layer and a multi-platform index) and pushed with
+skopeo."""
 import glob
 import io
 import json
@@ -13,9 +14,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import tempfile
-import time
 
 import pytest
 
@@ -538,6 +539,61 @@ def test_build_errors_leave_nothing(daemon, local_mirror):
     assert r.status == 409
     assert daemon.cli("image", "build", check=False).returncode == 2
     assert partials(daemon) == [] and image_names(daemon) == ["base"]
+
+
+# A proxy that logs each request line and answers 404: apt asks it for the mirror's files.
+LOGGING_PROXY = r"""
+import socket, sys
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", 0)); srv.listen(16)
+print(srv.getsockname()[1], flush=True)
+log = open(sys.argv[1], "a")
+while True:
+    c, _ = srv.accept()
+    c.settimeout(10)
+    try:
+        head = c.recv(65536).decode("latin-1")
+        log.write(head.split("\r\n", 1)[0] + "\n"); log.flush()
+        c.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    except OSError:
+        pass
+    c.close()
+"""
+
+
+def test_build_takes_the_hosts_apt_mirror_and_proxy(make_daemon, tmp_path):
+    """Without --mirror a build uses the archive and the proxy of the host's apt (here a
+    --apt-config directory: the daemon's own test host keeps its /etc/apt)."""
+    apt = tmp_path / "apt"
+    (apt / "sources.list.d").mkdir(parents=True)
+    log = tmp_path / "proxy.log"
+    d = make_daemon(extra_args=["--apt-config", str(apt)])
+    subprocess.run(["ip", "-n", d.netns, "link", "set", "lo", "up"], check=True)
+    proxy = subprocess.Popen(["nsenter", "--net=" + d.netns_path, sys.executable, "-c",
+                              LOGGING_PROXY, str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proxy.stdout.readline())
+        # no source yet: a clear error, nothing left behind
+        p = d.cli("image", "build", "x", check=False, timeout=60)
+        assert p.returncode == 1 and "no Debian mirror to build from" in p.err, p.err
+        assert "--mirror" in p.err and partials(d) == []
+        (apt / "sources.list.d" / "debian.sources").write_text(
+            "Types: deb\nURIs: http://mirror.paddock.test/debian\nSuites: bookworm "
+            "bookworm-updates\nComponents: main\n\nTypes: deb\nURIs: http://security.paddock."
+            "test/debian-security\nSuites: bookworm-security\nComponents: main\n")
+        (apt / "apt.conf").write_text('Acquire::http::Proxy "http://127.0.0.1:%d";\n' % port)
+        p = d.cli("image", "build", "x", check=False, timeout=300)
+        assert p.returncode == 1, p.err
+        assert "mirror http://mirror.paddock.test/debian (the host's apt: %s)" % (
+            apt / "sources.list.d" / "debian.sources") in p.err, p.err
+        # apt went to the host's mirror, through the host's proxy
+        asked = log.read_text()
+        assert "GET http://mirror.paddock.test/debian/dists/bookworm/" in asked, asked
+        assert "security" not in asked, asked
+        assert partials(d) == [] and image_names(d) == ["base"]
+    finally:
+        proxy.kill()
+        proxy.wait()
 
 
 def descendants(pid):

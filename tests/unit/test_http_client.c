@@ -6,10 +6,14 @@
  * The unit-test build links only libpaddock.a, and the client lives in the CLI, so its sources
  * are compiled into this file (as test_supervise.c does with daemon files). */
 #include "../../src/cli/client.c"
+#include "../../src/cli/hostkey.c"
 #include "../../src/cli/http1.c"
+#include "../../src/cli/tls.c"
+#include "../../src/cli/transport.c"
 
 #include "unit.h"
 
+#include <ctype.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -728,8 +732,74 @@ static void test_client_escape(void)
         free(e);
 }
 
+/* ---- --host URLs and fingerprints (transport.c, hostkey.c) --------------------------------- */
+
+static void test_endpoint_parse(void)
+{
+        struct endpoint ep;
+        const char *why = NULL;
+        CHECK_EQ_INT(endpoint_parse("https://Build1.Example.NET:7443", &ep, &why), 0);
+        CHECK(ep.kind == TRANSPORT_TLS);
+        CHECK_EQ_STR(ep.host, "build1.example.net");
+        CHECK_EQ_STR(ep.authority, "build1.example.net:7443");
+        CHECK_EQ_INT(endpoint_parse("https://10.0.0.1/", &ep, &why), 0);
+        CHECK_EQ_STR(ep.authority, "10.0.0.1:443");
+        CHECK_EQ_INT(endpoint_parse("https://[0:0::1]:8443", &ep, &why), 0);
+        CHECK_EQ_STR(ep.host, "::1");
+        CHECK_EQ_STR(ep.authority, "[::1]:8443");
+        CHECK_EQ_INT(endpoint_parse("http://127.0.0.1:8080", &ep, &why), 0);
+        CHECK(ep.kind == TRANSPORT_TCP);
+        CHECK_EQ_INT(endpoint_parse("http://[::1]:80", &ep, &why), 0);
+        CHECK_EQ_INT(endpoint_parse("unix:///run/p.sock", &ep, &why), 0);
+        CHECK(ep.kind == TRANSPORT_UNIX);
+        CHECK_EQ_STR(ep.socket_path, "/run/p.sock");
+        static const char *const bad[] = {
+            "http://10.0.0.1:80", "http://localhost:80", "http://[2001:db8::1]:80",
+            "https://", "https://:1", "https://h:0", "https://h:65536", "https://h:1x",
+            "https://h:1/v1", "https://h?x", "https://u@h:1", "https://a:b:1", "https://[::1",
+            "https://[nothex]:1", "https://[::1]x", "https://h o:1", "ftp://h:1", "unix://rel",
+            "h:1",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                why = NULL;
+                CHECK_EQ_INT(endpoint_parse(bad[i], &ep, &why), -EINVAL);
+                CHECK(why != NULL);
+        }
+}
+
+static void test_hostkey_text(void)
+{
+        uint8_t k[HOSTKEY_LEN], back[HOSTKEY_LEN];
+        for (size_t i = 0; i < HOSTKEY_LEN; i++)
+                k[i] = (uint8_t)(i * 37 + 5);
+        char text[HOSTKEY_TEXT_MAX];
+        hostkey_format(k, text);
+        CHECK_EQ_INT((int)strlen(text), HOSTKEY_TEXT_MAX - 1);
+        CHECK(strncmp(text, "sha256:05:2A:4F:", 16) == 0);
+        CHECK_EQ_INT(hostkey_parse(text, back), 0);
+        CHECK(memcmp(k, back, HOSTKEY_LEN) == 0);
+        /* without the prefix, without colons, in lower case */
+        char bare[HOSTKEY_LEN * 2 + 1], *o = bare;
+        for (const char *s = text + 7; *s; s++)
+                if (*s != ':')
+                        *o++ = (char)tolower((unsigned char)*s);
+        *o = 0;
+        memset(back, 0, sizeof(back));
+        CHECK_EQ_INT(hostkey_parse(bare, back), 0);
+        CHECK(memcmp(k, back, HOSTKEY_LEN) == 0);
+        CHECK_EQ_INT(hostkey_parse("sha256:AB:CD", back), -EINVAL);
+        CHECK_EQ_INT(hostkey_parse("", back), -EINVAL);
+        char longer[HOSTKEY_TEXT_MAX + 4];
+        snprintf(longer, sizeof(longer), "%s:00", text);
+        CHECK_EQ_INT(hostkey_parse(longer, back), -EINVAL);
+        text[10] = 'G';
+        CHECK_EQ_INT(hostkey_parse(text, back), -EINVAL);
+}
+
 int main(void)
 {
+        RUN(test_endpoint_parse);
+        RUN(test_hostkey_text);
         RUN(test_http1_content_length);
         RUN(test_http1_chunked);
         RUN(test_http1_no_body);

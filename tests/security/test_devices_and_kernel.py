@@ -1,4 +1,7 @@
-"""Kernel interfaces that leak host activity are masked in both kinds, and the masks hold
+"""Devices and kernel interfaces. Terminal injection (TIOCSTI, TIOCLINUX) from inside a
+session is tested with the shells in tests/integration/test_shell.py.
+
+Kernel interfaces that leak host activity are masked in both kinds, and the masks hold
 against the environment's root: reads give nothing, writes fail, umount fails, and a fresh
 procfs is refused. Masks are mounts made by host root in a mount namespace owned by the host's
 user namespace; see rootfs.c (mask_one, readonly_one) and docs/security.md."""
@@ -39,8 +42,8 @@ done
 """
 
 
-def create(daemon, name, kind):
-    return daemon.create(name, "--" + kind)
+def create(daemon, name, kind, *opts):
+    return daemon.create(name, "--" + kind, *opts)
 
 
 def host_exists(path):
@@ -204,3 +207,108 @@ def test_kernel_refuses_unmasking_without_seccomp(daemon, kind):
     assert out["fresh"]["tmpfs"] == 0, out
     assert out["fresh"]["proc"] == "EPERM", out  # mount_too_revealing
 
+
+def stat_tty_session(stat_line):
+    """(session, tty_nr) from a /proc/PID/stat line."""
+    fields = stat_line[stat_line.rindex(")") + 2:].split()
+    return int(fields[3]), int(fields[4])
+
+
+def test_environments_never_get_the_daemons_terminal(daemon):
+    """paddockd started by hand in a terminal: nothing inside an environment (PID 1, an exec, a
+    background process) may have that terminal, or it could take its foreground (tcsetpgrp)
+    and read the admin's keystrokes."""
+    master, slave = os.openpty()
+    try:
+        daemon.ctty = slave
+        daemon.restart()
+        with open("/proc/%d/stat" % daemon.pid) as f:
+            assert stat_tty_session(f.read())[1] != 0  # the daemon has it: the test can fail
+        for kind in ("computer", "sandbox"):
+            env = "tty-" + kind
+            create(daemon, env, kind)
+            out = daemon.sh(env, "cat /proc/1/stat; cat /proc/self/stat; "
+                                 "if (exec 3</dev/tty) 2>/dev/null; then echo OPENED; "
+                                 "else echo REFUSED; fi")
+            lines = out.splitlines()
+            for line in lines[:2]:
+                assert stat_tty_session(line)[1] == 0, line  # no controlling terminal
+            assert lines[2] == "REFUSED", out
+            pid = daemon.cli("exec", "-d", env, "--", "cat", "/proc/self/stat").out.strip()
+            daemon.cli("wait", env, pid)
+            logs = daemon.cli("logs", env, pid).out
+            assert stat_tty_session(logs.strip())[1] == 0, logs  # background processes too
+    finally:
+        daemon.ctty = None
+        daemon.restart()  # without the terminal: closing it hangs up its session
+        os.close(slave)
+        os.close(master)
+
+
+# CVE-2022-0492: a process that could write a cgroup v1 hierarchy's release_agent had the
+# kernel run a program of its choice as host root. The environment's root can mount nothing
+# (seccomp, and no CAP_SYS_ADMIN over its mount namespace). The probe goes further than it can:
+# it joins the environment's namespaces with every capability of its user namespace and
+# unshares a mount and cgroup namespace of its own, where the kernel lets it mount an existing
+# v1 hierarchy (rooted at its own cgroup); release_agent and the limits there must still refuse
+# it (release_agent wants CAP_SYS_ADMIN in the host's user namespace; the cgroup files belong to
+# host root, which its namespace does not map).
+RELEASE_AGENT_PROBE = textwrap.dedent(r"""
+    import ctypes, errno, json, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    CLONE_NEWNS, CLONE_NEWCGROUP, MNT_DETACH = 0x00020000, 0x02000000, 2
+    pid1 = int(sys.argv[1])
+    fds = [os.open("/proc/%d/ns/%s" % (pid1, ns), os.O_RDONLY) for ns in ("mnt", "pid", "user")]
+    for fd in fds:
+        assert libc.setns(fd, 0) == 0, os.strerror(ctypes.get_errno())
+    os.setgroups([]); os.setresgid(0, 0, 0); os.setresuid(0, 0, 0)
+    def call(name, *args):
+        r = getattr(libc, name)(*args)
+        return 0 if r >= 0 else errno.errorcode[ctypes.get_errno()]
+    def write(path, data):
+        try:
+            with open(path, "w") as f:
+                f.write(data)
+            return "WROTE"
+        except OSError as e:
+            return errno.errorcode[e.errno]
+    out = {"unshare": call("unshare", CLONE_NEWNS | CLONE_NEWCGROUP), "mounts": {}, "writes": {}}
+    os.makedirs("/tmp/cg", exist_ok=True)
+    for opts in ("memory", "pids", "none,name=paddock-probe"):
+        r = call("mount", b"cgroup", b"/tmp/cg", b"cgroup", 0, opts.encode())
+        out["mounts"][opts] = r
+        if r != 0:
+            continue
+        for f in ("release_agent", "notify_on_release", "memory.limit_in_bytes", "pids.max",
+                  "cgroup.procs"):
+            if os.path.exists("/tmp/cg/" + f):
+                out["writes"]["%s:%s" % (opts, f)] = write("/tmp/cg/" + f, "/x" if f == "release_agent" else "1")
+        call("umount2", b"/tmp/cg", MNT_DETACH)
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_cgroup_v1_release_agent(daemon, kind):
+    """CVE-2022-0492 (cgroup v1 release_agent escape)."""
+    pid1 = create(daemon, "ra-" + kind, kind)["pid"]
+    for opts in ("memory", "rdma", "none,name=x"):
+        r = daemon.exec("ra-" + kind, ["sh", "-c", "mkdir -p /tmp/cg && mount -t cgroup -o %s "
+                                                   "cgroup /tmp/cg" % opts])
+        assert r["exit_code"] != 0, (opts, r)
+    # a release_agent in whatever cgroup view is mounted inside cannot be written
+    out = daemon.sh("ra-" + kind, "for f in $(find /sys/fs/cgroup -maxdepth 2 -name release_agent "
+                                  "2>/dev/null); do (echo /x > $f) 2>/dev/null && echo WROTE $f; "
+                                  "done; echo checked")
+    assert out == "checked\n", out
+    p = subprocess.run([sys.executable, "-c", RELEASE_AGENT_PROBE, str(pid1)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    res = json.loads(p.stdout)
+    assert res["unshare"] == 0, res  # the probe really has the namespace's capabilities
+    assert "WROTE" not in res["writes"].values(), res
+    if res["mounts"].get("memory") == 0:  # cgroup v1 here: the files were there to try
+        # rooted at its own cgroup, the mount has no release_agent at all (only a hierarchy's
+        # root has one), and its own limit is not its to raise
+        assert res["writes"].get("memory:release_agent", "EACCES") in ("EPERM", "EACCES"), res
+        assert res["writes"]["memory:memory.limit_in_bytes"] == "EACCES", res

@@ -1,5 +1,5 @@
 """Fake registries and a connection catcher for the registry-destination tests
-(test_registry_ssrf.py). Every server listens on [::] (IPv4 too), inside the test daemon's
+(tests/security/test_network_escapes.py). Every server listens on [::] (IPv4 too), inside the test daemon's
 network namespace, so one port answers on every address the test put on its dummy interface.
 
     python3 fake_registry.py LOGFILE CONFIG.json

@@ -1,11 +1,12 @@
-"""What an environment can see and do: namespaces, identity, confinement of both kinds."""
+"""Namespaces and capabilities: what an environment is (its own pid, uts, user and mount
+namespaces, a private id range) and the exact confinement of PID 1 and of every exec in both
+kinds (capabilities, no_new_privs, seccomp; no user, mount or network namespaces of its own)."""
 import os
 import subprocess
-import uuid
 
 import pytest
 
-from conftest import pid_alive, proc_status, wait_for
+from conftest import proc_status, wait_for
 
 KINDS = ["computer", "sandbox"]
 DOCKER_CAPS = "00000000a80425fb"
@@ -60,30 +61,6 @@ def test_only_own_processes_are_visible(daemon, kind):
     finally:
         canary.kill()
         canary.wait()
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_host_files_are_not_visible(daemon, kind):
-    create(daemon, "f1", kind)
-    tag = "paddock-it-canary-" + uuid.uuid4().hex[:12]
-    host_files = ["/root/" + tag, os.path.join(daemon.tmp, tag), "/var/tmp/" + tag]
-    try:
-        for f in host_files:
-            with open(f, "w") as fh:
-                fh.write("secret\n")
-        for f in host_files:
-            r = daemon.exec("f1", ["cat", f])
-            assert r["exit_code"] != 0 and "secret" not in r["stdout"], (f, r)
-        assert tag not in daemon.sh("f1", "ls -a /root /var/tmp")
-        r = daemon.exec("f1", ["sh", "-c", "find / -xdev -name '%s*' 2>/dev/null; true" % tag[:20]])
-        assert tag not in r["stdout"], r
-        # neither the daemon's state directory nor its socket are reachable
-        for p in (daemon.root, daemon.sock, daemon.env_dir("f1")):
-            assert daemon.exec("f1", ["test", "-e", p])["exit_code"] == 1, p
-    finally:
-        for f in host_files:
-            if os.path.exists(f):
-                os.unlink(f)
 
 
 def test_environments_do_not_see_each_other(daemon):
@@ -148,30 +125,6 @@ def test_two_daemons_get_disjoint_id_ranges(make_daemon, shared_registry):
         assert a1 <= b0, ranges
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_network_is_loopback_only_and_up(daemon, kind):
-    """Mode none (the sandbox default; computers default to open) is loopback only."""
-    create(daemon, "n1", kind, "--net", "none")
-    dev = daemon.sh("n1", "cat /proc/net/dev")
-    ifaces = [l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l]
-    assert ifaces == ["lo"], dev
-    link = daemon.sh("n1", "ip link")
-    assert "lo:" in link and "UP" in link, link
-    # loopback works: a TCP round trip on 127.0.0.1 inside the environment
-    # The listener's input stays open a while (sleep 3) so it cannot finish before it has read the
-    # connection; the client starts once /proc/net/tcp{,6} shows the port (0x3039) listening. On
-    # failure the output shows the sockets and processes.
-    out = daemon.sh("n1", "cd /tmp && (sleep 3 2>/dev/null | nc -l -p 12345 > got 2>/dev/null &) ; i=0; "
-                          "while ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -qE ':3039 0+:0000 0A' && "
-                          "[ $i -lt 150 ]; do "
-                          "sleep 0.1; i=$((i+1)); done; "
-                          "i=0; while [ $i -lt 50 ]; do echo ping | nc 127.0.0.1 12345 && break; "
-                          "i=$((i+1)); sleep 0.1; done; "
-                          "i=0; while [ ! -s got ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; "
-                          "cat got; [ -s got ] || { echo NO-DATA; cat /proc/net/tcp /proc/net/tcp6; ps; }")
-    assert out == "ping\n", out
-
-
 def test_sandbox_confinement(daemon):
     daemon.create("sb")
     st = status_lines(daemon.sh("sb", "cat /proc/self/status"))
@@ -220,72 +173,3 @@ def test_exec_has_exactly_pid1_confinement(daemon, kind):
     a, b = status_lines(pid1), status_lines(self_)
     assert set(a) == set(CONFINEMENT_KEYS), a
     assert a == b
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_exec_has_no_leaked_fds(daemon, kind):
-    create(daemon, "fd", kind)
-    for user in (None, "1000"):
-        kw = {"user": user} if user else {}
-        out = daemon.exec("fd", ["ls", "/proc/self/fd"], **kw)
-        fds = sorted(int(x) for x in out["stdout"].split())
-        # 0, 1, 2 and the directory ls itself has open
-        assert fds[:3] == [0, 1, 2] and len(fds) <= 4, (user, out)
-    out = daemon.cli("exec", "fd", "--", "ls", "/proc/self/fd").out
-    assert len(out.split()) <= 4 and out.split()[:3] == ["0", "1", "2"], out
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_pid1_holds_no_host_files(daemon, kind):
-    """PID 1 of an environment must not keep files of the host open (e.g. the daemon's log):
-    root inside a computer may ptrace its own PID 1 and write through them."""
-    e = create(daemon, "h1", kind)
-    pid = e["pid"]
-    fddir = "/proc/%d/fd" % pid
-    bad = {}
-    for fd in os.listdir(fddir):
-        try:
-            t = os.readlink(os.path.join(fddir, fd))
-        except OSError:
-            continue
-        if t.startswith("/") and t != "/dev/null":
-            bad[int(fd)] = t
-    assert bad == {}, "PID 1 (host pid %d) holds host files open: %s" % (pid, bad)
-    assert pid_alive(pid)
-
-
-def stat_tty_session(stat_line):
-    """(session, tty_nr) from a /proc/PID/stat line."""
-    fields = stat_line[stat_line.rindex(")") + 2:].split()
-    return int(fields[3]), int(fields[4])
-
-
-def test_environments_never_get_the_daemons_terminal(daemon):
-    """paddockd started by hand in a terminal: nothing inside an environment (PID 1, an exec, a
-    background process) may have that terminal, or it could take its foreground (tcsetpgrp)
-    and read the admin's keystrokes."""
-    master, slave = os.openpty()
-    try:
-        daemon.ctty = slave
-        daemon.restart()
-        with open("/proc/%d/stat" % daemon.pid) as f:
-            assert stat_tty_session(f.read())[1] != 0  # the daemon has it: the test can fail
-        for kind in ("computer", "sandbox"):
-            env = "tty-" + kind
-            create(daemon, env, kind)
-            out = daemon.sh(env, "cat /proc/1/stat; cat /proc/self/stat; "
-                                 "if (exec 3</dev/tty) 2>/dev/null; then echo OPENED; "
-                                 "else echo REFUSED; fi")
-            lines = out.splitlines()
-            for line in lines[:2]:
-                assert stat_tty_session(line)[1] == 0, line  # no controlling terminal
-            assert lines[2] == "REFUSED", out
-            pid = daemon.cli("exec", "-d", env, "--", "cat", "/proc/self/stat").out.strip()
-            daemon.cli("wait", env, pid)
-            logs = daemon.cli("logs", env, pid).out
-            assert stat_tty_session(logs.strip())[1] == 0, logs  # background processes too
-    finally:
-        daemon.ctty = None
-        daemon.restart()  # without the terminal: closing it hangs up its session
-        os.close(slave)
-        os.close(master)

@@ -1,4 +1,4 @@
-"""Integration test harness for Paddock: private paddockd instances driven through the real
+"""Test harness for Paddock's integration (tests/integration) and security (tests/security) tests: private paddockd instances driven through the real
 CLI and the raw HTTP API.
 
 Every daemon gets its own state directory under /var/tmp/paddock-it-*, its own socket, its own
@@ -8,7 +8,7 @@ namespace and the directories, and then fails the test if anything leaked: mount
 state directory, cgroups of the daemon's subtree, or processes that belong to the daemon.
 
 Run as root with Debian's python:
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration tests/security
 PADDOCK_BUILD selects the directory holding paddockd, paddock and paddock-init
 (default: <repo>/build).
 """
@@ -25,9 +25,14 @@ import tempfile
 import termios
 import time
 
+import sys
+
 import pytest
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+# Helper modules both suites import (wsclient, oci_layout, registry_proxy).
+sys.path.insert(0, os.path.join(HERE, "integration"))
 BUILD = os.path.abspath(os.environ.get("PADDOCK_BUILD", os.path.join(REPO, "build")))
 PADDOCKD = os.path.join(BUILD, "paddockd")
 PADDOCK = os.path.join(BUILD, "paddock")

@@ -1,4 +1,9 @@
-"""Registry destinations (docs/security.md): a pull connects only to public addresses unless
+"""Network escapes. An environment with network mode none has loopback only. The egress
+policies (none / allowlist / open-but-never-the-host, DNS-enforced allowlists, the host and
+other environments unreachable) are tested in tests/integration/test_network.py, next to the
+network set-up they need.
+
+Registry destinations (docs/security.md): a pull connects only to public addresses unless
 paddockd --allow-registry / --insecure-registry names the host -- the registry itself, its token
 realm and every redirect target alike -- so an API client that may pull cannot use the daemon
 to reach the host's private network.
@@ -18,6 +23,8 @@ import signal
 import pytest
 
 from conftest import PADDOCKD, wait_for
+
+KINDS = ["computer", "sandbox"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CATCH = 5443
@@ -219,3 +226,31 @@ def test_bad_registry_flags_are_refused_at_start():
                         ("--allow-registry", "host:99999"), ("--allow-registry", "user@host")]:
         p = subprocess.run([PADDOCKD, flag, value, "--version"], capture_output=True, text=True)
         assert p.returncode != 0 and "use HOST[:PORT]" in p.stderr, (flag, value, p.stderr)
+
+
+def create(daemon, name, kind, *opts):
+    return daemon.create(name, "--" + kind, *opts)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_network_is_loopback_only_and_up(daemon, kind):
+    """Mode none (the sandbox default; computers default to open) is loopback only."""
+    create(daemon, "n1", kind, "--net", "none")
+    dev = daemon.sh("n1", "cat /proc/net/dev")
+    ifaces = [l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l]
+    assert ifaces == ["lo"], dev
+    link = daemon.sh("n1", "ip link")
+    assert "lo:" in link and "UP" in link, link
+    # loopback works: a TCP round trip on 127.0.0.1 inside the environment
+    # The listener's input stays open a while (sleep 3) so it cannot finish before it has read the
+    # connection; the client starts once /proc/net/tcp{,6} shows the port (0x3039) listening. On
+    # failure the output shows the sockets and processes.
+    out = daemon.sh("n1", "cd /tmp && (sleep 3 2>/dev/null | nc -l -p 12345 > got 2>/dev/null &) ; i=0; "
+                          "while ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -qE ':3039 0+:0000 0A' && "
+                          "[ $i -lt 150 ]; do "
+                          "sleep 0.1; i=$((i+1)); done; "
+                          "i=0; while [ $i -lt 50 ]; do echo ping | nc 127.0.0.1 12345 && break; "
+                          "i=$((i+1)); sleep 0.1; done; "
+                          "i=0; while [ ! -s got ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; "
+                          "cat got; [ -s got ] || { echo NO-DATA; cat /proc/net/tcp /proc/net/tcp6; ps; }")
+    assert out == "ping\n", out
