@@ -32,7 +32,7 @@ RESULTS = os.path.join(REPO, "bench", "results-sdk-python.md")
 
 def load_harness():
     spec = importlib.util.spec_from_file_location(
-        "paddock_it_conftest", os.path.join(REPO, "tests", "integration", "conftest.py"))
+        "paddock_it_conftest", os.path.join(REPO, "tests", "conftest.py"))
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m

@@ -6,7 +6,7 @@
         print(env.exec("echo hello").text)
 
 Standard library only; Python 3.9 or later."""
-from .client import Envs, Paddock, __version__
+from .client import Envs, Event, Paddock, Tokens, __version__
 from .env import Env, Files, OutputStream, Process, Procs, Watch
 from .errors import (CommandTimeout, Conflict, ConnectionError, Forbidden, InsufficientStorage,
                      InvalidArgument, MethodNotAllowed, NotFound, PaddockError, ProtocolError,
@@ -16,7 +16,7 @@ from .pty import PtySession
 from .results import CommandFailed, ExecResult, FileInfo, Snapshot, WatchEvent
 
 __all__ = [
-    "Paddock", "Envs", "Env", "Files", "Procs", "Process", "OutputStream", "Watch",
+    "Paddock", "Envs", "Tokens", "Event", "Env", "Files", "Procs", "Process", "OutputStream", "Watch",
     "PtySession", "ExecResult", "CommandFailed", "FileInfo", "Snapshot", "WatchEvent",
     "PaddockError", "InvalidArgument", "Unauthorized", "Forbidden", "QuotaExceeded",
     "NotFound", "MethodNotAllowed", "Conflict", "TooLarge", "Unprocessable", "RateLimited",

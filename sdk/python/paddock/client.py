@@ -5,6 +5,7 @@ import uuid
 from . import errors
 from ._transport import DEFAULT_SOCKET, Transport, _UNSET
 from .env import Env, _q
+from .results import Record
 
 __version__ = "0.1.0"
 
@@ -46,6 +47,7 @@ class Paddock:
                                     fingerprint=fingerprint, ca=ca, timeout=timeout,
                                     version=__version__)
         self.envs = Envs(self)
+        self.tokens = Tokens(self)
 
     @property
     def where(self):
@@ -59,6 +61,31 @@ class Paddock:
     def images(self):
         """The images (name, size, created_at, used_by). ``GET /v1/images``"""
         return self._transport.json("GET", "/v1/images").get("images", [])
+
+    def events(self, env=None, types=None):
+        """Lifecycle events as they happen (nothing is replayed): an iterator of
+        :class:`Event` (``time``, ``type``, ``env`` and the type's fields), optionally only of
+        one environment and of some types (a list or ``"a,b"``). Ends on ``close()`` (or
+        ``with``), or after an ``overflow`` event when it fell behind.
+        ``GET /v1/events?env=&type=``"""
+        from .env import Watch
+        if isinstance(types, (list, tuple)):
+            types = ",".join(types)
+        s = self._transport.request("GET", "/v1/events", query={"env": env, "type": types},
+                                    stream=True, timeout=None)
+        return Watch(s, Event)
+
+    def audit(self, env=None, token=None, since=None, limit=None):
+        """Records of the audit log, oldest first (dicts: ``time``, ``token``, ``action``,
+        ``env``, ``status``, ...). ``since``: a duration back from now or an RFC 3339 time;
+        ``token=""``: the local administrator. ``GET /v1/audit``"""
+        j = self._transport.json("GET", "/v1/audit", query={"env": env, "token": token,
+                                                            "since": since, "limit": limit})
+        return j.get("records", [])
+
+    def metrics(self):
+        """The Prometheus text exposition. ``GET /metrics``"""
+        return self._transport.request("GET", "/metrics")[2].decode("utf-8")
 
     def close(self):
         self._transport.close()
@@ -143,3 +170,44 @@ class Envs:
             return True
         except errors.NotFound:
             return False
+
+
+class Event(Record):
+    """A lifecycle event: ``time``, ``type`` (``created``, ``started``, ``stopped``, ``exec_exited``,
+    ...), ``env``, and the fields of its type."""
+
+    @property
+    def type(self):
+        return self.data.get("type")
+
+    @property
+    def env(self):
+        return self.data.get("env")
+
+
+class Tokens:
+    """API tokens (``client.tokens``); administrators only."""
+
+    def __init__(self, client):
+        self._t = client._transport
+
+    def create(self, name, admin=False, max_envs=None, max_cpus=None, max_memory=None,
+               max_disk=None, rate=None, expires=None):
+        """Make a token -> the token object (a dict) with ``"secret"``, shown only this once.
+        Quotas left out (or ``None``) are unlimited; ``rate`` requests per second (a number or
+        ``"10/s"``); ``expires`` a duration from now. ``POST /v1/tokens``"""
+        body = {"name": name, "admin": bool(admin)}
+        for k, v in (("max_envs", max_envs), ("max_cpus", max_cpus),
+                     ("max_memory", max_memory), ("max_disk", max_disk), ("rate", rate),
+                     ("expires", expires)):
+            if v is not None:
+                body[k] = v
+        return self._t.json("POST", "/v1/tokens", json_body=body)
+
+    def list(self):
+        """The token objects (never their secrets), in name order. ``GET /v1/tokens``"""
+        return self._t.json("GET", "/v1/tokens").get("tokens", [])
+
+    def remove(self, name):
+        """Revoke a token at once (its open sessions end). ``DELETE /v1/tokens/{name}``"""
+        self._t.json("DELETE", "/v1/tokens/" + _q(name))

@@ -126,6 +126,11 @@ class Env:
         return (self.data.get("network") or {}).get("ip")
 
     @property
+    def owner(self):
+        """The token that created it; ``None``: the administrator."""
+        return self.data.get("owner")
+
+    @property
     def network_policy(self):
         return self.data.get("network") or {}
 
@@ -525,9 +530,9 @@ class Watch:
     """Iterator of :class:`WatchEvent` (keep-alive lines are skipped). Ends when the directory
     is removed or the environment stops; ``close()`` (or ``with``) ends the watch."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, kind=WatchEvent):
         self._s = stream
-        self._it = (WatchEvent(j) for j in stream.lines())
+        self._it = (kind(j) for j in stream.lines())
 
     def __iter__(self):
         return self

@@ -21,17 +21,14 @@ SDK = os.path.join(REPO, "sdk", "python")
 if SDK not in sys.path:
     sys.path.insert(0, SDK)
 
-# The integration harness (Daemon, image building, leak checks), loaded under its own name so
-# it does not clash with this conftest.
-_spec = importlib.util.spec_from_file_location(
-    "paddock_it_conftest", os.path.join(REPO, "tests", "integration", "conftest.py"))
+# The integration harness (Daemon, image building, leak checks): tests/conftest.py, a parent
+# conftest that pytest loads by itself (its fixtures image_dir, make_daemon, daemon apply here
+# too). It is loaded once more under its own name for its classes.
+_HARNESS = os.path.join(REPO, "tests", "conftest.py")
+_spec = importlib.util.spec_from_file_location("paddock_it_conftest", _HARNESS)
 it = importlib.util.module_from_spec(_spec)
 sys.modules["paddock_it_conftest"] = it
 _spec.loader.exec_module(it)
-
-pytest_configure = it.pytest_configure
-image_dir = it.image_dir
-make_daemon = it.make_daemon
 
 import paddock  # noqa: E402
 

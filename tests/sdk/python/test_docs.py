@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 DOC = os.path.join(REPO, "docs", "sdk-python.md")
 API_MD = os.path.join(REPO, "docs", "API.md")
-ROUTE = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE) (/v1/[^\s`?,)]*)")
+ROUTE = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE) (/v1/[^\s`?,)]*|/metrics)")
 
 
 def python_blocks():
@@ -100,7 +100,8 @@ NO_REQUEST = {"Paddock.close"}
 
 
 def public_methods():
-    for cls in (paddock.Paddock, paddock.Envs, paddock.Env, paddock.Procs, paddock.Files):
+    for cls in (paddock.Paddock, paddock.Envs, paddock.Env, paddock.Procs, paddock.Files,
+                paddock.Tokens):
         for n, f in inspect.getmembers(cls, inspect.isfunction):
             if not n.startswith("_"):
                 yield "%s.%s" % (cls.__name__, n), f

@@ -229,57 +229,71 @@ def test_https_never_skips_verification(client, tls_proxy, sandbox):
 # --------------------------------------------------------------------------- tokens
 
 
-def _tokens_or_skip(sdk_daemon):
-    r = sdk_daemon.api("GET", "/v1/tokens")
-    if r.status == 404:
-        pytest.skip("the daemon has no /v1/tokens yet (tokens land with the gateway)")
-    assert r.status == 200, r
-    return r
-
-
-def _make_token(sdk_daemon, tname, **kw):
-    body = dict(name=tname, **kw)
-    r = sdk_daemon.api("POST", "/v1/tokens", body)
-    assert r.status in (200, 201), r
-    secrets = [v for v in _walk(r.json) if isinstance(v, str) and v.startswith("pdk_")]
-    assert len(secrets) == 1, r.json
-    return secrets[0]
-
-
-def _walk(j):
-    if isinstance(j, dict):
-        for v in j.values():
-            yield from _walk(v)
-    elif isinstance(j, list):
-        for v in j:
-            yield from _walk(v)
-    else:
-        yield j
-
-
 def test_agent_tokens_on_the_socket_and_over_tls(client, sdk_daemon, tls_proxy, name):
-    _tokens_or_skip(sdk_daemon)
-    a = _make_token(sdk_daemon, name + "-a")
-    b = _make_token(sdk_daemon, name + "-b")
+    a = client.tokens.create(name + "-a")
+    b = client.tokens.create(name + "-b", max_envs=1)
+    assert a["secret"].startswith("pdk_") and len(a["secret"]) == 47
+    listed = {t["name"]: t for t in client.tokens.list()}
+    assert listed[name + "-b"]["max_envs"] == 1 and "secret" not in listed[name + "-a"]
     try:
-        ca = paddock.Paddock(socket=sdk_daemon.sock, token=a)
+        ca = paddock.Paddock(socket=sdk_daemon.sock, token=a["secret"])
         env = ca.envs.create(name)
+        assert env.owner == name + "-a"
         assert env.exec("echo mine").text == "mine\n"
         assert [e.name for e in ca.envs.list()] == [name]
         assert name in [e.name for e in client.envs.list()]  # the administrator sees it
-        cb = paddock.Paddock(host=tls_proxy.url, fingerprint=tls_proxy.fingerprint, token=b)
+        cb = paddock.Paddock(host=tls_proxy.url, fingerprint=tls_proxy.fingerprint,
+                             token=b["secret"])
         with pytest.raises(paddock.NotFound):
             cb.envs.get(name)  # another token's environment does not exist for it
         assert cb.envs.list() == []
+        cb.envs.create(name + "-b1")
+        with pytest.raises(paddock.QuotaExceeded) as ei:
+            cb.envs.create(name + "-b2")
+        assert ei.value.status == 403 and "max-envs" in ei.value.message
+        with pytest.raises(paddock.Forbidden):
+            cb.tokens.list()  # agent tokens do not manage tokens
         over_tls = paddock.Paddock(host=tls_proxy.url, fingerprint=tls_proxy.fingerprint,
-                                   token=a)
+                                   token=a["secret"])
         assert over_tls.envs.get(name).exec("echo tls").text == "tls\n"
+        with over_tls.envs.get(name).pty(["sh", "-c", "echo pty-token; exit 4"]) as t:
+            assert t.wait(timeout=20) == 4
         with pytest.raises(paddock.Unauthorized):
             paddock.Paddock(socket=sdk_daemon.sock, token="pdk_" + "A" * 43).envs.list()
-        env.destroy()
+        client.tokens.remove(name + "-a")
+        with pytest.raises(paddock.Unauthorized):
+            ca.envs.list()  # revoked at once
+        assert name + "-a" not in [t["name"] for t in client.tokens.list()]
     finally:
         for t in (name + "-a", name + "-b"):
             sdk_daemon.api("DELETE", "/v1/tokens/" + t)
+
+
+def test_events_audit_and_metrics(client, sandbox):
+    with client.events(env=sandbox.name) as events:
+        sandbox.exec(["sh", "-c", "exit 3"])
+        sandbox.pause()
+        sandbox.resume()
+        seen = []
+        for ev in events:
+            seen.append(ev)
+            if ev.type == "resumed":
+                break
+    types = [e.type for e in seen]
+    assert types == ["exec_started", "exec_exited", "paused", "resumed"], types
+    assert seen[1]["exit_code"] == 3 and all(e.env == sandbox.name for e in seen)
+    with client.events(types=["deleted"]) as events:
+        sandbox.destroy()
+        ev = next(iter(events))
+    assert (ev.type, ev.env) == ("deleted", sandbox.name)
+    recs = client.audit(env=sandbox.name, since="10m")
+    execs = [r for r in recs if r["action"] == "POST /v1/envs/{name}/exec"]
+    assert execs and execs[-1]["argv"] == ["sh", "-c", "exit 3"]
+    assert execs[-1]["exit_code"] == 3 and execs[-1]["token"] == ""
+    with pytest.raises(paddock.InvalidArgument):
+        client.audit(since="yesterday-ish")
+    text = client.metrics()
+    assert "# TYPE" in text and "paddock" in text
 
 
 # --------------------------------------------------------------------------- packaging
