@@ -278,7 +278,7 @@ class Env:
 
     # ---- exec
 
-    def _exec_request(self, spec, stdin, stream):
+    def _exec_request(self, spec, stdin):
         """(kwargs for Transport.request) for spec with stdin."""
         if stdin is None:
             return dict(json_body=spec)
@@ -326,7 +326,7 @@ class Env:
                 res = s.result
             res.stdout, res.stderr = b"".join(out), b"".join(err)
         else:
-            kw = self._exec_request(spec, stdin, False)
+            kw = self._exec_request(spec, stdin)
             res = ExecResult.from_json(self._t.json("POST", self._path("/exec"),
                                                     timeout=_sock_timeout(timeout), **kw),
                                        cmd=spec["cmd"])
@@ -344,7 +344,7 @@ class Env:
         ``POST /v1/envs/{name}/exec`` with ``"stream":true`` (NDJSON)"""
         spec = _exec_spec(cmd, env, cwd, user, timeout, max_output)
         spec["stream"] = True
-        kw = self._exec_request(spec, stdin, True)
+        kw = self._exec_request(spec, stdin)
         s = self._t.request("POST", self._path("/exec"), stream=True,
                             timeout=_sock_timeout(timeout), **kw)
         return OutputStream(s, spec["cmd"])
@@ -475,7 +475,7 @@ class Procs:
         ``POST /v1/envs/{name}/exec`` with ``"detach":true``"""
         spec = _exec_spec(cmd, env, cwd, user, timeout, max_output)
         spec["detach"] = True
-        kw = self._env._exec_request(spec, stdin, False)
+        kw = self._env._exec_request(spec, stdin)
         return Process(self, self._t.json("POST", self._env._path("/exec"), **kw))
 
     def list(self):
@@ -696,9 +696,9 @@ class Files:
                     m.linkname = lrel
                 m.name = rel
                 m.mode &= 0o777
-                if os.path.lexists(target) and not os.path.isdir(target) or \
-                        (os.path.islink(target)):
-                    os.unlink(target)
+                if os.path.islink(target) or (os.path.lexists(target) and
+                                              not os.path.isdir(target)):
+                    os.unlink(target)  # replaced, never written through
                 kw = {}
                 if hasattr(tarfile, "tar_filter"):
                     kw["filter"] = "tar"

@@ -358,3 +358,48 @@ def test_pip_installs_it_offline(sdk_daemon):
     finally:
         shutil.rmtree(tgt, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _tar(members):
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, kind, data in members:
+            ti = tarfile.TarInfo(name)
+            if kind == "sym":
+                ti.type, ti.linkname = tarfile.SYMTYPE, data
+                t.addfile(ti)
+            elif kind == "dir":
+                ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+                t.addfile(ti)
+            else:
+                ti.size, ti.mode = len(data), 0o4755
+                t.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_download_never_writes_outside_the_directory(canned, tmp_path):
+    path, h = canned
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    c = paddock.Paddock(socket=path)
+    env = paddock.Env(c, {"name": "x"})
+    cases = {
+        "through-symlink": [("d", "dir", None), ("d/evil", "sym", str(outside)),
+                            ("d/evil/pwned", "file", b"x")],
+        "dotdot": [("d", "dir", None), ("d/../../pwned", "file", b"x")],
+    }
+    for case, members in cases.items():
+        h.answers = {"/v1/envs/x/archive": (200, _tar(members), {}, False)}
+        dst = tmp_path / ("dst-" + case)
+        with pytest.raises(paddock.ProtocolError):
+            env.files.download("/d", str(dst))
+        assert list(outside.iterdir()) == [], case
+        assert not (tmp_path / "pwned").exists()
+    # an ordinary archive: set-id bits are dropped
+    h.answers = {"/v1/envs/x/archive": (200, _tar([("d", "dir", None),
+                                                   ("d/run", "file", b"#!/bin/sh\n")]),
+                                        {}, False)}
+    assert env.files.download("/d", str(tmp_path / "ok")) == 1
+    assert (tmp_path / "ok" / "run").stat().st_mode & 0o7777 == 0o755
