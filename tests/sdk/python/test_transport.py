@@ -1,7 +1,7 @@
 """How the SDK reaches the daemon: configuration from the environment, typed errors for every
 documented error answer, keep-alive and its retry, HTTPS with a pinned fingerprint or a CA
-file (through a TLS-terminating stand-in for the gateway), bearer tokens, Python 3.9, and
-installation with pip."""
+file (through a TLS-terminating stand-in for the gateway), bearer tokens, events, audit, hostile
+archives, Python 3.9 to 3.13 (where installed), and installation with pip."""
 import builtins
 import http.server
 import json
@@ -299,29 +299,55 @@ def test_events_audit_and_metrics(client, sandbox):
 # --------------------------------------------------------------------------- packaging
 
 
-PY39 = "/root/.pyenv/versions/3.9.18/bin/python3.9"
+def _pythons():
+    """Other interpreters on this machine (pyenv's 3.9 to 3.13), to run the SDK under."""
+    base = "/root/.pyenv/versions"
+    found = {}
+    try:
+        for v in sorted(os.listdir(base)):
+            parts = v.split(".")
+            if len(parts) >= 2 and parts[0] == "3" and parts[1].isdigit() and \
+                    int(parts[1]) >= 9 and os.access(os.path.join(base, v, "bin", "python3"),
+                                                     os.X_OK):
+                found["3." + parts[1]] = os.path.join(base, v, "bin", "python3")
+    except OSError:
+        pass
+    return found
 
 
-@pytest.mark.skipif(not os.access(PY39, os.X_OK), reason="no Python 3.9 on this machine")
-def test_works_on_python_3_9(client, sdk_daemon, name):
+PYTHONS = _pythons()
+
+
+@pytest.mark.parametrize("version", ["3.9", "3.10", "3.11", "3.12", "3.13"])
+def test_works_on_other_pythons(client, sdk_daemon, name, version, tmp_path):
+    if version not in PYTHONS:
+        pytest.skip("no Python %s on this machine" % version)
     script = r"""
-import sys
+import os, sys
 sys.path.insert(0, %r)
 import paddock, paddock.tools
 c = paddock.Paddock(socket=%r)
 with c.envs.create(%r) as env:
-    assert env.exec("echo py39").text == "py39\n"
+    assert env.exec("echo hi").text == "hi\n"
     with env.exec_stream("echo s") as s:
         assert [d for _, d in s] == [b"s\n"]
     with env.pty(["sh", "-c", "echo t; exit 3"]) as t:
         assert t.wait(timeout=20) == 3
     env.files.write("/tmp/x", "y")
     assert env.files.read("/tmp/x") == b"y"
+    src, dst = %r, %r
+    os.makedirs(os.path.join(src, "a"))
+    open(os.path.join(src, "a", "f"), "w").write("data")
+    os.symlink("/etc/hostname", os.path.join(src, "abs-link"))
+    env.files.upload(src, "/tmp/up")
+    assert env.files.download("/tmp/up", dst) == 3
+    assert open(os.path.join(dst, "a", "f")).read() == "data"
+    assert os.readlink(os.path.join(dst, "abs-link")) == "/etc/hostname"
     assert len(paddock.tools.make_tools(c)) == 12
 print("ok")
-""" % (SDK, sdk_daemon.sock, name)
-    p = subprocess.run([PY39, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=120)
+""" % (SDK, sdk_daemon.sock, name, str(tmp_path / "src"), str(tmp_path / "dst"))
+    p = subprocess.run([PYTHONS[version], "-W", "error::DeprecationWarning", "-c", script],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     assert p.returncode == 0 and p.stdout == b"ok\n", p.stderr.decode()
 
 
