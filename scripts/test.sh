@@ -1,7 +1,8 @@
 #!/bin/sh
 # Paddock's whole test suite: dependencies, a -Werror build, C unit tests (also under
 # ASan/UBSan), a short run of the fuzz targets (tests/fuzz), and the pytest integration tests
-# against real daemons, as root, then the SDKs' tests.
+# against real daemons, as root (tests/integration, tests/security), then the Python and
+# TypeScript SDKs' and the MCP server's tests.
 set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root: the tests create namespaces and cgroups" >&2; exit 1; }
@@ -15,5 +16,9 @@ echo "== fuzz smoke (every libFuzzer target in tests/fuzz for a few seconds)"
 make -j"$(nproc)" fuzz-smoke
 echo "== integration tests"
 PADDOCK_BUILD="$PWD/build" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration tests/security "$@"
+echo "== Python SDK (pytest against a private daemon)"
+PADDOCK_BUILD="$PWD/build" tests/sdk/run-python.sh
 echo "== TypeScript SDK (node --test against a private daemon; npm ci from the npm registry)"
-tests/sdk/run-js.sh
+PADDOCK_BUILD="$PWD/build" tests/sdk/run-js.sh
+echo "== MCP server (the MCP SDK's client against paddock mcp and a private daemon)"
+PADDOCK_BUILD="$PWD/build" tests/mcp/run.sh
