@@ -38,6 +38,7 @@
 #define HANDSHAKE_MS     (10 * 1000)
 #define HEAD_MS          (10 * 1000)
 #define IDLE_MS          (60 * 1000)
+#define LINGER_MS        (2 * 1000)
 #define CIN_CAP          (RP_HEAD_MAX + 4096)
 #define EOUT_CAP         (32 * 1024)
 #define COUT_CAP         (32 * 1024)
@@ -88,6 +89,8 @@ struct conn {
         size_t sniff_len;
         uint64_t created_ms, head_start_ms, active_ms;
         bool dead;
+        bool lingering;       /* our side is shut: discarding what the client still sends */
+        uint64_t linger_ms;
         bool has_token;
         char token_name[64];
         uint8_t token_hash[TOKEN_HASH_LEN];
@@ -571,10 +574,39 @@ static bool client_readable_state(const struct conn *c)
         return !c->client_eof && c->state != S_DRAIN && !c->close_when_flushed;
 }
 
+/* A graceful end: close_notify, then shut our direction and read (and drop) what the client
+ * still sends for a moment before closing. Closing with unread bytes would make the kernel
+ * send a reset, and a reset can destroy the response the client has not read yet (a 401 to a
+ * request whose body we did not read, say). */
+static bool conn_linger(struct conn *c)
+{
+        if (c->tls)
+                (void)gnutls_bye(c->tls, GNUTLS_SHUT_WR); /* best effort, non-blocking */
+        if (shutdown(c->wc.fd, SHUT_WR) < 0)
+                return false;
+        if (c->we.fd >= 0) {
+                close(c->we.fd); /* also leaves the epoll set */
+                c->we.fd = -1;
+                c->we.registered = false;
+        }
+        c->lingering = true;
+        c->linger_ms = mono_ms();
+        return true;
+}
+
 /* Returns false when the connection is gone. */
 static bool conn_step(struct conn *c, bool *progress)
 {
         uint64_t now = mono_ms();
+        if (c->lingering) {
+                char junk[4096];
+                ssize_t k = recv(c->wc.fd, junk, sizeof(junk), MSG_DONTWAIT);
+                if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+                        return false;
+                if (k > 0)
+                        *progress = true;
+                return true;
+        }
         /* client -> cin */
         if (client_readable_state(c) && buf_space(&c->cin) > 0) {
                 ssize_t k = client_recv(c, buf_tail(&c->cin), buf_space(&c->cin));
@@ -642,10 +674,10 @@ static bool conn_step(struct conn *c, bool *progress)
                         *progress = true;
                         return true;
                 }
-                if (c->close_when_flushed && !c->pending_error)
-                        return false;
-                if (c->engine_eof && !c->pending_error)
-                        return false;
+                if ((c->close_when_flushed || c->engine_eof) && !c->pending_error) {
+                        *progress = true;
+                        return conn_linger(c);
+                }
         }
         if (c->client_eof) {
                 /* Between requests, or blind: pass the half-close on; the engine answers what
@@ -673,7 +705,9 @@ static bool conn_step(struct conn *c, bool *progress)
 static bool conn_watch(struct conn *c)
 {
         uint32_t ec = 0, ee = 0;
-        if (!c->handshaken) {
+        if (c->lingering) {
+                ec = EPOLLIN;
+        } else if (!c->handshaken) {
                 ec = gnutls_record_get_direction(c->tls) ? EPOLLOUT : EPOLLIN;
         } else {
                 if (client_readable_state(c) && c->cin.cap - c->cin.len > 0)
@@ -807,7 +841,9 @@ static void timeout_sweep(void)
         for (struct conn *c = gw.conns, *next; c; c = next) {
                 next = c->next;
                 bool late = false;
-                if (!c->handshaken)
+                if (c->lingering)
+                        late = now - c->linger_ms > LINGER_MS;
+                else if (!c->handshaken)
                         late = now - c->created_ms > HANDSHAKE_MS;
                 else if (c->state == S_HEAD && c->head_start_ms)
                         late = now - c->head_start_ms > HEAD_MS;
@@ -910,8 +946,7 @@ int gw_loop_run(void)
                                 accept_some(w);
                                 break;
                         case W_CLIENT:
-                                /* EPOLLERR: reset; EPOLLHUP: both directions gone (we never
-                                 * shut down our side of a client). */
+                                /* EPOLLERR: reset; EPOLLHUP: both directions gone. */
                                 if (!w->c->dead && (evs[i].events & (EPOLLERR | EPOLLHUP)))
                                         conn_close(w->c);
                                 if (!w->c->dead)
