@@ -796,15 +796,16 @@ static int control_read(void)
                                 memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
                                 close(fd);
                         }
-        if (mh.msg_flags & MSG_TRUNC) {
-                gw_log("control message too large; ignored");
-                return 0;
+        /* A table we cannot read fails closed: no token is valid until the next good one (the
+         * old table might still hold a token that was just revoked). */
+        if ((mh.msg_flags & MSG_TRUNC) ||
+            tokens_load(&gw.tokens, gw.control_buf, (size_t)n, mono_ms()) < 0) {
+                gw_log("%s control message: every token refused until the next table",
+                       (mh.msg_flags & MSG_TRUNC) ? "oversized" : "malformed");
+                tokens_free(&gw.tokens);
+        } else {
+                gw_log("token table: %zu token(s)", gw.tokens.n);
         }
-        if (tokens_load(&gw.tokens, gw.control_buf, (size_t)n, mono_ms()) < 0) {
-                gw_log("malformed control message; ignored");
-                return 0;
-        }
-        gw_log("token table: %zu token(s)", gw.tokens.n);
         revoke_sweep();
         return 0;
 }

@@ -440,6 +440,23 @@ def test_revoked_token_closes_open_websocket_at_once(gw):
     assert response(of)[0] == 200
 
 
+def test_unreadable_token_table_fails_closed(gw):
+    s = gw.tls()
+    request(s, path="/ws", token=SECRET_A, headers=["Connection: Upgrade", "Upgrade: websocket"])
+    f = s.makefile("rb")
+    assert f.readline().startswith(b"HTTP/1.1 101")
+    gw.engine.sock.send(b'{"op":"tokens","tokens":[{"name":"a"}]}')
+    assert is_closed(s, 3)
+    other = gw.tls()
+    request(other, token=SECRET_A)
+    assert response(other.makefile("rb"))[0] == 401
+    gw.engine.send_tokens(table())
+    wait_for(lambda: gw.logtext().count("token table: 4") >= 2)
+    other = gw.tls()
+    request(other, token=SECRET_A)
+    assert response(other.makefile("rb"))[0] == 200
+
+
 def test_expiry_closes_open_websocket(gw):
     soon = "pdk_" + "Z" * 43
     gw.engine.send_tokens(table() + [{"name": "soon", "hash": sha(soon), "admin": False,
