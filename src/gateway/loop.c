@@ -89,6 +89,7 @@ struct conn {
         size_t sniff_len;
         uint64_t created_ms, head_start_ms, active_ms;
         bool dead;
+        bool again;           /* stopped with work left: pump again after this round */
         bool lingering;       /* our side is shut: discarding what the client still sends */
         uint64_t linger_ms;
         bool has_token;
@@ -109,6 +110,7 @@ static struct {
         size_t n_conns, max_conns;
         struct gw_tokens tokens;
         int64_t next_expiry; /* unix s of the earliest token expiry, 0 = none */
+        bool any_again;      /* some connection has c->again set */
         char *control_buf;
 } gw;
 
@@ -739,16 +741,22 @@ static void conn_pump(struct conn *c)
                 }
                 c->handshaken = true;
         }
+        /* At most 64 steps at a time, so one busy connection cannot starve the others; one
+         * that could go on is pumped again after this round of events (c->again), because
+         * what is left may be invisible to epoll (bytes decrypted inside GnuTLS, or in cin). */
+        c->again = false;
         for (int round = 0; round < 64; round++) {
                 bool progress = false;
                 if (!conn_step(c, &progress)) {
                         conn_close(c);
                         return;
                 }
-                /* Decrypted bytes may wait inside GnuTLS where epoll cannot see them. */
-                if (!progress && !(c->tls && gnutls_record_check_pending(c->tls) > 0 &&
+                if (!progress && !(c->tls && !c->lingering &&
+                                   gnutls_record_check_pending(c->tls) > 0 &&
                                    buf_space(&c->cin) > 0 && client_readable_state(c)))
                         break;
+                if (round == 63)
+                        c->again = gw.any_again = true;
         }
         if (!conn_watch(c))
                 conn_close(c);
@@ -922,7 +930,7 @@ int gw_loop_run(void)
 {
         uint64_t last_sweep = mono_ms();
         for (;;) {
-                int timeout = 1000;
+                int timeout = gw.any_again ? 0 : 1000;
                 if (gw.next_expiry) {
                         int64_t left = (gw.next_expiry - unix_s()) * 1000;
                         if (left < timeout)
@@ -961,6 +969,14 @@ int gw_loop_run(void)
                 }
                 if (gw.next_expiry && unix_s() >= gw.next_expiry)
                         revoke_sweep();
+                if (gw.any_again) {
+                        gw.any_again = false;
+                        for (struct conn *c = gw.conns, *next; c; c = next) {
+                                next = c->next; /* c may close (it stays valid until the reap) */
+                                if (c->again)
+                                        conn_pump(c);
+                        }
+                }
                 uint64_t now = mono_ms();
                 if (now - last_sweep >= 1000) {
                         last_sweep = now;

@@ -322,6 +322,21 @@ def test_pipelined_requests_and_an_error_after_them(gw):
     assert is_closed(s, 5)
 
 
+def test_large_uploads_arrive_whole(gw):
+    body = bytes(range(97, 123)) * ((5 << 20) // 26)
+    s = gw.tls(timeout=30)
+    f = s.makefile("rb")
+    request(s, method="PUT", path="/up", body=body)
+    status, _h, out = response(f)
+    assert status == 200 and json.loads(out)["body"].encode() == body
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 70000]), body[i:i + 70000])
+                       for i in range(0, len(body), 70000)) + b"0\r\n\r\n"
+    s.sendall(b"PUT /up HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + SECRET_A.encode() +
+              b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+    status, _h, out = response(f)
+    assert status == 200 and json.loads(out)["body"].encode() == body
+
+
 def test_missing_wrong_and_expired_tokens_are_401(gw):
     for token, message in [(None, "a bearer token is required"),
                            ("pdk_" + "x" * 43, "invalid or expired token"),
