@@ -7,7 +7,7 @@ pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjan
       busybox-static iproute2 util-linux mmdebstrap btrfs-progs e2fsprogs
       tar curl"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest nftables tmux docker-registry skopeo umoci zstd
-      clang libclang-rt-dev"
+      clang libclang-rt-dev openssl"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"
 missing=""
 for p in $pkgs; do
