@@ -38,6 +38,11 @@
 #define HANDSHAKE_MS     (10 * 1000)
 #define HEAD_MS          (10 * 1000)
 #define IDLE_MS          (60 * 1000)
+/* After a first request the gateway cannot tell a keep-alive pause from a response that pauses
+ * (an exec printing nothing for minutes, an event stream, a watch): it does not parse
+ * responses. Such a connection may be silent this long. */
+#define SERVED_IDLE_MS   (60 * 60 * 1000)
+#define LINGER_MS        (2 * 1000)
 #define CIN_CAP          (RP_HEAD_MAX + 4096)
 #define EOUT_CAP         (32 * 1024)
 #define COUT_CAP         (32 * 1024)
@@ -82,12 +87,16 @@ struct conn {
         bool client_eof, engine_eof, engine_shut;
         bool close_when_flushed;
         bool forwarded;       /* a request went to the engine and it has not answered since */
+        bool served;          /* a request went to the engine at some time */
         char *pending_error;  /* our own response, sent after the engine's EOF */
         size_t pending_error_len;
         char sniff[12];       /* the start of the engine's answer to an Upgrade request */
         size_t sniff_len;
         uint64_t created_ms, head_start_ms, active_ms;
         bool dead;
+        bool again;           /* stopped with work left: pump again after this round */
+        bool lingering;       /* our side is shut: discarding what the client still sends */
+        uint64_t linger_ms;
         bool has_token;
         char token_name[64];
         uint8_t token_hash[TOKEN_HASH_LEN];
@@ -106,6 +115,7 @@ static struct {
         size_t n_conns, max_conns;
         struct gw_tokens tokens;
         int64_t next_expiry; /* unix s of the earliest token expiry, 0 = none */
+        bool any_again;      /* some connection has c->again set */
         char *control_buf;
 } gw;
 
@@ -461,6 +471,7 @@ static int handle_head(struct conn *c, const struct rp_head *h)
         }
         c->eout.len += (size_t)n;
         c->forwarded = true;
+        c->served = true;
         return RP_OK;
 }
 
@@ -571,10 +582,39 @@ static bool client_readable_state(const struct conn *c)
         return !c->client_eof && c->state != S_DRAIN && !c->close_when_flushed;
 }
 
+/* A graceful end: close_notify, then shut our direction and read (and drop) what the client
+ * still sends for a moment before closing. Closing with unread bytes would make the kernel
+ * send a reset, and a reset can destroy the response the client has not read yet (a 401 to a
+ * request whose body we did not read, say). */
+static bool conn_linger(struct conn *c)
+{
+        if (c->tls)
+                (void)gnutls_bye(c->tls, GNUTLS_SHUT_WR); /* best effort, non-blocking */
+        if (shutdown(c->wc.fd, SHUT_WR) < 0)
+                return false;
+        if (c->we.fd >= 0) {
+                close(c->we.fd); /* also leaves the epoll set */
+                c->we.fd = -1;
+                c->we.registered = false;
+        }
+        c->lingering = true;
+        c->linger_ms = mono_ms();
+        return true;
+}
+
 /* Returns false when the connection is gone. */
 static bool conn_step(struct conn *c, bool *progress)
 {
         uint64_t now = mono_ms();
+        if (c->lingering) {
+                char junk[4096];
+                ssize_t k = recv(c->wc.fd, junk, sizeof(junk), MSG_DONTWAIT);
+                if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+                        return false;
+                if (k > 0)
+                        *progress = true;
+                return true;
+        }
         /* client -> cin */
         if (client_readable_state(c) && buf_space(&c->cin) > 0) {
                 ssize_t k = client_recv(c, buf_tail(&c->cin), buf_space(&c->cin));
@@ -642,10 +682,10 @@ static bool conn_step(struct conn *c, bool *progress)
                         *progress = true;
                         return true;
                 }
-                if (c->close_when_flushed && !c->pending_error)
-                        return false;
-                if (c->engine_eof && !c->pending_error)
-                        return false;
+                if ((c->close_when_flushed || c->engine_eof) && !c->pending_error) {
+                        *progress = true;
+                        return conn_linger(c);
+                }
         }
         if (c->client_eof) {
                 /* Between requests, or blind: pass the half-close on; the engine answers what
@@ -673,7 +713,9 @@ static bool conn_step(struct conn *c, bool *progress)
 static bool conn_watch(struct conn *c)
 {
         uint32_t ec = 0, ee = 0;
-        if (!c->handshaken) {
+        if (c->lingering) {
+                ec = EPOLLIN;
+        } else if (!c->handshaken) {
                 ec = gnutls_record_get_direction(c->tls) ? EPOLLOUT : EPOLLIN;
         } else {
                 if (client_readable_state(c) && c->cin.cap - c->cin.len > 0)
@@ -705,16 +747,22 @@ static void conn_pump(struct conn *c)
                 }
                 c->handshaken = true;
         }
+        /* At most 64 steps at a time, so one busy connection cannot starve the others; one
+         * that could go on is pumped again after this round of events (c->again), because
+         * what is left may be invisible to epoll (bytes decrypted inside GnuTLS, or in cin). */
+        c->again = false;
         for (int round = 0; round < 64; round++) {
                 bool progress = false;
                 if (!conn_step(c, &progress)) {
                         conn_close(c);
                         return;
                 }
-                /* Decrypted bytes may wait inside GnuTLS where epoll cannot see them. */
-                if (!progress && !(c->tls && gnutls_record_check_pending(c->tls) > 0 &&
+                if (!progress && !(c->tls && !c->lingering &&
+                                   gnutls_record_check_pending(c->tls) > 0 &&
                                    buf_space(&c->cin) > 0 && client_readable_state(c)))
                         break;
+                if (round == 63)
+                        c->again = gw.any_again = true;
         }
         if (!conn_watch(c))
                 conn_close(c);
@@ -762,15 +810,16 @@ static int control_read(void)
                                 memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
                                 close(fd);
                         }
-        if (mh.msg_flags & MSG_TRUNC) {
-                gw_log("control message too large; ignored");
-                return 0;
+        /* A table we cannot read fails closed: no token is valid until the next good one (the
+         * old table might still hold a token that was just revoked). */
+        if ((mh.msg_flags & MSG_TRUNC) ||
+            tokens_load(&gw.tokens, gw.control_buf, (size_t)n, mono_ms()) < 0) {
+                gw_log("%s control message: every token refused until the next table",
+                       (mh.msg_flags & MSG_TRUNC) ? "oversized" : "malformed");
+                tokens_free(&gw.tokens);
+        } else {
+                gw_log("token table: %zu token(s)", gw.tokens.n);
         }
-        if (tokens_load(&gw.tokens, gw.control_buf, (size_t)n, mono_ms()) < 0) {
-                gw_log("malformed control message; ignored");
-                return 0;
-        }
-        gw_log("token table: %zu token(s)", gw.tokens.n);
         revoke_sweep();
         return 0;
 }
@@ -807,15 +856,17 @@ static void timeout_sweep(void)
         for (struct conn *c = gw.conns, *next; c; c = next) {
                 next = c->next;
                 bool late = false;
-                if (!c->handshaken)
+                if (c->lingering)
+                        late = now - c->linger_ms > LINGER_MS;
+                else if (!c->handshaken)
                         late = now - c->created_ms > HANDSHAKE_MS;
                 else if (c->state == S_HEAD && c->head_start_ms)
                         late = now - c->head_start_ms > HEAD_MS;
-                /* Idle between requests: nothing buffered, nothing awaited from the engine. A
-                 * response that pauses for IDLE_MS after it started counts as idle too. */
+                /* Idle: nothing buffered, nothing awaited from the engine. Before any request
+                 * that is IDLE_MS; after one, a pause may be a response's (SERVED_IDLE_MS). */
                 else if (c->state == S_HEAD && !c->forwarded && c->cin.len == 0 &&
                          c->eout.len == 0 && c->cout.len == 0)
-                        late = now - c->active_ms > IDLE_MS;
+                        late = now - c->active_ms > (c->served ? SERVED_IDLE_MS : IDLE_MS);
                 if (late)
                         conn_close(c);
         }
@@ -885,7 +936,7 @@ int gw_loop_run(void)
 {
         uint64_t last_sweep = mono_ms();
         for (;;) {
-                int timeout = 1000;
+                int timeout = gw.any_again ? 0 : 1000;
                 if (gw.next_expiry) {
                         int64_t left = (gw.next_expiry - unix_s()) * 1000;
                         if (left < timeout)
@@ -910,8 +961,7 @@ int gw_loop_run(void)
                                 accept_some(w);
                                 break;
                         case W_CLIENT:
-                                /* EPOLLERR: reset; EPOLLHUP: both directions gone (we never
-                                 * shut down our side of a client). */
+                                /* EPOLLERR: reset; EPOLLHUP: both directions gone. */
                                 if (!w->c->dead && (evs[i].events & (EPOLLERR | EPOLLHUP)))
                                         conn_close(w->c);
                                 if (!w->c->dead)
@@ -925,6 +975,14 @@ int gw_loop_run(void)
                 }
                 if (gw.next_expiry && unix_s() >= gw.next_expiry)
                         revoke_sweep();
+                if (gw.any_again) {
+                        gw.any_again = false;
+                        for (struct conn *c = gw.conns, *next; c; c = next) {
+                                next = c->next; /* c may close (it stays valid until the reap) */
+                                if (c->again)
+                                        conn_pump(c);
+                        }
+                }
                 uint64_t now = mono_ms();
                 if (now - last_sweep >= 1000) {
                         last_sweep = now;

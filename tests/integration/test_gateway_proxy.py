@@ -322,6 +322,21 @@ def test_pipelined_requests_and_an_error_after_them(gw):
     assert is_closed(s, 5)
 
 
+def test_large_uploads_arrive_whole(gw):
+    body = bytes(range(97, 123)) * ((5 << 20) // 26)
+    s = gw.tls(timeout=30)
+    f = s.makefile("rb")
+    request(s, method="PUT", path="/up", body=body)
+    status, _h, out = response(f)
+    assert status == 200 and json.loads(out)["body"].encode() == body
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 70000]), body[i:i + 70000])
+                       for i in range(0, len(body), 70000)) + b"0\r\n\r\n"
+    s.sendall(b"PUT /up HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + SECRET_A.encode() +
+              b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+    status, _h, out = response(f)
+    assert status == 200 and json.loads(out)["body"].encode() == body
+
+
 def test_missing_wrong_and_expired_tokens_are_401(gw):
     for token, message in [(None, "a bearer token is required"),
                            ("pdk_" + "x" * 43, "invalid or expired token"),
@@ -336,6 +351,18 @@ def test_missing_wrong_and_expired_tokens_are_401(gw):
         assert json.loads(body) == {"error": {"code": "unauthorized", "message": message}}
         s.close()
     assert gw.engine.connects == []  # nothing unauthenticated reached the engine
+
+
+def test_401_survives_an_unread_request_body(gw):
+    # The gateway refuses at the head and never reads the 4 MiB body; its answer must still
+    # reach the client (no reset from closing with unread data).
+    for conn in (gw.tls, gw.plain):
+        s = conn(timeout=20)
+        s.sendall(b"PUT /v1/envs/x/files/f HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer bad\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (4 << 20) + b"z" * (4 << 20))
+        status, _h, body = response(s.makefile("rb"))
+        assert status == 401 and json.loads(body)["error"]["code"] == "unauthorized"
+        s.close()
 
 
 def test_rate_limit_429_with_retry_after(gw):
@@ -391,7 +418,9 @@ def test_garbage_tls_closes_only_that_connection(gw):
     good = gw.tls()
     gf = good.makefile("rb")
     bad = socket.create_connection(("127.0.0.1", gw.tls_port), timeout=10)
-    bad.sendall(os.urandom(64) + b"\x16\x03\x01\xff\xff" + os.urandom(512))
+    # Plain HTTP on the TLS port: 'G' is no TLS record type. (Random bytes are not used: with
+    # the high bit set they can start an SSLv2-style hello that waits for its length.)
+    bad.sendall(b"GET / HTTP/1.1\r\nHost: gw\r\n\r\n" + bytes(range(256)))
     assert is_closed(bad, 5)
     request(good)
     assert response(gf)[0] == 200
@@ -424,6 +453,23 @@ def test_revoked_token_closes_open_websocket_at_once(gw):
     assert time.monotonic() - t0 < 1.5
     request(other, token=SECRET_A)  # token a's connection lives on
     assert response(of)[0] == 200
+
+
+def test_unreadable_token_table_fails_closed(gw):
+    s = gw.tls()
+    request(s, path="/ws", token=SECRET_A, headers=["Connection: Upgrade", "Upgrade: websocket"])
+    f = s.makefile("rb")
+    assert f.readline().startswith(b"HTTP/1.1 101")
+    gw.engine.sock.send(b'{"op":"tokens","tokens":[{"name":"a"}]}')
+    assert is_closed(s, 3)
+    other = gw.tls()
+    request(other, token=SECRET_A)
+    assert response(other.makefile("rb"))[0] == 401
+    gw.engine.send_tokens(table())
+    wait_for(lambda: gw.logtext().count("token table: 4") >= 2)
+    other = gw.tls()
+    request(other, token=SECRET_A)
+    assert response(other.makefile("rb"))[0] == 200
 
 
 def test_expiry_closes_open_websocket(gw):
