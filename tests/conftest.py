@@ -33,6 +33,12 @@ import sys
 
 import pytest
 
+# A run started in the background by a non-interactive shell (nohup, `cmd &`, some CI runners)
+# inherits SIGINT ignored, and so would every CLI a test starts: tests that stop a CLI with
+# SIGINT (watch, events, a pull the client abandons) would then wait for nothing. Children of
+# a process with a handler get the default action back at exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 # Helper modules both suites import (wsclient, oci_layout, registry_proxy).

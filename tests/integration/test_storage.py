@@ -582,9 +582,9 @@ def test_spare_disks_are_made_ahead_and_never_shared(daemon):
     answered), the next computer takes it: independent copies, quotas applied, no spare left
     behind by image rm or a restart."""
     daemon.create("a", "--computer")
-    wait_for(lambda: len(spares(daemon)) == 1, timeout=10, what="a spare disk")
+    wait_for(lambda: len(spares(daemon)) == 1, timeout=30, what="a spare disk")
     daemon.create("b", "--computer", "--disk", "16M")  # takes the spare
-    wait_for(lambda: len(spares(daemon)) == 1, timeout=10, what="the next spare")
+    wait_for(lambda: len(spares(daemon)) == 1, timeout=30, what="the next spare")
     daemon.sh("a", "echo from-a > /root/f")
     assert daemon.exec("b", ["cat", "/root/f"], expect_status=200)["exit_code"] != 0
     rc, _ = write_until_full(daemon, "b", "/root/big", 32)
