@@ -8,11 +8,31 @@
 #include "lib/util.h"
 
 #include <arpa/inet.h>
+#include <sys/sysmacros.h>
 
 static json_t *time_json(int64_t t)
 {
         char buf[RFC3339_SIZE];
         return t ? json_string(format_rfc3339(t, buf)) : json_null();
+}
+
+static json_t *io_value(uint64_t v, bool nulls)
+{
+        return v ? json_integer((json_int_t)v) : nulls ? json_null() : json_integer(0);
+}
+
+json_t *env_io_json(const struct cgroup_limits *l, bool shown)
+{
+        json_t *j = json_pack("{s:o,s:o,s:o,s:o}", "read_bps", io_value(l->io_read_bps, shown),
+                              "write_bps", io_value(l->io_write_bps, shown), "read_iops",
+                              io_value(l->io_read_iops, shown), "write_iops",
+                              io_value(l->io_write_iops, shown));
+        if (j && shown) {
+                char dev[32];
+                snprintf(dev, sizeof(dev), "%u:%u", major(l->io_dev), minor(l->io_dev));
+                json_object_set_new(j, "device", l->io_dev ? json_string(dev) : json_null());
+        }
+        return j;
 }
 
 /* listed: part of a listing of many environments, where counters may be a second old (one
@@ -91,6 +111,10 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
                 json_object_set_new(j, "disk", disk);
         else
                 json_decref(disk);
+        /* disk I/O limits, null = none; device: the block device they apply to (MAJ:MIN), known
+         * while the environment runs with a limit */
+        if (j)
+                json_object_set_new(j, "io", env_io_json(&v->limits, true));
         return j;
 }
 

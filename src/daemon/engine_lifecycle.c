@@ -5,6 +5,7 @@
 #include "daemon/engine_internal.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "lib/blockdev.h"
 #include "lib/spawn.h"
 #include "lib/userns.h"
 #include "lib/util.h"
@@ -28,6 +29,34 @@ int env_watch(struct engine *e, struct env *v)
         return loop_add_fd(e->cfg.loop, v->pidfd, EPOLLIN, env_on_exit, v, &v->exit_src);
 }
 
+/* The block device that carries an environment's disk I/O, into l->io_dev: a computer's disk
+ * (the btrfs pool's loop device, the dir driver's per-computer image, or the host disk holding
+ * the state directory), a sandbox's image (sandboxes write only to tmpfs). Found when limits
+ * first need it; each start finds it again (a per-computer image may get another loop device
+ * after a reboot). */
+static int env_io_device(struct engine *e, const struct env *v, struct cgroup_limits *l,
+                         char *err, size_t errlen)
+{
+        if (!cgroup_limits_have_io(l) || l->io_dev)
+                return 0;
+        char path[4096];
+        int r;
+        if (v->kind == KIND_COMPUTER) {
+                r = env_dir(e, v->row.name, "disk", path, sizeof(path));
+                if (r >= 0 && access(path, F_OK) < 0)
+                        r = env_dir(e, v->row.name, NULL, path, sizeof(path));
+        } else
+                r = image_rootfs(e, v->row.image, path, sizeof(path));
+        if (r >= 0)
+                r = blockdev_of_path(path, &l->io_dev);
+        if (r < 0) {
+                snprintf(err, errlen, "disk I/O limits: no block device found for %s: %s", path,
+                         strerror(-r));
+                return r == -ENODEV || r == -EXDEV ? -EOPNOTSUPP : r;
+        }
+        return 0;
+}
+
 static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
 {
         char dir[4096], image[4096], resolv[4200];
@@ -44,6 +73,10 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 snprintf(err, errlen, "image %s is missing", v->row.image);
                 return -ENOEXEC;
         }
+        v->limits.io_dev = 0;
+        r = env_io_device(e, v, &v->limits, err, errlen);
+        if (r < 0)
+                return r;
         r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
         if (r < 0) {
                 snprintf(err, errlen, "cgroup: %s", strerror(-r));
@@ -471,8 +504,15 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                 l.swap_bytes = p->swap;
         if (p->has_pids)
                 l.pids = p->pids;
+        uint64_t *io[] = {&l.io_read_bps, &l.io_write_bps, &l.io_read_iops, &l.io_write_iops};
+        for (size_t i = 0; i < ELEMENTSOF(io); i++)
+                if (p->has_io[i])
+                        *io[i] = p->io[i];
         if (v->pidfd >= 0) {
-                int r = cgroup_env_set_limits(e->cfg.cgroups, v->cgname, &l);
+                int r = env_io_device(e, v, &l, err, errlen);
+                if (r < 0)
+                        return r;
+                r = cgroup_env_set_limits(e->cfg.cgroups, v->cgname, &l);
                 if (r < 0) {
                         snprintf(err, errlen, "applying limits: %s", strerror(-r));
                         return r;

@@ -12,6 +12,7 @@
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <sys/sysmacros.h>
 
 #define FREEZE_WAIT_MS 1000
 
@@ -83,6 +84,39 @@ static int set_pids(struct cgroup_manager *m, const char *env, uint64_t pids)
         return cg_write_limit(fd, "pids.max", pids, "max");
 }
 
+/* blkio.throttle.*_device take "MAJ:MIN VALUE" per device; 0 removes the rule. v1 throttling
+ * is flat (a group's limit does not bound its children), which is why exec sub-groups are never
+ * made in the blkio hierarchy: every process of the environment shares its one group. */
+static int set_io(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l)
+{
+        if (!l->io_dev)
+                return 0;
+        _cleanup_close_ int fd = -EBADF;
+        int r = open_ctl_group(m, "blkio", env, NULL, &fd);
+        if (r == -EOPNOTSUPP && !cgroup_limits_have_io(l))
+                return 0;
+        if (r < 0)
+                return r;
+        const struct {
+                const char *file;
+                uint64_t v;
+        } w[] = {{"blkio.throttle.read_bps_device", l->io_read_bps},
+                 {"blkio.throttle.write_bps_device", l->io_write_bps},
+                 {"blkio.throttle.read_iops_device", l->io_read_iops},
+                 {"blkio.throttle.write_iops_device", l->io_write_iops}};
+        for (size_t i = 0; i < ELEMENTSOF(w); i++) {
+                char buf[64];
+                snprintf(buf, sizeof(buf), "%u:%u %llu", major(l->io_dev), minor(l->io_dev),
+                         (unsigned long long)w[i].v);
+                r = cg_write(fd, w[i].file, buf);
+                if (r == -ENOENT)
+                        r = w[i].v ? -EOPNOTSUPP : 0;
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int v1_set_limits(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l)
 {
         int r = set_cpu(m, env, l->cpu_millis);
@@ -91,7 +125,10 @@ static int v1_set_limits(struct cgroup_manager *m, const char *env, const struct
         r = set_memory(m, env, l->memory_bytes, l->swap_bytes);
         if (r < 0)
                 return r;
-        return set_pids(m, env, l->pids);
+        r = set_pids(m, env, l->pids);
+        if (r < 0)
+                return r;
+        return set_io(m, env, l);
 }
 
 static int v1_setup(struct cgroup_manager *m)
