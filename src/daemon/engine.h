@@ -30,6 +30,7 @@ struct engine_config {
         struct loop *loop;
         struct storage *storage;
         const char *apt_dir;      /* the host's apt configuration: image build's mirror, proxy */
+        struct lxcfs *lxcfs;      /* the virtualized /proc files (daemon/lxcfs.h), or NULL */
 };
 
 /* A validated create request. */

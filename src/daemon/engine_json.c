@@ -2,6 +2,7 @@
  * the daemon as a whole (`paddock system`). What the API returns for these is built here
  * and nowhere else, so its shape is in one place. */
 #include "daemon/engine_internal.h"
+#include "daemon/lxcfs.h"
 #include "daemon/metrics.h"
 #include "lib/confine.h"
 #include "lib/userns.h"
@@ -141,11 +142,15 @@ json_t *engine_system_json(struct engine *e)
                                     si.shifted    ? "shifted at create (chown)"
                                     : si.idmapped ? "idmapped mounts"
                                                   : "unavailable");
-        return json_pack("{s:s,s:s,s:i,s:b,s:s,s:o,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
+        json_t *j = json_pack("{s:s,s:s,s:i,s:b,s:s,s:o,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
                          "cgroup_mode",
                          cgroup_mode_name(cgroup_manager_mode(e->cfg.cgroups)), "landlock_abi",
                          landlock_abi(), "idmapped_mounts", si.idmapped, "storage_driver",
                          si.driver, "storage", storage, "root", e->cfg.root, "envs",
                          (json_int_t)e->n_envs, "running", (json_int_t)running, "network",
                          e->net ? "routed" : "unavailable");
+        /* the limits-aware /proc view inside environments (lxcfs) */
+        if (j)
+                json_object_set_new(j, "lxcfs", json_string(lxcfs_status(e->cfg.lxcfs)));
+        return j;
 }

@@ -5,6 +5,7 @@
 #include "daemon/engine_internal.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/lxcfs.h"
 #include "lib/blockdev.h"
 #include "lib/spawn.h"
 #include "lib/userns.h"
@@ -100,7 +101,8 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                            .uid_base = v->row.uid_base,
                            .tmp_bytes = v->tmp_bytes,
                            .shm_bytes = DEFAULT_SHM_BYTES,
-                           .resolv_conf = resolv},
+                           .resolv_conf = resolv,
+                           .lxcfs_dir = lxcfs_dir(e->cfg.lxcfs)},
                 .cgroups = e->cfg.cgroups,
                 .cgroup_name = v->cgname,
                 .init_fd = e->cfg.init_fd,
