@@ -131,8 +131,36 @@ static int v1_set_limits(struct cgroup_manager *m, const char *env, const struct
         return set_io(m, env, l);
 }
 
+/* A v1 cpuset group accepts tasks only once cpuset.cpus and cpuset.mems are set: the subtree
+ * copies the daemon's own group's, and clone_children makes every env group below start with
+ * the subtree's. */
+static int setup_cpuset(const struct cg_hier *h)
+{
+        static const char *const files[] = {"cpuset.cpus", "cpuset.mems"};
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                _cleanup_free_ char *have = NULL, *own = NULL;
+                if (cg_read_all(h->subtree_fd, files[i], &have) >= 0 && have[0] && have[0] != '\n')
+                        continue;
+                if (cg_read_all(h->own_fd, files[i], &own) < 0)
+                        continue; /* a test directory without the file */
+                own[strcspn(own, "\n")] = 0;
+                int r = cg_write(h->subtree_fd, files[i], own);
+                if (r < 0)
+                        return r;
+        }
+        return cg_file_exists(h->subtree_fd, "cgroup.clone_children")
+                       ? cg_write(h->subtree_fd, "cgroup.clone_children", "1")
+                       : 0;
+}
+
 static int v1_setup(struct cgroup_manager *m)
 {
+        const struct cg_hier *cs = cg_find_hier(m, "cpuset");
+        if (cs) {
+                int q = setup_cpuset(cs);
+                if (q < 0)
+                        return q;
+        }
         /* Before 5.16 (or with an old systemd) memory.use_hierarchy may be 0, and then an exec
          * sub-group would escape its env's memory limit. Our subtree has no children yet on
          * first start, which is when the flag can still be set. */

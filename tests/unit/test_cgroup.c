@@ -145,6 +145,10 @@ static void layout_v1(void)
                 put(relf("%s/agent/x/" SUB "/e1/exec1/cgroup.procs", v1_dirs[i]), "");
         }
         put("cpuset/cgroup.procs", "");
+        put("cpuset/cpuset.cpus", "0-3\n");
+        put("cpuset/" SUB "/cpuset.cpus", "");
+        put("cpuset/" SUB "/cgroup.clone_children", "0");
+        put("cpuset/" SUB "/e1/cgroup.procs", "");
         put("memory/agent/x/" SUB "/e1/memory.limit_in_bytes", "");
         put("memory/agent/x/" SUB "/e1/memory.memsw.limit_in_bytes", "");
         put("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_period_us", "");
@@ -524,7 +528,11 @@ static void test_cgroup_v1__limits(void)
                 CHECK(!exists(relf("%s/e2", v1_dirs[i])));
                 CHECK(!exists(relf("%s/" SUB, v1_dirs[i])));
         }
-        CHECK(!exists("cpuset/" SUB) && !exists("cpuset/agent"));
+        /* cpuset: the daemon sits at its root there; env groups below the subtree (for lxcfs),
+         * which inherits the root's cpus/mems and hands them down */
+        CHECK(exists("cpuset/" SUB "/e2") && !exists("cpuset/agent"));
+        CHECK_EQ_STR(get("cpuset/" SUB "/cpuset.cpus"), "0-3");
+        CHECK_EQ_STR(get("cpuset/" SUB "/cgroup.clone_children"), "1");
         CHECK(!exists("cpu") && !exists("cpuacct"));
 out:
         cgroup_manager_free(m);
@@ -582,6 +590,7 @@ static void test_cgroup_v1__attach_freeze_destroy(void)
 
         for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++)
                 put(relf("%s/agent/x/" SUB "/e1/cgroup.procs", v1_dirs[i]), "");
+        put("cpuset/" SUB "/e1/cgroup.procs", "");
         CHECK_EQ_INT(cgroup_env_destroy(m, "e1", NULL), 0);
         for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++) {
                 CHECK(!exists(relf("%s/agent/x/" SUB "/e1", v1_dirs[i])));
@@ -630,7 +639,8 @@ static void test_cgroup_hybrid__unified_mirror(void)
         free(names);
 
         static const char *const all[] = {"memory/agent/x", "pids/agent/x", "cpu,cpuacct/agent/x",
-                                          "freezer/agent/x", "blkio/agent/x", "unified/agent/y"};
+                                          "freezer/agent/x", "blkio/agent/x", "unified/agent/y",
+                                          "cpuset"};
         for (size_t i = 0; i < ELEMENTSOF(all); i++) {
                 put(relf("%s/" SUB "/e1/cgroup.procs", all[i]), "");
                 put(relf("%s/" SUB "/e1/exec1/cgroup.procs", all[i]), "");
