@@ -58,6 +58,32 @@ static int env_io_device(struct engine *e, const struct env *v, struct cgroup_li
         return 0;
 }
 
+/* env_dir/cpu-online, bound over the environment's /sys/devices/system/cpu/online: "0-N" for
+ * ceil(its CPU limit) CPUs, at most the host's. glibc's get_nprocs (sysconf, os.cpu_count(),
+ * many runtimes) reads it. Rewritten in place on update (a new inode would leave the bind on
+ * the old one). */
+static int env_write_cpu_online(struct engine *e, const struct env *v, uint64_t cpu_millis,
+                                char *path, size_t len)
+{
+        int r = env_dir(e, v->row.name, "cpu-online", path, len);
+        if (r < 0)
+                return r;
+        long host = sysconf(_SC_NPROCESSORS_ONLN);
+        uint64_t n = host > 0 ? (uint64_t)host : 1;
+        if (cpu_millis != CG_UNLIMITED && (cpu_millis + 999) / 1000 < n)
+                n = (cpu_millis + 999) / 1000;
+        char buf[32];
+        int len2 = n > 1 ? snprintf(buf, sizeof(buf), "0-%llu\n", (unsigned long long)(n - 1))
+                         : snprintf(buf, sizeof(buf), "0\n");
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                                      0444);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, buf, (size_t)len2) != len2)
+                return -EIO;
+        return 0;
+}
+
 static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
 {
         char dir[4096], image[4096], resolv[4200];
@@ -78,6 +104,9 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
         r = env_io_device(e, v, &v->limits, err, errlen);
         if (r < 0)
                 return r;
+        char cpu_online[4200];
+        bool have_online = env_write_cpu_online(e, v, v->limits.cpu_millis, cpu_online,
+                                                sizeof(cpu_online)) >= 0;
         r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
         if (r < 0) {
                 snprintf(err, errlen, "cgroup: %s", strerror(-r));
@@ -102,7 +131,8 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                            .tmp_bytes = v->tmp_bytes,
                            .shm_bytes = DEFAULT_SHM_BYTES,
                            .resolv_conf = resolv,
-                           .lxcfs_dir = lxcfs_dir(e->cfg.lxcfs)},
+                           .lxcfs_dir = lxcfs_dir(e->cfg.lxcfs),
+                           .cpu_online = have_online ? cpu_online : NULL},
                 .cgroups = e->cfg.cgroups,
                 .cgroup_name = v->cgname,
                 .init_fd = e->cfg.init_fd,
@@ -521,6 +551,10 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                 }
         }
         v->limits = l;
+        if (p->has_cpus) {
+                char path[4200];
+                (void)env_write_cpu_online(e, v, l.cpu_millis, path, sizeof(path));
+        }
         if (p->has_ttl) {
                 v->ttl_s = p->ttl_s;
                 v->row.expires_at = p->ttl_s ? wall_s() + (int64_t)p->ttl_s : 0;

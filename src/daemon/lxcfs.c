@@ -112,7 +112,7 @@ static int spawn(struct lxcfs *l)
                 }
                 for (int fd = 3; fd < 1024; fd++)
                         (void)close(fd);
-                execl(bin, "lxcfs", "--foreground", "--enable-cfs", "--enable-loadavg",
+                execl(bin, "lxcfs", "--foreground", "--enable-cfs", "--enable-loadavg", "-o", "direct_io",
                       "--pidfile", l->pidfile, l->dir, (char *)NULL);
                 _exit(127);
         }

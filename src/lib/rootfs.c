@@ -301,12 +301,29 @@ static int bind_resolv_conf(int root_fd, const char *host_file)
 
 /* Files lxcfs answers per reading cgroup (limits, the environment's own uptime and load): bound
  * read-only over the kernel's host-wide figures. Best effort: an entry lxcfs or the kernel lacks
- * is skipped, and a failing lxcfs leaves the kernel's files in place. */
+ * is skipped, and a failing lxcfs leaves the kernel's files in place. Not lxcfs' own
+ * sys/devices/system/cpu/online: the kernel caches that FUSE file's size from its first (short)
+ * read by anyone, so "0-1" reads as "0-" after a 1-CPU environment read "0"; the daemon writes
+ * a file of its own per environment instead (cpu_online). */
 static const char *const lxcfs_files[] = {
         "proc/cpuinfo", "proc/meminfo", "proc/stat",  "proc/uptime",
-        "proc/loadavg", "proc/swaps",   "proc/diskstats", "sys/devices/system/cpu/online",
-        NULL,
+        "proc/loadavg", "proc/swaps",   "proc/diskstats", NULL,
 };
+
+static void bind_file_ro(int root_fd, const char *src, const char *rel)
+{
+        _cleanup_close_ int target = open_in_root(root_fd, rel, O_PATH);
+        if (target < 0 || access(src, R_OK) < 0)
+                return;
+        _cleanup_close_ int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (t < 0)
+                return;
+        struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                           MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+        if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return;
+        (void)attach(t, target);
+}
 
 static void bind_lxcfs(int root_fd, const char *lxcfs_dir)
 {
@@ -314,17 +331,7 @@ static void bind_lxcfs(int root_fd, const char *lxcfs_dir)
                 char src[4200];
                 if (BUF_PRINTF(src, "%s/%s", lxcfs_dir, lxcfs_files[i]) < 0)
                         continue;
-                _cleanup_close_ int target = open_in_root(root_fd, lxcfs_files[i], O_PATH);
-                if (target < 0 || access(src, R_OK) < 0)
-                        continue;
-                _cleanup_close_ int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-                if (t < 0)
-                        continue;
-                struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
-                if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
-                        continue;
-                (void)attach(t, target);
+                bind_file_ro(root_fd, src, lxcfs_files[i]);
         }
 }
 
@@ -512,6 +519,8 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                 goto fail;
         if (c->lxcfs_dir)
                 bind_lxcfs(root, c->lxcfs_dir);
+        if (c->cpu_online)
+                bind_file_ro(root, c->cpu_online, "sys/devices/system/cpu/online");
         step = "/etc/resolv.conf";
         if (c->resolv_conf && (r = bind_resolv_conf(root, c->resolv_conf)) < 0)
                 goto fail;
