@@ -18,14 +18,14 @@
 
 struct lxcfs {
         struct loop *loop;
-        char dir[4096], pidfile[4096];
+        char base[4096], dir[4096], pidfile[4096];
         pid_t pid;
         int pidfd;
         struct loop_source *src;
         struct loop_timer *timer;
         bool serving;
         unsigned restarts;
-        char status[4200];
+        char status[8300];
 };
 
 static bool is_fuse(const char *dir)
@@ -186,9 +186,16 @@ void lxcfs_start(struct loop *loop, const char *root, struct lxcfs **ret)
                 return;
         l->loop = loop;
         l->pidfd = -EBADF;
-        if (BUF_PRINTF(l->dir, "%s/lxcfs", root) < 0 ||
-            BUF_PRINTF(l->pidfile, "%s/lxcfs.pid", root) < 0) {
+        /* <root>/lxcfs is private like the rest of the state directory; the mount inside it
+         * is reached by environments only through their binds. */
+        if (BUF_PRINTF(l->base, "%s/lxcfs", root) < 0 ||
+            BUF_PRINTF(l->dir, "%s/lxcfs/mnt", root) < 0 ||
+            BUF_PRINTF(l->pidfile, "%s/lxcfs/pid", root) < 0) {
                 snprintf(l->status, sizeof(l->status), "failed: path too long");
+                return;
+        }
+        if ((mkdir(l->base, 0700) < 0 && errno != EEXIST) || chmod(l->base, 0700) < 0) {
+                snprintf(l->status, sizeof(l->status), "failed: %s: %s", l->base, strerror(errno));
                 return;
         }
         if (adopt(l))
@@ -232,6 +239,7 @@ void lxcfs_free(struct lxcfs *l, bool keep)
                 (void)umount2(l->dir, MNT_DETACH);
                 (void)rmdir(l->dir);
                 (void)unlink(l->pidfile);
+                (void)rmdir(l->base);
         }
         if (l->pidfd >= 0)
                 close(l->pidfd);

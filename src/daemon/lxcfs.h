@@ -4,8 +4,8 @@
  * environment gets those files bound read-only over its own (src/lib/rootfs.c), so `free`,
  * `top`, os.cpu_count() and runtimes that size themselves see the environment's limits.
  *
- * It runs at <root>/lxcfs in a session of its own and outlives the daemon while environments
- * run (they read through the mount); a restarted daemon adopts it through its pid file. The
+ * It runs at <root>/lxcfs/mnt (the directory private, 0700) in a session of its own and
+ * outlives the daemon while environments run (they read through the mount); a restarted daemon adopts it through its pid file. The
  * daemon restarts it when it dies (environments started before that keep a dead view: their
  * files then fail with ENOTCONN until they restart). Missing or failing, it only costs the
  * virtualized view: environments start without it and `paddock system` says so. */
