@@ -1,14 +1,16 @@
 /* One lxcfs instance per daemon: a FUSE file system whose /proc/meminfo, /proc/cpuinfo,
- * /proc/stat, /proc/uptime, /proc/loadavg, /proc/swaps, /proc/diskstats and
- * /sys/devices/system/cpu/online answer for the cgroup of the process that reads them. Each
- * environment gets those files bound read-only over its own (src/lib/rootfs.c), so `free`,
- * `top`, os.cpu_count() and runtimes that size themselves see the environment's limits.
+ * /proc/stat, /proc/uptime, /proc/loadavg, /proc/swaps and /proc/diskstats answer for the cgroup
+ * of the process that reads them. Each environment gets those files bound read-only over its
+ * own (src/lib/rootfs.c), so `top`, procps `free` and runtimes that read /proc see the
+ * environment's limits. (/sys/devices/system/cpu/online comes from a file the daemon writes per
+ * environment; see engine_lifecycle.c.)
  *
  * It runs at <root>/lxcfs/mnt (the directory private, 0700) in a session of its own and
- * outlives the daemon while environments run (they read through the mount); a restarted daemon adopts it through its pid file. The
- * daemon restarts it when it dies (environments started before that keep a dead view: their
- * files then fail with ENOTCONN until they restart). Missing or failing, it only costs the
- * virtualized view: environments start without it and `paddock system` says so. */
+ * outlives the daemon while environments run (they read through the mount); a restarted daemon
+ * adopts it through its pid file. The daemon restarts it when it dies (environments started
+ * before that keep a dead view: their files then fail with ENOTCONN until they restart).
+ * Missing or failing, it only costs the virtualized view: environments start without it and
+ * `paddock system` says so. */
 #pragma once
 #include <stdbool.h>
 
