@@ -145,3 +145,33 @@ def test_bad_values(daemon, io):
     assert r.status == 400, r
     p = daemon.cli("update", "ok", "--disk-write-iops", "many", check=False)
     assert p.returncode != 0
+
+
+@pytest.mark.parametrize("disk", [None, "64M"])
+def test_dir_driver_device(make_daemon, disk):
+    """The dir driver: a computer with --disk has its own ext4 image on a loop device, which is
+    what gets limited; without one its files live on the disk holding the state directory."""
+    d = make_daemon(extra_args=["--storage", "dir"])
+    opts = ["--disk", disk] if disk else []
+    v = d.create("d", "--computer", "--image", "base", "--disk-write-bps", "10M", *opts)
+    if disk:
+        img = os.path.join(os.path.realpath(d.root), "envs", "d", "disk.img")
+        want = None
+        for name in os.listdir("/sys/block"):
+            try:
+                with open("/sys/block/%s/loop/backing_file" % name) as f:
+                    if f.read().strip() == img:
+                        with open("/sys/block/%s/dev" % name) as g:
+                            want = g.read().strip()
+            except OSError:
+                continue
+        assert want and v["io"]["device"] == want, (v["io"], want)
+    else:
+        st = os.stat(d.root)
+        dev = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+        part = "/sys/dev/block/%s/partition" % dev
+        if os.path.exists(part):
+            with open("/sys/dev/block/%s/../dev" % dev) as f:
+                dev = f.read().strip()
+        assert v["io"]["device"] == dev
+    assert_near(dd_rate(write(d, "d", "/f", 30)), 10 * MIB, "dir driver, disk %s" % disk)
