@@ -178,7 +178,7 @@ static void on_exit_ev(struct loop_source *s, int fd, uint32_t events, void *dat
         l->timer = loop_add_timer(l->loop, RESTART_DELAY_MS, on_restart, l);
 }
 
-void lxcfs_start(struct loop *loop, const char *root, struct lxcfs **ret)
+void lxcfs_start(struct loop *loop, const char *name, struct lxcfs **ret)
 {
         struct lxcfs *l = calloc(1, sizeof(*l));
         *ret = l;
@@ -186,15 +186,17 @@ void lxcfs_start(struct loop *loop, const char *root, struct lxcfs **ret)
                 return;
         l->loop = loop;
         l->pidfd = -EBADF;
-        /* <root>/lxcfs is private like the rest of the state directory; the mount inside it
-         * is reached by environments only through their binds. */
-        if (BUF_PRINTF(l->base, "%s/lxcfs", root) < 0 ||
-            BUF_PRINTF(l->dir, "%s/lxcfs/mnt", root) < 0 ||
-            BUF_PRINTF(l->pidfile, "%s/lxcfs/pid", root) < 0) {
+        /* /run/paddock/<name>-lxcfs is private (0700); the mount inside it is reached by
+         * environments only through their binds. Outside the state directory: like the pool, it
+         * outlives the daemon, but it is no state. */
+        if (BUF_PRINTF(l->base, "/run/paddock/%s-lxcfs", name) < 0 ||
+            BUF_PRINTF(l->dir, "%s/mnt", l->base) < 0 ||
+            BUF_PRINTF(l->pidfile, "%s/pid", l->base) < 0) {
                 snprintf(l->status, sizeof(l->status), "failed: path too long");
                 return;
         }
-        if ((mkdir(l->base, 0700) < 0 && errno != EEXIST) || chmod(l->base, 0700) < 0) {
+        if ((mkdir("/run/paddock", 0755) < 0 && errno != EEXIST) ||
+            (mkdir(l->base, 0700) < 0 && errno != EEXIST) || chmod(l->base, 0700) < 0) {
                 snprintf(l->status, sizeof(l->status), "failed: %s: %s", l->base, strerror(errno));
                 return;
         }

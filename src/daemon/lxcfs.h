@@ -5,7 +5,8 @@
  * environment's limits. (/sys/devices/system/cpu/online comes from a file the daemon writes per
  * environment; see engine_lifecycle.c.)
  *
- * It runs at <root>/lxcfs/mnt (the directory private, 0700) in a session of its own and
+ * It runs at /run/paddock/<subtree>-lxcfs/mnt (the directory private, 0700; <subtree> is the
+ * daemon's name for its state directory, "paddock-1a2b3c4d") in a session of its own and
  * outlives the daemon while environments run (they read through the mount); a restarted daemon
  * adopts it through its pid file. The daemon restarts it when it dies (environments started
  * before that keep a dead view: their files then fail with ENOTCONN until they restart).
@@ -17,8 +18,9 @@
 struct loop;
 struct lxcfs;
 
-/* Start (or adopt) lxcfs. Never fails the daemon: *ret is always set; check lxcfs_dir. */
-void lxcfs_start(struct loop *loop, const char *root, struct lxcfs **ret);
+/* Start (or adopt) lxcfs for the daemon named name. Never fails the daemon: *ret is always set;
+ * check lxcfs_dir. */
+void lxcfs_start(struct loop *loop, const char *name, struct lxcfs **ret);
 /* Its mount point while it serves, else NULL. */
 const char *lxcfs_dir(const struct lxcfs *l);
 /* "running", "not installed", "failed: ..." for `paddock system`. */

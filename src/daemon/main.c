@@ -486,7 +486,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         struct lxcfs *lxcfs = NULL;
-        lxcfs_start(loop, root, &lxcfs);
+        lxcfs_start(loop, subtree, &lxcfs);
         struct engine_config ec = {.root = root,
                                    .lxcfs = lxcfs,
                                    .uid_registry = o.uid_registry,
