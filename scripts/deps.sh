@@ -5,7 +5,7 @@ pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjan
       libarchive-dev nettle-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
       libwslay-dev libgnutls28-dev
       busybox-static iproute2 util-linux mmdebstrap btrfs-progs e2fsprogs
-      tar curl"
+      tar curl lxcfs"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest nftables tmux docker-registry skopeo umoci zstd
       clang libclang-rt-dev openssl python3-pip python3-setuptools python3-wheel python3-venv"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3 bubblewrap crun hyperfine"

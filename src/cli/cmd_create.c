@@ -25,7 +25,18 @@ enum {
         OPT_LABEL,
         OPT_AUTOSTART,
         OPT_NO_AUTOSTART,
+        OPT_DISK_READ_BPS,
+        OPT_DISK_WRITE_BPS,
+        OPT_DISK_READ_IOPS,
+        OPT_DISK_WRITE_IOPS,
 };
+
+#define IO_HELP                                                                                    \
+        "  --disk-read-bps RATE  disk reads per second in bytes, e.g. 10M (0: no limit)\n"          \
+        "  --disk-write-bps RATE disk writes per second in bytes, e.g. 10M (0: no limit)\n"         \
+        "  --disk-read-iops N    disk read operations per second (0: no limit)\n"                  \
+        "  --disk-write-iops N   disk write operations per second (0: no limit)\n"
+
 
 static const char create_help[] =
     "Usage: paddock create NAME [OPTIONS]\n"
@@ -57,6 +68,7 @@ static const char create_help[] =
     "  --ttl DURATION        destroy after e.g. 90s, 30m, 24h (0: never)\n"
     "  --env K=V             environment variable of every process (repeatable)\n"
     "  --label K=V           label to select environments by (repeatable)\n"
+    IO_HELP
     "  --autostart           start again whenever paddockd starts\n"
     "  --json                print the created environment as JSON\n";
 
@@ -71,6 +83,7 @@ static const char update_help[] =
     "  --pids N              most processes at once\n"
     "  --ttl DURATION        destroy this long from now (0: never)\n"
     "  --disk SIZE|none      disk limit: computers at once, sandboxes while stopped\n"
+    IO_HELP
     "  --autostart           start again whenever paddockd starts\n"
     "  --no-autostart        do not\n"
     "  --json                print the updated environment as JSON\n"
@@ -83,6 +96,10 @@ static const char update_help[] =
             {"swap", required_argument, NULL, OPT_SWAP},                                           \
             {"pids", required_argument, NULL, OPT_PIDS},                                           \
             {"ttl", required_argument, NULL, OPT_TTL},                                             \
+            {"disk-read-bps", required_argument, NULL, OPT_DISK_READ_BPS},                         \
+            {"disk-write-bps", required_argument, NULL, OPT_DISK_WRITE_BPS},                       \
+            {"disk-read-iops", required_argument, NULL, OPT_DISK_READ_IOPS},                       \
+            {"disk-write-iops", required_argument, NULL, OPT_DISK_WRITE_IOPS},                     \
         {                                                                                          \
                 "autostart", no_argument, NULL, OPT_AUTOSTART                                      \
         }
@@ -154,6 +171,24 @@ static int limit_option(json_t *body, int c, const char *verb)
         case OPT_NO_AUTOSTART:
                 json_object_set_new(body, "autostart", json_boolean(c == OPT_AUTOSTART));
                 return -1;
+        case OPT_DISK_READ_BPS:
+        case OPT_DISK_WRITE_BPS:
+        case OPT_DISK_READ_IOPS:
+        case OPT_DISK_WRITE_IOPS: {
+                static const char *const keys[] = {"read_bps", "write_bps", "read_iops",
+                                                   "write_iops"};
+                bool iops = c == OPT_DISK_READ_IOPS || c == OPT_DISK_WRITE_IOPS;
+                json_t *v = !strcmp(optarg, "none") ? json_integer(0)
+                            : iops                  ? count_value(optarg)
+                                                    : json_string(optarg);
+                if (!v || json_object_set_new(json_child(body, "io"),
+                                              keys[c - OPT_DISK_READ_BPS], v) < 0)
+                        return usage_error(verb, "bad value for --disk-%.*s-%s",
+                                           (int)strcspn(keys[c - OPT_DISK_READ_BPS], "_"),
+                                           keys[c - OPT_DISK_READ_BPS],
+                                           iops ? "iops" : "bps");
+                return -1;
+        }
         default:
                 return 0;
         }

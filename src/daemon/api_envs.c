@@ -1,5 +1,6 @@
 /* /v1/envs: create, list, inspect, patch, delete, start/stop/restart. */
 #include "daemon/api.h"
+#include "daemon/api_io.h"
 #include "daemon/log.h"
 #include "lib/paddock.h"
 #include "lib/parse.h"
@@ -204,12 +205,15 @@ void api_envs_create(struct request *r, struct engine *e)
 {
         static const char *const fields[] = {"name", "kind", "image", "cpus", "memory", "swap",
                                              "pids", "disk", "ttl", "env", "labels", "autostart",
-                                             "network", NULL};
+                                             "network", "io", NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
         struct env_spec spec = {.kind = KIND_SANDBOX,
-                                .limits = {CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED}};
+                                .limits = {.cpu_millis = CG_UNLIMITED,
+                                           .memory_bytes = CG_UNLIMITED,
+                                           .swap_bytes = CG_UNLIMITED,
+                                           .pids = CG_UNLIMITED}};
         json_t *j;
         if (!api_known_fields(r, body, fields))
                 goto out;
@@ -281,6 +285,16 @@ void api_envs_create(struct request *r, struct engine *e)
         if ((j = json_object_get(body, "network")) && !json_is_null(j) &&
             !api_network(r, j, &spec.net))
                 goto out;
+        if ((j = json_object_get(body, "io")) && !json_is_null(j)) {
+                bool has[4];
+                uint64_t io[4];
+                if (!api_io_limits(r, j, has, io))
+                        goto out;
+                spec.limits.io_read_bps = io[IO_READ_BPS];
+                spec.limits.io_write_bps = io[IO_WRITE_BPS];
+                spec.limits.io_read_iops = io[IO_READ_IOPS];
+                spec.limits.io_write_iops = io[IO_WRITE_IOPS];
+        }
         if (!json_object_get(body, "image") && !engine_image_exists(e, spec.image)) {
                 http_reply_error(r, 404, "not_found",
                                  "no image given and the default image %s does not exist: "
@@ -351,15 +365,24 @@ void api_env_get(struct request *r, struct engine *e, struct env *v)
 void api_env_patch(struct request *r, struct engine *e, struct env *v)
 {
         static const char *const fields[] = {"cpus", "memory", "swap", "pids", "ttl", "autostart",
-                                             "network", "disk", NULL};
+                                             "network", "disk", "io", NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
         struct env_patch p = {0};
-        struct cgroup_limits l = {CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED, CG_UNLIMITED};
+        struct cgroup_limits l = {.cpu_millis = CG_UNLIMITED,
+                                  .memory_bytes = CG_UNLIMITED,
+                                  .swap_bytes = CG_UNLIMITED,
+                                  .pids = CG_UNLIMITED};
         json_t *j;
         if (!api_known_fields(r, body, fields) || !parse_limits(r, body, &l))
                 goto out;
+        if ((j = json_object_get(body, "io")) && !json_is_null(j) &&
+            !api_io_limits(r, j, p.has_io, p.io))
+                goto out;
+        if (j && json_is_null(j)) /* "io": null removes every I/O limit */
+                for (size_t i = 0; i < 4; i++)
+                        p.has_io[i] = true;
         /* null clears a limit */
         p.has_cpus = json_object_get(body, "cpus") != NULL;
         p.cpus = l.cpu_millis;

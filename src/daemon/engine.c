@@ -193,6 +193,8 @@ char *spec_dump(const struct env *v)
                               "network", netpolicy_json(&v->net));
         if (j && v->disk_bytes)
                 json_object_set_new(j, "disk", json_integer((json_int_t)v->disk_bytes));
+        if (j && cgroup_limits_have_io(&v->limits))
+                json_object_set_new(j, "io", env_io_json(&v->limits, false));
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         return s;
@@ -217,6 +219,11 @@ static void spec_load(struct env *v)
         if (!v->tmp_bytes)
                 v->tmp_bytes = DEFAULT_TMP_BYTES;
         v->disk_bytes = (uint64_t)json_integer_value(json_object_get(j, "disk"));
+        json_t *io = json_object_get(j, "io");
+        v->limits.io_read_bps = (uint64_t)json_integer_value(json_object_get(io, "read_bps"));
+        v->limits.io_write_bps = (uint64_t)json_integer_value(json_object_get(io, "write_bps"));
+        v->limits.io_read_iops = (uint64_t)json_integer_value(json_object_get(io, "read_iops"));
+        v->limits.io_write_iops = (uint64_t)json_integer_value(json_object_get(io, "write_iops"));
         netpolicy_load(&v->net, json_object_get(j, "network"));
         if (inet_pton(AF_INET, v->row.ip, &v->addr) != 1)
                 v->addr.s_addr = 0;

@@ -30,6 +30,7 @@ struct engine_config {
         struct loop *loop;
         struct storage *storage;
         const char *apt_dir;      /* the host's apt configuration: image build's mirror, proxy */
+        struct lxcfs *lxcfs;      /* the virtualized /proc files (daemon/lxcfs.h), or NULL */
 };
 
 /* A validated create request. */
@@ -94,7 +95,11 @@ struct env_patch {
         uint64_t cpus, memory, swap, pids, ttl_s, disk;
         bool autostart;
         struct netpolicy net; /* with has_net: replaces the policy (moved) */
+        /* Disk I/O limits (IO_READ_BPS..): has_io[i] = given, io[i] = the new value, 0 = none */
+        bool has_io[4];
+        uint64_t io[4];
 };
+enum { IO_READ_BPS, IO_WRITE_BPS, IO_READ_IOPS, IO_WRITE_IOPS };
 int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, char *err,
                  size_t errlen);
 

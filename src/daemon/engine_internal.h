@@ -86,6 +86,9 @@ int image_rootfs(const struct engine *e, const char *image, char *buf, size_t le
 int owner_note(const struct engine *e, const char *name, char *buf, size_t len);
 json_t *limit_json(uint64_t v);
 char *spec_dump(const struct env *v);
+/* {"read_bps":N,...} of l's disk I/O limits; shown (the API's view): null for none, plus the
+ * "device"; else 0 for none (the stored spec). */
+json_t *env_io_json(const struct cgroup_limits *l, bool shown);
 int env_save(struct engine *e, struct env *v);
 void env_free(struct env *v);
 void env_unlink(struct engine *e, struct env *v);

@@ -2,17 +2,38 @@
  * the daemon as a whole (`paddock system`). What the API returns for these is built here
  * and nowhere else, so its shape is in one place. */
 #include "daemon/engine_internal.h"
+#include "daemon/lxcfs.h"
 #include "daemon/metrics.h"
 #include "lib/confine.h"
 #include "lib/userns.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
+#include <sys/sysmacros.h>
 
 static json_t *time_json(int64_t t)
 {
         char buf[RFC3339_SIZE];
         return t ? json_string(format_rfc3339(t, buf)) : json_null();
+}
+
+static json_t *io_value(uint64_t v, bool nulls)
+{
+        return v ? json_integer((json_int_t)v) : nulls ? json_null() : json_integer(0);
+}
+
+json_t *env_io_json(const struct cgroup_limits *l, bool shown)
+{
+        json_t *j = json_pack("{s:o,s:o,s:o,s:o}", "read_bps", io_value(l->io_read_bps, shown),
+                              "write_bps", io_value(l->io_write_bps, shown), "read_iops",
+                              io_value(l->io_read_iops, shown), "write_iops",
+                              io_value(l->io_write_iops, shown));
+        if (j && shown) {
+                char dev[32];
+                snprintf(dev, sizeof(dev), "%u:%u", major(l->io_dev), minor(l->io_dev));
+                json_object_set_new(j, "device", l->io_dev ? json_string(dev) : json_null());
+        }
+        return j;
 }
 
 /* listed: part of a listing of many environments, where counters may be a second old (one
@@ -94,6 +115,10 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
                 json_object_set_new(j, "disk", disk);
         else
                 json_decref(disk);
+        /* disk I/O limits, null = none; device: the block device they apply to (MAJ:MIN), known
+         * while the environment runs with a limit */
+        if (j)
+                json_object_set_new(j, "io", env_io_json(&v->limits, true));
         return j;
 }
 
@@ -120,11 +145,15 @@ json_t *engine_system_json(struct engine *e)
                                     si.shifted    ? "shifted at create (chown)"
                                     : si.idmapped ? "idmapped mounts"
                                                   : "unavailable");
-        return json_pack("{s:s,s:s,s:i,s:b,s:s,s:o,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
+        json_t *j = json_pack("{s:s,s:s,s:i,s:b,s:s,s:o,s:s,s:I,s:I,s:s}", "version", e->cfg.version,
                          "cgroup_mode",
                          cgroup_mode_name(cgroup_manager_mode(e->cfg.cgroups)), "landlock_abi",
                          landlock_abi(), "idmapped_mounts", si.idmapped, "storage_driver",
                          si.driver, "storage", storage, "root", e->cfg.root, "envs",
                          (json_int_t)e->n_envs, "running", (json_int_t)running, "network",
                          e->net ? "routed" : "unavailable");
+        /* the limits-aware /proc view inside environments (lxcfs) */
+        if (j)
+                json_object_set_new(j, "lxcfs", json_string(lxcfs_status(e->cfg.lxcfs)));
+        return j;
 }

@@ -6,6 +6,8 @@
 #include "daemon/events.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/lxcfs.h"
+#include "lib/blockdev.h"
 #include "lib/spawn.h"
 #include "lib/userns.h"
 #include "lib/util.h"
@@ -29,6 +31,60 @@ int env_watch(struct engine *e, struct env *v)
         return loop_add_fd(e->cfg.loop, v->pidfd, EPOLLIN, env_on_exit, v, &v->exit_src);
 }
 
+/* The block device that carries an environment's disk I/O, into l->io_dev: a computer's disk
+ * (the btrfs pool's loop device, the dir driver's per-computer image, or the host disk holding
+ * the state directory), a sandbox's image (sandboxes write only to tmpfs). Found when limits
+ * first need it; each start finds it again (a per-computer image may get another loop device
+ * after a reboot). */
+static int env_io_device(struct engine *e, const struct env *v, struct cgroup_limits *l,
+                         char *err, size_t errlen)
+{
+        if (!cgroup_limits_have_io(l) || l->io_dev)
+                return 0;
+        char path[4096];
+        int r;
+        if (v->kind == KIND_COMPUTER) {
+                r = env_dir(e, v->row.name, "disk", path, sizeof(path));
+                if (r >= 0 && access(path, F_OK) < 0)
+                        r = env_dir(e, v->row.name, NULL, path, sizeof(path));
+        } else
+                r = image_rootfs(e, v->row.image, path, sizeof(path));
+        if (r >= 0)
+                r = blockdev_of_path(path, &l->io_dev);
+        if (r < 0) {
+                snprintf(err, errlen, "disk I/O limits: no block device found for %s: %s", path,
+                         strerror(-r));
+                return r == -ENODEV || r == -EXDEV ? -EOPNOTSUPP : r;
+        }
+        return 0;
+}
+
+/* env_dir/cpu-online, bound over the environment's /sys/devices/system/cpu/online: "0-N" for
+ * ceil(its CPU limit) CPUs, at most the host's. glibc's get_nprocs (sysconf, os.cpu_count(),
+ * many runtimes) reads it. Rewritten in place on update (a new inode would leave the bind on
+ * the old one). */
+static int env_write_cpu_online(struct engine *e, const struct env *v, uint64_t cpu_millis,
+                                char *path, size_t len)
+{
+        int r = env_dir(e, v->row.name, "cpu-online", path, len);
+        if (r < 0)
+                return r;
+        long host = sysconf(_SC_NPROCESSORS_ONLN);
+        uint64_t n = host > 0 ? (uint64_t)host : 1;
+        if (cpu_millis != CG_UNLIMITED && (cpu_millis + 999) / 1000 < n)
+                n = (cpu_millis + 999) / 1000;
+        char buf[32];
+        int len2 = n > 1 ? snprintf(buf, sizeof(buf), "0-%llu\n", (unsigned long long)(n - 1))
+                         : snprintf(buf, sizeof(buf), "0\n");
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                                      0444);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, buf, (size_t)len2) != len2)
+                return -EIO;
+        return 0;
+}
+
 static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
 {
         char dir[4096], image[4096], resolv[4200];
@@ -45,6 +101,13 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 snprintf(err, errlen, "image %s is missing", v->row.image);
                 return -ENOEXEC;
         }
+        v->limits.io_dev = 0;
+        r = env_io_device(e, v, &v->limits, err, errlen);
+        if (r < 0)
+                return r;
+        char cpu_online[4200];
+        bool have_online = env_write_cpu_online(e, v, v->limits.cpu_millis, cpu_online,
+                                                sizeof(cpu_online)) >= 0;
         r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
         if (r < 0) {
                 snprintf(err, errlen, "cgroup: %s", strerror(-r));
@@ -68,7 +131,9 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                            .uid_base = v->row.uid_base,
                            .tmp_bytes = v->tmp_bytes,
                            .shm_bytes = DEFAULT_SHM_BYTES,
-                           .resolv_conf = resolv},
+                           .resolv_conf = resolv,
+                           .lxcfs_dir = lxcfs_dir(e->cfg.lxcfs),
+                           .cpu_online = have_online ? cpu_online : NULL},
                 .cgroups = e->cfg.cgroups,
                 .cgroup_name = v->cgname,
                 .init_fd = e->cfg.init_fd,
@@ -480,14 +545,25 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                 l.swap_bytes = p->swap;
         if (p->has_pids)
                 l.pids = p->pids;
+        uint64_t *io[] = {&l.io_read_bps, &l.io_write_bps, &l.io_read_iops, &l.io_write_iops};
+        for (size_t i = 0; i < ELEMENTSOF(io); i++)
+                if (p->has_io[i])
+                        *io[i] = p->io[i];
         if (v->pidfd >= 0) {
-                int r = cgroup_env_set_limits(e->cfg.cgroups, v->cgname, &l);
+                int r = env_io_device(e, v, &l, err, errlen);
+                if (r < 0)
+                        return r;
+                r = cgroup_env_set_limits(e->cfg.cgroups, v->cgname, &l);
                 if (r < 0) {
                         snprintf(err, errlen, "applying limits: %s", strerror(-r));
                         return r;
                 }
         }
         v->limits = l;
+        if (p->has_cpus) {
+                char path[4200];
+                (void)env_write_cpu_online(e, v, l.cpu_millis, path, sizeof(path));
+        }
         if (p->has_ttl) {
                 v->ttl_s = p->ttl_s;
                 v->row.expires_at = p->ttl_s ? wall_s() + (int64_t)p->ttl_s : 0;

@@ -7,6 +7,7 @@
 #include "daemon/http.h"
 #include "daemon/log.h"
 #include "daemon/tokens.h"
+#include "daemon/lxcfs.h"
 #include "daemon/loop.h"
 #include "daemon/network.h"
 #include "daemon/procs.h"
@@ -730,7 +731,10 @@ int main(int argc, char **argv)
                 log_error("audit log %s/audit: %s", root, strerror(-r));
                 return 1;
         }
+        struct lxcfs *lxcfs = NULL;
+        lxcfs_start(loop, subtree, &lxcfs);
         struct engine_config ec = {.root = root,
+                                   .lxcfs = lxcfs,
                                    .uid_registry = o.uid_registry,
                                    .version = PADDOCK_VERSION,
                                    .init_fd = init_fd,
@@ -797,6 +801,17 @@ int main(int argc, char **argv)
         engine_free(engine);
         storage_free(storage);
         network_free(net);
+        {
+                /* lxcfs keeps serving environments that outlive the daemon */
+                char **names = NULL;
+                size_t n = 0;
+                if (cgroup_list_envs(cg, &names, &n) < 0)
+                        n = 1;
+                for (size_t i = 0; names && i < n; i++)
+                        free(names[i]);
+                free(names);
+                lxcfs_free(lxcfs, n > 0);
+        }
         cgroup_manager_remove_if_empty(cg);
         cgroup_manager_free(cg);
         state_close(state);

@@ -254,6 +254,9 @@ static int limits_valid(const struct cgroup_limits *l)
                 return -EINVAL;
         if (l->cpu_millis != CG_UNLIMITED && l->cpu_millis > UINT64_MAX / 100)
                 return -ERANGE;
+        /* I/O limits need the device they apply to. */
+        if (cgroup_limits_have_io(l) && !l->io_dev)
+                return -EINVAL;
         return 0;
 }
 

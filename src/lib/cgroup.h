@@ -20,7 +20,16 @@ struct cgroup_limits {
         uint64_t memory_bytes; /* CG_UNLIMITED = none */
         uint64_t swap_bytes;   /* swap on top of memory; CG_UNLIMITED = none; 0 = no swap */
         uint64_t pids;         /* CG_UNLIMITED = none */
+        /* Disk I/O on one block device (io_dev; the whole disk, e.g. a loop device): bytes and
+         * operations per second, 0 = no limit. io_dev may be 0 only while all four are 0. */
+        uint64_t io_read_bps, io_write_bps, io_read_iops, io_write_iops;
+        dev_t io_dev;
 };
+
+static inline bool cgroup_limits_have_io(const struct cgroup_limits *l)
+{
+        return l->io_read_bps || l->io_write_bps || l->io_read_iops || l->io_write_iops;
+}
 
 struct cgroup_stats {
         uint64_t memory_current;

@@ -8,10 +8,13 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
-/* The v1 controllers Paddock places environments in. cpuset needs cpus/mems copied into every
- * new group before it accepts tasks and devices/net_cls/perf_event add nothing here, so those
+/* The v1 controllers Paddock places environments in. cpuset carries no limit of ours, but lxcfs
+ * reads an environment's CPU quota at the path of its cpuset group, so environments get one
+ * there too (the subtree inherits the daemon's cpus/mems and hands them down with
+ * cgroup.clone_children, see v1_setup). devices/net_cls/perf_event add nothing here, so those
  * hierarchies keep the daemon's own group. */
-static const char *const v1_wanted[] = {"cpu", "cpuacct", "memory", "pids", "freezer", "blkio"};
+static const char *const v1_wanted[] = {"cpu", "cpuacct", "memory", "pids", "freezer", "blkio",
+                                        "cpuset"};
 
 /* ---------------------------------------------------------------- /proc/self/cgroup */
 

@@ -12,6 +12,7 @@
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <sys/sysmacros.h>
 
 #define FREEZE_WAIT_MS 1000
 
@@ -83,6 +84,39 @@ static int set_pids(struct cgroup_manager *m, const char *env, uint64_t pids)
         return cg_write_limit(fd, "pids.max", pids, "max");
 }
 
+/* blkio.throttle.*_device take "MAJ:MIN VALUE" per device; 0 removes the rule. v1 throttling
+ * is flat (a group's limit does not bound its children), which is why exec sub-groups are never
+ * made in the blkio hierarchy: every process of the environment shares its one group. */
+static int set_io(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l)
+{
+        if (!l->io_dev)
+                return 0;
+        _cleanup_close_ int fd = -EBADF;
+        int r = open_ctl_group(m, "blkio", env, NULL, &fd);
+        if (r == -EOPNOTSUPP && !cgroup_limits_have_io(l))
+                return 0;
+        if (r < 0)
+                return r;
+        const struct {
+                const char *file;
+                uint64_t v;
+        } w[] = {{"blkio.throttle.read_bps_device", l->io_read_bps},
+                 {"blkio.throttle.write_bps_device", l->io_write_bps},
+                 {"blkio.throttle.read_iops_device", l->io_read_iops},
+                 {"blkio.throttle.write_iops_device", l->io_write_iops}};
+        for (size_t i = 0; i < ELEMENTSOF(w); i++) {
+                char buf[64];
+                snprintf(buf, sizeof(buf), "%u:%u %llu", major(l->io_dev), minor(l->io_dev),
+                         (unsigned long long)w[i].v);
+                r = cg_write(fd, w[i].file, buf);
+                if (r == -ENOENT)
+                        r = w[i].v ? -EOPNOTSUPP : 0;
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int v1_set_limits(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l)
 {
         int r = set_cpu(m, env, l->cpu_millis);
@@ -91,11 +125,42 @@ static int v1_set_limits(struct cgroup_manager *m, const char *env, const struct
         r = set_memory(m, env, l->memory_bytes, l->swap_bytes);
         if (r < 0)
                 return r;
-        return set_pids(m, env, l->pids);
+        r = set_pids(m, env, l->pids);
+        if (r < 0)
+                return r;
+        return set_io(m, env, l);
+}
+
+/* A v1 cpuset group accepts tasks only once cpuset.cpus and cpuset.mems are set: the subtree
+ * copies the daemon's own group's, and clone_children makes every env group below start with
+ * the subtree's. */
+static int setup_cpuset(const struct cg_hier *h)
+{
+        static const char *const files[] = {"cpuset.cpus", "cpuset.mems"};
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                _cleanup_free_ char *have = NULL, *own = NULL;
+                if (cg_read_all(h->subtree_fd, files[i], &have) >= 0 && have[0] && have[0] != '\n')
+                        continue;
+                if (cg_read_all(h->own_fd, files[i], &own) < 0)
+                        continue; /* a test directory without the file */
+                own[strcspn(own, "\n")] = 0;
+                int r = cg_write(h->subtree_fd, files[i], own);
+                if (r < 0)
+                        return r;
+        }
+        return cg_file_exists(h->subtree_fd, "cgroup.clone_children")
+                       ? cg_write(h->subtree_fd, "cgroup.clone_children", "1")
+                       : 0;
 }
 
 static int v1_setup(struct cgroup_manager *m)
 {
+        const struct cg_hier *cs = cg_find_hier(m, "cpuset");
+        if (cs) {
+                int q = setup_cpuset(cs);
+                if (q < 0)
+                        return q;
+        }
         /* Before 5.16 (or with an old systemd) memory.use_hierarchy may be 0, and then an exec
          * sub-group would escape its env's memory limit. Our subtree has no children yet on
          * first start, which is when the flag can still be set. */

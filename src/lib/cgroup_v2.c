@@ -9,8 +9,9 @@
 #include "lib/util.h"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
-static const char *const v2_wanted[] = {"cpu", "memory", "pids"};
+static const char *const v2_wanted[] = {"cpu", "memory", "pids", "io"};
 
 /* How long cgroup_env_freeze waits for the kernel to report the group frozen. Tasks in
  * uninterruptible sleep (NFS, FUSE) can hold it up for good, so the wait is bounded. */
@@ -102,6 +103,35 @@ static int v2_setup(struct cgroup_manager *m)
                 return cg_write(h->subtree_fd, "cgroup.subtree_control", add2);
         return 0;
 }
+static void io_value(char *buf, size_t size, const char *key, uint64_t v)
+{
+        if (v)
+                snprintf(buf, size, " %s=%llu", key, (unsigned long long)v);
+        else
+                snprintf(buf, size, " %s=max", key);
+}
+
+/* io.max: one line "MAJ:MIN rbps=N wbps=N riops=N wiops=N" per device, "max" lifts a limit
+ * (all four max removes the device's line). The io controller must be enabled in the subtree
+ * (v2_wanted); without it there is no io.max, which is fine while nothing is limited. v2
+ * throttling is hierarchical, so exec sub-groups stay within the env's limit. */
+static int set_io(int fd, const struct cgroup_limits *l)
+{
+        if (!l->io_dev)
+                return 0;
+        char line[256], rb[32], wb[32], ri[32], wi[32];
+        io_value(rb, sizeof(rb), "rbps", l->io_read_bps);
+        io_value(wb, sizeof(wb), "wbps", l->io_write_bps);
+        io_value(ri, sizeof(ri), "riops", l->io_read_iops);
+        io_value(wi, sizeof(wi), "wiops", l->io_write_iops);
+        snprintf(line, sizeof(line), "%u:%u%s%s%s%s", major(l->io_dev), minor(l->io_dev), rb, wb,
+                 ri, wi);
+        int r = cg_write(fd, "io.max", line);
+        if (r == -ENOENT)
+                r = cgroup_limits_have_io(l) ? -EOPNOTSUPP : 0;
+        return r;
+}
+
 static int v2_set_limits(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l)
 {
         _cleanup_close_ int fd = -EBADF;
@@ -136,7 +166,10 @@ static int v2_set_limits(struct cgroup_manager *m, const char *env, const struct
         r = cg_write_limit(fd, "memory.swap.max", l->swap_bytes, "max");
         if (r < 0 && r != -EOPNOTSUPP)
                 return r;
-        return cg_write_limit(fd, "pids.max", l->pids, "max");
+        r = cg_write_limit(fd, "pids.max", l->pids, "max");
+        if (r < 0)
+                return r;
+        return set_io(fd, l);
 }
 
 static int v2_freeze(struct cgroup_manager *m, const char *env, const char *sub, bool frozen)

@@ -299,6 +299,141 @@ static int bind_resolv_conf(int root_fd, const char *host_file)
         return attach(t, target);
 }
 
+/* Files lxcfs answers per reading cgroup (limits, the environment's own uptime and load): bound
+ * read-only over the kernel's host-wide figures. Best effort: an entry lxcfs or the kernel lacks
+ * is skipped, and a failing lxcfs leaves the kernel's files in place. Not lxcfs' own
+ * sys/devices/system/cpu/online: the kernel caches that FUSE file's size from its first (short)
+ * read by anyone, so "0-1" reads as "0-" after a 1-CPU environment read "0"; the daemon writes
+ * a file of its own per environment instead (cpu_online). */
+static const char *const lxcfs_files[] = {
+        "proc/cpuinfo", "proc/meminfo", "proc/stat",  "proc/uptime",
+        "proc/loadavg", "proc/swaps",   "proc/diskstats", NULL,
+};
+
+static void bind_file_ro(int root_fd, const char *src, const char *rel)
+{
+        _cleanup_close_ int target = open_in_root(root_fd, rel, O_PATH);
+        if (target < 0 || access(src, R_OK) < 0)
+                return;
+        _cleanup_close_ int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (t < 0)
+                return;
+        struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                           MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+        if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return;
+        (void)attach(t, target);
+}
+
+static void bind_lxcfs(int root_fd, const char *lxcfs_dir)
+{
+        for (size_t i = 0; lxcfs_files[i]; i++) {
+                char src[4200];
+                if (BUF_PRINTF(src, "%s/%s", lxcfs_dir, lxcfs_files[i]) < 0)
+                        continue;
+                bind_file_ro(root_fd, src, lxcfs_files[i]);
+        }
+}
+
+/* Controllers whose groups Paddock limits: their v1 hierarchies are shown inside. */
+static bool cgroup_shown(const char *controllers)
+{
+        static const char *const shown[] = {"cpu", "cpuacct", "memory", "pids", "blkio", NULL};
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", controllers);
+        char *save = NULL;
+        for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save))
+                for (size_t i = 0; shown[i]; i++)
+                        if (!strcmp(c, shown[i]))
+                                return true;
+        return false;
+}
+
+/* One v1 hierarchy (controllers "cpu,cpuacct") at sysfs/cgroup/<controllers>, rooted at the
+ * environment's group (the spawning child already is in the environment's cgroup namespace,
+ * whose root is that group), read-only. */
+static int mount_cgroup_v1(int cg_fd, const char *controllers)
+{
+        if (mkdirat(cg_fd, controllers, 0555) < 0 && errno != EEXIST)
+                return -errno;
+        _cleanup_close_ int fs = fsopen("cgroup", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return -errno;
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", controllers);
+        char *save = NULL;
+        for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save))
+                if (fsconfig(fs, FSCONFIG_SET_FLAG, c, NULL, 0) < 0)
+                        return -errno;
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        _cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC,
+                                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                  MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (mnt < 0)
+                return -errno;
+        _cleanup_close_ int target = openat(cg_fd, controllers, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+                                                                   O_CLOEXEC);
+        if (target < 0)
+                return -errno;
+        int r = attach(mnt, target);
+        if (r < 0)
+                return r;
+        /* "cpu" and "cpuacct" name the co-mounted "cpu,cpuacct", as on the host */
+        if (strchr(controllers, ',')) {
+                snprintf(buf, sizeof(buf), "%s", controllers);
+                save = NULL;
+                for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save))
+                        if (symlinkat(controllers, cg_fd, c) < 0 && errno != EEXIST)
+                                return -errno;
+        }
+        return 0;
+}
+
+/* /sys/fs/cgroup: the environment's own cgroup, read-only, so that runtimes reading their limits
+ * (JVM, Go, .NET, Node) find them. v2: the unified hierarchy rooted at its group. v1 and hybrid:
+ * a read-only tmpfs holding each hierarchy Paddock limits, each rooted at its group. Mounted
+ * read-only from outside the environment's user namespace: nothing inside can remount them, and
+ * the files belong to host root anyway. */
+static int mount_cgroup_view(int root_fd)
+{
+        FILE *f = fopen("/proc/self/cgroup", "re");
+        if (!f)
+                return -errno;
+        char line[512], v1[8][128];
+        size_t n_v1 = 0;
+        bool unified = false;
+        while (fgets(line, sizeof(line), f)) {
+                char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+                if (!a || !b)
+                        continue;
+                *b = 0;
+                const char *ctl = a + 1;
+                if (!*ctl)
+                        unified = true;
+                else if (strncmp(ctl, "name=", 5) && cgroup_shown(ctl) && n_v1 < ELEMENTSOF(v1) &&
+                         strlen(ctl) < sizeof(v1[0]))
+                        snprintf(v1[n_v1++], sizeof(v1[0]), "%s", ctl);
+        }
+        fclose(f);
+        unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+        if (!n_v1)
+                return unified ? mount_fs_at(root_fd, "sys/fs/cgroup", "cgroup2", NULL, ro) : 0;
+        const char *const o[] = {"mode", "0755", "size", "65536", NULL};
+        int r = mount_fs_at(root_fd, "sys/fs/cgroup", "tmpfs", o,
+                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int cg = open_in_root(root_fd, "sys/fs/cgroup", O_RDONLY | O_DIRECTORY);
+        if (cg < 0)
+                return cg;
+        for (size_t i = 0; i < n_v1; i++)
+                if ((r = mount_cgroup_v1(cg, v1[i])) < 0)
+                        return r;
+        struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
+        return mount_setattr(cg, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ? -errno : 0;
+}
+
 static int enter_root(int root_fd)
 {
         /* pivot_root(".", ".") stacks the old root on top of the new one; detaching "."
@@ -376,9 +511,16 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
                         goto fail;
         }
+        step = "/sys/fs/cgroup";
+        if ((r = mount_cgroup_view(root)) < 0)
+                goto fail;
         step = "mask /proc and /sys";
         if ((r = mask_proc(root)) < 0)
                 goto fail;
+        if (c->lxcfs_dir)
+                bind_lxcfs(root, c->lxcfs_dir);
+        if (c->cpu_online)
+                bind_file_ro(root, c->cpu_online, "sys/devices/system/cpu/online");
         step = "/etc/resolv.conf";
         if (c->resolv_conf && (r = bind_resolv_conf(root, c->resolv_conf)) < 0)
                 goto fail;

@@ -28,6 +28,11 @@ struct rootfs_config {
         uint64_t tmp_bytes;       /* sandbox: size of /tmp and of /workspace (and inodes) */
         uint64_t shm_bytes;       /* size of /dev/shm */
         const char *resolv_conf;  /* host file bound read-only on /etc/resolv.conf, or NULL */
+        const char *lxcfs_dir;    /* lxcfs mount point: its proc/ files are bound read-only over
+                                   * the environment's, or NULL (the kernel's host figures) */
+        const char *cpu_online;   /* file bound read-only over /sys/devices/system/cpu/online
+                                   * ("0-N" for the CPU limit, kept current by the daemon), or
+                                   * NULL */
 };
 
 /* Assemble and pivot into the root. On failure *ret_step names the step that failed. */

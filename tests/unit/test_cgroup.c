@@ -4,6 +4,7 @@
  * pre-created as regular files (mkdir in a plain directory makes none), so what the backend
  * writes can be read back. One test runs against the real /sys/fs/cgroup, as root, when the
  * host is hybrid or v2, and removes everything it made even when a check fails. */
+#include <sys/sysmacros.h>
 #include "lib/cgroup.h"
 #include "lib/util.h"
 #include "unit.h"
@@ -125,7 +126,7 @@ static void layout_v2(void)
         put("agent/x/" SUB "/cgroup.subtree_control", "");
         static const char *const files[] = {"cpu.max", "memory.max", "memory.swap.max",
                                             "pids.max", "cgroup.procs", "cgroup.kill",
-                                            "cgroup.freeze"};
+                                            "cgroup.freeze", "io.max"};
         for (size_t i = 0; i < ELEMENTSOF(files); i++)
                 put(relf("agent/x/" SUB "/e1/%s", files[i]), "");
         put("agent/x/" SUB "/e1/exec1/cgroup.procs", "");
@@ -144,12 +145,19 @@ static void layout_v1(void)
                 put(relf("%s/agent/x/" SUB "/e1/exec1/cgroup.procs", v1_dirs[i]), "");
         }
         put("cpuset/cgroup.procs", "");
+        put("cpuset/cpuset.cpus", "0-3\n");
+        put("cpuset/" SUB "/cpuset.cpus", "");
+        put("cpuset/" SUB "/cgroup.clone_children", "0");
+        put("cpuset/" SUB "/e1/cgroup.procs", "");
         put("memory/agent/x/" SUB "/e1/memory.limit_in_bytes", "");
         put("memory/agent/x/" SUB "/e1/memory.memsw.limit_in_bytes", "");
         put("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_period_us", "");
         put("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_quota_us", "");
         put("pids/agent/x/" SUB "/e1/pids.max", "");
         put("freezer/agent/x/" SUB "/e1/freezer.state", "");
+        static const char *const blk[] = {"read_bps", "write_bps", "read_iops", "write_iops"};
+        for (size_t i = 0; i < ELEMENTSOF(blk); i++)
+                put(relf("blkio/agent/x/" SUB "/e1/blkio.throttle.%s_device", blk[i]), "");
         put("self", "12:name=systemd:/agent/x\n"
                     "11:cpuset:/\n"
                     "8:pids:/agent/x\n"
@@ -276,8 +284,8 @@ static void test_cgroup_v2__delegation(void)
         struct cgroup_manager *m = new_manager(&r);
         CHECK_EQ_INT(r, 0);
         cgroup_manager_free(m);
-        CHECK_EQ_STR(get("agent/x/cgroup.subtree_control"), "+cpu +memory +pids");
-        CHECK_EQ_STR(get("agent/x/" SUB "/cgroup.subtree_control"), "+cpu +memory +pids");
+        CHECK_EQ_STR(get("agent/x/cgroup.subtree_control"), "+cpu +memory +pids +io");
+        CHECK_EQ_STR(get("agent/x/" SUB "/cgroup.subtree_control"), "+cpu +memory +pids +io");
         /* Nothing above or beside the own group is touched. */
         CHECK_EQ_STR(get("cgroup.subtree_control"), "cpu io memory pids");
         CHECK(!exists(SUB));
@@ -285,12 +293,12 @@ static void test_cgroup_v2__delegation(void)
 
         /* Already enabled (as the kernel shows it): no write at all. */
         put("agent/x/cgroup.subtree_control", "cpu io memory pids\n");
-        put("agent/x/" SUB "/cgroup.subtree_control", "cpu memory pids\n");
+        put("agent/x/" SUB "/cgroup.subtree_control", "cpu io memory pids\n");
         m = new_manager(&r);
         CHECK_EQ_INT(r, 0);
         cgroup_manager_free(m);
         CHECK_EQ_STR(get("agent/x/cgroup.subtree_control"), "cpu io memory pids");
-        CHECK_EQ_STR(get("agent/x/" SUB "/cgroup.subtree_control"), "cpu memory pids");
+        CHECK_EQ_STR(get("agent/x/" SUB "/cgroup.subtree_control"), "cpu io memory pids");
 
         /* Partly enabled, and a controller the own group does not offer: only the rest. */
         put("agent/x/cgroup.controllers", "memory pids\n");
@@ -319,6 +327,19 @@ static void test_cgroup_v2__limits(void)
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/memory.swap.max"), "268435456");
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/pids.max"), "100");
         CHECK(!exists("agent/x/" SUB "/e1/memory.high")); /* memory.max only */
+        CHECK_EQ_STR(get("agent/x/" SUB "/e1/io.max"), ""); /* no I/O limits: not written */
+
+        struct cgroup_limits io = limits_a;
+        io.io_write_bps = 10 * MIB;
+        io.io_read_iops = 200;
+        CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &io), -EINVAL); /* no device */
+        io.io_dev = makedev(7, 3);
+        CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &io), 0);
+        CHECK_EQ_STR(get("agent/x/" SUB "/e1/io.max"),
+                     "7:3 rbps=max wbps=10485760 riops=200 wiops=max");
+        io.io_write_bps = io.io_read_iops = 0;
+        CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &io), 0);
+        CHECK_EQ_STR(get("agent/x/" SUB "/e1/io.max"), "7:3 rbps=max wbps=max riops=max wiops=max");
 
         struct cgroup_limits l = limits_a;
         l.cpu_millis = 250;
@@ -467,6 +488,16 @@ static void test_cgroup_v1__limits(void)
         CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/memory.memsw.limit_in_bytes"), "805306368");
         CHECK_EQ_STR(get("pids/agent/x/" SUB "/e1/pids.max"), "100");
 
+        struct cgroup_limits io = limits_a;
+        io.io_dev = makedev(7, 3);
+        io.io_read_bps = 5 * MIB;
+        io.io_write_iops = 50;
+        CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &io), 0);
+        CHECK_EQ_STR(get("blkio/agent/x/" SUB "/e1/blkio.throttle.read_bps_device"), "7:3 5242880");
+        CHECK_EQ_STR(get("blkio/agent/x/" SUB "/e1/blkio.throttle.write_bps_device"), "7:3 0");
+        CHECK_EQ_STR(get("blkio/agent/x/" SUB "/e1/blkio.throttle.read_iops_device"), "7:3 0");
+        CHECK_EQ_STR(get("blkio/agent/x/" SUB "/e1/blkio.throttle.write_iops_device"), "7:3 50");
+
         struct cgroup_limits l = limits_a;
         l.swap_bytes = 0;
         CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &l), 0);
@@ -497,7 +528,11 @@ static void test_cgroup_v1__limits(void)
                 CHECK(!exists(relf("%s/e2", v1_dirs[i])));
                 CHECK(!exists(relf("%s/" SUB, v1_dirs[i])));
         }
-        CHECK(!exists("cpuset/" SUB) && !exists("cpuset/agent"));
+        /* cpuset: the daemon sits at its root there; env groups below the subtree (for lxcfs),
+         * which inherits the root's cpus/mems and hands them down */
+        CHECK(exists("cpuset/" SUB "/e2") && !exists("cpuset/agent"));
+        CHECK_EQ_STR(get("cpuset/" SUB "/cpuset.cpus"), "0-3");
+        CHECK_EQ_STR(get("cpuset/" SUB "/cgroup.clone_children"), "1");
         CHECK(!exists("cpu") && !exists("cpuacct"));
 out:
         cgroup_manager_free(m);
@@ -555,6 +590,7 @@ static void test_cgroup_v1__attach_freeze_destroy(void)
 
         for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++)
                 put(relf("%s/agent/x/" SUB "/e1/cgroup.procs", v1_dirs[i]), "");
+        put("cpuset/" SUB "/e1/cgroup.procs", "");
         CHECK_EQ_INT(cgroup_env_destroy(m, "e1", NULL), 0);
         for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++) {
                 CHECK(!exists(relf("%s/agent/x/" SUB "/e1", v1_dirs[i])));
@@ -603,7 +639,8 @@ static void test_cgroup_hybrid__unified_mirror(void)
         free(names);
 
         static const char *const all[] = {"memory/agent/x", "pids/agent/x", "cpu,cpuacct/agent/x",
-                                          "freezer/agent/x", "blkio/agent/x", "unified/agent/y"};
+                                          "freezer/agent/x", "blkio/agent/x", "unified/agent/y",
+                                          "cpuset"};
         for (size_t i = 0; i < ELEMENTSOF(all); i++) {
                 put(relf("%s/" SUB "/e1/cgroup.procs", all[i]), "");
                 put(relf("%s/" SUB "/e1/exec1/cgroup.procs", all[i]), "");
