@@ -223,21 +223,20 @@ void lxcfs_free(struct lxcfs *l, bool keep)
         loop_cancel_timer(l->timer);
         loop_remove(l->src);
         if (!keep && l->pid > 0) {
-                /* SIGTERM: fuse unmounts on its way out. */
+                /* Nothing uses it (no environment is left) and it keeps no state: detach its
+                 * mount, then SIGKILL (lxcfs can take seconds to act on SIGTERM, and every
+                 * daemon stop would wait for it). */
+                (void)umount2(l->dir, MNT_DETACH);
                 if (l->pidfd >= 0)
-                        (void)sys_pidfd_send_signal(l->pidfd, SIGTERM, 0);
+                        (void)sys_pidfd_send_signal(l->pidfd, SIGKILL, 0);
                 else
-                        kill(l->pid, SIGTERM);
+                        kill(l->pid, SIGKILL);
                 struct pollfd p = {.fd = l->pidfd, .events = POLLIN};
-                if (l->pidfd < 0 || poll(&p, 1, 2000) <= 0) {
-                        if (l->pidfd >= 0)
-                                (void)sys_pidfd_send_signal(l->pidfd, SIGKILL, 0);
-                }
+                if (l->pidfd >= 0)
+                        (void)poll(&p, 1, 1000);
                 (void)waitpid(l->pid, NULL, WNOHANG);
         }
         if (!keep) {
-                for (int i = 0; i < 100 && is_fuse(l->dir); i++)
-                        usleep(10000);
                 (void)umount2(l->dir, MNT_DETACH);
                 (void)rmdir(l->dir);
                 (void)unlink(l->pidfile);

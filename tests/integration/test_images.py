@@ -390,6 +390,12 @@ def test_pull_errors(daemon, registry):
     assert partials(daemon) == [] and image_names(daemon) == ["base"]
 
 
+def not_lxcfs(st):
+    """The daemon's lxcfs outlives it on purpose (environments keep their /proc views, the
+    next daemon adopts it): it is no helper."""
+    return st[st.index("(") + 1:st.rindex(")")] != "lxcfs"
+
+
 def helper_pids(daemon_pid):
     """Children of the daemon (image helpers)."""
     out = []
@@ -400,7 +406,7 @@ def helper_pids(daemon_pid):
                     st = f.read()
             except OSError:
                 continue
-            if int(st[st.rindex(")") + 2:].split()[1]) == daemon_pid:
+            if int(st[st.rindex(")") + 2:].split()[1]) == daemon_pid and not_lxcfs(st):
                 out.append(int(d))
     return out
 
@@ -605,7 +611,8 @@ def descendants(pid):
                     st = f.read()
             except OSError:
                 continue
-            kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(d))
+            if not_lxcfs(st):
+                kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(d))
     out, todo = [], [pid]
     while todo:
         for k in kids.get(todo.pop(), []):
