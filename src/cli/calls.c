@@ -1,5 +1,6 @@
 #include "cli/calls.h"
 
+#include <getopt.h>
 #include <stdio.h>
 
 int call_print_list(struct cli *cli, const char *path, const char *key, const char *const *headers,
@@ -58,5 +59,24 @@ int call_one(struct cli *cli, const char *method, const char *path, const json_t
         }
         fflush(stdout);
         response_done(&resp);
+        return r;
+}
+
+int call_delete_each(struct cli *cli, const char *prefix, int argc, char **argv)
+{
+        struct client *client = cli_client(cli);
+        if (!client)
+                return EXIT_FAIL;
+        int r = EXIT_OK;
+        for (int i = optind; i < argc; i++) {
+                char *esc = client_escape(client, argv[i]);
+                char *path = NULL;
+                if (!esc || asprintf(&path, "%s/%s", prefix, esc) < 0)
+                        path = NULL;
+                if (call_one(cli, "DELETE", path, NULL, argv[i]) != EXIT_OK)
+                        r = EXIT_FAIL;
+                free(path);
+                free(esc);
+        }
         return r;
 }

@@ -23,3 +23,6 @@ int call_print_list(struct cli *cli, const char *path, const char *key, const ch
  * EXIT_OK, or EXIT_FAIL after the daemon's message (silently for a NULL path: out of memory). */
 int call_one(struct cli *cli, const char *method, const char *path, const json_t *body,
              const char *plain);
+/* DELETE prefix/NAME for each operand (escaped), printing each name done: the "rm NAME..."
+ * verbs. EXIT_OK when every one was removed, else EXIT_FAIL. */
+int call_delete_each(struct cli *cli, const char *prefix, int argc, char **argv);

@@ -206,21 +206,7 @@ static int token_rm(struct cli *cli, int argc, char **argv)
         int r = opts_parse(cli, argc, argv, &token_rm_syntax, NULL);
         if (r >= 0)
                 return r;
-        struct client *client = cli_client(cli);
-        if (!client)
-                return EXIT_FAIL;
-        r = EXIT_OK;
-        for (int i = optind; i < argc; i++) {
-                char *esc = client_escape(client, argv[i]);
-                char *path = NULL;
-                if (!esc || asprintf(&path, "/v1/tokens/%s", esc) < 0)
-                        path = NULL;
-                if (call_one(cli, "DELETE", path, NULL, argv[i]) != EXIT_OK)
-                        r = EXIT_FAIL;
-                free(path);
-                free(esc);
-        }
-        return r;
+        return call_delete_each(cli, "/v1/tokens", argc, argv);
 }
 
 int cmd_token(struct cli *cli, int argc, char **argv)
