@@ -3,14 +3,12 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define APT_FILE_MAX (1u << 20) /* a sources file larger than this is not one */
@@ -239,14 +237,9 @@ static int from_file(const char *path, int is_deb822, char *uri, size_t size, ch
                      size_t from_size)
 {
         /* Admin-owned files; symlinks are fine, anything but a regular file is not a source. */
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        _cleanup_close_ int fd = open_regular(path);
         if (fd < 0)
-                return -errno;
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -ENOENT;
+                return fd == -EINVAL ? -ENOENT : fd;
         _cleanup_free_ char *text = malloc(APT_FILE_MAX);
         if (!text)
                 return -ENOMEM;

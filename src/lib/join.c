@@ -41,15 +41,10 @@ static bool parse_id(const char *s, size_t len, unsigned *ret)
 int passwd_lookup(const char *path, const char *user, uid_t *ret_uid, gid_t *ret_gid,
                   char *ret_home, size_t home_len)
 {
-        /* O_NONBLOCK + S_ISREG: a FIFO or device planted at /etc/passwd must not hang us. */
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        /* A FIFO or device planted at /etc/passwd must not hang us. */
+        _cleanup_close_ int fd = open_regular(path);
         if (fd < 0)
-                return -errno;
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+                return fd;
         char buf[65536];
         ssize_t n = read_full(fd, buf, sizeof(buf) - 1);
         if (n < 0)

@@ -58,6 +58,19 @@ int write_file_at(int dirfd, const char *name, const char *value)
         return 0;
 }
 
+int open_regular(const char *path)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        return TAKE_FD(fd);
+}
+
 int read_file_at(int dirfd, const char *name, size_t max, char **ret)
 {
         if (max == 0)

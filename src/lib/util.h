@@ -97,6 +97,9 @@ ssize_t read_full(int fd, void *buf, size_t len);
 
 /* Write a string to dirfd/name (O_WRONLY|O_CLOEXEC, no create): the cgroup/proc file idiom. */
 int write_file_at(int dirfd, const char *name, const char *value);
+/* Open path for reading only if it is a regular file (O_NONBLOCK, so a FIFO or device put
+ * there cannot hang the caller): the fd, -EINVAL for anything else, or -errno. */
+int open_regular(const char *path);
 /* Read up to max-1 bytes of dirfd/name into a NUL-terminated malloc'd string. */
 int read_file_at(int dirfd, const char *name, size_t max, char **ret);
 
