@@ -1,7 +1,12 @@
 #include "cli/calls.h"
 
+#include "cli/lines.h"
+
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 int call_print_list(struct cli *cli, const char *path, const char *key, const char *const *headers,
                     size_t n_cols, list_row_fn row)
@@ -78,5 +83,62 @@ int call_delete_each(struct cli *cli, const char *prefix, int argc, char **argv)
                 free(path);
                 free(esc);
         }
+        return r;
+}
+
+struct line_stream {
+        const char *verb;
+        line_print_fn print;
+        void *data;
+        struct lines lines;
+        bool failed, broken_pipe;
+};
+
+static int stream_line(char *line, size_t len, void *userdata)
+{
+        struct line_stream *st = userdata;
+        if (len == 0)
+                return 0; /* keep-alive */
+        int r = st->print(line, len, st->data);
+        if (r < 0)
+                st->failed = true;
+        return r;
+}
+
+static bool stream_sink(const char *data, size_t len, void *userdata)
+{
+        struct line_stream *st = userdata;
+        int r = lines_feed(&st->lines, data, len, stream_line, st);
+        if (r >= 0 && fflush(stdout) != 0)
+                r = -errno;
+        if (r == -EPIPE)
+                st->broken_pipe = true;
+        else if (r < 0 && !st->failed)
+                fprintf(stderr, "paddock: %s: cannot write output: %s\n", st->verb, strerror(-r));
+        st->failed |= r < 0;
+        return r >= 0;
+}
+
+int call_stream_lines(struct cli *cli, const char *path, const char *verb, line_print_fn print,
+                      void *data)
+{
+        struct client *client = cli_client(cli);
+        if (!client)
+                return EXIT_FAIL;
+        struct line_stream st = {.verb = verb, .print = print, .data = data,
+                                 .lines = {.max = 1u << 20}};
+        struct request req = {.method = "GET", .path = path, .sink = stream_sink, .sink_data = &st};
+        struct response resp = {};
+        int r = EXIT_FAIL;
+        if (client_perform(client, &req, &resp) < 0) {
+                if (st.broken_pipe)
+                        r = 128 + SIGPIPE;
+        } else if (resp.status < 200 || resp.status >= 300) {
+                client_print_error(&resp);
+        } else if (lines_finish(&st.lines, stream_line, &st) >= 0 && fflush(stdout) == 0) {
+                r = EXIT_OK;
+        }
+        response_done(&resp);
+        lines_done(&st.lines);
         return r;
 }

@@ -26,3 +26,11 @@ int call_one(struct cli *cli, const char *method, const char *path, const json_t
 /* DELETE prefix/NAME for each operand (escaped), printing each name done: the "rm NAME..."
  * verbs. EXIT_OK when every one was removed, else EXIT_FAIL. */
 int call_delete_each(struct cli *cli, const char *prefix, int argc, char **argv);
+
+/* GET path and hand each non-empty line of the streamed answer to print as it arrives (the
+ * NDJSON streams the CLI shows live: watch, events); print returns < 0 to stop. EXIT_OK when
+ * the stream ended, 128 + SIGPIPE when stdout went away, EXIT_FAIL after saying why (verb
+ * names the command in messages). */
+typedef int (*line_print_fn)(const char *line, size_t len, void *data);
+int call_stream_lines(struct cli *cli, const char *path, const char *verb, line_print_fn print,
+                      void *data);

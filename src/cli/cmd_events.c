@@ -2,11 +2,10 @@
  * live until Ctrl-C (GET /v1/events, an NDJSON stream read piece by piece; every line goes out
  * as soon as it is complete). */
 #include "cli/cli.h"
-#include "cli/lines.h"
+#include "cli/calls.h"
 #include "cli/opts.h"
 #include "lib/util.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +61,7 @@ static const struct verb_syntax events_syntax = {
 };
 
 struct events_out {
-        bool json, overflow, failed, broken_pipe;
-        struct lines lines;
+        bool json, overflow;
 };
 
 static bool standard_field(const char *k)
@@ -71,8 +69,9 @@ static bool standard_field(const char *k)
         return !strcmp(k, "time") || !strcmp(k, "type") || !strcmp(k, "env");
 }
 
-static int print_event(struct events_out *o, const char *line, size_t len)
+static int print_event(const char *line, size_t len, void *data)
 {
+        struct events_out *o = data;
         json_t *j = json_loadb(line, len, 0, NULL);
         const char *type = json_string_value(json_object_get(j, "type"));
         int r = 0;
@@ -112,31 +111,6 @@ static int print_event(struct events_out *o, const char *line, size_t len)
         return r;
 }
 
-static int on_line(char *line, size_t len, void *userdata)
-{
-        struct events_out *o = userdata;
-        if (len == 0)
-                return 0;
-        int r = print_event(o, line, len);
-        if (r < 0)
-                o->failed = true;
-        return r;
-}
-
-static bool sink(const char *data, size_t len, void *userdata)
-{
-        struct events_out *o = userdata;
-        int r = lines_feed(&o->lines, data, len, on_line, o);
-        if (r >= 0 && fflush(stdout) != 0)
-                r = -errno;
-        if (r == -EPIPE)
-                o->broken_pipe = true;
-        else if (r < 0 && !o->failed)
-                fprintf(stderr, "paddock: events: cannot write output: %s\n", strerror(-r));
-        o->failed |= r < 0;
-        return r >= 0;
-}
-
 int cmd_events(struct cli *cli, int argc, char **argv)
 {
         struct events_args a = {};
@@ -160,27 +134,16 @@ int cmd_events(struct cli *cli, int argc, char **argv)
         }
         free(env);
         free(types);
-        struct events_out o = {.json = cli->json, .lines = {.max = 1u << 20}};
-        if (!o.json && !cli->json) {
+        struct events_out o = {.json = cli->json};
+        if (!o.json) {
                 printf("%-24s  %-13s  %-20s  %s\n", "TIME", "TYPE", "ENV", "DETAIL");
                 fflush(stdout);
         }
-        struct request req = {.method = "GET", .path = path, .sink = sink, .sink_data = &o};
-        struct response resp = {};
-        r = EXIT_FAIL;
-        if (client_perform(client, &req, &resp) < 0) {
-                if (o.broken_pipe)
-                        r = 128 + SIGPIPE;
-        } else if (resp.status < 200 || resp.status >= 300) {
-                client_print_error(&resp);
-        } else if (lines_finish(&o.lines, on_line, &o) >= 0 && fflush(stdout) == 0) {
-                if (o.overflow)
-                        fprintf(stderr, "paddock: events: fell behind, events were lost\n");
-                else
-                        r = EXIT_OK; /* the daemon shut down */
-        }
-        response_done(&resp);
-        lines_done(&o.lines);
+        r = call_stream_lines(cli, path, "events", print_event, &o);
+        if (r == EXIT_OK && o.overflow) {
+                fprintf(stderr, "paddock: events: fell behind, events were lost\n");
+                r = EXIT_FAIL;
+        } /* else EXIT_OK: the daemon shut down */
         free(path);
         return r;
 }

@@ -8,12 +8,11 @@
  * daemon's empty keep-alive lines are not printed. */
 #include "cli/cli.h"
 #include "cli/envpath.h"
-#include "cli/lines.h"
+#include "cli/calls.h"
 #include "cli/opts.h"
 #include "lib/base64.h"
 #include "lib/util.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,16 +37,10 @@ static const struct option watch_options[] = {
     {},
 };
 
-struct watch_out {
-        bool json;
-        bool broken_pipe, failed;
-        struct lines lines;
-};
-
 /* "EVENT PATH\n" (a base64 path decoded), or the line itself with --json. */
-static int print_line(struct watch_out *o, const char *line, size_t len)
+static int print_line(const char *line, size_t len, void *data)
 {
-        if (o->json)
+        if (*(const bool *)data)
                 return printf("%.*s\n", (int)len, line) < 0 ? -EIO : 0;
         json_error_t err;
         json_t *j = json_loadb(line, len, 0, &err);
@@ -76,31 +69,6 @@ static int print_line(struct watch_out *o, const char *line, size_t len)
         }
         json_decref(j);
         return r;
-}
-
-static int on_line(char *line, size_t len, void *userdata)
-{
-        struct watch_out *o = userdata;
-        if (len == 0)
-                return 0; /* keep-alive */
-        int r = print_line(o, line, len);
-        if (r < 0)
-                o->failed = true;
-        return r;
-}
-
-static bool sink(const char *data, size_t len, void *userdata)
-{
-        struct watch_out *o = userdata;
-        int r = lines_feed(&o->lines, data, len, on_line, o);
-        if (r >= 0 && fflush(stdout) != 0)
-                r = -errno;
-        if (r == -EPIPE)
-                o->broken_pipe = true;
-        else if (r < 0 && !o->failed)
-                fprintf(stderr, "paddock: watch: cannot write output: %s\n", strerror(-r));
-        o->failed |= r < 0;
-        return r >= 0;
 }
 
 static int no_recursive_option(void *userdata, int c, const char *verb)
@@ -143,20 +111,9 @@ int cmd_watch(struct cli *cli, int argc, char **argv)
         free(query);
         if (!path)
                 return EXIT_FAIL;
-        struct watch_out o = {.json = cli->json, .lines = {.max = 1u << 20}};
-        struct request req = {.method = "GET", .path = path, .sink = sink, .sink_data = &o};
-        struct response resp = {};
-        r = EXIT_FAIL;
-        if (client_perform(client, &req, &resp) < 0) {
-                if (o.broken_pipe)
-                        r = 128 + SIGPIPE;
-        } else if (resp.status < 200 || resp.status >= 300) {
-                client_print_error(&resp);
-        } else if (lines_finish(&o.lines, on_line, &o) >= 0 && fflush(stdout) == 0) {
-                r = EXIT_OK; /* the environment stopped, or PATH went away */
-        }
-        response_done(&resp);
-        lines_done(&o.lines);
+        bool json = cli->json;
+        r = call_stream_lines(cli, path, "watch", print_line, &json);
+        /* EXIT_OK: the environment stopped, or PATH went away */
         free(path);
         return r;
 }
