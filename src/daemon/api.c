@@ -449,8 +449,12 @@ static void end_request(void *data)
 
 static void track_request(struct request *r, struct engine *e)
 {
-        if (req_actor(r)[0] && req_lingers(r) &&
-            !tokens_session_add(engine_tokens(e), req_actor(r), end_request, r))
+        if (!req_actor(r)[0] || !req_lingers(r))
+                return;
+        struct token_session *s = tokens_session_add(engine_tokens(e), req_actor(r), end_request, r);
+        if (s)
+                req_set_session(r, s); /* removed when the request is over, without a search */
+        else
                 http_abort(r, "out of memory");
 }
 
@@ -458,10 +462,7 @@ void api_request_done(struct request *r, void *engine)
 {
         metrics_request_done(r);
         audit_request_done(r);
-        if (req_actor(r)[0]) {
-                struct tokens *t = engine_tokens(engine);
-                tokens_session_remove(t, tokens_session_find(t, r));
-        }
+        tokens_session_remove(engine_tokens(engine), req_session(r));
 }
 
 /* Who is asking: Authorization: Bearer <secret> names a token; no header is the local

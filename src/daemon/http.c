@@ -48,6 +48,7 @@ struct request {
         char env[64];
         const char *route;
         json_t *notes;
+        void *session; /* the API layer's (its token session) */
 };
 
 struct http_upgraded {
@@ -201,6 +202,16 @@ json_t *req_json_object(struct request *r)
                 return NULL;
         }
         return j;
+}
+
+void req_set_session(struct request *r, void *session)
+{
+        r->session = session;
+}
+
+void *req_session(const struct request *r)
+{
+        return r->session;
 }
 
 void req_on_free(struct request *r, void (*fn)(void *data), void *data)

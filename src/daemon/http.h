@@ -133,3 +133,6 @@ void http_abort(struct request *r, const char *why);
 /* Called when the request is freed (answered or connection gone); deferred work must drop
  * its pointer to r. */
 void req_on_free(struct request *r, void (*fn)(void *data), void *data);
+/* One pointer the API layer keeps with a request until it is over (its token session). */
+void req_set_session(struct request *r, void *session);
+void *req_session(const struct request *r);

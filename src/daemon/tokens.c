@@ -314,10 +314,3 @@ void tokens_session_remove(struct tokens *t, struct token_session *s)
         free(s);
 }
 
-struct token_session *tokens_session_find(struct tokens *t, const void *data)
-{
-        for (struct token_session *s = t->sessions; s; s = s->next)
-                if (s->data == data)
-                        return s;
-        return NULL;
-}

@@ -46,5 +46,3 @@ void tokens_set_changed_hook(struct tokens *t, void (*fn)(void *data), void *dat
 struct token_session *tokens_session_add(struct tokens *t, const char *name,
                                          void (*end)(void *data), void *data);
 void tokens_session_remove(struct tokens *t, struct token_session *s);
-/* The registered session with this data, or NULL. */
-struct token_session *tokens_session_find(struct tokens *t, const void *data);
