@@ -52,6 +52,7 @@ struct spare_disk {
         struct loop_timer *timer;
         char image[NAME_BUF_SIZE];
         struct supervise *sv; /* the helper making it, or NULL */
+        bool again;           /* a create asked while the helper ran: make another after it */
 };
 
 struct engine {

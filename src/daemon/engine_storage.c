@@ -500,6 +500,12 @@ static void on_spare_made(void *data, const struct supervise_exit *x)
                 log_warn("image %s: preparing a spare disk failed", e->spare.image);
         supervise_abandon(e->spare.sv, false);
         e->spare.sv = NULL;
+        if (e->spare.again) { /* a create took a spare while this one was being made */
+                e->spare.again = false;
+                char image[sizeof(e->spare.image)];
+                memcpy(image, e->spare.image, sizeof(image));
+                spare_schedule(e, image);
+        }
 }
 
 static const struct supervise_ops spare_ops = {.exit = on_spare_made};
@@ -527,8 +533,10 @@ static void on_spare_timer(struct loop_timer *t, void *data)
 {
         struct engine *e = data;
         e->spare.timer = NULL;
-        if (e->spare.sv)
-                return; /* one at a time; the next create asks again */
+        if (e->spare.sv) {
+                e->spare.again = true; /* one at a time: the next one when this is done */
+                return;
+        }
         char image[4200];
         if (image_rootfs(e, e->spare.image, image, sizeof(image)) < 0)
                 return;
@@ -544,9 +552,15 @@ static void on_spare_timer(struct loop_timer *t, void *data)
 void spare_schedule(struct engine *e, const char *image)
 {
         struct storage *s = e->cfg.storage;
-        if (!s->ops->prepare_spare || e->spare.sv)
+        if (!s->ops->prepare_spare)
                 return;
         snprintf(e->spare.image, sizeof(e->spare.image), "%s", image);
+        if (e->spare.sv) {
+                /* The helper may have made its spare and not yet been reaped: a create that
+                 * took that spare must still get the next one. */
+                e->spare.again = true;
+                return;
+        }
         if (!e->spare.timer)
                 e->spare.timer = loop_add_timer(e->cfg.loop, 1, on_spare_timer, e);
 }
