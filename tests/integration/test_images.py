@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import sys
 import tarfile
 import tempfile
@@ -413,20 +414,27 @@ def helper_pids(daemon_pid):
 
 def start_slow_pull(daemon, registry):
     """A CLI pull of a repository whose blobs trickle, waited for until its first layer is on
-    disk (the job is then mid-download). Returns the CLI process: kill it to cancel."""
+    disk (the job is then mid-download). Returns the CLI process: kill it to cancel. Now and
+    then the test registry's pull finishes (or stalls) before that point: the pull is then
+    undone and started again, up to three times."""
     registry.push("v4", "test/slow/busybox:v4")
-    cli = subprocess.Popen([PADDOCK,
-                            "--socket", daemon.sock, "image", "pull", "--insecure",
-                            REGISTRY + "/test/slow/busybox:v4"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     layer = os.path.join(daemon.root, "images", ".partial-busybox-v4", "layer-0")
-    try:
-        wait_for(lambda: os.path.exists(layer), timeout=30, what="the pull to download")
-    except BaseException:
+    for attempt in range(3):
+        cli = subprocess.Popen([PADDOCK,
+                                "--socket", daemon.sock, "image", "pull", "--insecure",
+                                REGISTRY + "/test/slow/busybox:v4"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and cli.poll() is None and not os.path.exists(layer):
+            time.sleep(0.05)
+        if os.path.exists(layer) and cli.poll() is None:
+            return cli
         cli.kill()
         cli.wait()
-        raise
-    return cli
+        wait_for(lambda: partials(daemon) == [], timeout=15, what="the pull to be undone")
+        if "busybox-v4" in image_names(daemon):
+            daemon.cli("image", "rm", "busybox-v4")
+    raise AssertionError("the slow pull never reached its first layer")
 
 
 def test_kill9_during_pull_leaves_nothing(daemon, registry):
@@ -708,17 +716,11 @@ def test_pull_hostile_registry(daemon, registry, case, status, text):
 
 
 def test_client_going_away_cancels_the_pull(daemon, registry):
-    registry.push("v4", "test/slow/busybox:v4")
     # Now and then the whole pull finishes before the SIGINT lands (the trickle is the test
     # registry's, not the daemon's): then the image exists, and the scenario is tried again.
     for attempt in range(3):
-        cli = subprocess.Popen([PADDOCK, "--socket", daemon.sock, "image", "pull", "--insecure",
-                                REGISTRY + "/test/slow/busybox:v4"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cli = start_slow_pull(daemon, registry)
         try:
-            wait_for(lambda: os.path.exists(os.path.join(daemon.root, "images",
-                                                         ".partial-busybox-v4", "layer-0")),
-                     timeout=30, what="the download")
             helpers = helper_pids(daemon.pid)
             cli.send_signal(signal.SIGINT)
             cli.wait(10)
@@ -748,8 +750,11 @@ def test_commit_does_not_take_the_name_of_a_pull_in_progress(daemon, registry):
     finally:
         cli.kill()
         cli.wait()
-    # the disconnect cancels the pull; afterwards the name is free for a commit
+    # the disconnect cancels the pull; afterwards the name is free for a commit (unless the
+    # test registry's whole pull beat the kill: then the pulled image is removed first)
     wait_for(lambda: partials(daemon) == [], timeout=15, what="the pull to be cancelled")
+    if "busybox-v4" in image_names(daemon):
+        daemon.cli("image", "rm", "busybox-v4")
     r = daemon.api("POST", "/v1/envs/src/commit", {"image": "busybox-v4"})
     assert r.status in (200, 201), r
 
