@@ -35,6 +35,8 @@ struct request {
         const struct http_stream_ops *sops;
         void *sdata;
         bool stream_waiting; /* suspended inside the reader for lack of data */
+        /* while suspended: the client's hang-up, watched by the daemon's loop (watch_hangup) */
+        struct loop_source *hangup_watch;
         void (*on_free)(void *);
         void *on_free_data;
         /* protocol switch */
@@ -248,6 +250,8 @@ static void resume(struct request *r)
                 r->srv->kick = loop_add_timer(r->srv->loop, 0, on_kick, r->srv);
 }
 
+static void unwatch_hangup(struct request *r);
+
 static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
 {
         if (!resp) {
@@ -265,6 +269,7 @@ static void queue(struct request *r, unsigned status, struct MHD_Response *resp)
         r->status = status;
         if (r->suspended) {
                 r->suspended = false;
+                unwatch_hangup(r);
                 resume(r);
         }
 }
@@ -356,12 +361,63 @@ void http_reply_errno(struct request *r, int e, const char *fmt, ...)
         va_end(ap);
 }
 
+/* MHD does not watch a suspended connection, so the daemon's loop watches its socket for the
+ * client hanging up. EPOLLRDHUP, not EPOLLIN: a pipelined request is not a hang-up. */
+static void watch_hangup(struct request *r, loop_io_fn fn)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || loop_add_fd(r->srv->loop, ci->connect_fd, EPOLLRDHUP, fn, r,
+                               &r->hangup_watch) < 0)
+                r->hangup_watch = NULL;
+}
+
+static void unwatch_hangup(struct request *r)
+{
+        loop_remove(r->hangup_watch);
+        r->hangup_watch = NULL;
+}
+
+/* A deferred request whose client left is answered at once: MHD then finds the connection
+ * gone and ends the request, and the handler's req_on_free hook cancels its work. */
+static void on_deferred_hangup(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        struct request *r = data;
+        unwatch_hangup(r);
+        http_reply_error(r, 499, "client_gone", "the client closed the connection");
+}
+
 void http_defer(struct request *r)
 {
         if (r->answered || r->suspended)
                 return;
         r->suspended = true;
         MHD_suspend_connection(r->conn);
+        watch_hangup(r, on_deferred_hangup);
+}
+
+static void unpark(struct request *r)
+{
+        unwatch_hangup(r);
+        if (r->stream_waiting) {
+                r->stream_waiting = false;
+                resume(r);
+        }
+}
+
+static void on_parked_hangup(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        struct request *r = data;
+        r->aborted = true; /* the reader ends the stream; MHD closes and frees it */
+        unpark(r);
+}
+
+/* Park a stream's connection until the producer wakes it or the client hangs up. */
+static void park(struct request *r)
+{
+        r->stream_waiting = true;
+        MHD_suspend_connection(r->conn);
+        watch_hangup(r, on_parked_hangup);
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -376,11 +432,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 return MHD_CONTENT_READER_END_WITH_ERROR;
         if (n < 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
-        /* Nothing ready: park the connection until the producer wakes it. */
-        if (!r->stream_waiting) {
-                r->stream_waiting = true;
-                MHD_suspend_connection(r->conn);
-        }
+        if (!r->stream_waiting)
+                park(r);
         return 0;
 }
 
@@ -394,6 +447,7 @@ static void request_free(struct request *r)
 static void stream_free(void *cls)
 {
         struct request *r = cls;
+        unwatch_hangup(r);
         if (r->sops && r->sops->closed) {
                 const struct http_stream_ops *ops = r->sops;
                 r->sops = NULL;
@@ -424,10 +478,8 @@ void http_reply_stream(struct request *r, unsigned status, const char *content_t
 
 void http_stream_wake(struct request *r)
 {
-        if (r && r->stream_waiting) {
-                r->stream_waiting = false;
-                resume(r);
-        }
+        if (r && r->stream_waiting)
+                unpark(r);
 }
 
 bool req_lingers(const struct request *r)
@@ -440,8 +492,7 @@ void http_abort(struct request *r, const char *why)
         if (r->has_stream) {
                 r->aborted = true;
                 if (r->stream_waiting) {
-                        r->stream_waiting = false;
-                        resume(r);
+                        unpark(r);
                 } else if (!r->srv->kick) {
                         r->srv->kick = loop_add_timer(r->srv->loop, 0, on_kick, r->srv);
                 }
@@ -617,6 +668,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (!r)
                 return;
         *con_cls = NULL;
+        unwatch_hangup(r);
         if (r->uops) {
                 /* Answered with 101 but never switched: the client went away first. */
                 const struct http_upgrade_ops *ops = r->uops;

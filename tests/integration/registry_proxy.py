@@ -4,7 +4,8 @@ realm /token, which hands out anonymous tokens. Everything else is passed to the
 
     python3 registry_proxy.py LISTEN_PORT REGISTRY_PORT LOGFILE [CANNED.json]
 Runs on 127.0.0.1 (inside the test's network namespace). Logs one line per request.
-Blobs of repositories with a /slow/ component trickle out (for the crash tests)."""
+Blobs of repositories with a /slow/ component stall after their first 16 KiB (for the
+cancel and crash tests)."""
 import base64
 import http.client
 import http.server
@@ -63,17 +64,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(r.status, body, keep)
 
     def trickle(self, body, headers):
-        """Blobs of repositories named */slow/* come 16 KiB at a time, 10 per second."""
+        """Blobs of repositories named */slow/* send their first 16 KiB at once, then one byte a
+        second: a pull of one is mid-download until it is cancelled, however loaded the machine
+        (a steady trickle sometimes finished before the test could act)."""
         self.send_response(200)
         for k, v in headers:
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         try:
-            for i in range(0, len(body), 16384):
-                self.wfile.write(body[i:i + 16384])
+            self.wfile.write(body[:16384])
+            self.wfile.flush()
+            for i in range(16384, len(body)):
+                time.sleep(1)
+                self.wfile.write(body[i:i + 1])
                 self.wfile.flush()
-                time.sleep(0.1)
         except OSError:
             pass
 
