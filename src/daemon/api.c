@@ -1,4 +1,5 @@
 #include "daemon/api.h"
+#include "daemon/e2b.h"
 #include "daemon/metrics.h"
 #include "daemon/audit.h"
 #include "daemon/events.h"
@@ -32,6 +33,8 @@ static bool is_exec_with_stdin(const char *path, const char *content_type)
 
 bool api_wants_spool(const char *method, const char *path, const char *content_type)
 {
+        if (e2b_wants_spool(method, path, content_type))
+                return true;
         if (strcmp(method, "PUT") == 0 && is_files_upload(path))
                 return true;
         if (strcmp(method, "POST") == 0 && is_exec_with_stdin(path, content_type))
@@ -563,6 +566,8 @@ void api_handle(struct request *r, void *ctx)
 {
         struct route_call c = {.r = r, .e = ctx};
         const struct api_route_entry *hit = NULL;
+        if (e2b_handle(r, ctx))
+                return;
         if (!route_request(r, &c, &hit))
                 return;
         hit->call(&c);
