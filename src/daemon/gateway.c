@@ -6,6 +6,7 @@
 #include "lib/util.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <grp.h>
 #include <linux/securebits.h>
 #include <pwd.h>
@@ -693,4 +694,28 @@ json_t *gateway_system_json(void)
                                       json_string(g->listen[i].text));
         return json_pack("{s:o,s:o,s:s}", "listen", tls, "listen_plain", plain, "tls_fingerprint",
                          g->fingerprint);
+}
+
+/* ---------------------------------------------------------------- preview URL domain */
+
+static char preview_domain[254];
+
+int gateway_set_domain(const char *domain)
+{
+        size_t n = strlen(domain);
+        if (n == 0 || n >= sizeof(preview_domain) || domain[0] == '.' || domain[n - 1] == '.')
+                return -EINVAL;
+        for (const char *p = domain; *p; p++)
+                if (!(isalnum((unsigned char)*p) || *p == '-' || *p == '.') ||
+                    (*p == '.' && p[1] == '.'))
+                        return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                preview_domain[i] = (char)tolower((unsigned char)domain[i]);
+        preview_domain[n] = '\0';
+        return 0;
+}
+
+const char *gateway_domain(void)
+{
+        return preview_domain[0] ? preview_domain : NULL;
 }

@@ -89,6 +89,12 @@ struct gateway_token {
 /* Replace the table: sent now and again after every restart of the gateway. */
 void gateway_set_tokens(struct gateway *g, const struct gateway_token *t, size_t n);
 
+/* --domain: the DNS name under which PORT-NAME.DOMAIN reaches an environment's port through
+ * the listener (preview URLs). -EINVAL for a name that is not a DNS name. */
+int gateway_set_domain(const char *domain);
+/* The domain, or NULL when none was given. */
+const char *gateway_domain(void);
+
 /* The "gateway" object of GET /v1/system: {"listen":[...],"listen_plain":[...],
  * "tls_fingerprint":"sha256:..."}, or JSON null without --listen. */
 json_t *gateway_system_json(void);

@@ -54,6 +54,7 @@ struct options {
         size_t n_listen;
         const char *tls_cert, *tls_key;
         const char *gateway_user;
+        const char *domain; /* --domain: preview URLs (gateway_domain) */
 };
 
 static void usage(FILE *f)
@@ -92,7 +93,9 @@ static void usage(FILE *f)
                    "  --tls-cert FILE --tls-key FILE  the listener's certificate and key (PEM;\n"
                    "                      default: self-signed, made once in ROOT/tls)\n"
                    "  --gateway-user USER|UID  the gateway's user (default: paddock-gateway if it\n"
-                   "                      exists, else uid/gid 2147483632)\n");
+                   "                      exists, else uid/gid 2147483632)\n"
+                   "  --domain DOMAIN     preview URLs: PORT-NAME.DOMAIN on the listener reaches\n"
+                   "                      PORT of environment NAME (DNS: *.DOMAIN to this host)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -117,6 +120,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 {"tls-cert", required_argument, NULL, 'c'},
                 {"tls-key", required_argument, NULL, 'K'},
                 {"gateway-user", required_argument, NULL, 'g'},
+                {"domain", required_argument, NULL, 0x102},
                 {0},
         };
         o->root = getenv("PADDOCK_ROOT") ? getenv("PADDOCK_ROOT") : "/var/lib/paddock";
@@ -203,6 +207,12 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case 'c': o->tls_cert = optarg; break;
                 case 'K': o->tls_key = optarg; break;
                 case 'g': o->gateway_user = optarg; break;
+                case 0x102:
+                        if (gateway_set_domain(optarg) < 0) {
+                                fprintf(stderr, "paddockd: --domain %s: not a DNS name\n", optarg);
+                                return -EINVAL;
+                        }
+                        break;
                 case 'V': printf("paddockd %s\n", PADDOCK_VERSION); exit(0);
                 case 'h': usage(stdout); exit(0);
                 case 'L': /* the API's routes, one "METHOD PATTERN" a line (docs/API.md lists them) */
