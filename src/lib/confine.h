@@ -4,6 +4,7 @@
  * Called inside the environment's user namespace as uid 0, after pivot_root, just before exec. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 enum confine_profile {
@@ -23,6 +24,10 @@ int landlock_abi(void);
 int landlock_apply_sandbox(void);
 /* Same, also allowing execution of the one file exec_fd refers to (paddock-init). */
 int landlock_apply_sandbox_exec(int exec_fd);
+/* For this process and the threads it starts from now on: read+execute everywhere, every
+ * write (create, remove, rename, link, truncate) only beneath the n existing directories dirs.
+ * Sets no_new_privs. -EOPNOTSUPP when the kernel has no Landlock. (tests/fuzz/fuzz_tar.c) */
+int landlock_restrict_writes(const char *const *dirs, size_t n);
 
 /* seccomp.c: load the profile's filter (requires no_new_privs or CAP_SYS_ADMIN in the userns).
  * Both profiles: allowlist modelled on Docker's default; everything else fails with EPERM

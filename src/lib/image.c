@@ -102,13 +102,14 @@ static char *clean_path(const char *p, char *buf, size_t len)
         return buf;
 }
 
-/* The directory dir below the root, every component a real directory (no symlinks). */
+/* The directory dir below the working directory (the new root once image_enter_root has run),
+ * every component a real directory (no symlinks), never above it. */
 static int open_dir_nofollow(const char *dir)
 {
         struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
                                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH |
                                           RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-        int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int root = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return -errno;
         int fd = (int)syscall(SYS_openat2, root, *dir ? dir : ".", &how, sizeof(how));

@@ -20,7 +20,8 @@ int image_unpack(int archive_fd, const char *dest_dir, uint64_t *ret_bytes, char
 /* The steps image_unpack is made of, for layered sources (OCI pulls):
  * chroot into dest_dir (irreversible: helpers only) ... */
 int image_enter_root(const char *dest_dir, char *errbuf, size_t errlen);
-/* ... apply one layer to the current root. With whiteouts, the layer is read twice (archive_fd
+/* ... apply one layer to the working directory (the root, after image_enter_root; every path,
+ * whiteouts included, stays beneath it). With whiteouts, the layer is read twice (archive_fd
  * must be a regular file): first its whiteout entries (.wh.NAME removes NAME, .wh..wh..opq
  * empties its directory) act on the lower layers, then everything else is extracted. Adds the
  * size of its regular files to *bytes ... */

@@ -14,6 +14,7 @@
 #include "lib/util.h"
 
 #include <linux/landlock.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -151,6 +152,42 @@ int landlock_apply_sandbox_exec(int exec_fd)
 
         /* Needs no_new_privs (or CAP_SYS_ADMIN in the user namespace): fails with EPERM
          * otherwise, which confine_apply() prevents by setting no_new_privs first. */
+        if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+int landlock_restrict_writes(const char *const *dirs, size_t n)
+{
+        int abi = landlock_abi();
+        if (abi <= 0)
+                return -EOPNOTSUPP;
+
+        uint64_t handled = handled_access(abi);
+        struct landlock_ruleset_attr attr = { .handled_access_fs = handled };
+        _cleanup_close_ int ruleset_fd =
+                (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        if (ruleset_fd < 0)
+                return -errno;
+
+        struct landlock_path_rule everywhere = { "/", ACCESS_READ_EXEC };
+        int r = add_path_rule(ruleset_fd, &everywhere, handled);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                /* A directory that is missing would silently grant nothing: say so. */
+                struct stat st;
+                if (stat(dirs[i], &st) < 0)
+                        return -errno;
+                if (!S_ISDIR(st.st_mode))
+                        return -ENOTDIR;
+                struct landlock_path_rule rule = { dirs[i], UINT64_MAX };
+                if ((r = add_path_rule(ruleset_fd, &rule, handled)) < 0)
+                        return r;
+        }
+
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
         if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) < 0)
                 return -errno;
         return 0;
