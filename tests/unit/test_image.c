@@ -844,6 +844,49 @@ static void test_image_layers__whiteout_escapes(void)
         tmp_teardown();
 }
 
+/* image_apply_layer works in the working directory (the new root once chrooted): a whiteout
+ * resolves below it, never from the real "/". Applied here without a chroot, the way
+ * tests/fuzz/fuzz_tar.c applies layers, a whiteout spelling the host path of the canary must
+ * not reach it, and one naming a path of the tree removes it from the tree. */
+static void test_image_layers__whiteout_below_cwd(void)
+{
+        tmp_setup();
+        char host_canary[512];
+        snprintf(host_canary, sizeof(host_canary), "%s/canary/.wh.file", tmp_root + 1);
+        const struct ent lower[] = {
+            {.path = "etc", .kind = DIR_},
+            {.path = "etc/gone", .kind = REG, .data = "x"},
+        };
+        const struct ent upper[] = {
+            {.path = host_canary, .kind = REG},
+            {.path = "etc/.wh.gone", .kind = REG},
+        };
+        int fds[] = {make_archive(lower, ELEMENTSOF(lower), PLAIN),
+                     make_archive(upper, ELEMENTSOF(upper), PLAIN)};
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+                uint64_t bytes = 0;
+                char err[256];
+                if (chdir(pathf("dest")) < 0)
+                        _exit(2);
+                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                        if (lseek(fds[i], 0, SEEK_SET) < 0 ||
+                            image_apply_layer(fds[i], true, &bytes, err, sizeof(err)) < 0)
+                                _exit(3);
+                _exit(0);
+        }
+        int status = -1;
+        waitpid(pid, &status, 0);
+        CHECK_EQ_INT(status, 0);
+        check_canary();
+        CHECK(!exists(pathf("dest/etc/gone")));
+        CHECK(exists(pathf("dest/etc")));
+        close(fds[0]);
+        close(fds[1]);
+        tmp_teardown();
+}
+
 int main(void)
 {
         if (geteuid() != 0) {
@@ -867,5 +910,6 @@ int main(void)
         RUN(test_image_unpack__missing_dest);
         RUN(test_image_layers__whiteouts);
         RUN(test_image_layers__whiteout_escapes);
+        RUN(test_image_layers__whiteout_below_cwd);
         UNIT_EXIT();
 }
