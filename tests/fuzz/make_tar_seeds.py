@@ -82,6 +82,13 @@ SEEDS = {
     "pax_long": [f("p/" + "n" * 200, b"long\n")],
 }
 
+# pax only: a hard link that carries data (written into the file it names), aimed at a symlink
+# to the file outside and at a file whose parent is a symlink to the sentinel.
+PAX_SEEDS = {
+    "hardlink_data": [sym("s", "../outside"), hard("h", "s"), sym("d", "../sentinel"),
+                      f("t"), hard("d/x", "t"), entry("h2", tarfile.LNKTYPE, link="s")],
+}
+
 
 def main():
     os.makedirs(OUT, exist_ok=True)
@@ -91,6 +98,18 @@ def main():
         with open(os.path.join(OUT, name + ".tar"), "wb") as out:
             out.write(data)
         mixed += entries
+    for name, entries in PAX_SEEDS.items():
+        # tarfile writes no data for a link: give the last one some by hand.
+        ti, _ = entries[-1]
+        ti.size = 9
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+            for e, data in entries[:-1]:
+                t.addfile(e, io.BytesIO(data) if e.size else None)
+            t.addfile(ti, io.BytesIO(b"escaped!\n"))
+        raw = buf.getvalue().rstrip(b"\0")
+        with open(os.path.join(OUT, name + ".tar"), "wb") as out:
+            out.write(raw + b"\0" * (-len(raw) % 512 + 1024))
     mixed_tar = tar_bytes(mixed, tarfile.PAX_FORMAT)
     gz = io.BytesIO()
     with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0) as z:

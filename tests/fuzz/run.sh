@@ -1,7 +1,8 @@
 #!/bin/sh
 # Run libFuzzer targets one after another: run.sh SECONDS WORKDIR TARGET...
 # Each target starts from a copy of its seeds (tests/fuzz/corpus/NAME) in WORKDIR/corpus/NAME,
-# which it grows (the repository's corpus is never written); a crashing input is saved as
+# which it grows (the repository's corpus is never written), with tests/fuzz/NAME.dict as its
+# libFuzzer dictionary if there is one; a crashing input is saved as
 # WORKDIR/artifacts/NAME-crash-*. Exits 1 if any target failed, after running them all.
 set -u
 seconds=$1 work=$2
@@ -19,7 +20,9 @@ for bin in "$@"; do
         [ -d "$seeds/$name" ] && cp -n "$seeds/$name"/* "$work/corpus/$name/" 2>/dev/null
         log="$work/logs/$name.log"
         start=$(date +%s)
-        "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+        dict=""
+        [ -f "$(dirname "$0")/$name.dict" ] && dict="-dict=$(dirname "$0")/$name.dict"
+        "$bin" $dict -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
                 -print_final_stats=1 -artifact_prefix="$work/artifacts/$name-" \
                 "$work/corpus/$name" >"$log" 2>&1
         rc=$?
