@@ -13,11 +13,13 @@
 #define WH_PREFIX ".wh."
 #define WH_OPAQUE ".wh..wh..opq"
 
+/* Owners outside 0..65535 become 65534. A tar's base-256 owner field can be negative, which
+ * chown would take as 2^32 - n. */
 static void fix_owner(struct archive_entry *e)
 {
-        if (archive_entry_uid(e) > 65535)
+        if (archive_entry_uid(e) < 0 || archive_entry_uid(e) > 65535)
                 archive_entry_set_uid(e, 65534);
-        if (archive_entry_gid(e) > 65535)
+        if (archive_entry_gid(e) < 0 || archive_entry_gid(e) > 65535)
                 archive_entry_set_gid(e, 65534);
 }
 

@@ -78,6 +78,8 @@ SEEDS = {
                entry("fifo", tarfile.FIFOTYPE)],
     "owner": [f("big", uid=70000, gid=70000), d("dir", uid=65536, gid=4294967295),
               f("ok", uid=65535, gid=65534)],
+    # base-256 negative owners (GNU format): chown would take -n as 2^32 - n (a finding)
+    "owner_negative": [f("neg", uid=-5, gid=-5), d("dev", uid=-0x30303000, gid=0)],
     "replace_dir": [d("a"), d("a/b"), f("a/b/c"), f("a", b"now a file\n")],
     "pax_long": [f("p/" + "n" * 200, b"long\n")],
 }

@@ -480,6 +480,50 @@ static void test_image_unpack__owners_clamped(void)
         tmp_teardown();
 }
 
+/* One ustar header, by hand: libarchive's writer cannot store a negative owner. */
+static void put_ustar(uint8_t *h, const char *name, char type, const uint8_t uid[8],
+                      const uint8_t gid[8], size_t size)
+{
+        memset(h, 0, 512);
+        memcpy(h, name, strlen(name));
+        memcpy(h + 100, type == '5' ? "0000755" : "0000644", 8);
+        memcpy(h + 108, uid, 8);
+        memcpy(h + 116, gid, 8);
+        snprintf((char *)h + 124, 12, "%011zo", size);
+        memcpy(h + 136, "13000000000", 12);
+        h[156] = (uint8_t)type;
+        memcpy(h + 257, "ustar\0" "00", 8);
+        unsigned sum = 0;
+        for (size_t i = 0; i < 512; i++)
+                sum += i >= 148 && i < 156 ? ' ' : h[i];
+        snprintf((char *)h + 148, 8, "%06o", sum);
+        h[155] = ' ';
+}
+
+/* A base-256 owner field can be negative; chown would take -n as 2^32 - n (found by
+ * tests/fuzz/fuzz_tar.c: a directory owned by 808464384). Out of range means 65534 too. */
+static void test_image_unpack__negative_owners_clamped(void)
+{
+        tmp_setup();
+        static const uint8_t minus5[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfb};
+        static const uint8_t found[8] = {0xcf, 0xcf, 0xcf, '0', '0', '0', '0', 0};
+        static const uint8_t zero[8] = "0000000";
+        uint8_t tar[512 * 5] = {0};
+        put_ustar(tar, "neg", '0', minus5, minus5, 1);
+        tar[512] = 'f';
+        put_ustar(tar + 1024, "dir/", '5', found, zero, 0);
+        int fd = memfd_create("archive", MFD_CLOEXEC);
+        CHECK(fd >= 0 && write_all(fd, tar, sizeof(tar)) == 0);
+        struct result r = unpack_into(fd, pathf("dest"));
+        CHECK_EQ_INT(r.r, 0);
+        struct stat st;
+        CHECK(lstat(pathf("dest/neg"), &st) == 0 && st.st_uid == 65534 && st.st_gid == 65534);
+        CHECK(lstat(pathf("dest/dir"), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 65534 &&
+              st.st_gid == 0);
+        close(fd);
+        tmp_teardown();
+}
+
 static void test_image_unpack__devices_skipped(void)
 {
         tmp_setup();
@@ -898,6 +942,7 @@ int main(void)
         RUN(test_image_unpack__xz);
         RUN(test_image_unpack__large_binary_file);
         RUN(test_image_unpack__owners_clamped);
+        RUN(test_image_unpack__negative_owners_clamped);
         RUN(test_image_unpack__devices_skipped);
         RUN(test_image_unpack__dotdot_refused);
         RUN(test_image_unpack__absolute_path_not_on_host);
