@@ -308,6 +308,12 @@ int image_apply_layer(int archive_fd, bool whiteouts, uint64_t *bytes, char *err
                         snprintf(errbuf, errlen, "%s: %s", archive_entry_pathname(e), strerror(-r));
                         goto out;
                 }
+                /* A hard link is a second name for a file of the tree, never new content or
+                 * metadata (GNU tar reads it so). With a size (pax lets a link carry data)
+                 * libarchive restores the entry's mode with chmod(), which follows a link to a
+                 * symlink: the mode of whatever the symlink names would change. */
+                if (archive_entry_hardlink(e))
+                        archive_entry_set_size(e, 0);
                 fix_owner(e);
                 if (type == AE_IFREG)
                         *bytes += (uint64_t)archive_entry_size(e);

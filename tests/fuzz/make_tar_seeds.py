@@ -92,6 +92,30 @@ PAX_SEEDS = {
 }
 
 
+def raw_ustar(name, typ, mode, size, link=""):
+    """One ustar header by hand, for fields tarfile will not write (mode is 8 raw bytes)."""
+    h = bytearray(512)
+    h[0:len(name)] = name.encode()
+    h[100:108] = mode
+    h[108:124] = b"0000000\0" * 2
+    h[124:136] = b"%011o\0" % size
+    h[136:148] = b"13000000000\0"
+    h[156] = ord(typ)
+    h[157:157 + len(link)] = link.encode()
+    h[257:265] = b"ustar\x0000"
+    h[148:156] = b"%06o\0 " % (sum(h[:148]) + 8 * 32 + sum(h[156:]))
+    return bytes(h)
+
+
+# A finding: a hard link to a symlink, with data and a mode libarchive's reader keeps, made
+# libarchive chmod() through the symlink (image.c now gives hard links no size).
+RAW_SEEDS = {
+    "hardlink_symlink_mode": raw_ustar("s", "2", b"0000777\0", 0, "../outside")
+    + raw_ustar("h", "1", b"0\xd900644\0", 9, "s") + b"escaped!\n".ljust(512, b"\0")
+    + bytes(1024),
+}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mixed = []
@@ -112,6 +136,9 @@ def main():
         raw = buf.getvalue().rstrip(b"\0")
         with open(os.path.join(OUT, name + ".tar"), "wb") as out:
             out.write(raw + b"\0" * (-len(raw) % 512 + 1024))
+    for name, data in RAW_SEEDS.items():
+        with open(os.path.join(OUT, name + ".tar"), "wb") as out:
+            out.write(data)
     mixed_tar = tar_bytes(mixed, tarfile.PAX_FORMAT)
     gz = io.BytesIO()
     with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0) as z:

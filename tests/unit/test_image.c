@@ -480,13 +480,15 @@ static void test_image_unpack__owners_clamped(void)
         tmp_teardown();
 }
 
-/* One ustar header, by hand: libarchive's writer cannot store a negative owner. */
-static void put_ustar(uint8_t *h, const char *name, char type, const uint8_t uid[8],
-                      const uint8_t gid[8], size_t size)
+/* One ustar header, by hand: libarchive's writer cannot store a negative owner, nor give a
+ * hard link a size. */
+static void put_ustar(uint8_t *h, const char *name, char type, const char *mode,
+                      const uint8_t uid[8], const uint8_t gid[8], size_t size, const char *link)
 {
         memset(h, 0, 512);
         memcpy(h, name, strlen(name));
-        memcpy(h + 100, type == '5' ? "0000755" : "0000644", 8);
+        memcpy(h + 100, mode, 8);
+        memcpy(h + 157, link, strlen(link));
         memcpy(h + 108, uid, 8);
         memcpy(h + 116, gid, 8);
         snprintf((char *)h + 124, 12, "%011zo", size);
@@ -509,9 +511,9 @@ static void test_image_unpack__negative_owners_clamped(void)
         static const uint8_t found[8] = {0xcf, 0xcf, 0xcf, '0', '0', '0', '0', 0};
         static const uint8_t zero[8] = "0000000";
         uint8_t tar[512 * 5] = {0};
-        put_ustar(tar, "neg", '0', minus5, minus5, 1);
+        put_ustar(tar, "neg", '0', "0000644", minus5, minus5, 1, "");
         tar[512] = 'f';
-        put_ustar(tar + 1024, "dir/", '5', found, zero, 0);
+        put_ustar(tar + 1024, "dir/", '5', "0000755", found, zero, 0, "");
         int fd = memfd_create("archive", MFD_CLOEXEC);
         CHECK(fd >= 0 && write_all(fd, tar, sizeof(tar)) == 0);
         struct result r = unpack_into(fd, pathf("dest"));
@@ -520,6 +522,35 @@ static void test_image_unpack__negative_owners_clamped(void)
         CHECK(lstat(pathf("dest/neg"), &st) == 0 && st.st_uid == 65534 && st.st_gid == 65534);
         CHECK(lstat(pathf("dest/dir"), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 65534 &&
               st.st_gid == 0);
+        close(fd);
+        tmp_teardown();
+}
+
+/* A hard link to a symlink with a size (pax lets a hard link carry data) and a mode: libarchive
+ * writes no data through the symlink but restored the mode with chmod(), which follows it, so a layer
+ * could change the mode of any file its symlink named (found by tests/fuzz/fuzz_tar.c). A hard
+ * link is a second name, never new content or metadata. */
+static void test_image_unpack__hardlink_to_symlink_keeps_target(void)
+{
+        tmp_setup();
+        static const uint8_t zero[8] = "0000000";
+        /* The mode field as the fuzzer wrote it (a valid one makes libarchive's reader drop
+         * the link's data, and with it the chmod). */
+        uint8_t tar[512 * 8] = {0};
+        put_ustar(tar, "target", '0', "0000644", zero, zero, 1, "");
+        tar[512] = 't';
+        put_ustar(tar + 1024, "s", '2', "0000777", zero, zero, 0, "target");
+        put_ustar(tar + 1536, "h", '1', "0\xd9" "00644", zero, zero, 9, "s");
+        memcpy(tar + 2048, "escaped!\n", 9);
+        int fd = memfd_create("archive", MFD_CLOEXEC);
+        CHECK(fd >= 0 && write_all(fd, tar, sizeof(tar)) == 0);
+        struct result r = unpack_into(fd, pathf("dest"));
+        CHECK_EQ_INT(r.r, 0);
+        struct stat st;
+        CHECK(lstat(pathf("dest/target"), &st) == 0 && S_ISREG(st.st_mode) &&
+              (st.st_mode & 07777) == 0644);
+        CHECK_EQ_STR(slurp(pathf("dest/target")), "t");
+        CHECK(lstat(pathf("dest/h"), &st) == 0 && S_ISLNK(st.st_mode));
         close(fd);
         tmp_teardown();
 }
@@ -943,6 +974,7 @@ int main(void)
         RUN(test_image_unpack__large_binary_file);
         RUN(test_image_unpack__owners_clamped);
         RUN(test_image_unpack__negative_owners_clamped);
+        RUN(test_image_unpack__hardlink_to_symlink_keeps_target);
         RUN(test_image_unpack__devices_skipped);
         RUN(test_image_unpack__dotdot_refused);
         RUN(test_image_unpack__absolute_path_not_on_host);
