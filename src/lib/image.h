@@ -5,8 +5,9 @@
  * Archives are hostile input. The unpacking process chroots into the destination first, so
  * no path, symlink or hardlink in an archive can reach anything outside it; on top of that
  * libarchive's secure-extraction flags refuse "..", absolute paths and writing through
- * symlinks; device nodes are skipped; owners above 65535 become 65534 (files on disk stay in
- * 0..65535, the range every environment maps). OCI whiteouts remove only what they name, each
+ * symlinks; device nodes are skipped; owners outside 0..65535 become 65534 (files on disk stay
+ * in 0..65535, the range every environment maps); a hard link is only a second name (no data,
+ * mode or owner of its own). OCI whiteouts remove only what they name, each
  * parent resolved without following any symlink (RESOLVE_NO_SYMLINKS), below the new root. */
 #pragma once
 #include <stdbool.h>
