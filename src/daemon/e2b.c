@@ -149,6 +149,11 @@ int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
                 e2b_reply_error(r, 401, "invalid or missing access token (X-Access-Token)");
                 return -EACCES;
         }
+        /* The audit log and metrics name the sandbox's owner: its access tokens are the owner's. */
+        if (tok)
+                req_set_actor(r, env_owner(v), !env_owner(v)[0]);
+        else
+                req_set_actor(r, "", true); /* the local administrator */
         memset(t, 0, sizeof(*t));
         t->env = v;
         char user[33];

@@ -155,6 +155,10 @@ static json_t *sandbox_json(struct engine *e, const struct sbx *s, const char *t
             "domain", domain ? json_string(domain) : json_null());
         if (!json_is_object(meta))
                 json_decref(meta);
+        if (j) {
+                enum net_mode mode = env_netpolicy(s->v)->mode;
+                json_object_set_new(j, "allowInternetAccess", json_boolean(mode == NET_OPEN));
+        }
         if (j && token) {
                 json_object_set_new(j, "envdAccessToken", json_string(token));
                 json_object_set_new(j, "trafficAccessToken", json_null());
@@ -759,6 +763,7 @@ static void sandboxes_list(struct request *r, struct engine *e)
 {
         const char *q_limit = req_query(r, "limit"), *q_next = req_query(r, "nextToken");
         const char *q_state = req_query(r, "state"), *q_meta = req_query(r, "metadata");
+        const char *q_tmpl = req_query(r, "template");
         size_t limit = E2B_LIST_DEFAULT;
         if (q_limit) {
                 char *end;
@@ -806,7 +811,8 @@ static void sandboxes_list(struct request *r, struct engine *e)
                                 continue;
                         bool running = !strcmp(sbx_state(v), "running");
                         if ((running ? !want_running : !want_paused) ||
-                            !metadata_matches(rows[i].metadata, want))
+                            !metadata_matches(rows[i].metadata, want) ||
+                            (q_tmpl && *q_tmpl && strcmp(q_tmpl, rows[i].template_id)))
                                 continue;
                         if (json_array_size(arr) == limit) {
                                 more = true;
