@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,8 @@
 #define E2B_LIST_DEFAULT    100
 #define E2B_LIST_MAX        1000
 #define E2B_MAX_TOKENS      4             /* live access tokens per sandbox (connect adds one) */
+#define E2B_METADATA_MAX    16384         /* bytes of JSON per sandbox */
+#define E2B_PAUSED_KEEP     E2B_MAX_TIMEOUT /* a paused sandbox's deadline */
 #define E2B_USER            "user"
 #define E2B_HOME            "/home/user"
 
@@ -168,36 +171,41 @@ static json_t *sandbox_json(struct engine *e, const struct sbx *s, const char *t
 
 /* ------------------------------------------------------------------- the E2B user */
 
-/* A small file of the image (etc/passwd, etc/group), resolved inside the image's tree. */
-static char *read_image_file(struct engine *e, const char *image, const char *rel)
+/* A small file of the image (etc/passwd, etc/group), resolved inside the image's tree: 0 and
+ * the text, -ENOENT when it has none, another -errno when it cannot be read whole (a symlink
+ * out of the tree, not a regular file, over 1 MiB). */
+static int read_image_file(struct engine *e, const char *image, const char *rel, char **ret)
 {
         char dir[4096];
         if (BUF_PRINTF(dir, "%s/images/%s/rootfs", engine_root(e), image) < 0)
-                return NULL;
+                return -ENAMETOOLONG;
         _cleanup_close_ int root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
-                return NULL;
-        struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+                return -errno;
+        struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+                                          RESOLVE_NO_SYMLINKS};
         _cleanup_close_ int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
         if (fd < 0)
-                return strdup("");
-        size_t cap = 1 << 20, len = 0;
-        char *buf = malloc(cap + 1);
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if (st.st_size >= (1 << 20))
+                return -EFBIG;
+        char *buf = malloc((size_t)st.st_size + 1);
         if (!buf)
-                return NULL;
-        for (;;) {
-                ssize_t n = read(fd, buf + len, cap - len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                len += (size_t)n;
-                if (len == cap)
-                        break;
+                return -ENOMEM;
+        ssize_t n = read_full(fd, buf, (size_t)st.st_size);
+        if (n != st.st_size) {
+                free(buf);
+                return n < 0 ? (int)n : -EIO;
         }
-        buf[len] = 0;
-        return buf;
+        buf[n] = 0;
+        *ret = buf;
+        return 0;
 }
 
 /* Field f (0-based) of the line of name in a passwd/group text, or NULL. */
@@ -243,13 +251,20 @@ struct e2b_user_plan {
 
 static void plan_user(struct engine *e, const char *image, bool writable, struct e2b_user_plan *p)
 {
-        _cleanup_free_ char *pw = read_image_file(e, image, "etc/passwd");
-        _cleanup_free_ char *gr = read_image_file(e, image, "etc/group");
+        _cleanup_free_ char *pw = NULL, *gr = NULL;
+        int rp = read_image_file(e, image, "etc/passwd", &pw);
+        int rg = read_image_file(e, image, "etc/group", &gr);
         snprintf(p->user, sizeof(p->user), E2B_USER);
         snprintf(p->home, sizeof(p->home), E2B_HOME);
-        if (pw && db_field(pw, E2B_USER, 5, p->home, sizeof(p->home)))
+        if (rp >= 0 && db_field(pw, E2B_USER, 5, p->home, sizeof(p->home)) && p->home[0] == '/')
                 return;
-        if (!writable || !pw || !gr) {
+        /* Only an image without the files gets new ones; one whose files cannot be read
+         * whole is not rewritten (root would be lost): its default user is root. */
+        if (rp == -ENOENT && (pw = strdup("root:x:0:0:root:/root:/bin/sh\n")))
+                rp = 0;
+        if (rg == -ENOENT && (gr = strdup("root:x:0:\n")))
+                rg = 0;
+        if (!writable || rp < 0 || rg < 0) {
                 /* a read-only root cannot gain a user: root, at home where it may write */
                 snprintf(p->user, sizeof(p->user), "root");
                 snprintf(p->home, sizeof(p->home), writable ? "/root" : "/workspace");
@@ -381,17 +396,23 @@ static bool parse_network(struct request *r, struct engine *e, json_t *body, str
 
 static bool metadata_ok(struct request *r, json_t *m)
 {
-        if (!json_is_object(m) || json_object_size(m) > 256) {
-                e2b_reply_error(r, 400, "metadata: an object of at most 256 strings");
+        if (!json_is_object(m) || json_object_size(m) > 64) {
+                e2b_reply_error(r, 400, "metadata: an object of at most 64 strings");
+                return false;
+        }
+        _cleanup_free_ char *text = json_dumps(m, JSON_COMPACT);
+        if (!text || strlen(text) > E2B_METADATA_MAX) {
+                e2b_reply_error(r, 400, "metadata: at most %d bytes of JSON", E2B_METADATA_MAX);
                 return false;
         }
         const char *k;
         json_t *x;
         json_object_foreach(m, k, x)
         {
-                if (!*k || strlen(k) > 256 || !json_is_string(x) || json_string_length(x) > 4096 ||
+                if (!*k || strlen(k) > 64 || !json_is_string(x) || json_string_length(x) > 4096 ||
                     strlen(json_string_value(x)) != json_string_length(x)) {
-                        e2b_reply_error(r, 400, "metadata.%.64s: a string of at most 4 KiB", k);
+                        e2b_reply_error(r, 400, "metadata: keys of at most 64 bytes, string "
+                                                "values of at most 4 KiB");
                         return false;
                 }
         }
@@ -471,7 +492,8 @@ static void sandbox_create(struct request *r, struct engine *e)
         if (!api_quota_ok(r, e, &q))
                 goto out;
         plan_user(e, spec.image, spec.kind == KIND_COMPUTER, &plan);
-        if (!(ctx = calloc(1, sizeof(*ctx))) || !(meta_text = json_dumps(json_is_object(meta) ? meta : json_object(), JSON_COMPACT))) {
+        meta_text = json_is_object(meta) ? json_dumps(meta, JSON_COMPACT) : strdup("{}");
+        if (!(ctx = calloc(1, sizeof(*ctx))) || !meta_text) {
                 e2b_reply_error(r, 500, "out of memory");
                 goto out;
         }
@@ -509,15 +531,17 @@ static void sandbox_create(struct request *r, struct engine *e)
         }
         char owner[32];
         snprintf(owner, sizeof(owner), "%u:%u", plan.uid, plan.uid);
+        /* From here user_made answers and frees ctx, maybe before make_user returns. */
+        req_on_free(r, create_gone, ctx);
+        http_defer(r);
         rc = e2b_envd_make_user(e, v, plan.passwd, plan.group, plan.home, owner, user_made, ctx);
-        if (rc < 0) {
+        if (rc < 0) { /* user_made was not called */
+                req_on_free(r, NULL, NULL);
                 engine_destroy(e, v, true);
                 e2b_reply_error(r, 500, "making the sandbox's user: %s", strerror(-rc));
                 goto out;
         }
-        req_on_free(r, create_gone, ctx);
-        http_defer(r);
-        ctx = NULL; /* user_made frees it */
+        ctx = NULL;
 out:
         if (ctx)
                 explicit_bzero(ctx->token, sizeof(ctx->token));
@@ -551,6 +575,9 @@ static void sandbox_connect(struct request *r, struct engine *e, const char *id,
         unsigned status = 200;
         int rc = 0;
         if (!env_running(s.v)) {
+                struct quota_ask q = {.env = s.v, .running = true, .limits = *env_limits(s.v)};
+                if (!api_quota_ok(r, e, &q))
+                        goto out;
                 rc = engine_start(e, s.v, err, sizeof(err));
                 status = 201;
         } else if (env_paused(s.v)) {
@@ -631,8 +658,8 @@ static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
         if (!json_is_integer(json_object_get(body, "timeout"))) {
                 e2b_reply_error(r, 400, "timeout: required, whole seconds");
         } else if (timeout_of(r, body, &t) && find_sandbox(r, e, id, &s)) {
-                if (env_paused(s.v))
-                        http_reply_data(r, 204, NULL, NULL, 0, NULL); /* a paused sandbox has no deadline */
+                if (env_paused(s.v)) /* it applies from the resume */
+                        http_reply_data(r, 204, NULL, NULL, 0, NULL);
                 else if (set_ttl(e, s.v, t, err, sizeof(err)) < 0)
                         e2b_reply_error(r, 500, "%s", err);
                 else
@@ -642,7 +669,7 @@ static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
         json_decref(body);
 }
 
-/* pause = Paddock's pause (every process frozen); the deadline stops while paused. */
+/* pause = Paddock's pause (every process frozen); the deadline becomes E2B_PAUSED_KEEP. */
 static void sandbox_pause(struct request *r, struct engine *e, const char *id)
 {
         struct sbx s = {0};
@@ -655,8 +682,8 @@ static void sandbox_pause(struct request *r, struct engine *e, const char *id)
                 return;
         }
         int rc = engine_pause(e, s.v, true);
-        if (rc >= 0)
-                rc = set_ttl(e, s.v, 0, err, sizeof(err));
+        if (rc >= 0) /* the running deadline stops; a paused sandbox is kept a week */
+                rc = set_ttl(e, s.v, E2B_PAUSED_KEEP, err, sizeof(err));
         if (rc < 0)
                 e2b_reply_error(r, 500, "pausing %s: %s", id, strerror(-rc));
         else

@@ -1,13 +1,14 @@
 """The E2B-compatible API (docs/e2b.md) where the node suite (tests/e2b) cannot look cheaply:
 what is stored (the envd access token only as a hash), who sees what through the network
 gateway (another token's sandbox is a 404 with a numeric code; envd requests need the sandbox's
-access token), paging that stays correct while sandboxes come and go, and the E2B row that
-vanishes whichever way its environment is destroyed."""
+access token, and other environments look missing), paging that stays correct while sandboxes
+come and go, the E2B row that vanishes whichever way its environment is destroyed, the bounds
+(files per upload, metadata size, a paused sandbox's deadline) and a revoked owner token."""
 import hashlib
 import json
 import sqlite3
 
-from conftest import GATEWAY_PORT, tls_request
+from conftest import GATEWAY_PORT, TLSConnection, tls_request
 
 PLAIN = GATEWAY_PORT + 1
 
@@ -144,4 +145,69 @@ def test_network_mapping(gateway_daemon):
         assert [str(a) for a in net.get("allow") or []] == allow
     r = e2b(d, "POST", "/v2/sandboxes", key, {"templateID": "base",
                                              "network": {"denyOut": ["10.0.0.0/8"]}})
+    assert r.status == 400 and r.json["code"] == 400
+
+
+def multipart(parts, boundary="b0undary"):
+    body = b""
+    for name, data in parts:
+        body += (b"--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n"
+                 b"Content-Type: application/octet-stream\r\n\r\n%s\r\n"
+                 % (boundary.encode(), name.encode(), data))
+    body += b"--%s--\r\n" % boundary.encode()
+    return body, "multipart/form-data; boundary=" + boundary
+
+
+def test_envd_refusals(gateway_daemon):
+    d = gateway_daemon
+    owner, other = token(d, "owner"), token(d, "other")
+    s = create(d, owner)
+    sid, tok = s["sandboxID"], s["envdAccessToken"]
+    envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": tok}
+    # a Paddock environment that is not an E2B sandbox looks missing through the gateway
+    assert d.api("POST", "/v1/envs", {"name": "plain"}).status == 201
+    r = e2b(d, "GET", "/health", headers={"E2b-Sandbox-Id": "plain", "X-Access-Token": "x"})
+    assert r.status == 502
+    # the local socket with another agent's token: as if missing; with the owner's: fine
+    r = d.api("GET", "/health", headers={"E2b-Sandbox-Id": sid, "X-API-Key": other})
+    assert r.status == 502
+    assert d.api("GET", "/health", headers={"E2b-Sandbox-Id": sid,
+                                             "Authorization": "Bearer " + owner}).status == 204
+    # at most 100 files in one request, refused before anything is written
+    body, ctype = multipart([("/tmp/f%d" % i, b"x") for i in range(101)])
+    conn = TLSConnection(d.netns_path, "127.0.0.1", PLAIN, None, tls=False)
+    try:
+        conn.request("POST", "/files", body=body, headers=dict(envd, **{"Content-Type": ctype}))
+        r = conn.getresponse()
+        assert r.status == 413, r.read()
+        r.read()
+        body, ctype = multipart([("/tmp/a", b"A" * 1000), ("/tmp/empty", b""), ("b", b"\r\n--x")])
+        conn.request("POST", "/files", body=body, headers=dict(envd, **{"Content-Type": ctype}))
+        r = conn.getresponse()
+        got = json.loads(r.read())
+        assert r.status == 200, got
+        assert [g["path"] for g in got] == ["/tmp/a", "/tmp/empty", "/home/user/b"]
+    finally:
+        conn.close()
+    for path, want in (("/tmp/a", b"A" * 1000), ("/tmp/empty", b""), ("/home/user/b", b"\r\n--x")):
+        r = e2b(d, "GET", "/files?path=" + path, headers=envd)
+        assert (r.status, r.body) == (200, want)
+    # a revoked owner token ends its sandboxes' access tokens
+    assert d.api("DELETE", "/v1/tokens/owner").status == 200
+    assert e2b(d, "GET", "/health", headers=envd).status == 401
+
+
+def test_pause_keeps_a_deadline_and_metadata_is_bounded(gateway_daemon):
+    d = gateway_daemon
+    key = token(d, "pk")
+    sid = create(d, key)["sandboxID"]
+    assert e2b(d, "POST", "/sandboxes/%s/pause" % sid, key, {}).status == 204
+    assert e2b(d, "POST", "/sandboxes/%s/pause" % sid, key, {}).json["code"] == 409
+    ttl = d.api("GET", "/v1/envs/%s" % sid).json["ttl"]
+    assert ttl == 7 * 86400
+    r = e2b(d, "POST", "/v2/sandboxes/%s/connect" % sid, key, {"timeout": 30})
+    assert r.status == 201
+    assert d.api("GET", "/v1/envs/%s" % sid).json["ttl"] == 30
+    big = {"k%d" % i: "v" * 4000 for i in range(5)}
+    r = e2b(d, "POST", "/v2/sandboxes", key, {"templateID": "base", "metadata": big})
     assert r.status == 400 and r.json["code"] == 400
