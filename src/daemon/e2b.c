@@ -37,7 +37,8 @@ bool e2b_handle(struct request *r, struct engine *e)
         struct e2b_target t;
         if (e2b_envd_target(r, e, &t) < 0)
                 return true;
-        if (!strncmp(path, "/process.Process/", 17) || !strncmp(path, "/filesystem.Filesystem/", 23)) {
+        if (!strncmp(path, "/process.Process/", 17) ||
+            !strncmp(path, "/filesystem.Filesystem/", 23)) {
                 e2b_rpc_dispatch(r, e, &t, path + 1);
                 return true;
         }

@@ -23,12 +23,12 @@
 #include <unistd.h>
 
 #define E2B_ENVD_VERSION    "0.5.7"
-#define E2B_DEFAULT_TIMEOUT 300           /* seconds, as E2B */
-#define E2B_MAX_TIMEOUT     (7 * 86400)   /* a week */
+#define E2B_DEFAULT_TIMEOUT 300         /* seconds, as E2B */
+#define E2B_MAX_TIMEOUT     (7 * 86400) /* a week */
 #define E2B_LIST_DEFAULT    100
 #define E2B_LIST_MAX        1000
-#define E2B_MAX_TOKENS      4             /* live access tokens per sandbox (connect adds one) */
-#define E2B_METADATA_MAX    16384         /* bytes of JSON per sandbox */
+#define E2B_MAX_TOKENS      4               /* live access tokens per sandbox (connect adds one) */
+#define E2B_METADATA_MAX    16384           /* bytes of JSON per sandbox */
 #define E2B_PAUSED_KEEP     E2B_MAX_TIMEOUT /* a paused sandbox's deadline */
 #define E2B_USER            "user"
 #define E2B_HOME            "/home/user"
@@ -51,33 +51,17 @@ static json_t *ms_json(int64_t ms)
         return json_string(buf);
 }
 
-/* A new access token: 32 random bytes, base64url without padding (43 characters). */
+/* A new access token: 32 random bytes, base64url without padding (43 characters): a token
+ * secret (lib/secret.h) without its prefix. */
 static int new_access_token(char out[44], char hash[SECRET_HASH_HEX + 1])
 {
-        static const char alphabet[] =
-                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        unsigned char raw[33] = {0};
-        for (size_t got = 0; got < 32;) {
-                ssize_t n = getrandom(raw + got, 32 - got, 0);
-                if (n < 0 && errno != EINTR)
-                        return -errno;
-                if (n > 0)
-                        got += (size_t)n;
-        }
-        size_t o = 0;
-        for (size_t i = 0; i < 32; i += 3) {
-                uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 | raw[i + 2];
-                size_t left = 32 - i;
-                out[o++] = alphabet[(v >> 18) & 63];
-                out[o++] = alphabet[(v >> 12) & 63];
-                if (left > 1)
-                        out[o++] = alphabet[(v >> 6) & 63];
-                if (left > 2)
-                        out[o++] = alphabet[v & 63];
-        }
-        out[o] = 0;
-        explicit_bzero(raw, sizeof(raw));
-        secret_hash_hex(out, o, hash);
+        char secret[SECRET_LEN + 1];
+        int r = secret_new(secret);
+        if (r < 0)
+                return r;
+        memcpy(out, secret + strlen(SECRET_PREFIX), 44); /* 43 characters and the NUL */
+        explicit_bzero(secret, sizeof(secret));
+        secret_hash_hex(out, strlen(out), hash);
         return 0;
 }
 
@@ -147,15 +131,15 @@ static json_t *sandbox_json(struct engine *e, const struct sbx *s, const char *t
         json_t *meta = json_loads(s->b.metadata, 0, NULL);
         const char *domain = gateway_domain();
         json_t *j = json_pack(
-            "{s:s,s:s,s:s,s:s,s:o,s:o,s:s,s:I,s:I,s:s,s:o,s:o}", "sandboxID", s->b.id,
-            "templateID", s->b.template_id, "alias", s->b.template_id, "clientID", "paddock",
-            "startedAt", ms_json(s->b.started_at), "endAt", ms_json(end ? end : wall_ms()),
-            "state", sbx_state(s->v), "cpuCount",
+            "{s:s,s:s,s:s,s:s,s:o,s:o,s:s,s:I,s:I,s:s,s:o,s:o}", "sandboxID", s->b.id, "templateID",
+            s->b.template_id, "alias", s->b.template_id, "clientID", "paddock", "startedAt",
+            ms_json(s->b.started_at), "endAt", ms_json(end ? end : wall_ms()), "state",
+            sbx_state(s->v), "cpuCount",
             (json_int_t)(l->cpu_millis == CG_UNLIMITED ? 1 : (l->cpu_millis + 999) / 1000),
-            "memoryMB",
-            (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes >> 20),
-            "envdVersion", E2B_ENVD_VERSION, "metadata", json_is_object(meta) ? meta : json_object(),
-            "domain", domain ? json_string(domain) : json_null());
+            "memoryMB", (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes >> 20),
+            "envdVersion", E2B_ENVD_VERSION, "metadata",
+            json_is_object(meta) ? meta : json_object(), "domain",
+            domain ? json_string(domain) : json_null());
         if (!json_is_object(meta))
                 json_decref(meta);
         if (j) {
@@ -183,8 +167,8 @@ static int read_image_file(struct engine *e, const char *image, const char *rel,
         if (root < 0)
                 return -errno;
         struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-                                          RESOLVE_NO_SYMLINKS};
+                               .resolve =
+                                   RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS};
         _cleanup_close_ int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
         if (fd < 0)
                 return -errno;
@@ -342,8 +326,8 @@ static bool str_in_array(json_t *a, const char *s)
 {
         size_t i;
         json_t *x;
-        json_array_foreach(a, i, x) if (json_is_string(x) && !strcmp(json_string_value(x), s))
-                return true;
+        json_array_foreach(a, i, x) if (json_is_string(x) &&
+                                        !strcmp(json_string_value(x), s)) return true;
         return false;
 }
 
@@ -378,14 +362,17 @@ static bool parse_network(struct request *r, struct engine *e, json_t *body, str
         if (na == 0 || !(deny_all || json_is_false(inet)))
                 return true; /* allowOut without a deny has nothing to open */
         if (na > NETPOLICY_MAX_RULES || !(p->rules = calloc(na, sizeof(*p->rules)))) {
-                e2b_reply_error(r, 400, "network.allowOut: at most %d entries", NETPOLICY_MAX_RULES);
+                e2b_reply_error(r, 400, "network.allowOut: at most %d entries",
+                                NETPOLICY_MAX_RULES);
                 return false;
         }
         for (size_t i = 0; i < na; i++) {
                 const char *rule = json_string_value(json_array_get(allow, i));
                 if (!rule || netpolicy_rule_parse(rule, &p->rules[p->n_rules]) < 0) {
-                        e2b_reply_error(r, 400, "network.allowOut[%zu]: not a host, *.domain, "
-                                                "address or CIDR", i);
+                        e2b_reply_error(r, 400,
+                                        "network.allowOut[%zu]: not a host, *.domain, "
+                                        "address or CIDR",
+                                        i);
                         return false;
                 }
                 p->n_rules++;
@@ -411,8 +398,9 @@ static bool metadata_ok(struct request *r, json_t *m)
         {
                 if (!*k || strlen(k) > 64 || !json_is_string(x) || json_string_length(x) > 4096 ||
                     strlen(json_string_value(x)) != json_string_length(x)) {
-                        e2b_reply_error(r, 400, "metadata: keys of at most 64 bytes, string "
-                                                "values of at most 4 KiB");
+                        e2b_reply_error(r, 400,
+                                        "metadata: keys of at most 64 bytes, string "
+                                        "values of at most 4 KiB");
                         return false;
                 }
         }
@@ -707,15 +695,15 @@ static void sandbox_metrics(struct request *r, struct engine *e, const char *id)
         json_t *arr = json_array();
         if (json_is_object(usage))
                 json_array_append_new(
-                    arr, json_pack("{s:o,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ms_json(t),
-                                   "timestampUnix", (json_int_t)(t / 1000), "cpuCount",
-                                   (json_int_t)(l->cpu_millis == CG_UNLIMITED
-                                                    ? 1
-                                                    : (l->cpu_millis + 999) / 1000),
-                                   "cpuUsedPct", 0.0, "memUsed", mem, "memTotal",
-                                   (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0
-                                                                                 : l->memory_bytes),
-                                   "memCache", (json_int_t)0, "diskUsed", disk, "diskTotal", dtot));
+                    arr,
+                    json_pack("{s:o,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ms_json(t),
+                              "timestampUnix", (json_int_t)(t / 1000), "cpuCount",
+                              (json_int_t)(l->cpu_millis == CG_UNLIMITED
+                                               ? 1
+                                               : (l->cpu_millis + 999) / 1000),
+                              "cpuUsedPct", 0.0, "memUsed", mem, "memTotal",
+                              (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes),
+                              "memCache", (json_int_t)0, "diskUsed", disk, "diskTotal", dtot));
         json_decref(ej);
         http_reply_json(r, 200, arr);
 }
@@ -881,7 +869,8 @@ bool e2b_api_handle(struct request *r, struct engine *e)
                 memcpy(id, tail, n);
                 id[n] = 0;
                 tail += n;
-                if (*tail == '/' && snprintf(rest, sizeof(rest), "%s", tail + 1) >= (int)sizeof(rest))
+                if (*tail == '/' &&
+                    snprintf(rest, sizeof(rest), "%s", tail + 1) >= (int)sizeof(rest))
                         return false;
                 if (*tail && *tail != '/')
                         return false;

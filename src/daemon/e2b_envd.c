@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define E2B_FILES_MAX_PARTS  100                /* files in one POST /files */
-#define E2B_FILES_MAX_ACTIVE 64                 /* helpers and requests waiting for them */
-#define E2B_FILES_TIMEOUT_MS (30u * 60 * 1000)  /* one request, all its files */
+#define E2B_FILES_MAX_PARTS  100               /* files in one POST /files */
+#define E2B_FILES_MAX_ACTIVE 64                /* helpers and requests waiting for them */
+#define E2B_FILES_TIMEOUT_MS (30u * 60 * 1000) /* one request, all its files */
 
 static unsigned active_jobs;
 
@@ -67,7 +67,7 @@ struct chain {
         struct supervise *sv;
         struct step *steps;
         size_t n, next, cap;
-        int upload_fd; /* the request's spooled body, shared by its steps (or -EBADF) */
+        int upload_fd;        /* the request's spooled body, shared by its steps (or -EBADF) */
         uint64_t deadline_ms; /* the whole chain's (now_ms), 0: none */
         struct files_status done;
         bool has_done;
@@ -103,9 +103,9 @@ static void chain_end(struct chain *c, int err, const char *msg)
                         json_t *arr = json_array();
                         for (size_t i = 0; i < c->n; i++) {
                                 const char *p = c->steps[i].path, *slash = strrchr(p, '/');
-                                json_array_append_new(
-                                    arr, json_pack("{s:s,s:s,s:s}", "path", p, "name",
-                                                   slash ? slash + 1 : p, "type", "file"));
+                                json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "path", p,
+                                                                     "name", slash ? slash + 1 : p,
+                                                                     "type", "file"));
                         }
                         http_reply_json(c->req, 200, arr);
                 }
@@ -348,10 +348,8 @@ static void files_get(struct request *r, struct engine *e, const struct e2b_targ
                                    .upload_fd = -EBADF,
                                    .max_bytes = FILES_DEFAULT_MAX_READ,
                                    .mode = -1};
-        struct supervise_spec spec = {.timeout_ms = 60000,
-                                      .count = &active_jobs,
-                                      .ops = &reader_ops,
-                                      .data = j};
+        struct supervise_spec spec = {
+            .timeout_ms = 60000, .count = &active_jobs, .ops = &reader_ops, .data = j};
         char err[512];
         if ((rc = supervise_files(e, t->env, "files", "file", &rq, false, &spec, &j->sv, err,
                                   sizeof(err))) < 0) {
@@ -452,9 +450,8 @@ static int next_part(const char *m, size_t size, const char *delim, size_t dl, s
 /* One step per part named "file" of the multipart body in fd (its filename the target, unless
  * the query has a path), each writing its byte range of the body: nothing is copied here.
  * Returns 0, or -errno with a message in err. */
-static int parse_multipart(struct chain *c, int fd, const char *ctype,
-                           const struct e2b_target *t, const char *qpath, char *err,
-                           size_t errlen)
+static int parse_multipart(struct chain *c, int fd, const char *ctype, const struct e2b_target *t,
+                           const char *qpath, char *err, size_t errlen)
 {
         const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
         char delim[128];
