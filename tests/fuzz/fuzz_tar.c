@@ -37,6 +37,7 @@
 
 static char area[4096];
 static int area_fd = -1, start_fd = -1;
+static struct timespec outside_mtime;
 
 static void die(const char *what, int r)
 {
@@ -77,6 +78,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         int fd = openat(area_fd, "outside", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 || write(fd, OUTSIDE_TEXT, strlen(OUTSIDE_TEXT)) != (ssize_t)strlen(OUTSIDE_TEXT))
                 die("outside", errno);
+        /* A time of its own, which no archive entry is likely to restore by chance. */
+        struct timespec times[2] = {{1234567890, 123456789}, {1234567890, 123456789}};
+        struct stat st;
+        if (futimens(fd, times) < 0 || fstat(fd, &st) < 0)
+                die("outside", errno);
+        outside_mtime = st.st_mtim;
         close(fd);
         if ((start_fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
                 die("cwd", errno);
@@ -203,12 +210,14 @@ static void check_invariants(void)
         }
         closedir(d);
 
-        /* The file outside: same content, mode and owner, still its only name. */
+        /* The file outside: same content, mode, owner and time, still its only name. */
         struct stat st;
         FUZZ_ASSERT(fstatat(area_fd, "outside", &st, AT_SYMLINK_NOFOLLOW) == 0);
         FUZZ_ASSERT(S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0644);
         FUZZ_ASSERT(st.st_uid == geteuid() && st.st_gid == getegid());
         FUZZ_ASSERT(st.st_nlink == 1);
+        FUZZ_ASSERT(st.st_mtim.tv_sec == outside_mtime.tv_sec &&
+                    st.st_mtim.tv_nsec == outside_mtime.tv_nsec);
         char buf[64];
         int fd = openat(area_fd, "outside", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         FUZZ_ASSERT(fd >= 0);
