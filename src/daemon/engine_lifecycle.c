@@ -567,6 +567,7 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
         if (p->has_ttl) {
                 v->ttl_s = p->ttl_s;
                 v->row.expires_at = p->ttl_s ? wall_s() + (int64_t)p->ttl_s : 0;
+                env_expiry_set(e, v);
         }
         if (p->has_autostart)
                 v->row.autostart = p->autostart;

@@ -87,6 +87,7 @@ int ensure_addr(struct engine *e, struct env *v)
         if (r < 0)
                 return r;
         inet_ntop(AF_INET, &v->addr, v->row.ip, sizeof(v->row.ip));
+        env_addr_set(e, v);
         return 0;
 }
 
@@ -193,12 +194,11 @@ void reapply_linked(struct engine *e, struct env *v)
 static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *name, size_t len)
 {
         struct engine *e = ctx;
-        for (struct env *v = e->envs; v; v = v->next)
-                if (v->pidfd >= 0 && v->addr.s_addr == a.s_addr) {
-                        snprintf(name, len, "%s", v->row.name);
-                        return &v->net;
-                }
-        return NULL;
+        struct env *v = engine_find_addr(e, a);
+        if (!v || v->pidfd < 0)
+                return NULL;
+        snprintf(name, len, "%s", v->row.name);
+        return &v->net;
 }
 
 void engine_set_network(struct engine *e, struct network *n)

@@ -78,16 +78,28 @@ static void family(FILE *f, const char *name, const char *type, const char *help
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* One environment's readings, taken once per scrape before any family is written (the text
- * format wants each family's samples together). */
+/* One environment's readings and what its series are labelled with, copied: a scrape takes
+ * them over several turns of the loop (engine_pass), and the environment may be gone before
+ * the text is written. */
 struct sample {
-        struct env *v;
+        char name[NAME_BUF_SIZE], kind[16], state[16], image[NAME_BUF_SIZE];
+        uint64_t memory_limit;
         bool running; /* the cgroup was read: cg and net are valid */
         struct cgroup_stats cg;
         struct link_stats net;
         uint64_t denied;
         bool has_disk;
         uint64_t disk;
+};
+
+static const char *const states[] = {"creating", "running", "paused",
+                                     "stopping", "stopped", "deleting"};
+static const char *const kinds[] = {"computer", "sandbox"};
+
+struct metrics_envs {
+        struct sample *s;
+        size_t n, cap;
+        size_t count[ELEMENTSOF(states)][ELEMENTSOF(kinds)]; /* of those added */
 };
 
 enum env_family {
@@ -157,9 +169,9 @@ static bool sample_value(const struct sample *s, enum env_family fam, char *buf,
                          s->cg.cpu_usage_us % 1000000);
                 return true;
         case F_MEM_LIMIT:
-                if (s->v->limits.memory_bytes == CG_UNLIMITED)
+                if (s->memory_limit == CG_UNLIMITED)
                         return false;
-                u = s->v->limits.memory_bytes;
+                u = s->memory_limit;
                 break;
         case F_DISK:
                 if (!s->has_disk)
@@ -195,7 +207,11 @@ static bool sample_value(const struct sample *s, enum env_family fam, char *buf,
 
 static void take_sample(struct engine *e, struct env *v, struct sample *s)
 {
-        *s = (struct sample){.v = v};
+        *s = (struct sample){.memory_limit = v->limits.memory_bytes};
+        snprintf(s->name, sizeof(s->name), "%s", v->row.name);
+        snprintf(s->kind, sizeof(s->kind), "%s", v->row.kind);
+        snprintf(s->state, sizeof(s->state), "%s", env_state(v));
+        snprintf(s->image, sizeof(s->image), "%s", v->row.image);
         if (v->pidfd >= 0 && cgroup_env_stats(e->cfg.cgroups, v->cgname, &s->cg) >= 0) {
                 s->running = true;
                 metrics_env_net(e, v, true, &s->net);
@@ -208,36 +224,59 @@ static void take_sample(struct engine *e, struct env *v, struct sample *s)
                 s->has_disk = true;
 }
 
-int metrics_write_envs(struct engine *e, FILE *f, metrics_sees_fn sees, const void *ctx)
+struct metrics_envs *metrics_envs_new(void)
 {
-        struct sample *samples = calloc(e->n_envs ? e->n_envs : 1, sizeof(*samples));
-        if (!samples)
-                return -ENOMEM;
-        size_t n = 0;
-        for (struct env *v = e->envs; v && n < e->n_envs; v = v->next)
-                if (sees(v, ctx))
-                        take_sample(e, v, &samples[n++]);
+        return calloc(1, sizeof(struct metrics_envs));
+}
+
+void metrics_envs_free(struct metrics_envs *m)
+{
+        if (m) {
+                free(m->s);
+                free(m);
+        }
+}
+
+int metrics_envs_add(struct metrics_envs *m, struct engine *e, struct env *v)
+{
+        if (m->n == m->cap) {
+                size_t cap = m->cap ? 2 * m->cap : 64;
+                struct sample *s = realloc(m->s, cap * sizeof(*s));
+                if (!s)
+                        return -ENOMEM;
+                m->s = s;
+                m->cap = cap;
+        }
+        take_sample(e, v, &m->s[m->n++]);
+        size_t k = v->kind == KIND_SANDBOX;
+        for (size_t i = 0; i < ELEMENTSOF(states); i++)
+                if (!strcmp(env_state(v), states[i]))
+                        m->count[i][k]++;
+        return 0;
+}
+
+void metrics_envs_write(const struct metrics_envs *m, FILE *f)
+{
         for (size_t fam = 0; fam < ELEMENTSOF(env_families); fam++) {
                 family(f, env_families[fam].name, env_families[fam].type, env_families[fam].help);
-                for (size_t i = 0; i < n; i++) {
+                for (size_t i = 0; i < m->n; i++) {
+                        const struct sample *s = &m->s[i];
                         char val[48];
-                        if (!sample_value(&samples[i], (enum env_family)fam, val, sizeof(val)))
+                        if (!sample_value(s, (enum env_family)fam, val, sizeof(val)))
                                 continue;
                         fprintf(f, "%s{env=\"", env_families[fam].name);
-                        metrics_label_value(f, samples[i].v->row.name);
+                        metrics_label_value(f, s->name);
                         if (fam == F_INFO) {
                                 fputs("\",kind=\"", f);
-                                metrics_label_value(f, samples[i].v->row.kind);
+                                metrics_label_value(f, s->kind);
                                 fputs("\",state=\"", f);
-                                metrics_label_value(f, env_state(samples[i].v));
+                                metrics_label_value(f, s->state);
                                 fputs("\",image=\"", f);
-                                metrics_label_value(f, samples[i].v->row.image);
+                                metrics_label_value(f, s->image);
                         }
                         fprintf(f, "\"} %s\n", val);
                 }
         }
-        free(samples);
-        return 0;
 }
 
 /* Seconds since this process started: its start time in /proc/self/stat against the boot
@@ -254,23 +293,13 @@ static double uptime_s(void)
         return up > 0 ? up : 0;
 }
 
-void metrics_write_daemon(struct engine *e, FILE *f)
+void metrics_write_daemon(struct engine *e, const struct metrics_envs *m, FILE *f)
 {
-        static const char *const states[] = {"creating", "running", "paused",
-                                             "stopping", "stopped", "deleting"};
-        static const char *const kinds[] = {"computer", "sandbox"};
-        size_t count[ELEMENTSOF(states)][ELEMENTSOF(kinds)] = {{0}};
-        for (struct env *v = e->envs; v; v = v->next) {
-                size_t k = v->kind == KIND_SANDBOX;
-                for (size_t s = 0; s < ELEMENTSOF(states); s++)
-                        if (!strcmp(env_state(v), states[s]))
-                                count[s][k]++;
-        }
         family(f, "paddock_envs", "gauge", "Environments by state and kind.");
         for (size_t s = 0; s < ELEMENTSOF(states); s++)
                 for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
                         fprintf(f, "paddock_envs{state=\"%s\",kind=\"%s\"} %zu\n", states[s],
-                                kinds[k], count[s][k]);
+                                kinds[k], m->count[s][k]);
         family(f, "paddock_helpers_running", "gauge",
                "Helper processes the daemon supervises (exec, files, watch, image jobs, disks).");
         fprintf(f, "paddock_helpers_running %u\n", supervise_running());
