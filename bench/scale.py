@@ -13,10 +13,11 @@ network; BENCH_SCALE_NET=0: all sandboxes) and measures over the raw unix socket
   - create:   POST /v1/envs of one more sandbox / one more networked computer (each then
               deleted: the population stays N), medians of BENCH_CREATE_RUNS
   - c-e-d:    create a sandbox, exec `true` in it, DELETE ?force=1: median of BENCH_CREATE_RUNS
-  - metrics:  GET /metrics, median of BENCH_LIST_RUNS, and the loop's worst stall during a
-              scrape: a second client sends GET /v1/envs/NAME back to back on its own
-              connection while the scrapes run; its slowest answer (minus its idle median) is
-              how long the daemon's single loop kept everyone else waiting
+  - metrics:  GET /metrics, median of BENCH_LIST_RUNS
+  - stalls:   the loop's worst stall during a scrape and during a listing: a second client
+              sends GET /v1/envs/NAME back to back on its own connection while BENCH_LIST_RUNS
+              scrapes (listings) run; its slowest answer minus its idle median is how long the
+              daemon's single loop kept everyone else waiting
   - restart:  SIGTERM, start again, until GET /v1/system answers (every environment re-adopted);
               BENCH_RESTART=0 skips it
 
@@ -129,16 +130,9 @@ class Prober(threading.Thread):
         self.conn.close()
 
 
-def measure(d, c, n):
-    row = {"n": n}
-    row["ls"] = med([c.request("GET", "/v1/envs")[0] for _ in range(LIST_RUNS)])
-    row["inspect"] = med([c.request("GET", "/v1/envs/probe")[0] for _ in range(RUNS)])
-    ex = {"cmd": ["true"]}
-    row["exec"] = med([c.request("POST", "/v1/envs/probe/exec", ex)[0] for _ in range(RUNS)])
-
-    # the scrape, alone and with a second client probing the loop
-    c.request("GET", "/metrics")
-    row["metrics"] = med([c.request("GET", "/metrics")[0] for _ in range(LIST_RUNS)])
+def stall(d, c, path):
+    """The slowest answer a second client (inspect, back to back) got while c sent GET path
+    LIST_RUNS times, minus that client's idle median: how long the loop kept it waiting."""
     p = Prober(d.sock, "probe")
     p.start()
     time.sleep(0.3)
@@ -147,15 +141,26 @@ def measure(d, c, n):
     for _ in range(LIST_RUNS):
         time.sleep(0.05)
         t0 = time.perf_counter()
-        dt, _ = c.request("GET", "/metrics")
+        dt, _ = c.request("GET", path)
         windows.append((t0, t0 + dt))
     time.sleep(0.05)
     p.stop.set()
     p.join()
     during = [dt for t, dt in p.samples if any(a <= t + dt and t <= b for a, b in windows)]
-    base = med(idle) or 0
-    row["stall"] = max(during) - base if during else None
-    row["probe_idle"] = base
+    return max(during) - (med(idle) or 0) if during else None
+
+
+def measure(d, c, n):
+    row = {"n": n}
+    row["ls"] = med([c.request("GET", "/v1/envs")[0] for _ in range(LIST_RUNS)])
+    row["inspect"] = med([c.request("GET", "/v1/envs/probe")[0] for _ in range(RUNS)])
+    ex = {"cmd": ["true"]}
+    row["exec"] = med([c.request("POST", "/v1/envs/probe/exec", ex)[0] for _ in range(RUNS)])
+
+    c.request("GET", "/metrics")
+    row["metrics"] = med([c.request("GET", "/metrics")[0] for _ in range(LIST_RUNS)])
+    row["stall_metrics"] = stall(d, c, "/metrics")
+    row["stall_ls"] = stall(d, c, "/v1/envs")
 
     mk_s, mk_c, rm, ced = [], [], [], []
     for _ in range(CREATE_RUNS):
@@ -229,12 +234,13 @@ def main():
               LIST_RUNS, RUNS, CREATE_RUNS))
     print()
     print("| N | ls | inspect | exec | create sandbox | create computer | destroy sandbox "
-          "| create→exec→destroy | /metrics | worst stall during /metrics | restart |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| create→exec→destroy | /metrics | worst stall during /metrics | worst stall during "
+          "ls | restart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print("| %d | %s |" % (r["n"], " | ".join(fmt(r[k]) for k in (
             "ls", "inspect", "exec", "create_s", "create_c", "destroy", "ced", "metrics",
-            "stall", "restart"))))
+            "stall_metrics", "stall_ls", "restart"))))
 
 
 if __name__ == "__main__":

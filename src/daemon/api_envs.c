@@ -340,14 +340,20 @@ struct listing {
         struct caller c;
         const char *labels[32];
         size_t n_labels;
-        json_t *arr;
+        /* The answer's text, written one environment at a time (each serialised as soon as it
+         * is made, so the end of the pass has no big document to dump). */
+        FILE *f;
+        char *text;
+        size_t len, n;
         struct engine_pass *pass;
 };
 
 static void listing_free(struct listing *l)
 {
         engine_pass_cancel(l->pass);
-        json_decref(l->arr);
+        if (l->f)
+                fclose(l->f);
+        free(l->text);
         free(l);
 }
 
@@ -365,17 +371,32 @@ static void listing_each(struct engine *e, struct env *v, void *data)
                 key[klen] = 0;
                 match = eq ? env_has_label(v, key, eq + 1) : false;
         }
-        if (match)
-                json_array_append_new(l->arr, engine_env_json_listed(e, v));
+        if (!match)
+                return;
+        json_t *j = engine_env_json_listed(e, v);
+        if (j) {
+                fputs(l->n++ ? "," : "", l->f);
+                json_dumpf(j, l->f, JSON_COMPACT | JSON_ENSURE_ASCII);
+        }
+        json_decref(j);
 }
 
+/* {"envs":[...]} and a newline, as http_reply_json would have written it. */
 static void listing_done(struct engine *e, void *data)
 {
         (void)e;
         struct listing *l = data;
+        struct request *r = l->r;
         l->pass = NULL;
-        req_on_free(l->r, NULL, NULL);
-        http_reply_json(l->r, 200, json_pack("{s:O}", "envs", l->arr));
+        req_on_free(r, NULL, NULL);
+        fputs("]}\n", l->f);
+        int rr = fclose(l->f);
+        l->f = NULL;
+        if (rr != 0) {
+                http_reply_errno(r, -ENOMEM, "listing");
+        } else {
+                http_reply_text(r, 200, "application/json", TAKE_PTR(l->text), l->len);
+        }
         listing_free(l);
 }
 
@@ -387,11 +408,12 @@ static void listing_gone(void *data) /* the client hung up first */
 void api_envs_list(struct request *r, struct engine *e)
 {
         struct listing *l = calloc(1, sizeof(*l));
-        if (!l || !(l->arr = json_array())) {
+        if (!l || !(l->f = open_memstream(&l->text, &l->len))) {
                 free(l);
                 http_reply_errno(r, -ENOMEM, "listing");
                 return;
         }
+        fputs("{\"envs\":[", l->f);
         l->r = r;
         /* the label strings are the request's: it outlives the pass */
         l->n_labels = req_query_all(r, "label", l->labels, ELEMENTSOF(l->labels));

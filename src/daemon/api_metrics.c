@@ -252,13 +252,13 @@ static void scrape_done(struct engine *e, void *data)
                 scrape_free(s);
                 return;
         }
-        metrics_envs_write(s->m, f);
+        int rr = metrics_envs_write(s->m, f);
         if (s->c.admin) {
                 metrics_write_daemon(e, s->m, f);
                 write_requests(f);
         }
         scrape_free(s);
-        if (fclose(f) != 0) {
+        if (fclose(f) != 0 || rr < 0) {
                 text_closed(t);
                 http_reply_errno(r, -ENOMEM, "metrics");
                 return;

@@ -96,9 +96,14 @@ static const char *const states[] = {"creating", "running", "paused",
                                      "stopping", "stopped", "deleting"};
 static const char *const kinds[] = {"computer", "sandbox"};
 
+#define N_ENV_FAMILIES 13 /* ELEMENTSOF(env_families), checked below */
+
+/* Each family's samples are written as each environment is read (the text format wants a
+ * family's samples together: one buffer per family, joined at the end). */
 struct metrics_envs {
-        struct sample *s;
-        size_t n, cap;
+        FILE *fam[N_ENV_FAMILIES];
+        char *text[N_ENV_FAMILIES];
+        size_t len[N_ENV_FAMILIES];
         size_t count[ELEMENTSOF(states)][ELEMENTSOF(kinds)]; /* of those added */
 };
 
@@ -148,6 +153,8 @@ static const struct {
     [F_DENIED] = {"paddock_env_network_denied_packets_total", "counter",
                   "Packets of the running environment dropped by its network policy."},
 };
+
+_Static_assert(ELEMENTSOF(env_families) == N_ENV_FAMILIES, "N_ENV_FAMILIES");
 
 static const char *env_state(const struct env *v)
 {
@@ -224,30 +231,50 @@ static void take_sample(struct engine *e, struct env *v, struct sample *s)
                 s->has_disk = true;
 }
 
-struct metrics_envs *metrics_envs_new(void)
-{
-        return calloc(1, sizeof(struct metrics_envs));
-}
-
 void metrics_envs_free(struct metrics_envs *m)
 {
-        if (m) {
-                free(m->s);
-                free(m);
+        if (!m)
+                return;
+        for (size_t i = 0; i < N_ENV_FAMILIES; i++) {
+                if (m->fam[i])
+                        fclose(m->fam[i]);
+                free(m->text[i]);
         }
+        free(m);
+}
+
+struct metrics_envs *metrics_envs_new(void)
+{
+        struct metrics_envs *m = calloc(1, sizeof(*m));
+        for (size_t i = 0; m && i < N_ENV_FAMILIES; i++)
+                if (!(m->fam[i] = open_memstream(&m->text[i], &m->len[i]))) {
+                        metrics_envs_free(m);
+                        return NULL;
+                }
+        return m;
 }
 
 int metrics_envs_add(struct metrics_envs *m, struct engine *e, struct env *v)
 {
-        if (m->n == m->cap) {
-                size_t cap = m->cap ? 2 * m->cap : 64;
-                struct sample *s = realloc(m->s, cap * sizeof(*s));
-                if (!s)
-                        return -ENOMEM;
-                m->s = s;
-                m->cap = cap;
+        struct sample s;
+        take_sample(e, v, &s);
+        for (size_t fam = 0; fam < N_ENV_FAMILIES; fam++) {
+                char val[48];
+                if (!sample_value(&s, (enum env_family)fam, val, sizeof(val)))
+                        continue;
+                FILE *f = m->fam[fam];
+                fprintf(f, "%s{env=\"", env_families[fam].name);
+                metrics_label_value(f, s.name);
+                if (fam == F_INFO) {
+                        fputs("\",kind=\"", f);
+                        metrics_label_value(f, s.kind);
+                        fputs("\",state=\"", f);
+                        metrics_label_value(f, s.state);
+                        fputs("\",image=\"", f);
+                        metrics_label_value(f, s.image);
+                }
+                fprintf(f, "\"} %s\n", val);
         }
-        take_sample(e, v, &m->s[m->n++]);
         size_t k = v->kind == KIND_SANDBOX;
         for (size_t i = 0; i < ELEMENTSOF(states); i++)
                 if (!strcmp(env_state(v), states[i]))
@@ -255,28 +282,18 @@ int metrics_envs_add(struct metrics_envs *m, struct engine *e, struct env *v)
         return 0;
 }
 
-void metrics_envs_write(const struct metrics_envs *m, FILE *f)
+int metrics_envs_write(struct metrics_envs *m, FILE *f)
 {
-        for (size_t fam = 0; fam < ELEMENTSOF(env_families); fam++) {
+        int r = 0;
+        for (size_t fam = 0; fam < N_ENV_FAMILIES; fam++) {
+                if (m->fam[fam] && fclose(m->fam[fam]) != 0)
+                        r = -ENOMEM;
+                m->fam[fam] = NULL;
                 family(f, env_families[fam].name, env_families[fam].type, env_families[fam].help);
-                for (size_t i = 0; i < m->n; i++) {
-                        const struct sample *s = &m->s[i];
-                        char val[48];
-                        if (!sample_value(s, (enum env_family)fam, val, sizeof(val)))
-                                continue;
-                        fprintf(f, "%s{env=\"", env_families[fam].name);
-                        metrics_label_value(f, s->name);
-                        if (fam == F_INFO) {
-                                fputs("\",kind=\"", f);
-                                metrics_label_value(f, s->kind);
-                                fputs("\",state=\"", f);
-                                metrics_label_value(f, s->state);
-                                fputs("\",image=\"", f);
-                                metrics_label_value(f, s->image);
-                        }
-                        fprintf(f, "\"} %s\n", val);
-                }
+                if (m->text[fam])
+                        fwrite(m->text[fam], 1, m->len[fam], f);
         }
+        return r;
 }
 
 /* Seconds since this process started: its start time in /proc/self/stat against the boot

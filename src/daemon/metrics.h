@@ -34,7 +34,7 @@ void metrics_env_net(struct engine *e, struct env *v, bool listed, struct link_s
 struct metrics_envs;
 struct metrics_envs *metrics_envs_new(void);
 int metrics_envs_add(struct metrics_envs *m, struct engine *e, struct env *v);
-void metrics_envs_write(const struct metrics_envs *m, FILE *f);
+int metrics_envs_write(struct metrics_envs *m, FILE *f); /* once, at the end */
 void metrics_envs_free(struct metrics_envs *m);
 /* The daemon's own families: environments by state and kind (of those m has; the
  * administrator's scrape adds every environment), helpers, build info. */
