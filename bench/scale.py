@@ -38,7 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
+import multiprocessing
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,22 +112,35 @@ def cgroup_mode():
     return "v1 hybrid" if os.path.isdir("/sys/fs/cgroup/unified") else "v1"
 
 
-class Prober(threading.Thread):
-    """GET /v1/envs/NAME back to back on its own connection; records (start, latency)."""
+def probe_loop(sock, path, stop, out):
+    """In a process of its own (no GIL shared with the client it watches): GET path back to
+    back, then send the (start, latency) pairs."""
+    conn = Conn(sock)
+    samples = []
+    while not stop.is_set():
+        t0 = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
+        dt, _ = conn.request("GET", path)
+        samples.append((t0, dt))
+    conn.close()
+    out.send(samples)
 
+
+class Prober:
     def __init__(self, sock, name):
-        super().__init__(daemon=True)
-        self.conn = Conn(sock)
-        self.path = "/v1/envs/" + name
-        self.stop = threading.Event()
-        self.samples = []
+        self.stop = multiprocessing.Event()
+        self.rx, tx = multiprocessing.Pipe(duplex=False)
+        self.p = multiprocessing.Process(target=probe_loop,
+                                         args=(sock, "/v1/envs/" + name, self.stop, tx))
+        self.samples = None
 
-    def run(self):
-        while not self.stop.is_set():
-            t0 = time.perf_counter()
-            dt, _ = self.conn.request("GET", self.path)
-            self.samples.append((t0, dt))
-        self.conn.close()
+    def start(self):
+        self.p.start()
+
+    def finish(self):
+        self.stop.set()
+        self.samples = self.rx.recv()
+        self.p.join()
+        return self.samples
 
 
 def stall(d, c, path):
@@ -135,8 +148,8 @@ def stall(d, c, path):
     LIST_RUNS times, minus that client's idle median: how long the loop kept it waiting."""
     p = Prober(d.sock, "probe")
     p.start()
-    time.sleep(0.3)
-    idle = [dt for _, dt in p.samples]
+    time.sleep(0.5)
+    t_idle = time.perf_counter()
     windows = []
     for _ in range(LIST_RUNS):
         time.sleep(0.05)
@@ -144,9 +157,9 @@ def stall(d, c, path):
         dt, _ = c.request("GET", path)
         windows.append((t0, t0 + dt))
     time.sleep(0.05)
-    p.stop.set()
-    p.join()
-    during = [dt for t, dt in p.samples if any(a <= t + dt and t <= b for a, b in windows)]
+    samples = p.finish()
+    idle = [dt for t, dt in samples if t + dt < t_idle]
+    during = [dt for t, dt in samples if any(a <= t + dt and t <= b for a, b in windows)]
     return max(during) - (med(idle) or 0) if during else None
 
 
