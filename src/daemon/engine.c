@@ -421,6 +421,7 @@ void env_unlink(struct engine *e, struct env *v)
         if (env_listed(e, v)) {
                 addr_unhash(e, v);
                 owner_drop(e, v);
+                e->n_linking -= v->net.n_links > 0;
                 *(v->prev ? &v->prev->next : &e->envs) = v->next;
                 *(v->next ? &v->next->prev : &e->envs_tail) = v->prev;
                 e->n_envs--;
@@ -452,6 +453,7 @@ void env_append(struct engine *e, struct env *v)
         }
         owner_add(e, v);
         env_expiry_set(e, v);
+        e->n_linking += v->net.n_links > 0;
 }
 
 /* ---- environment variables -------------------------------------------------------------- */

@@ -84,6 +84,9 @@ struct engine {
         /* No environment expires before this (unix s; 0: none has a time to live): the
          * one-second sweep looks at the list only once something may have expired. */
         int64_t next_expiry;
+        /* Environments whose policy links others: with none (the usual case), a create or a
+         * destroy has no peer to look for among all the others. */
+        size_t n_linking;
         /* Every published port, sorted by environment, read from the state once per change
          * (ports_gen counts changes: a port added or removed, an environment gone with its
          * ports), so listing N environments does not scan the ports table N times. */

@@ -57,6 +57,8 @@ static bool linked(const struct env *v, const struct env *o)
 static size_t link_addrs(struct engine *e, const struct env *v, struct in_addr *out, size_t max)
 {
         size_t n = 0;
+        if (!e->n_linking && !v->net.n_links)
+                return 0; /* nobody links anybody (v may not be listed yet: its own count) */
         for (struct env *o = e->envs; o && n < max; o = o->next)
                 if (o != v && o->addr.s_addr && linked(v, o))
                         out[n++] = o->addr;
@@ -177,6 +179,8 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
 /* Environments linked with v apply their firewall again (their peer's address changed). */
 void reapply_linked(struct engine *e, struct env *v)
 {
+        if (!e->n_linking && !v->net.n_links)
+                return; /* nobody links anybody (v may be unlinked already: its own count) */
         for (struct env *o = e->envs; o; o = o->next) {
                 if (o == v || o->pidfd < 0 || o->net.mode == NET_NONE)
                         continue;
