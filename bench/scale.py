@@ -14,10 +14,13 @@ network; BENCH_SCALE_NET=0: all sandboxes) and measures over the raw unix socket
               deleted: the population stays N), medians of BENCH_CREATE_RUNS
   - c-e-d:    create a sandbox, exec `true` in it, DELETE ?force=1: median of BENCH_CREATE_RUNS
   - metrics:  GET /metrics, median of BENCH_LIST_RUNS
-  - stalls:   the loop's worst stall during a scrape and during a listing: a second client
-              sends GET /v1/envs/NAME back to back on its own connection while BENCH_LIST_RUNS
-              scrapes (listings) run; its slowest answer minus its idle median is how long the
-              daemon's single loop kept everyone else waiting
+  - stalls:   the loop's worst stall during BENCH_LIST_RUNS scrapes, and during as many
+              listings: the daemon's own measure (paddock_loop_turn_max_seconds, the longest
+              turn of its single event loop, i.e. the longest it answered nobody else), and a
+              second client's: it sends GET /v1/envs/NAME back to back on its own connection,
+              in its own process, and its slowest answer minus its idle median is how long it
+              was kept waiting (that includes CPU contention with the listing client on a
+              small machine)
   - restart:  SIGTERM, start again, until GET /v1/system answers (every environment re-adopted);
               BENCH_RESTART=0 skips it
 
@@ -143,24 +146,35 @@ class Prober:
         return self.samples
 
 
+def loop_turn_max(c):
+    """paddock_loop_turn_max_seconds: the daemon's longest loop turn since the last scrape."""
+    for line in c.request("GET", "/metrics")[1].decode().splitlines():
+        if line.startswith("paddock_loop_turn_max_seconds "):
+            return float(line.split()[1])
+    return None
+
+
 def stall(d, c, path):
-    """The slowest answer a second client (inspect, back to back) got while c sent GET path
-    LIST_RUNS times, minus that client's idle median: how long the loop kept it waiting."""
+    """While c sends GET path LIST_RUNS times: the daemon's longest loop turn (its own
+    measure, paddock_loop_turn_max_seconds), and the slowest answer a second client (inspect,
+    back to back, in its own process) got, minus that client's idle median."""
     p = Prober(d.sock, "probe")
     p.start()
     time.sleep(0.5)
     t_idle = time.perf_counter()
+    loop_turn_max(c)  # starts the daemon's count again
     windows = []
     for _ in range(LIST_RUNS):
         time.sleep(0.05)
         t0 = time.perf_counter()
         dt, _ = c.request("GET", path)
         windows.append((t0, t0 + dt))
+    turn = loop_turn_max(c)
     time.sleep(0.05)
     samples = p.finish()
     idle = [dt for t, dt in samples if t + dt < t_idle]
     during = [dt for t, dt in samples if any(a <= t + dt and t <= b for a, b in windows)]
-    return max(during) - (med(idle) or 0) if during else None
+    return turn, (max(during) - (med(idle) or 0) if during else None)
 
 
 def measure(d, c, n):
@@ -226,7 +240,8 @@ def main():
             row = measure(d, c, have)
             rows.append(row)
             print("N=%d (grown in %.0f s): %s" % (have, grow, ", ".join(
-                "%s %s" % (k, fmt(v)) for k, v in row.items() if k != "n")),
+                "%s %s" % (k, "/".join(fmt(x) for x in v) if isinstance(v, tuple) else fmt(v))
+                for k, v in row.items() if k != "n")),
                 file=sys.stderr, flush=True)
         c.close()
     finally:
@@ -247,13 +262,14 @@ def main():
               LIST_RUNS, RUNS, CREATE_RUNS))
     print()
     print("| N | ls | inspect | exec | create sandbox | create computer | destroy sandbox "
-          "| create→exec→destroy | /metrics | worst stall during /metrics | worst stall during "
-          "ls | restart |")
+          "| create→exec→destroy | /metrics | loop's longest turn (probe's worst wait) during "
+          "/metrics | the same during ls | restart |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %d | %s |" % (r["n"], " | ".join(fmt(r[k]) for k in (
-            "ls", "inspect", "exec", "create_s", "create_c", "destroy", "ced", "metrics",
-            "stall_metrics", "stall_ls", "restart"))))
+        print("| %d | %s |" % (r["n"], " | ".join(
+            "%s (%s)" % (fmt(r[k][0]), fmt(r[k][1])) if isinstance(r[k], tuple) else fmt(r[k])
+            for k in ("ls", "inspect", "exec", "create_s", "create_c", "destroy", "ced",
+                      "metrics", "stall_metrics", "stall_ls", "restart"))))
 
 
 if __name__ == "__main__":

@@ -737,7 +737,9 @@ int engine_pass_start(struct engine *e, engine_each_fn each, engine_pass_done_fn
                 done(e, data);
                 return 0;
         }
-        p->timer = loop_add_timer(e->cfg.loop, 0, pass_turn, p);
+        /* 1 ms: a timer due now would run its slice in this same turn of the loop, right
+         * after this one (the later ones are armed after a 2 ms slice: due next turn). */
+        p->timer = loop_add_timer(e->cfg.loop, 1, pass_turn, p);
         if (!p->timer) {
                 pass_free(p);
                 return -ENOMEM;

@@ -320,6 +320,11 @@ void metrics_write_daemon(struct engine *e, const struct metrics_envs *m, FILE *
         family(f, "paddock_helpers_running", "gauge",
                "Helper processes the daemon supervises (exec, files, watch, image jobs, disks).");
         fprintf(f, "paddock_helpers_running %u\n", supervise_running());
+        family(f, "paddock_loop_turn_max_seconds", "gauge",
+               "The longest turn of the daemon's event loop (callbacks run between two waits, "
+               "while every other client waits) since the previous scrape by an administrator.");
+        fprintf(f, "paddock_loop_turn_max_seconds %.6f\n",
+                (double)loop_take_max_turn_us(e->cfg.loop) / 1e6);
         family(f, "paddock_uptime_seconds", "gauge", "Seconds since the daemon started.");
         fprintf(f, "paddock_uptime_seconds %.3f\n", uptime_s());
         family(f, "paddock_build_info", "gauge", "The daemon's version (always 1).");

@@ -215,3 +215,30 @@ def test_the_resolver_knows_an_address_given_again(daemon):
     assert r.json["network"]["ip"] == ip, (ip, r.json["network"])  # the lowest free again
     out = nslookup(d, "r2", "blocked.test")
     assert "NXDOMAIN" in out, out
+
+
+def loop_turn_max(d):
+    for line in d.api("GET", "/metrics").body.decode().splitlines():
+        if line.startswith("paddock_loop_turn_max_seconds "):
+            return float(line.split()[1])
+    raise AssertionError("paddock_loop_turn_max_seconds missing")
+
+
+def test_the_longest_loop_turn_is_reported_and_starts_again(daemon):
+    """paddock_loop_turn_max_seconds (what bench/scale.py reads as the loop's worst stall):
+    a create runs in one turn, so the next scrape reports a turn of some length, and never one
+    longer than the time since the previous scrape (each scrape starts the count again)."""
+    d = daemon
+    loop_turn_max(d)
+    t0 = time.monotonic()
+    assert d.api("POST", "/v1/envs", {"name": "one", "kind": "sandbox"}).status == 201
+    v = loop_turn_max(d)
+    took = time.monotonic() - t0
+    assert 0 < v <= took, (v, took)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    v = loop_turn_max(d)  # only the previous scrape's last turn and this one's
+    assert 0 <= v <= time.monotonic() - t0 + 0.2, v
+    agent = make_token(d, "looker")
+    text = d.api("GET", "/metrics", headers=agent).body.decode()
+    assert "paddock_loop_turn_max_seconds" not in text  # daemon-wide: administrators only
