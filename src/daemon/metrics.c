@@ -78,12 +78,9 @@ static void family(FILE *f, const char *name, const char *type, const char *help
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* One environment's readings and what its series are labelled with, copied: a scrape takes
- * them over several turns of the loop (engine_pass), and the environment may be gone before
- * the text is written. */
+/* One environment's readings, written out at once into each family's buffer. */
 struct sample {
-        char name[NAME_BUF_SIZE], kind[16], state[16], image[NAME_BUF_SIZE];
-        uint64_t memory_limit;
+        struct env *v;
         bool running; /* the cgroup was read: cg and net are valid */
         struct cgroup_stats cg;
         struct link_stats net;
@@ -176,9 +173,9 @@ static bool sample_value(const struct sample *s, enum env_family fam, char *buf,
                          s->cg.cpu_usage_us % 1000000);
                 return true;
         case F_MEM_LIMIT:
-                if (s->memory_limit == CG_UNLIMITED)
+                if (s->v->limits.memory_bytes == CG_UNLIMITED)
                         return false;
-                u = s->memory_limit;
+                u = s->v->limits.memory_bytes;
                 break;
         case F_DISK:
                 if (!s->has_disk)
@@ -214,11 +211,7 @@ static bool sample_value(const struct sample *s, enum env_family fam, char *buf,
 
 static void take_sample(struct engine *e, struct env *v, struct sample *s)
 {
-        *s = (struct sample){.memory_limit = v->limits.memory_bytes};
-        snprintf(s->name, sizeof(s->name), "%s", v->row.name);
-        snprintf(s->kind, sizeof(s->kind), "%s", v->row.kind);
-        snprintf(s->state, sizeof(s->state), "%s", env_state(v));
-        snprintf(s->image, sizeof(s->image), "%s", v->row.image);
+        *s = (struct sample){.v = v};
         if (v->pidfd >= 0 && cgroup_env_stats(e->cfg.cgroups, v->cgname, &s->cg) >= 0) {
                 s->running = true;
                 metrics_env_net(e, v, true, &s->net);
@@ -264,14 +257,14 @@ int metrics_envs_add(struct metrics_envs *m, struct engine *e, struct env *v)
                         continue;
                 FILE *f = m->fam[fam];
                 fprintf(f, "%s{env=\"", env_families[fam].name);
-                metrics_label_value(f, s.name);
+                metrics_label_value(f, v->row.name);
                 if (fam == F_INFO) {
                         fputs("\",kind=\"", f);
-                        metrics_label_value(f, s.kind);
+                        metrics_label_value(f, v->row.kind);
                         fputs("\",state=\"", f);
-                        metrics_label_value(f, s.state);
+                        metrics_label_value(f, env_state(v));
                         fputs("\",image=\"", f);
-                        metrics_label_value(f, s.image);
+                        metrics_label_value(f, v->row.image);
                 }
                 fprintf(f, "\"} %s\n", val);
         }
