@@ -18,24 +18,22 @@ static struct {
         uint64_t at_ms; /* 0: never read */
 } veths;
 
-/* "pdk" + 8 hex digits (network_ifname); "pdk…i" ifb devices are not veths anyway. */
-#define VETH_PREFIX   "pdk"
-#define VETH_NAME_LEN 11
-
 static const struct link_stats *veth_cached(const char *ifname)
 {
         uint64_t now = now_ms();
         if (!veths.at_ms || now - veths.at_ms >= NET_CACHE_MS) {
                 struct link_stats *all = NULL;
                 size_t n = 0;
-                if (netlink_veth_stats(VETH_PREFIX, VETH_NAME_LEN, &all, &n) < 0)
+                if (netlink_stats_all(&all, &n) < 0)
                         return NULL; /* keep the old table; try again next time */
                 free(veths.all);
                 veths.all = all;
                 veths.n = n;
                 veths.at_ms = now;
         }
-        return link_stats_find(veths.all, veths.n, ifname);
+        /* The dump has indexes, not names: the name's index now (a hash lookup). */
+        int ifindex = netlink_ifindex(ifname);
+        return ifindex > 0 ? link_stats_by_index(veths.all, veths.n, ifindex) : NULL;
 }
 
 void metrics_env_net(struct engine *e, struct env *v, bool listed, struct link_stats *ret)
@@ -52,7 +50,7 @@ void metrics_env_net(struct engine *e, struct env *v, bool listed, struct link_s
         if (!s)
                 return;
         /* The host side's rx is what the environment sent, its tx what it received. */
-        snprintf(ret->name, sizeof(ret->name), "%s", s->name);
+        snprintf(ret->name, sizeof(ret->name), "%s", ifname);
         ret->rx_bytes = s->tx_bytes;
         ret->tx_bytes = s->rx_bytes;
         ret->rx_packets = s->tx_packets;
