@@ -215,6 +215,11 @@ def test_the_resolver_knows_an_address_given_again(daemon):
     assert r.json["network"]["ip"] == ip, (ip, r.json["network"])  # the lowest free again
     out = nslookup(d, "r2", "blocked.test")
     assert "NXDOMAIN" in out, out
+    # its traffic, read by interface index (inspect: one request; a listing: one dump of all)
+    u = d.inspect("r2")["usage"]
+    assert u["net_tx_bytes"] > 0 and u["net_rx_bytes"] > 0 and u["net_tx_packets"] > 0, u
+    listed = d.envs()["r2"]["usage"]
+    assert listed["net_tx_bytes"] > 0 and listed["net_rx_bytes"] > 0, listed
 
 
 def loop_turn_max(d):
