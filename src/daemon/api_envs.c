@@ -392,11 +392,10 @@ static void listing_done(struct engine *e, void *data)
         fputs("]}\n", l->f);
         int rr = fclose(l->f);
         l->f = NULL;
-        if (rr != 0) {
+        if (rr != 0)
                 http_reply_errno(r, -ENOMEM, "listing");
-        } else {
+        else
                 http_reply_text(r, 200, "application/json", TAKE_PTR(l->text), l->len);
-        }
         listing_free(l);
 }
 

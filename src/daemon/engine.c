@@ -252,14 +252,14 @@ void env_free(struct env *v)
         free(v);
 }
 
-/* At least one bucket per environment (want): doubled, every environment rehashed, when they
- * would be outnumbered (amortized O(1) per append). */
 static size_t addr_hash(struct in_addr a)
 {
         uint32_t h = ntohl(a.s_addr);
         return (size_t)(h * 2654435761u); /* consecutive addresses land in different buckets */
 }
 
+/* At least one bucket per environment (want): doubled, every environment rehashed, when they
+ * would be outnumbered (amortized O(1) per append). by_name and by_addr grow together. */
 static int buckets_grow(struct engine *e, size_t want)
 {
         if (want <= e->n_buckets)
