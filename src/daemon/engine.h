@@ -66,6 +66,9 @@ int engine_reconcile(struct engine *e);
 struct env *engine_find(struct engine *e, const char *name);
 /* Iterate: pass NULL to get the first. */
 struct env *engine_next(struct engine *e, struct env *prev);
+/* The same over the environments of one owner only (a token's name, "" = the administrator),
+ * in no particular order: a token's quota check costs its own environments, not everyone's. */
+struct env *engine_next_owned(struct engine *e, const char *owner, struct env *prev);
 const char *env_name(const struct env *v);
 /* The token that created it; "" = the administrator. */
 const char *env_owner(const struct env *v);
@@ -102,6 +105,19 @@ struct env_patch {
 enum { IO_READ_BPS, IO_WRITE_BPS, IO_READ_IOPS, IO_WRITE_IOPS };
 int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, char *err,
                  size_t errlen);
+
+/* A pass over every environment that never holds the loop for long: each() runs for every
+ * environment there when it starts (and still there when its turn comes), in creation order,
+ * in slices of about 2 ms, one per turn of the loop, so other clients are served in between;
+ * then done(). A pass that fits in one slice runs whole inside engine_pass_start (done()
+ * included) and sets *ret to NULL; otherwise *ret is the pass, which engine_pass_cancel stops
+ * (neither callback runs again; never from inside one of them). */
+struct engine_pass;
+typedef void (*engine_each_fn)(struct engine *e, struct env *v, void *data);
+typedef void (*engine_pass_done_fn)(struct engine *e, void *data);
+int engine_pass_start(struct engine *e, engine_each_fn each, engine_pass_done_fn done,
+                      void *data, struct engine_pass **ret);
+void engine_pass_cancel(struct engine_pass *p);
 
 json_t *engine_env_json(struct engine *e, struct env *v);
 /* The same as one item of a listing: figures shared by all environments (firewall counters)

@@ -45,6 +45,18 @@ struct env {
         unsigned exec_seq;
         struct env *next, *prev; /* the engine's list, in creation order */
         struct env *hnext;       /* next in its by_name bucket */
+        struct env *anext;       /* next in its by_addr bucket (only while it has an address) */
+        struct env *onext, *oprev; /* its owner's list (struct owner) */
+        struct owner *owner;
+};
+
+/* The environments of one owner (a token, or "" for the administrator), so that a token's
+ * quota check walks its own environments, not everyone's. */
+struct owner {
+        char name[NAME_BUF_SIZE];
+        struct env *envs;
+        size_t n;
+        struct owner *next;
 };
 
 /* The next computer's disk, made by a helper after a create (engine_storage.c). */
@@ -64,6 +76,17 @@ struct engine {
          * lookup costs the same with 10 or 4,000 environments. */
         struct env **by_name;
         size_t n_buckets;
+        /* By IPv4 address (the resolver asks for every query): chained on env.anext, as many
+         * buckets as by_name. */
+        struct env **by_addr;
+        /* The owners with at least one environment (few: one per token in use). */
+        struct owner *owners;
+        /* No environment expires before this (unix s; 0: none has a time to live): the
+         * one-second sweep looks at the list only once something may have expired. */
+        int64_t next_expiry;
+        /* Environments whose policy links others: with none (the usual case), a create or a
+         * destroy has no peer to look for among all the others. */
+        size_t n_linking;
         /* Every published port, sorted by environment, read from the state once per change
          * (ports_gen counts changes: a port added or removed, an environment gone with its
          * ports), so listing N environments does not scan the ports table N times. */
@@ -94,6 +117,11 @@ int env_save(struct engine *e, struct env *v);
 void env_free(struct env *v);
 void env_unlink(struct engine *e, struct env *v);
 void env_append(struct engine *e, struct env *v);
+/* v got an address (ensure_addr) or a new expiry time (patch): keep the indexes right. */
+void env_addr_set(struct engine *e, struct env *v);
+void env_expiry_set(struct engine *e, struct env *v);
+/* The environment holding address a (running or not), or NULL. */
+struct env *engine_find_addr(struct engine *e, struct in_addr a);
 void envp_free(char **arr);
 
 /* engine_lifecycle.c */

@@ -567,6 +567,7 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
         if (p->has_ttl) {
                 v->ttl_s = p->ttl_s;
                 v->row.expires_at = p->ttl_s ? wall_s() + (int64_t)p->ttl_s : 0;
+                env_expiry_set(e, v);
         }
         if (p->has_autostart)
                 v->row.autostart = p->autostart;
@@ -580,8 +581,10 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                                      (p->net.n_rules &&
                                       memcmp(v->net.rules, p->net.rules,
                                              p->net.n_rules * sizeof(*p->net.rules)) != 0);
+                e->n_linking -= v->net.n_links > 0;
                 netpolicy_clear(&v->net);
                 v->net = p->net;
+                e->n_linking += v->net.n_links > 0;
                 int r = 0;
                 if (v->pidfd >= 0 && e->net) {
                         if (v->net.mode == NET_NONE && old != NET_NONE)

@@ -64,6 +64,9 @@ json_t *req_json_object(struct request *r);
 
 /* Replies. Each request gets exactly one; later calls are ignored. */
 void http_reply_json(struct request *r, unsigned status, json_t *body /* stolen */);
+/* A body made already (e.g. JSON written piece by piece): buf is malloc'd and stolen. */
+void http_reply_text(struct request *r, unsigned status, const char *content_type, char *buf,
+                     size_t len);
 void http_reply_error(struct request *r, unsigned status, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 /* -errno to status and code (the one table of the daemon). */
