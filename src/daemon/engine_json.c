@@ -119,6 +119,15 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
          * while the environment runs with a limit */
         if (j)
                 json_object_set_new(j, "io", env_io_json(&v->limits, true));
+        /* idle stop: the timeout in seconds (null: never), what it does, and when the idle
+         * timer paused or stopped it (null: it did not, or it was resumed or started since) */
+        if (j)
+                json_object_update_new(
+                    j, json_pack("{s:o,s:s,s:o}", "idle_timeout",
+                                 v->idle_timeout_s ? json_integer((json_int_t)v->idle_timeout_s)
+                                                   : json_null(),
+                                 "idle_action", v->idle_stop ? "stop" : "pause", "idled_at",
+                                 time_json(v->idled_at)));
         return j;
 }
 
@@ -155,5 +164,13 @@ json_t *engine_system_json(struct engine *e)
         /* the limits-aware /proc view inside environments (lxcfs) */
         if (j)
                 json_object_set_new(j, "lxcfs", json_string(lxcfs_status(e->cfg.lxcfs)));
+        /* idle stop since the daemon started (engine_idle.c) */
+        if (j)
+                json_object_set_new(j, "idle",
+                                    json_pack("{s:I,s:I,s:I,s:I}", "paused",
+                                              (json_int_t)e->idle_paused, "stopped",
+                                              (json_int_t)e->idle_stopped, "woken",
+                                              (json_int_t)e->idle_woken, "watched",
+                                              (json_int_t)e->idle_n));
         return j;
 }
