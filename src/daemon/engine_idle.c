@@ -36,6 +36,9 @@
 #include <string.h>
 
 #define IDLE_STOP_GRACE_S 10 /* SIGTERM, then SIGKILL after this long */
+/* Pauses and stops per timer callback: when many come due at once (a fleet created together),
+ * the rest wait for the next turn of the loop, so requests are served in between. */
+#define IDLE_ACTIONS_PER_TURN 16
 
 static uint64_t step_ms(const struct env *v)
 {
@@ -184,8 +187,9 @@ static void on_idle_timer(struct loop_timer *t, void *data)
         struct engine *e = data;
         e->idle_timer = NULL;
         uint64_t now = now_ms();
+        unsigned actions = 0;
         /* Bounded: each entry is either dropped, idled, or moved to a later time. */
-        while (e->idle_n && e->idle_heap[0]->idle_due <= now) {
+        while (e->idle_n && e->idle_heap[0]->idle_due <= now && actions < IDLE_ACTIONS_PER_TURN) {
                 struct env *v = e->idle_heap[0];
                 if (!watched(v)) {
                         heap_remove(e, v);
@@ -200,6 +204,7 @@ static void on_idle_timer(struct loop_timer *t, void *data)
                         v->idle_packets = p;
                 }
                 if (v->active_ms + v->idle_timeout_s * 1000 <= now) {
+                        actions++;
                         heap_remove(e, v);
                         go_idle(e, v); /* may push it back (a pause that failed) */
                         continue;
