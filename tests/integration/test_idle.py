@@ -147,3 +147,14 @@ def test_idle_settings_through_the_api(daemon):
     # idle counters in paddock system
     s = d.api("GET", "/v1/system").json
     assert s["idle"]["paused"] >= 1 and s["idle"]["woken"] >= 1, s.get("idle")
+
+
+def test_operations_md_examples(daemon):
+    """The commands docs/operations.md shows, as written."""
+    d = daemon
+    d.cli("create", "job7", "--sandbox", "--idle-timeout", "10m")
+    d.cli("create", "dev1", "--computer", "--idle-timeout", "2h")
+    d.cli("update", "dev1", "--idle-timeout", "30m", "--idle-action", "pause")
+    assert (d.inspect("job7")["idle_timeout"], d.inspect("job7")["idle_action"]) == (600, "pause")
+    e = d.inspect("dev1")
+    assert (e["idle_timeout"], e["idle_action"]) == (1800, "pause")
