@@ -498,7 +498,9 @@ void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret
                              .disk_bytes = v->disk_bytes,
                              .autostart = v->row.autostart,
                              .env = v->vars,
-                             .labels = v->labels};
+                             .labels = v->labels,
+                             .idle_timeout_s = v->idle_timeout_s,
+                             .idle_action = v->idle_stop ? IDLE_STOP : IDLE_PAUSE};
         snprintf(s.image, sizeof(s.image), "%s", v->row.image);
         json_t *net = netpolicy_json(&v->net);
         netpolicy_load(&s.net, net);

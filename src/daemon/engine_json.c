@@ -141,6 +141,33 @@ json_t *engine_env_json_listed(struct engine *e, struct env *v)
         return env_json(e, v, true);
 }
 
+/* What this host's kernel or set-up makes the daemon do instead of the best way (item 6 of the
+ * operations issue): one sentence each, [] when none. */
+static json_t *fallbacks_json(const struct storage_info *si)
+{
+        json_t *a = json_array();
+        if (!strcmp(si->driver, "btrfs") && !strcmp(si->quota, "qgroups"))
+                json_array_append_new(a, json_string(
+                    "btrfs qgroups instead of simple quotas (kernel before 6.7): a computer's "
+                    "disk use counts extents it shares with its image"));
+        if (si->shifted)
+                json_array_append_new(a, json_string(
+                    "no idmapped mounts: each environment's files are chowned to its id range "
+                    "when it is created"));
+        int abi = landlock_abi();
+        char buf[256];
+        if (abi <= 0) {
+                json_array_append_new(a, json_string(
+                    "no Landlock: sandboxes are confined by their mounts and seccomp only"));
+        } else if (abi < 5) {
+                snprintf(buf, sizeof(buf), "Landlock ABI %d: sandboxes' file rules without%s%s%s",
+                         abi, abi < 2 ? " cross-directory rename and link control," : "",
+                         abi < 3 ? " truncate control," : "", " device ioctl control");
+                json_array_append_new(a, json_string(buf));
+        }
+        return a;
+}
+
 json_t *engine_system_json(struct engine *e)
 {
         size_t running = 0;
@@ -164,6 +191,8 @@ json_t *engine_system_json(struct engine *e)
         /* the limits-aware /proc view inside environments (lxcfs) */
         if (j)
                 json_object_set_new(j, "lxcfs", json_string(lxcfs_status(e->cfg.lxcfs)));
+        if (j)
+                json_object_set_new(j, "fallbacks", fallbacks_json(&si));
         /* idle stop since the daemon started (engine_idle.c) */
         if (j)
                 json_object_set_new(j, "idle",

@@ -4,6 +4,7 @@ what it says into a staging directory (--destdir), the installed paddockd starts
 helpers and serves, an install over a running daemon is an upgrade that keeps environments,
 and --uninstall removes exactly what the install added (the state stays unless --purge).
 The live-systemd half (enable --now, restart with environments, reboot) is tests/vm/."""
+import json
 import os
 import shutil
 import socket
@@ -158,3 +159,15 @@ def test_readiness_and_journal_lines(make_daemon, tmp_path):
     # the daemon's children do not inherit the notification socket
     d.extra_env = {}
     d.start()
+
+
+def test_system_names_fallbacks(daemon):
+    """`paddock system` says which fallbacks this host's kernel forces (issue 14 item 6)."""
+    s = json.loads(daemon.cli("system", "--json").out)
+    fb = s["fallbacks"]
+    assert isinstance(fb, list) and all(isinstance(x, str) and x for x in fb), fb
+    assert any("qgroups" in x for x in fb) == (s["storage"]["quota"] == "qgroups"), (fb, s)
+    assert any(x.startswith("Landlock ABI") for x in fb) == (0 < s["landlock_abi"] < 5), fb
+    assert any("no Landlock" in x for x in fb) == (s["landlock_abi"] <= 0), fb
+    assert any("chowned" in x for x in fb) == \
+        (s["storage"]["ownership"] == "shifted at create (chown)"), fb

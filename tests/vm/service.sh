@@ -42,6 +42,11 @@ check "journal: the ready line at level info" \
 check "journal: no timestamp of the daemon's own in its lines" \
         sh -c '! journalctl -u paddockd -o cat --no-pager | grep -q "paddockd\[[0-9]*\]: info:"'
 
+# a restart with no environment yet
+out=$(timeout 120 systemctl restart paddockd 2>&1)
+check "restart without environments" test $? = 0 || printf '%s\n' "$out" | sed 's/^/     /'
+check "active after it" systemctl -q is-active paddockd
+
 # 2. an image and a computer with limits
 RFS=/var/tmp/pdk-svc-rootfs
 rm -rf "$RFS"; mkdir -p "$RFS"
@@ -55,7 +60,7 @@ rm -rf "$RFS"; mkdir -p "$RFS"
         printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' > etc/passwd
         printf '%s\n' 'root:x:0:' > etc/group
 )
-check "image import" pd image import default "$RFS" >/dev/null
+check "image import" sh -c "timeout 300 $P image import default $RFS >/dev/null 2>&1"
 check "create a computer with limits" pd create svc1 --computer --cpus 1 --memory 256M --autostart
 check "exec" test "$(pd exec svc1 -- echo hi)" = hi
 unit_cg=$CG$(systemctl show -p ControlGroup --value paddockd)
@@ -71,7 +76,9 @@ check "a paddock group member lists environments without root" \
 id bob >/dev/null 2>&1 || useradd -m bob
 check "a user outside the group cannot" sh -c "! su bob -s /bin/sh -c '$P ls' >/dev/null 2>&1"
 
-# 4. restart with the computer running
+# 4. restart with the computer running. On systemd < 254 with cgroup v2 this fails today
+# (status=219/CGROUP: the unit's group has controllers enabled for the environments' groups, so
+# systemd cannot put the new main process there; issue 14 item 2, docs/architecture.md).
 restart_ok() {
         local what=$1
         out=$(timeout 120 systemctl restart paddockd 2>&1)
