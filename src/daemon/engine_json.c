@@ -148,8 +148,8 @@ static json_t *fallbacks_json(const struct storage_info *si)
         json_t *a = json_array();
         if (!strcmp(si->driver, "btrfs") && !strcmp(si->quota, "qgroups"))
                 json_array_append_new(a, json_string(
-                    "btrfs qgroups instead of simple quotas (kernel before 6.7): a computer's "
-                    "disk use counts extents it shares with its image"));
+                    "btrfs qgroups instead of simple quotas (kernel before 6.7): accounting "
+                    "with rescans, and a computer's usage may count image data it shares"));
         if (si->shifted)
                 json_array_append_new(a, json_string(
                     "no idmapped mounts: each environment's files are chowned to its id range "

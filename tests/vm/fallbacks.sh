@@ -31,10 +31,14 @@ rm -rf "$BASE"; mkdir -p "$BASE/rootfs"; chmod 711 "$BASE"
         printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' > etc/passwd
         printf '%s\n' 'root:x:0:' > etc/group
 )
-"$BUILD/paddockd" --root "$BASE/root" --socket "$SOCK" --uid-registry "$BASE/uids" \
-        --pool-size 2G >"$BASE/paddockd.log" 2>&1 &
-DPID=$!
-for _ in $(seq 600); do pd system >/dev/null 2>&1 && break; sleep 0.2; done
+# a delegated transient unit: on cgroup v2 a daemon in the ssh session's group cannot make
+# environments' groups
+UNIT=pdk-fallbacks
+systemctl stop "$UNIT" 2>/dev/null; systemctl reset-failed "$UNIT" 2>/dev/null
+systemd-run --quiet --unit="$UNIT" -p Delegate=yes -p KillMode=process \
+        "$BUILD/paddockd" --root "$BASE/root" --socket "$SOCK" --uid-registry "$BASE/uids" \
+        --pool-size 2G
+for _ in $(seq 600); do [ -S "$SOCK" ] && timeout 10 "$BUILD/paddock" --socket "$SOCK" system >/dev/null 2>&1 && break; sleep 0.2; done
 sys=$(pd system --json)
 check "paddock system answers" test -n "$sys"
 pd system | grep -A6 -E '"(fallbacks|landlock_abi|quota)"' | sed 's/^/  .. /'
@@ -55,6 +59,6 @@ check "sandbox: exec" sh -c "$BUILD/paddock --socket $SOCK create fb2 --sandbox 
 check "sandbox: its root is read-only" sh -c "! timeout 60 $BUILD/paddock --socket $SOCK exec fb2 -- touch /etc/x >/dev/null 2>&1"
 pd rm -f fb1 >/dev/null 2>&1
 pd rm -f fb2 >/dev/null 2>&1
-kill "$DPID"; wait "$DPID" 2>/dev/null
+systemctl stop "$UNIT"
 echo "fallbacks: $passes passed, $fails failed"
-if [ "$fails" -gt 0 ]; then tail -30 "$BASE/paddockd.log"; exit 1; fi
+if [ "$fails" -gt 0 ]; then journalctl -u "$UNIT" --no-pager -n 30; exit 1; fi
