@@ -55,15 +55,15 @@ def test_idle_sandbox_is_paused_and_exec_wakes_it(daemon):
 
 def test_activity_postpones_idle(daemon):
     d = daemon
-    d.create("busy", "--sandbox", "--idle-timeout", "2s")
+    d.create("busy", "--sandbox", "--idle-timeout", "3s")
     # a running exec holds it awake past the timeout
-    res = d.exec("busy", "sleep 4; echo done")
+    res = d.exec("busy", "sleep 5; echo done")
     assert res["stdout"] == "done\n"
     assert state(d, "busy")[0] == "running"
-    # API work inside it (files) every second keeps it awake
-    for _ in range(4):
+    # API work inside it (files) every half second keeps it awake
+    for _ in range(10):
         assert d.api("GET", "/v1/envs/busy/files/stat?path=/tmp").status == 200
-        time.sleep(1)
+        time.sleep(0.5)
     assert state(d, "busy")[0] == "running"
     # a background process that writes output is activity; inspect and ls are not
     r = d.api("POST", "/v1/envs/busy/exec",
