@@ -466,6 +466,7 @@ void api_request_done(struct request *r, void *engine)
         metrics_request_done(r);
         audit_request_done(r);
         tokens_session_remove(engine_tokens(engine), req_session(r));
+        api_idle_done(r, engine);
 }
 
 /* Who is asking: Authorization: Bearer <secret> (or, without an Authorization field,
@@ -581,6 +582,8 @@ void api_handle(struct request *r, void *ctx)
         if (e2b_handle(r, ctx))
                 return;
         if (!route_request(r, &c, &hit))
+                return;
+        if (!api_idle_before(r, c.e, c.v, hit->route.pattern))
                 return;
         hit->call(&c);
         track_request(r, c.e);

@@ -90,6 +90,11 @@ struct quota_ask {
 };
 bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q);
 /* Called at every quota refusal; limit is "max-envs", "max-cpus", "max-memory" or "max-disk". */
+/* Idle stop (api_idle.c): before a handler, count the request as activity of its environment
+ * and wake it if the route needs it running (false: answered with an error); when it is over,
+ * count it again (a long request). */
+bool api_idle_before(struct request *r, struct engine *e, struct env *v, const char *pattern);
+void api_idle_done(struct request *r, struct engine *e);
 void api_quota_refused(struct request *r, const char *limit, const char *message);
 
 /* Shared value parsers: a JSON value that is a string with units or a plain number.

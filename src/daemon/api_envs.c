@@ -201,11 +201,39 @@ static bool parse_limits(struct request *r, json_t *body, struct cgroup_limits *
         return true;
 }
 
+/* "idle_timeout": a duration, 0 or null = never; "idle_action": "pause" or "stop". */
+static bool parse_idle(struct request *r, json_t *body, bool *has_timeout, uint64_t *timeout,
+                       bool *has_action, enum idle_action *action)
+{
+        json_t *j;
+        if ((j = json_object_get(body, "idle_timeout"))) {
+                *has_timeout = true;
+                *timeout = 0;
+                if (!json_is_null(j) && !api_duration(r, j, "idle_timeout", timeout))
+                        return false;
+        }
+        if ((j = json_object_get(body, "idle_action"))) {
+                const char *a = json_string_value(j);
+                *has_action = true;
+                if (a && !strcmp(a, "pause")) {
+                        *action = IDLE_PAUSE;
+                } else if (a && !strcmp(a, "stop")) {
+                        *action = IDLE_STOP;
+                } else {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "idle_action: must be \"pause\" or \"stop\"");
+                        return false;
+                }
+        }
+        return true;
+}
+
 void api_envs_create(struct request *r, struct engine *e)
 {
         static const char *const fields[] = {"name", "kind", "image", "cpus", "memory", "swap",
                                              "pids", "disk", "ttl", "env", "labels", "autostart",
-                                             "network", "io", NULL};
+                                             "network", "io", "idle_timeout", "idle_action",
+                                             NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
@@ -256,6 +284,10 @@ void api_envs_create(struct request *r, struct engine *e)
                 goto out;
         if ((j = json_object_get(body, "ttl")) && !json_is_null(j) &&
             !api_duration(r, j, "ttl", &spec.ttl_s))
+                goto out;
+        bool has_idle_timeout = false, has_idle_action = false;
+        if (!parse_idle(r, body, &has_idle_timeout, &spec.idle_timeout_s, &has_idle_action,
+                        &spec.idle_action))
                 goto out;
         if ((j = json_object_get(body, "disk")) && !json_is_null(j)) {
                 /* computers: a quota on their disk; sandboxes: the size of /tmp and /workspace */
@@ -439,7 +471,8 @@ void api_env_get(struct request *r, struct engine *e, struct env *v)
 void api_env_patch(struct request *r, struct engine *e, struct env *v)
 {
         static const char *const fields[] = {"cpus", "memory", "swap", "pids", "ttl", "autostart",
-                                             "network", "disk", "io", NULL};
+                                             "network", "disk", "io", "idle_timeout",
+                                             "idle_action", NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
@@ -471,6 +504,9 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v)
                 if (!json_is_null(j) && !api_duration(r, j, "ttl", &p.ttl_s))
                         goto out;
         }
+        if (!parse_idle(r, body, &p.has_idle_timeout, &p.idle_timeout_s, &p.has_idle_action,
+                        &p.idle_action))
+                goto out;
         if ((j = json_object_get(body, "disk"))) {
                 p.has_disk = true; /* null: no limit */
                 if (!json_is_null(j) && !api_size(r, j, "disk", &p.disk))

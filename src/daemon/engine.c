@@ -196,6 +196,11 @@ char *spec_dump(const struct env *v)
                 json_object_set_new(j, "disk", json_integer((json_int_t)v->disk_bytes));
         if (j && cgroup_limits_have_io(&v->limits))
                 json_object_set_new(j, "io", env_io_json(&v->limits, false));
+        if (j && v->idle_timeout_s)
+                json_object_set_new(j, "idle", json_pack("{s:I,s:s,s:I}", "timeout",
+                                                         (json_int_t)v->idle_timeout_s, "action",
+                                                         v->idle_stop ? "stop" : "pause",
+                                                         "idled_at", (json_int_t)v->idled_at));
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         return s;
@@ -226,6 +231,10 @@ static void spec_load(struct env *v)
         v->limits.io_read_iops = (uint64_t)json_integer_value(json_object_get(io, "read_iops"));
         v->limits.io_write_iops = (uint64_t)json_integer_value(json_object_get(io, "write_iops"));
         netpolicy_load(&v->net, json_object_get(j, "network"));
+        json_t *idle = json_object_get(j, "idle");
+        v->idle_timeout_s = (uint64_t)json_integer_value(json_object_get(idle, "timeout"));
+        v->idle_stop = !strcmp(json_string_value(json_object_get(idle, "action")) ?: "", "stop");
+        v->idled_at = json_integer_value(json_object_get(idle, "idled_at"));
         if (inet_pton(AF_INET, v->row.ip, &v->addr) != 1)
                 v->addr.s_addr = 0;
         json_decref(j);
@@ -410,6 +419,7 @@ struct env *engine_next_owned(struct engine *e, const char *owner, struct env *p
 
 void env_unlink(struct engine *e, struct env *v)
 {
+        engine_idle_forget(e, v);
         e->ports_gen++; /* its published ports go with its row */
         if (e->n_buckets)
                 for (struct env **p = &e->by_name[name_hash(v->row.name) & (e->n_buckets - 1)];
@@ -554,6 +564,7 @@ void engine_free(struct engine *e)
         if (!e)
                 return;
         loop_cancel_timer(e->sweep);
+        engine_idle_free(e);
         engine_image_helpers_release(e);
         tokens_free(e->tokens);
         spare_free(e);
@@ -646,7 +657,9 @@ void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret
                              .disk_bytes = v->disk_bytes,
                              .autostart = v->row.autostart,
                              .env = v->vars,
-                             .labels = v->labels};
+                             .labels = v->labels,
+                             .idle_timeout_s = v->idle_timeout_s,
+                             .idle_action = v->idle_stop ? IDLE_STOP : IDLE_PAUSE};
         snprintf(s.image, sizeof(s.image), "%s", v->row.image);
         json_t *net = netpolicy_json(&v->net);
         netpolicy_load(&s.net, net);

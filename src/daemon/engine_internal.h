@@ -43,6 +43,15 @@ struct env {
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;
+        /* Idle stop (engine_idle.c). Stored in the spec: the timeout, the action, idled_at. */
+        uint64_t idle_timeout_s; /* 0 = none */
+        bool idle_stop;          /* stop when idle (else pause) */
+        int64_t idled_at;        /* wall s when the idle timer paused or stopped it, 0 = not */
+        uint64_t active_ms;      /* monotonic ms of its last activity */
+        uint64_t idle_due;       /* monotonic ms when its heap entry comes due */
+        uint64_t idle_packets;   /* rx + tx packets at the last look */
+        unsigned idle_holds;     /* running exec and shell sessions */
+        size_t idle_slot;        /* index + 1 in the engine's idle heap, 0 = not in it */
         struct env *next, *prev; /* the engine's list, in creation order */
         struct env *hnext;       /* next in its by_name bucket */
         struct env *anext;       /* next in its by_addr bucket (only while it has an address) */
@@ -98,6 +107,12 @@ struct engine {
         struct network *net; /* NULL: networking unavailable, every env is "none" */
         void (*destroyed)(const char *name);
         struct tokens *tokens; /* the API's tokens, over the same database */
+        /* Idle stop (engine_idle.c): a min-heap of environments by idle_due, one timer. */
+        struct env **idle_heap;
+        size_t idle_n, idle_cap;
+        struct loop_timer *idle_timer;
+        uint64_t idle_timer_due;
+        uint64_t idle_paused, idle_stopped, idle_woken; /* since the daemon started */
 };
 
 /* engine.c */
@@ -137,6 +152,14 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
                size_t errlen);
 void reapply_linked(struct engine *e, struct env *v);
 int write_resolv_conf(struct engine *e, const char *dir, char *path, size_t len);
+
+/* engine_idle.c */
+/* (Re)start its idle clock if it has a timeout and runs unpaused: create, start, resume,
+ * PATCH, adoption. */
+void engine_idle_arm(struct engine *e, struct env *v);
+void engine_idle_forget(struct engine *e, struct env *v); /* leaving the engine */
+void engine_idle_free(struct engine *e);
+void engine_idle_start(struct engine *e); /* after reconcile: every environment */
 
 /* engine_storage.c */
 void spare_schedule(struct engine *e, const char *image);

@@ -207,5 +207,6 @@ int engine_reconcile(struct engine *e)
                 }
         }
         e->sweep = loop_add_timer(e->cfg.loop, 1000, sweep_expired, e);
+        engine_idle_start(e);
         return 0;
 }

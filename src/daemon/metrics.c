@@ -322,4 +322,5 @@ void metrics_write_daemon(struct engine *e, const struct metrics_envs *m, FILE *
         fputs("paddock_build_info{version=\"", f);
         metrics_label_value(f, e->cfg.version ? e->cfg.version : "");
         fputs("\"} 1\n", f);
+        engine_idle_metrics(e, f);
 }
