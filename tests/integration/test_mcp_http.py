@@ -233,3 +233,25 @@ def test_api_md_example(gateway_daemon):
     out = subprocess.run(["sh", "-c", cmd], stdout=subprocess.PIPE, timeout=60, check=True).stdout
     tools = json.loads(out)["result"]["tools"]
     assert [t["name"] for t in tools] == [t["name"] for t in stdio_tools(d)]
+
+
+def test_mcp_md_curl_example(gateway_daemon, tmp_path):
+    """The curl example of docs/mcp.md, run inside the daemon's network namespace with its
+    certificate file and an agent token: the token's (empty) list of environments."""
+    import os
+    import re
+    import shutil
+    d = gateway_daemon
+    d.create("admins-own", "--sandbox")
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "mcp.md")) as f:
+        text = f.read()
+    section = text[text.index("## paddockd's own endpoint"):]
+    cmd = re.search(r"```sh\n(curl .*?)\n```", section, re.S).group(1)
+    assert "127.0.0.1:%d/mcp" % PORT in cmd
+    shutil.copyfile(os.path.join(d.root, "tls", "cert.pem"), str(tmp_path / "cert.pem"))
+    out = subprocess.run(["nsenter", "--net=" + d.netns_path, "sh", "-c", cmd],
+                         stdout=subprocess.PIPE, timeout=60, check=True, cwd=str(tmp_path),
+                         env={"PATH": "/usr/bin:/bin",
+                              "PADDOCK_TOKEN": make_token(d, "curl-agent")}).stdout
+    result = json.loads(out)["result"]
+    assert result["isError"] is False and result["structuredContent"] == {"envs": []}, result
