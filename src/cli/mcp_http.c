@@ -213,8 +213,7 @@ static const char *status_reason(int status)
 }
 
 /* One JSON-RPC message of an accepted POST, its calls made as the caller's token. */
-static void answer(const struct client *client, int fd, const struct http_req *q,
-                   const char *token)
+static void answer(const struct client *client, int fd, const struct http_req *q, const char *token)
 {
         struct client as_caller = *client;
         as_caller.token = token;

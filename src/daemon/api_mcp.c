@@ -40,7 +40,8 @@
 #include <unistd.h>
 
 /* The tool code and jansson need little; the guard page below it turns an overflow into a
- * crash rather than a corruption. */
+ * crash rather than a corruption. Pages are touched only as used (a few KiB each), and there is
+ * at most one job per open connection, so the HTTP servers' connection limits bound them. */
 #define STACK_SIZE (256u << 10)
 /* An API answer a tool reads whole (read_file, a process's output) is at most this big. */
 #define ANSWER_MAX (64u << 20)
@@ -316,6 +317,7 @@ static void on_answer_io(struct loop_source *s, int fd, uint32_t events, void *d
 static int request_start(struct mcp_job *j)
 {
         const struct mcp_request *q = j->req;
+        http1_init(&j->parser);
         const char *ct = q->content_type ? q->content_type : "application/json";
         _cleanup_free_ char *head = NULL;
         if (asprintf(&head,
@@ -336,7 +338,6 @@ static int request_start(struct mcp_job *j)
                 memcpy(j->out + head_len, q->body, body_len);
         j->out_len = head_len + body_len;
         j->out_off = 0;
-        http1_init(&j->parser);
         int fds[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) < 0)
                 return -errno;
@@ -368,8 +369,7 @@ static void job_resume(struct mcp_job *j)
                 int r = request_start(j);
                 if (r < 0) {
                         char why[128];
-                        snprintf(why, sizeof(why), "cannot make an API request: %s",
-                                 strerror(-r));
+                        snprintf(why, sizeof(why), "cannot make an API request: %s", strerror(-r));
                         request_over(j, -1, why);
                 }
                 return;
@@ -440,9 +440,9 @@ void api_mcp(struct request *r, struct engine *e)
                 refuse(r, 400, MCP_PARSE_ERROR, why);
                 return;
         }
-        if (json_is_array(msg) && (json_array_size(msg) == 0 ||
-                                   (version && strcmp(version, "2025-03-26") != 0 &&
-                                    strcmp(version, "2024-11-05") != 0))) {
+        if (json_is_array(msg) &&
+            (json_array_size(msg) == 0 || (version && strcmp(version, "2025-03-26") != 0 &&
+                                           strcmp(version, "2024-11-05") != 0))) {
                 json_decref(msg);
                 refuse(r, 400, MCP_INVALID_REQUEST,
                        json_array_size(msg) ? "batches are not part of this MCP revision"

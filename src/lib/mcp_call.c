@@ -184,7 +184,6 @@ static size_t put_text(char *out, const char *s, size_t len)
         return o;
 }
 
-
 char *mcp_clip_output(const char *data, size_t len, const char *stream, size_t *ret_cut)
 {
         size_t head = len, tail_at = len, cut = 0;

@@ -1,7 +1,7 @@
-/* The MCP tools of `paddock mcp` and paddockd's POST /mcp: for each, what an agent reads to decide when to use it, the
- * JSON Schema of its arguments, and the API request(s) it is made of (docs/API.md). Arguments
- * are checked against the schema before anything is sent; the daemon checks values (sizes,
- * names, rules) and its message comes back as the tool's error. */
+/* The MCP tools of `paddock mcp` and paddockd's POST /mcp: for each, what an agent reads to
+ * decide when to use it, the JSON Schema of its arguments, and the API request(s) it is made of
+ * (docs/API.md). Arguments are checked against the schema before anything is sent; the daemon
+ * checks values (sizes, names, rules) and its message comes back as the tool's error. */
 #include "lib/mcp.h"
 #include "lib/base64.h"
 #include "lib/jsonutil.h"
@@ -134,7 +134,8 @@ static void streams_text(struct tool_result *res, const char *status, const json
 
 /* ------------------------------------------------------------------ environments */
 
-static int create_environment(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
+static int create_environment(const struct mcp_backend *c, const json_t *args,
+                              struct tool_result *res)
 {
         struct mcp_response resp = {};
         if (mcp_api_json(c, "POST", "/v1/envs", args, &resp, res) < 0)
@@ -144,7 +145,8 @@ static int create_environment(const struct mcp_backend *c, const json_t *args, s
         return 0;
 }
 
-static int list_environments(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
+static int list_environments(const struct mcp_backend *c, const json_t *args,
+                             struct tool_result *res)
 {
         _cleanup_free_ char *query = strdup("");
         const char *key;
@@ -173,7 +175,8 @@ static int list_environments(const struct mcp_backend *c, const json_t *args, st
         return 0;
 }
 
-static int destroy_environment(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
+static int destroy_environment(const struct mcp_backend *c, const json_t *args,
+                               struct tool_result *res)
 {
         _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "?force=1");
         struct mcp_response resp = {};
@@ -184,7 +187,8 @@ static int destroy_environment(const struct mcp_backend *c, const json_t *args, 
         return 0;
 }
 
-static int set_network_policy(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
+static int set_network_policy(const struct mcp_backend *c, const json_t *args,
+                              struct tool_result *res)
 {
         _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "%s", "");
         _cleanup_json_ json_t *network = json_deep_copy(args);
@@ -334,7 +338,8 @@ static int take_output_line(const char *line, size_t len, struct bytes *so, stru
 /* Wait until the process has exited or WAIT_MAX_MS have passed, looking at its record now and
  * then: the daemon's wait routes block without a limit, and a tool call must not. 0 (also when
  * it still runs), or -1 after making res an error. */
-static int wait_for_exit(const struct mcp_backend *c, const char *env, json_int_t id, struct tool_result *res)
+static int wait_for_exit(const struct mcp_backend *c, const char *env, json_int_t id,
+                         struct tool_result *res)
 {
         _cleanup_free_ char *path = mcp_env_path(env, "/processes/%lld", (long long)id);
         unsigned slept_ms = 0, step_ms = 50;
@@ -354,7 +359,8 @@ static int wait_for_exit(const struct mcp_backend *c, const char *env, json_int_
         }
 }
 
-static int read_process_output(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
+static int read_process_output(const struct mcp_backend *c, const json_t *args,
+                               struct tool_result *res)
 {
         json_int_t id = json_integer_value(json_object_get(args, "id"));
         const char *env = arg_str(args, "environment");
@@ -515,7 +521,8 @@ static int snapshot(const struct mcp_backend *c, const json_t *args, struct tool
         return 0;
 }
 
-static int fork_environment(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
+static int fork_environment(const struct mcp_backend *c, const json_t *args,
+                            struct tool_result *res)
 {
         _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "/fork");
         _cleanup_json_ json_t *body = json_deep_copy(args);
@@ -686,13 +693,8 @@ static json_t *schemas[ELEMENTSOF(tools)];
 
 static const json_t *tool_schema(size_t i)
 {
-        if (!schemas[i]) {
-                json_error_t err;
-                schemas[i] = json_loads(tools[i].schema, 0, &err);
-                if (!schemas[i])
-                        fprintf(stderr, "mcp: schema of %s: %s (column %d)\n",
-                                tools[i].name, err.text, err.column);
-        }
+        if (!schemas[i])
+                schemas[i] = json_loads(tools[i].schema, 0, NULL);
         return schemas[i];
 }
 
@@ -713,8 +715,8 @@ json_t *mcp_tools_list(void)
         return list;
 }
 
-int mcp_tool_call(const struct mcp_backend *c, const char *name, const json_t *args, struct tool_result *res,
-                  char **ret_why)
+int mcp_tool_call(const struct mcp_backend *c, const char *name, const json_t *args,
+                  struct tool_result *res, char **ret_why)
 {
         for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
                 if (strcmp(tools[i].name, name) != 0)

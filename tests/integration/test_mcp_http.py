@@ -255,3 +255,49 @@ def test_mcp_md_curl_example(gateway_daemon, tmp_path):
                               "PADDOCK_TOKEN": make_token(d, "curl-agent")}).stdout
     result = json.loads(out)["result"]
     assert result["isError"] is False and result["structuredContent"] == {"envs": []}, result
+
+
+def test_calls_run_side_by_side_and_a_client_may_leave(gateway_daemon):
+    """A tool call waits for its command without holding the daemon: other clients, REST and
+    MCP, are answered meanwhile, and calls of several clients overlap. A client that hangs up
+    in the middle of a call leaves nothing broken behind."""
+    import threading
+    import time
+    d = gateway_daemon
+    m = MCP(d, make_token(d, "agent-p"))
+    m.ok("create_environment", {"name": "mcp-p", "image": "base"})
+    results = {}
+
+    def slow(i):
+        c = MCP(d, m.token)
+        results[i] = c.ok("run_command", {"environment": "mcp-p",
+                                          "command": "sleep 1.5; echo %d" % i})
+
+    threads = [threading.Thread(target=slow, args=(i,)) for i in range(3)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    assert d.api("GET", "/v1/system").status == 200
+    assert m.rpc("tools/list")["result"]["tools"]
+    assert time.monotonic() - t0 < 1.0, "the daemon waited for a tool call"
+    for t in threads:
+        t.join(30)
+    assert time.monotonic() - started < 4.0, "the calls ran one after the other"
+    assert sorted(r["structuredContent"]["stdout"] for r in results.values()) == ["0\n", "1\n", "2\n"]
+
+    # hang up during a call: the daemon goes on, the command ends, the next calls work
+    c = TLSConnection(d.netns_path, "127.0.0.1", PORT, m.fp)
+    c.request("POST", "/mcp", body=json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "run_command",
+                    "arguments": {"environment": "mcp-p", "command": "sleep 1; echo gone"}}}),
+        headers={"Authorization": "Bearer " + m.token, "Content-Type": "application/json"})
+    time.sleep(0.3)
+    c.close()
+    time.sleep(1.5)
+    assert m.ok("run_command", {"environment": "mcp-p", "command": "echo still"})[
+        "structuredContent"]["stdout"] == "still\n"
+    m.ok("destroy_environment", {"environment": "mcp-p"})
+    assert d.running()
