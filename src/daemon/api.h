@@ -71,6 +71,8 @@ void api_images_import(struct request *r, struct engine *e);
 void api_image_get(struct request *r, struct engine *e, const char *name, const char *sub);
 void api_image_delete(struct request *r, struct engine *e, const char *name);
 void api_system(struct request *r, struct engine *e);
+/* POST /mcp: the MCP tools over streamable HTTP (api_mcp.c). */
+void api_mcp(struct request *r, struct engine *e);
 /* /v1/tokens and /v1/tokens/{name} (api_tokens.c), administrators only. */
 void api_tokens(struct request *r, struct engine *e);
 void api_token_delete(struct request *r, struct engine *e, const char *name);

@@ -318,6 +318,18 @@ void http_reply_text(struct request *r, unsigned status, const char *content_typ
         queue(r, status, resp);
 }
 
+void http_reply_empty(struct request *r, unsigned status)
+{
+        if (r->answered)
+                return;
+        queue(r, status, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+}
+
+struct http_server *req_server(const struct request *r)
+{
+        return r->srv;
+}
+
 static void reply_error_v(struct request *r, unsigned status, const char *code, const char *fmt,
                           va_list ap)
 {
