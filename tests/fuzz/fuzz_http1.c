@@ -4,6 +4,8 @@
 #include "fuzz.h"
 #include "lib/http1.h"
 
+#include <errno.h>
+
 struct sink {
         size_t bytes;
 };
