@@ -105,7 +105,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a
 
 # The gateway's parser, token table and confinement are not in libpaddock.a.
 GATEWAY_UNIT_OBJ := $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/tokens.o \
-                    $(BUILD)/src/gateway/confine.o
+                    $(BUILD)/src/gateway/confine.o $(BUILD)/src/gateway/ingress.o
 $(BUILD)/tests/test_gateway_parse: tests/unit/test_gateway_parse.c $(GATEWAY_UNIT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

@@ -136,6 +136,48 @@ bool ingress_secret(const struct rp_head *h, const char **ret, size_t *ret_len)
         return false;
 }
 
+bool ingress_query_secret(const struct rp_head *h, const char **ret, size_t *ret_len, char *loc,
+                          size_t cap)
+{
+        static const char key[] = "paddock_token=";
+        const char *t = h->target, *end = h->target + h->target_len;
+        const char *q = memchr(t, '?', h->target_len);
+        if (!q || cap == 0)
+                return false;
+        const char *found = NULL;
+        size_t found_len = 0;
+        size_t n = (size_t)(q - t);
+        if (n >= cap)
+                return false;
+        memcpy(loc, t, n);
+        char sep = '?';
+        for (const char *p = q + 1; p <= end;) {
+                const char *amp = memchr(p, '&', (size_t)(end - p));
+                const char *pe = amp ? amp : end;
+                size_t pl = (size_t)(pe - p);
+                if (pl > sizeof(key) - 1 && memcmp(p, key, sizeof(key) - 1) == 0 && !found) {
+                        found = p + sizeof(key) - 1;
+                        found_len = pl - (sizeof(key) - 1);
+                } else if (pl > 0) {
+                        if (n + 1 + pl >= cap)
+                                return false;
+                        loc[n++] = sep;
+                        memcpy(loc + n, p, pl);
+                        n += pl;
+                        sep = '&';
+                }
+                p = pe + 1;
+        }
+        if (!found || !looks_like_secret(found, found_len))
+                return false;
+        loc[n] = '\0';
+        if (n == 0) /* an absolute-form or asterisk target has no path of its own */
+                return false;
+        *ret = found;
+        *ret_len = found_len;
+        return true;
+}
+
 bool ingress_traffic_token(const struct rp_head *h, const char **ret, size_t *ret_len)
 {
         const struct rp_field *f = field(h, "e2b-traffic-access-token");

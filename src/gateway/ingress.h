@@ -37,6 +37,12 @@ bool ingress_match(const struct rp_head *h, const char *domain, struct ingress_t
  * paddock_token=pdk_... (a Bearer credential of another form is the application's own). */
 bool ingress_secret(const struct rp_head *h, const char **ret, size_t *ret_len);
 
+/* A browser's way in: `?paddock_token=pdk_...` in the target. Sets the secret and writes to
+ * loc the target without that parameter (for a redirect that turns it into a cookie). False
+ * when there is none, or loc (cap bytes) is too small. */
+bool ingress_query_secret(const struct rp_head *h, const char **ret, size_t *ret_len, char *loc,
+                          size_t cap);
+
 /* The value of the e2b-traffic-access-token field, if any (at most INGRESS_TOKEN_MAX bytes). */
 bool ingress_traffic_token(const struct rp_head *h, const char **ret, size_t *ret_len);
 

@@ -362,6 +362,7 @@ static ssize_t client_send(struct conn *c, const char *p, size_t n)
 static const char *reason(int status)
 {
         switch (status) {
+        case 303: return "See Other";
         case 400: return "Bad Request";
         case 401: return "Unauthorized";
         case 414: return "URI Too Long";
@@ -498,6 +499,19 @@ static int ingress_head(struct conn *c, const struct rp_head *h)
         }
         const char *secret;
         size_t secret_len;
+        char loc[RP_LINE_MAX + 1];
+        if (ingress_query_secret(h, &secret, &secret_len, loc, sizeof(loc))) {
+                /* A browser: the token becomes a cookie of this host only, and leaves the URL
+                 * (and never reaches the environment). */
+                char *hdr = NULL;
+                if (asprintf(&hdr, "Location: %s\r\nSet-Cookie: paddock_token=%.*s; Path=/; "
+                                   "HttpOnly; SameSite=Lax%s\r\nCache-Control: no-store\r\n",
+                             loc, (int)secret_len, secret, c->tls ? "; Secure" : "") < 0)
+                        hdr = NULL;
+                conn_fail(c, 303, "see_other", "the token is now a cookie: follow Location", hdr);
+                free(hdr);
+                return 303;
+        }
         struct gw_token *tok;
         if (ingress_secret(h, &secret, &secret_len) &&
             (tok = tokens_find(&gw.tokens, secret, secret_len, unix_s()))) {

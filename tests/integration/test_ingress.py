@@ -147,6 +147,12 @@ def test_preview_url_reaches_the_environment_port(preview):
     # the cookie works as well as the header
     st, _, body = get(d, host(8000, "web"), headers={"Cookie": "a=b; paddock_token=" + adm})
     assert (st, body) == (200, b"hello from web\n")
+    # a browser: ?paddock_token= becomes a cookie of that host, and leaves the URL
+    st, hdrs, _ = get(d, host(8000, "web"), path="/index.html?paddock_token=%s&x=1" % adm)
+    assert st == 303 and hdrs["Location"] == "/index.html?x=1", hdrs
+    cookie = hdrs["Set-Cookie"]
+    assert cookie.startswith("paddock_token=%s;" % adm) and "HttpOnly" in cookie, cookie
+    assert "Domain" not in cookie, cookie  # this preview host only
     # an agent token reaches its own environment
     st, _, body = get(d, host(8000, "mine"), secret=agent)
     assert (st, body) == (200, b"hello from mine\n")
