@@ -164,6 +164,11 @@ $(BUILD)/fuzz_gateway_parse: tests/fuzz/fuzz_gateway_parse.c tests/fuzz/fuzz.h $
 	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-missing-prototypes -o $@ $< \
 	        $(BUILD)/src/gateway/reqparse.o $(LDFLAGS)
 
+$(BUILD)/fuzz_gateway_ingress: tests/fuzz/fuzz_gateway_ingress.c tests/fuzz/fuzz.h $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/ingress.o
+	@echo "  FUZZ    $@"
+	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-missing-prototypes -o $@ $< \
+	        $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/ingress.o $(LDFLAGS)
+
 fuzz: fuzz-build
 	@./tests/fuzz/run.sh $(FUZZ_SECONDS) $(BUILD)/fuzz/work $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 

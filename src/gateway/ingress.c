@@ -73,7 +73,7 @@ static bool is_secret_char(unsigned char c)
 static bool cookie_pair(const char *s, size_t n, const char **ret, size_t *ret_len)
 {
         static const char key[] = "paddock_token=";
-        if (n <= sizeof(key) - 1 || memcmp(s, key, sizeof(key) - 1) != 0)
+        if (n < sizeof(key) - 1 || memcmp(s, key, sizeof(key) - 1) != 0)
                 return false;
         *ret = s + sizeof(key) - 1;
         *ret_len = n - (sizeof(key) - 1);
@@ -155,9 +155,11 @@ bool ingress_query_secret(const struct rp_head *h, const char **ret, size_t *ret
                 const char *amp = memchr(p, '&', (size_t)(end - p));
                 const char *pe = amp ? amp : end;
                 size_t pl = (size_t)(pe - p);
-                if (pl > sizeof(key) - 1 && memcmp(p, key, sizeof(key) - 1) == 0 && !found) {
-                        found = p + sizeof(key) - 1;
-                        found_len = pl - (sizeof(key) - 1);
+                if (pl >= sizeof(key) - 1 && memcmp(p, key, sizeof(key) - 1) == 0) {
+                        if (!found) { /* the first one counts; every one leaves the URL */
+                                found = p + sizeof(key) - 1;
+                                found_len = pl - (sizeof(key) - 1);
+                        }
                 } else if (pl > 0) {
                         if (n + 1 + pl >= cap)
                                 return false;
@@ -248,7 +250,8 @@ ssize_t ingress_emit_head(const struct rp_head *h, const char *ip, bool tls, cha
         struct out o = {.p = out, .cap = cap};
         const char *s;
         size_t n;
-        bool strip_auth = paddock_bearer(h, &s, &n);
+        /* Anything that looks like Paddock's stays out, a malformed one too. */
+        bool strip_auth = reqparse_bearer(h, &s, &n) && n >= 4 && memcmp(s, "pdk_", 4) == 0;
         put(&o, h->method, h->method_len);
         puts_(&o, " ");
         put(&o, h->target, h->target_len);
