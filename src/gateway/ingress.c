@@ -279,7 +279,7 @@ ssize_t ingress_emit_head(const struct rp_head *h, const char *ip, bool tls, cha
                 puts_(&o, "Connection: Upgrade\r\nUpgrade: ");
                 put(&o, h->upgrade_field->value, h->upgrade_field->value_len);
                 puts_(&o, "\r\n");
-        } else {
+        } else if (!h->keep_alive) {
                 puts_(&o, "Connection: close\r\n");
         }
         puts_(&o, "X-Forwarded-For: ");

@@ -49,7 +49,7 @@ bool ingress_traffic_token(const struct rp_head *h, const char **ret, size_t *re
 /* The head as the environment receives it: the request line as parsed; every field except
  * hop-by-hop ones, Paddock-Peer, X-Forwarded-For/-Proto, e2b-traffic-access-token, an
  * Authorization: Bearer pdk_... and the paddock_token cookie (Paddock's credentials never reach an
- * environment); then our framing, "Connection: close" (one request per connection to an
- * environment) or the Upgrade, and X-Forwarded-For: IP, X-Forwarded-Proto: https|http.
+ * environment); then our framing, "Connection: close" when the client's request is its last, or
+ * the Upgrade, and X-Forwarded-For: IP, X-Forwarded-Proto: https|http.
  * Returns the length, or -ENOSPC when cap is too small (RP_EMIT_MAX(head_len) is enough). */
 ssize_t ingress_emit_head(const struct rp_head *h, const char *ip, bool tls, char *out, size_t cap);

@@ -105,10 +105,12 @@ struct conn {
         char peer[INET6_ADDRSTRLEN + 10];
         /* Preview URLs (ingress.h): the id of the request the engine has not answered yet (0:
          * none); the environment's socket once it came; set once the connection relays to an
-         * environment (then it is one request long, and the "engine" socket is that one). */
+         * environment (the "engine" socket is then that one, and every later request on it must
+         * be for the same environment's port: ingress_to). */
         uint64_t ingress_id;
         int ingress_fd;
         bool ingress_ready, ingress;
+        struct ingress_target ingress_to;
 };
 
 static struct {
@@ -468,31 +470,46 @@ static int ingress_ask(struct conn *c, const struct rp_head *h, const struct ing
         return 0;
 }
 
+/* The head goes to the environment. RP_OK, or conn_fail was called. */
+static int ingress_forward(struct conn *c, const struct rp_head *h)
+{
+        ssize_t n = ingress_emit_head(h, c->ip, c->tls != NULL, buf_tail(&c->eout),
+                                      buf_space(&c->eout));
+        if (n < 0) {
+                conn_fail(c, 431, "invalid_argument", "request head too large", NULL);
+                return 431;
+        }
+        c->eout.len += (size_t)n;
+        c->forwarded = c->served = true;
+        return RP_OK;
+}
+
 /* The hook at the top of handle_head: INGRESS_PASS for a request to the API; RP_MORE while
  * the engine has not answered (the head stays in cin); RP_OK once the head went to the
- * environment; else conn_fail was called. */
+ * environment; else conn_fail was called. The engine authorizes a connection's first
+ * request; later ones on it (keep-alive) may only go to the same environment's port. */
 static int ingress_head(struct conn *c, const struct rp_head *h)
 {
         if (c->ingress_ready) {
                 c->ingress_ready = false;
                 c->ingress = true;
                 c->we.fd = c->ingress_fd; /* conn_watch() adds it to the epoll set */
-                ssize_t n = ingress_emit_head(h, c->ip, c->tls != NULL, buf_tail(&c->eout),
-                                              buf_space(&c->eout));
-                if (n < 0) {
-                        conn_fail(c, 431, "invalid_argument", "request head too large", NULL);
-                        return 431;
-                }
-                c->eout.len += (size_t)n;
-                c->forwarded = c->served = true;
-                return RP_OK;
+                return ingress_forward(c, h);
         }
         if (c->ingress_id)
                 return RP_MORE;
         struct ingress_target t;
-        if (!gw.domain || !ingress_match(h, gw.domain, &t))
+        bool preview = gw.domain && ingress_match(h, gw.domain, &t);
+        if (c->ingress && (!preview || t.port != c->ingress_to.port ||
+                           strcmp(t.env, c->ingress_to.env) != 0)) {
+                conn_fail(c, 421, "invalid_argument",
+                          "this connection goes to another port or environment: open a new one",
+                          NULL);
+                return 421;
+        }
+        if (!preview)
                 return INGRESS_PASS;
-        if (c->we.fd >= 0) {
+        if (c->we.fd >= 0 && !c->ingress) {
                 conn_fail(c, 421, "invalid_argument",
                           "a preview URL needs a connection of its own", NULL);
                 return 421;
@@ -512,6 +529,8 @@ static int ingress_head(struct conn *c, const struct rp_head *h)
                 free(hdr);
                 return 303;
         }
+        if (c->ingress)
+                return ingress_forward(c, h);
         struct gw_token *tok;
         if (ingress_secret(h, &secret, &secret_len) &&
             (tok = tokens_find(&gw.tokens, secret, secret_len, unix_s()))) {
@@ -532,6 +551,7 @@ static int ingress_head(struct conn *c, const struct rp_head *h)
                 conn_fail(c, 503, "unavailable", "the engine is not accepting connections", NULL);
                 return 503;
         }
+        c->ingress_to = t;
         return RP_MORE;
 }
 
@@ -709,7 +729,7 @@ static bool process_input(struct conn *c)
                 buf_consume(&c->cin, h.head_len);
                 c->scanned = 0;
                 c->head_start_ms = 0;
-                c->keep_alive = h.keep_alive && !c->ingress; /* ingress.h: one request */
+                c->keep_alive = h.keep_alive;
                 reqbody_init(&c->body, &h);
                 if (h.upgrade) {
                         c->state = S_UPGRADE_WAIT;

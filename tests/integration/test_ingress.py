@@ -237,6 +237,50 @@ def test_upgrade_is_relayed_byte_for_byte_and_credentials_stay_out(preview):
     assert "X-Forwarded-For: 127.0.0.1" in seen and "X-Forwarded-Proto: http" in seen, seen
 
 
+KEEPALIVE_SERVER = r"""#!/bin/sh
+# One connection, requests answered until the client ends it (HTTP/1.1 keep-alive).
+for i in 1 2 3; do
+  ok=
+  while IFS= read -r line; do
+    [ "${#line}" -le 1 ] && { ok=1; break; }
+  done
+  [ -n "$ok" ] || exit 0
+  printf 'HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nreply%d' $i
+done
+"""
+
+
+def test_keep_alive_stays_with_one_environment_port(preview):
+    """Later requests on a preview connection go to the same backend connection; one for
+    another port or environment (or the API) is refused with 421, never sent elsewhere."""
+    d, adm, agent = preview
+    d.sh("web", "cat > /tmp/ka.sh <<'EOF'\n%sEOF\nchmod +x /tmp/ka.sh; "
+                "setsid nc -l -p 9001 -e /tmp/ka.sh </dev/null >/dev/null 2>&1 &" % KEEPALIVE_SERVER)
+    wait_for(lambda: ":2329 " in d.sh("web", "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"),
+             what="nc listening on port 9001")
+    s = netns_socket(d.netns_path)
+    try:
+        s.settimeout(10)
+        s.connect(("127.0.0.1", PLAIN))
+
+        def ask(h, want):
+            s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n"
+                       % (h, adm)).encode())
+            got = b""
+            while want not in got:
+                b = s.recv(4096)
+                assert b, got
+                got += b
+            return got
+        assert ask(host(9001, "web"), b"reply1").startswith(b"HTTP/1.1 200")
+        assert ask(host(9001, "web"), b"reply2").startswith(b"HTTP/1.1 200")
+        out = ask(host(8000, "web"), b"}")
+        assert out.startswith(b"HTTP/1.1 421") and b"hello" not in out, out
+        assert b"reply3" not in out, out  # the environment never saw the third request
+    finally:
+        s.close()
+
+
 def test_e2b_policy_public_and_traffic_token(preview):
     """The E2B control plane's hook (ingress_set_policy) writes the environment's ingress.json;
     here the test writes what it writes."""

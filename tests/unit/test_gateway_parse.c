@@ -458,7 +458,7 @@ static void test_gateway_ingress__credentials_and_head(void)
         CHECK(strstr(out, "Cookie: x=1; y=2\r\n") != NULL);
         CHECK(strstr(out, "e2b-traffic") == NULL && strstr(out, "6.6.6.6") == NULL);
         CHECK(strstr(out, "Paddock-Peer") == NULL);
-        CHECK(strstr(out, "Content-Length: 3\r\nConnection: close\r\nX-Forwarded-For: 10.0.0.1\r\n"
+        CHECK(strstr(out, "Content-Length: 3\r\nX-Forwarded-For: 10.0.0.1\r\n"
                           "X-Forwarded-Proto: https\r\n\r\n") != NULL);
         CHECK_EQ_INT(ingress_emit_head(&h, "10.0.0.1", true, out, 40), -ENOSPC);
 
