@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import GATEWAY_PORT, netns_socket, wait_for
+from conftest import GATEWAY_PORT, netns_socket, tls_request, wait_for
 
 PLAIN = GATEWAY_PORT + 1
 DOMAIN = "preview.test"
@@ -318,3 +318,21 @@ def test_port_url(idaemon, make_daemon):
     p = plain.cli("port", "url", "web", "8000", check=False)
     assert p.returncode != 0 and "--domain" in p.err, p.err
     assert plain.api("GET", "/v1/system").json["gateway"]["domain"] is None
+
+
+def test_preview_over_tls(make_daemon):
+    """The TLS listener: https:// URLs, X-Forwarded-Proto https, a Secure cookie."""
+    d = make_daemon(loopback=True, extra_args=["--listen", "127.0.0.1:%d" % GATEWAY_PORT,
+                                               "--domain", DOMAIN])
+    assert d.cli("port", "url", "web", "8000").out.strip() == \
+        "https://8000-web.%s:%d/" % (DOMAIN, GATEWAY_PORT)
+    adm = token(d, "adm", True)
+    create(d, "web")
+    start_httpd(d, "web", 8000, "tls")
+    h = {"Host": "8000-web.%s" % DOMAIN}
+    r = tls_request(d, "127.0.0.1", GATEWAY_PORT, "GET", "/", token=adm, headers=h)
+    assert (r.status, r.body) == (200, b"hello from tls\n"), r
+    r = tls_request(d, "127.0.0.1", GATEWAY_PORT, "GET", "/?paddock_token=" + adm, headers=h)
+    assert r.status == 303 and "; Secure" in r.headers["Set-Cookie"], r.headers
+    r = tls_request(d, "127.0.0.1", GATEWAY_PORT, "GET", "/v1/envs", token=adm)
+    assert r.status == 200 and r.json["envs"][0]["name"] == "web", r
