@@ -64,6 +64,11 @@ bool ingress_match(const struct rp_head *h, const char *domain, struct ingress_t
         return true;
 }
 
+bool ingress_is_envd(const struct rp_head *h, const struct ingress_target *t)
+{
+        return t->port == INGRESS_ENVD_PORT && field(h, "e2b-sandbox-id") != NULL;
+}
+
 static bool is_secret_char(unsigned char c)
 {
         return isalnum(c) || c == '-' || c == '_';

@@ -33,6 +33,11 @@ struct ingress_target {
  * DOMAIN the lowercase domain given. Anything else is for the API. */
 bool ingress_match(const struct rp_head *h, const char *domain, struct ingress_target *ret);
 
+/* E2B's SDK without E2B_SANDBOX_URL sends envd's calls to 49983-ID.DOMAIN with E2b-Sandbox-Id:
+ * those are the API's (the engine's envd), not a preview of port 49983. */
+#define INGRESS_ENVD_PORT 49983
+bool ingress_is_envd(const struct rp_head *h, const struct ingress_target *t);
+
 /* The Paddock token of a preview request: `Authorization: Bearer pdk_...` or the cookie
  * paddock_token=pdk_... (a Bearer credential of another form is the application's own). */
 bool ingress_secret(const struct rp_head *h, const char **ret, size_t *ret_len);

@@ -499,7 +499,7 @@ static int ingress_head(struct conn *c, const struct rp_head *h)
         if (c->ingress_id)
                 return RP_MORE;
         struct ingress_target t;
-        bool preview = gw.domain && ingress_match(h, gw.domain, &t);
+        bool preview = gw.domain && ingress_match(h, gw.domain, &t) && !ingress_is_envd(h, &t);
         if (c->ingress && (!preview || t.port != c->ingress_to.port ||
                            strcmp(t.env, c->ingress_to.env) != 0)) {
                 conn_fail(c, 421, "invalid_argument",

@@ -201,6 +201,18 @@ def test_api_with_ordinary_host_is_unaffected(preview):
     assert st == 401, body
 
 
+def test_e2b_envd_port_with_sandbox_id_is_the_api(preview):
+    """E2B's SDK without E2B_SANDBOX_URL calls envd at 49983-ID.DOMAIN with E2b-Sandbox-Id:
+    that is the engine's envd, not port 49983 of the environment."""
+    d, adm, agent = preview
+    st, hdrs, body = get(d, host(49983, "web"), path="/health",
+                         headers={"E2b-Sandbox-Id": "web"})
+    assert b"nothing listens" not in body and b"a token is required" not in body, (st, body)
+    assert json.loads(body).get("code") == st, body  # envd's error shape, from the engine
+    st, _, body = get(d, host(49983, "web"), path="/health", secret=adm)
+    assert st == 502 and b"nothing listens there" in body, body  # without it: a preview
+
+
 def test_upgrade_is_relayed_byte_for_byte_and_credentials_stay_out(preview):
     d, adm, agent = preview
     d.sh("web", "cat > /tmp/up.sh <<'EOF'\n%sEOF\nchmod +x /tmp/up.sh; "

@@ -429,6 +429,18 @@ static void test_gateway_ingress__match(void)
         CHECK(!match("8080-a.preview.test:80x", &t));
         CHECK(!match("127.0.0.1:8443", &t));
         CHECK(!match("[::1]:8443", &t));
+
+        /* E2B's envd port with E2b-Sandbox-Id is the API's; without it, a preview. */
+        struct rp_head h;
+        CHECK_EQ_INT(parse("GET /health HTTP/1.1\r\nHost: 49983-sbx1.preview.test\r\n"
+                           "E2b-Sandbox-Id: sbx1\r\n\r\n", &h), RP_OK);
+        CHECK(ingress_match(&h, "preview.test", &t) && ingress_is_envd(&h, &t));
+        CHECK_EQ_INT(parse("GET /health HTTP/1.1\r\nHost: 49983-sbx1.preview.test\r\n\r\n", &h),
+                     RP_OK);
+        CHECK(ingress_match(&h, "preview.test", &t) && !ingress_is_envd(&h, &t));
+        CHECK_EQ_INT(parse("GET / HTTP/1.1\r\nHost: 3000-sbx1.preview.test\r\n"
+                           "E2b-Sandbox-Id: sbx1\r\n\r\n", &h), RP_OK);
+        CHECK(ingress_match(&h, "preview.test", &t) && !ingress_is_envd(&h, &t));
 }
 
 static void test_gateway_ingress__credentials_and_head(void)
