@@ -15,6 +15,11 @@
 #include <sys/socket.h>
 
 #define POLICY_FILE "ingress.json"
+/* Connects under way at once: each holds a socket of the daemon for up to INGRESS_CONNECT_MS,
+ * so a flood of preview requests (or a compromised gateway) cannot run it out of fds. */
+#define MAX_PENDING 256
+
+static unsigned n_pending;
 
 struct policy {
         bool public;
@@ -106,6 +111,7 @@ static void pending_end(struct pending *p, int status, const char *code, const c
         gateway_ingress_answer(p->epoch, p->id, status, code, message, status ? -1 : p->fd);
         close(p->fd);
         free(p);
+        n_pending--;
 }
 
 static void on_connected(struct loop_source *s, int fd, uint32_t events, void *data)
@@ -215,18 +221,25 @@ void ingress_request(void *ctx, unsigned epoch, json_t *msg)
                 gateway_ingress_answer(epoch, (uint64_t)id, status, code, text, -1);
                 return;
         }
-        struct pending *p = calloc(1, sizeof(*p));
+        struct pending *p = n_pending < MAX_PENDING ? calloc(1, sizeof(*p)) : NULL;
+        if (!p && n_pending >= MAX_PENDING) {
+                gateway_ingress_answer(epoch, (uint64_t)id, 503, "unavailable",
+                                       "too many preview connections being made: try again", -1);
+                return;
+        }
         if (!p) {
                 gateway_ingress_answer(epoch, (uint64_t)id, 503, "unavailable", "out of memory", -1);
                 return;
         }
         *p = (struct pending){.epoch = epoch, .id = (uint64_t)id, .port = (unsigned)port};
         snprintf(p->env, sizeof(p->env), "%s", env_name(v));
+        n_pending++;
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                  .sin_addr = v->addr};
         p->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (p->fd < 0) {
                 free(p);
+                n_pending--;
                 gateway_ingress_answer(epoch, (uint64_t)id, 503, "unavailable", "no socket", -1);
                 return;
         }
@@ -237,6 +250,7 @@ void ingress_request(void *ctx, unsigned epoch, json_t *msg)
                 gateway_ingress_answer(epoch, (uint64_t)id, 502, "bad_gateway", text, -1);
                 close(p->fd);
                 free(p);
+                n_pending--;
                 return;
         }
         if (loop_add_fd(engine_loop(e), p->fd, EPOLLOUT, on_connected, p, &p->src) < 0 ||
