@@ -376,11 +376,25 @@ class Daemon:
         assert res["exit_code"] == 0, res
         return res["stdout"]
 
-    def uid_claims(self):
+    def uid_claims(self, image_helpers=False):
+        """The id ranges claimed in the daemon's registry: environments' ones, and with
+        image_helpers the range the daemon holds for image work from its first image job on."""
         try:
-            return sorted(os.listdir(self.uids))
+            names = sorted(os.listdir(self.uids))
         except FileNotFoundError:
             return []
+        if image_helpers:
+            return names
+        out = []
+        for n in names:
+            try:
+                with open(os.path.join(self.uids, n)) as f:
+                    if f.read().endswith(" image helpers"):
+                        continue
+            except OSError:
+                pass
+            out.append(n)
+        return out
 
     def env_dir(self, name):
         return os.path.join(self.root, "envs", name)
@@ -497,8 +511,8 @@ class Daemon:
         envs_dir = os.path.join(self.root, "envs")
         if os.path.isdir(envs_dir) and os.listdir(envs_dir):
             problems.append("leftover environment directories: %s" % os.listdir(envs_dir))
-        if self.own_registry and self.uid_claims():
-            problems.append("leftover uid range claims: %s" % self.uid_claims())
+        if self.own_registry and self.uid_claims(image_helpers=True):
+            problems.append("leftover uid range claims: %s" % self.uid_claims(image_helpers=True))
         # 7. the storage pool: unmounting it must free its loop device (autoclear)
         if pool in self._mounts() and subprocess.run(["umount", pool]).returncode != 0:
             problems.append("the pool %s could not be unmounted (busy)" % pool)

@@ -468,7 +468,8 @@ void api_request_done(struct request *r, void *engine)
         tokens_session_remove(engine_tokens(engine), req_session(r));
 }
 
-/* Who is asking: Authorization: Bearer <secret> names a token; no header is the local
+/* Who is asking: Authorization: Bearer <secret> (or, without an Authorization field,
+ * X-API-Key: <secret>, as E2B's SDKs send it) names a token; neither is the local
  * administrator on the local socket and refused on a gateway connection. Replies 401 and
  * returns false when the caller cannot be trusted. */
 bool api_resolve_caller(struct request *r, struct engine *e)

@@ -1,12 +1,15 @@
 /* E2B routing: which surface a request belongs to (e2b.h). */
 #include "daemon/e2b.h"
 
+#include "daemon/api.h"
+#include "daemon/tokens.h"
 #include "lib/base64.h"
 #include "lib/parse.h"
 #include "lib/secret.h"
 #include "lib/state.h"
 #include "lib/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,7 +23,10 @@ void e2b_reply_error(struct request *r, unsigned status, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        http_reply_json(r, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
+        json_t *j = json_pack("{s:i,s:s}", "code", (int)status, "message", msg);
+        if (!j) /* a message that is not UTF-8 (echoed input) */
+                j = json_pack("{s:i,s:s}", "code", (int)status, "message", "request failed");
+        http_reply_json(r, status, j);
 }
 
 bool e2b_handle(struct request *r, struct engine *e)
@@ -31,7 +37,8 @@ bool e2b_handle(struct request *r, struct engine *e)
         struct e2b_target t;
         if (e2b_envd_target(r, e, &t) < 0)
                 return true;
-        if (!strncmp(path, "/process.Process/", 17) || !strncmp(path, "/filesystem.Filesystem/", 23)) {
+        if (!strncmp(path, "/process.Process/", 17) ||
+            !strncmp(path, "/filesystem.Filesystem/", 23)) {
                 e2b_rpc_dispatch(r, e, &t, path + 1);
                 return true;
         }
@@ -46,7 +53,9 @@ bool e2b_head(struct request *r, struct engine *e)
         if (!req_header(r, "E2b-Sandbox-Id"))
                 return false;
         struct e2b_target t;
-        (void)e2b_envd_target(r, e, &t); /* answers a refusal; the body is then dropped */
+        /* a refusal is answered now, and the body is then dropped unread */
+        if (e2b_envd_target(r, e, &t) >= 0 && !strcmp(req_path(r), "/files"))
+                req_set_upload_limit(r, E2B_UPLOAD_MAX);
         return true;
 }
 
@@ -121,12 +130,16 @@ static bool request_user(struct request *r, char *buf, size_t len)
         return true;
 }
 
+/* [a-z_][a-z0-9_-]{0,31}, or a number (a uid) */
 static bool user_name_ok(const char *u)
 {
         size_t n = strlen(u);
-        return n > 0 && n < 33 &&
-               strspn(u, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n &&
-               u[0] != '-';
+        if (n == 0 || n > 32)
+                return false;
+        if (strspn(u, "0123456789") == n)
+                return n <= 10;
+        return (islower((unsigned char)u[0]) || u[0] == '_') &&
+               strspn(u, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
 /* The sandbox id is the environment's name. A request through the gateway must carry one of
@@ -135,20 +148,49 @@ static bool user_name_ok(const char *u)
 int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
 {
         const char *id = req_header(r, "E2b-Sandbox-Id");
+        const char *tok = req_header(r, "X-Access-Token");
+        bool remote = req_from_gateway(r);
         struct env *v = id && name_is_valid(id) ? engine_find(e, id) : NULL;
-        if (!v || !env_running(v) || env_paused(v)) {
+        struct e2b_row b;
+        bool known = v && e2b_sandbox_record(e, id, &b) >= 0;
+        if (known)
+                free(b.metadata);
+        /* Through the gateway an environment that is not an E2B sandbox answers like a missing
+         * one: nobody can probe other tenants' environment names. */
+        if (!v || !env_running(v) || env_paused(v) || (remote && !known)) {
                 e2b_reply_error(r, 502, "sandbox %s is not running", id ? id : "");
                 return -ENOENT;
         }
-        struct e2b_row b;
-        bool known = e2b_sandbox_record(e, id, &b) >= 0;
-        const char *tok = req_header(r, "X-Access-Token");
-        if (known)
-                free(b.metadata);
-        if ((req_from_gateway(r) || tok) && (!known || !tok || !e2b_token_matches(&b, tok))) {
+        /* An API token given with the request (the local socket) acts as that token: it may
+         * address only its own sandboxes. */
+        const char *auth = req_header(r, "Authorization");
+        bool basic = auth && !strncasecmp(auth, "Basic ", 6); /* the RPCs' user, no credential */
+        if ((auth && !basic) || (!auth && req_header(r, "X-API-Key"))) {
+                if (!api_resolve_caller(r, e))
+                        return -EACCES;
+                if (!req_actor_admin(r) && strcmp(req_actor(r), env_owner(v))) {
+                        e2b_reply_error(r, 502, "sandbox %s is not running", id);
+                        return -ENOENT;
+                }
+        }
+        if ((remote || tok) && (!known || !tok || !e2b_token_matches(&b, tok))) {
                 e2b_reply_error(r, 401, "invalid or missing access token (X-Access-Token)");
                 return -EACCES;
         }
+        /* The access tokens are the owner's: a revoked or expired owner token ends them. */
+        const char *owner = env_owner(v);
+        if (tok && owner[0]) {
+                const struct token_row *row = tokens_find(engine_tokens(e), owner);
+                if (!row || token_expired(row, wall_s())) {
+                        e2b_reply_error(r, 401, "the sandbox's API key was revoked or expired");
+                        return -EACCES;
+                }
+        }
+        /* The audit log and metrics name the sandbox's owner. */
+        if (tok)
+                req_set_actor(r, owner, !owner[0]);
+        else if (!(auth && !basic) && !req_header(r, "X-API-Key"))
+                req_set_actor(r, "", true); /* the local administrator */
         memset(t, 0, sizeof(*t));
         t->env = v;
         char user[33];
@@ -159,7 +201,7 @@ int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
                 return -EINVAL;
         }
         snprintf(t->user, sizeof(t->user), "%s", user);
-        if (!strcmp(user, "root"))
+        if (!strcmp(user, "root") || !strcmp(user, "0"))
                 snprintf(t->home, sizeof(t->home), "/root");
         else if (known && !strcmp(user, b.user))
                 snprintf(t->home, sizeof(t->home), "%s", b.home);

@@ -34,6 +34,9 @@ int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t);
 void e2b_rpc_dispatch(struct request *r, struct engine *e, const struct e2b_target *t,
                       const char *path);
 
+/* The largest POST /files body (all its files; spooled, then parsed by the daemon). */
+#define E2B_UPLOAD_MAX (1ull << 30)
+
 /* ---- shared by the E2B files (e2b.c, e2b_api.c, e2b_envd.c) */
 
 /* E2B's REST error body: {"code":<status>,"message":"..."} (the SDK reads the number). */

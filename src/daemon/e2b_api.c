@@ -17,16 +17,19 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define E2B_ENVD_VERSION    "0.5.7"
-#define E2B_DEFAULT_TIMEOUT 300           /* seconds, as E2B */
-#define E2B_MAX_TIMEOUT     (7 * 86400)   /* a week */
+#define E2B_DEFAULT_TIMEOUT 300         /* seconds, as E2B */
+#define E2B_MAX_TIMEOUT     (7 * 86400) /* a week */
 #define E2B_LIST_DEFAULT    100
 #define E2B_LIST_MAX        1000
-#define E2B_MAX_TOKENS      4             /* live access tokens per sandbox (connect adds one) */
+#define E2B_MAX_TOKENS      4               /* live access tokens per sandbox (connect adds one) */
+#define E2B_METADATA_MAX    16384           /* bytes of JSON per sandbox */
+#define E2B_PAUSED_KEEP     E2B_MAX_TIMEOUT /* a paused sandbox's deadline */
 #define E2B_USER            "user"
 #define E2B_HOME            "/home/user"
 
@@ -48,33 +51,17 @@ static json_t *ms_json(int64_t ms)
         return json_string(buf);
 }
 
-/* A new access token: 32 random bytes, base64url without padding (43 characters). */
+/* A new access token: 32 random bytes, base64url without padding (43 characters): a token
+ * secret (lib/secret.h) without its prefix. */
 static int new_access_token(char out[44], char hash[SECRET_HASH_HEX + 1])
 {
-        static const char alphabet[] =
-                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        unsigned char raw[33] = {0};
-        for (size_t got = 0; got < 32;) {
-                ssize_t n = getrandom(raw + got, 32 - got, 0);
-                if (n < 0 && errno != EINTR)
-                        return -errno;
-                if (n > 0)
-                        got += (size_t)n;
-        }
-        size_t o = 0;
-        for (size_t i = 0; i < 32; i += 3) {
-                uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 | raw[i + 2];
-                size_t left = 32 - i;
-                out[o++] = alphabet[(v >> 18) & 63];
-                out[o++] = alphabet[(v >> 12) & 63];
-                if (left > 1)
-                        out[o++] = alphabet[(v >> 6) & 63];
-                if (left > 2)
-                        out[o++] = alphabet[v & 63];
-        }
-        out[o] = 0;
-        explicit_bzero(raw, sizeof(raw));
-        secret_hash_hex(out, o, hash);
+        char secret[SECRET_LEN + 1];
+        int r = secret_new(secret);
+        if (r < 0)
+                return r;
+        memcpy(out, secret + strlen(SECRET_PREFIX), 44); /* 43 characters and the NUL */
+        explicit_bzero(secret, sizeof(secret));
+        secret_hash_hex(out, strlen(out), hash);
         return 0;
 }
 
@@ -144,17 +131,21 @@ static json_t *sandbox_json(struct engine *e, const struct sbx *s, const char *t
         json_t *meta = json_loads(s->b.metadata, 0, NULL);
         const char *domain = gateway_domain();
         json_t *j = json_pack(
-            "{s:s,s:s,s:s,s:s,s:o,s:o,s:s,s:I,s:I,s:s,s:o,s:o}", "sandboxID", s->b.id,
-            "templateID", s->b.template_id, "alias", s->b.template_id, "clientID", "paddock",
-            "startedAt", ms_json(s->b.started_at), "endAt", ms_json(end ? end : wall_ms()),
-            "state", sbx_state(s->v), "cpuCount",
+            "{s:s,s:s,s:s,s:s,s:o,s:o,s:s,s:I,s:I,s:s,s:o,s:o}", "sandboxID", s->b.id, "templateID",
+            s->b.template_id, "alias", s->b.template_id, "clientID", "paddock", "startedAt",
+            ms_json(s->b.started_at), "endAt", ms_json(end ? end : wall_ms()), "state",
+            sbx_state(s->v), "cpuCount",
             (json_int_t)(l->cpu_millis == CG_UNLIMITED ? 1 : (l->cpu_millis + 999) / 1000),
-            "memoryMB",
-            (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes >> 20),
-            "envdVersion", E2B_ENVD_VERSION, "metadata", json_is_object(meta) ? meta : json_object(),
-            "domain", domain ? json_string(domain) : json_null());
+            "memoryMB", (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes >> 20),
+            "envdVersion", E2B_ENVD_VERSION, "metadata",
+            json_is_object(meta) ? meta : json_object(), "domain",
+            domain ? json_string(domain) : json_null());
         if (!json_is_object(meta))
                 json_decref(meta);
+        if (j) {
+                enum net_mode mode = env_netpolicy(s->v)->mode;
+                json_object_set_new(j, "allowInternetAccess", json_boolean(mode == NET_OPEN));
+        }
         if (j && token) {
                 json_object_set_new(j, "envdAccessToken", json_string(token));
                 json_object_set_new(j, "trafficAccessToken", json_null());
@@ -164,36 +155,41 @@ static json_t *sandbox_json(struct engine *e, const struct sbx *s, const char *t
 
 /* ------------------------------------------------------------------- the E2B user */
 
-/* A small file of the image (etc/passwd, etc/group), resolved inside the image's tree. */
-static char *read_image_file(struct engine *e, const char *image, const char *rel)
+/* A small file of the image (etc/passwd, etc/group), resolved inside the image's tree: 0 and
+ * the text, -ENOENT when it has none, another -errno when it cannot be read whole (a symlink
+ * out of the tree, not a regular file, over 1 MiB). */
+static int read_image_file(struct engine *e, const char *image, const char *rel, char **ret)
 {
         char dir[4096];
         if (BUF_PRINTF(dir, "%s/images/%s/rootfs", engine_root(e), image) < 0)
-                return NULL;
+                return -ENAMETOOLONG;
         _cleanup_close_ int root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
-                return NULL;
-        struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+                return -errno;
+        struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                               .resolve =
+                                   RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS};
         _cleanup_close_ int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
         if (fd < 0)
-                return strdup("");
-        size_t cap = 1 << 20, len = 0;
-        char *buf = malloc(cap + 1);
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if (st.st_size >= (1 << 20))
+                return -EFBIG;
+        char *buf = malloc((size_t)st.st_size + 1);
         if (!buf)
-                return NULL;
-        for (;;) {
-                ssize_t n = read(fd, buf + len, cap - len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                len += (size_t)n;
-                if (len == cap)
-                        break;
+                return -ENOMEM;
+        ssize_t n = read_full(fd, buf, (size_t)st.st_size);
+        if (n != st.st_size) {
+                free(buf);
+                return n < 0 ? (int)n : -EIO;
         }
-        buf[len] = 0;
-        return buf;
+        buf[n] = 0;
+        *ret = buf;
+        return 0;
 }
 
 /* Field f (0-based) of the line of name in a passwd/group text, or NULL. */
@@ -239,13 +235,20 @@ struct e2b_user_plan {
 
 static void plan_user(struct engine *e, const char *image, bool writable, struct e2b_user_plan *p)
 {
-        _cleanup_free_ char *pw = read_image_file(e, image, "etc/passwd");
-        _cleanup_free_ char *gr = read_image_file(e, image, "etc/group");
+        _cleanup_free_ char *pw = NULL, *gr = NULL;
+        int rp = read_image_file(e, image, "etc/passwd", &pw);
+        int rg = read_image_file(e, image, "etc/group", &gr);
         snprintf(p->user, sizeof(p->user), E2B_USER);
         snprintf(p->home, sizeof(p->home), E2B_HOME);
-        if (pw && db_field(pw, E2B_USER, 5, p->home, sizeof(p->home)))
+        if (rp >= 0 && db_field(pw, E2B_USER, 5, p->home, sizeof(p->home)) && p->home[0] == '/')
                 return;
-        if (!writable || !pw || !gr) {
+        /* Only an image without the files gets new ones; one whose files cannot be read
+         * whole is not rewritten (root would be lost): its default user is root. */
+        if (rp == -ENOENT && (pw = strdup("root:x:0:0:root:/root:/bin/sh\n")))
+                rp = 0;
+        if (rg == -ENOENT && (gr = strdup("root:x:0:\n")))
+                rg = 0;
+        if (!writable || rp < 0 || rg < 0) {
                 /* a read-only root cannot gain a user: root, at home where it may write */
                 snprintf(p->user, sizeof(p->user), "root");
                 snprintf(p->home, sizeof(p->home), writable ? "/root" : "/workspace");
@@ -323,8 +326,8 @@ static bool str_in_array(json_t *a, const char *s)
 {
         size_t i;
         json_t *x;
-        json_array_foreach(a, i, x) if (json_is_string(x) && !strcmp(json_string_value(x), s))
-                return true;
+        json_array_foreach(a, i, x) if (json_is_string(x) &&
+                                        !strcmp(json_string_value(x), s)) return true;
         return false;
 }
 
@@ -359,14 +362,17 @@ static bool parse_network(struct request *r, struct engine *e, json_t *body, str
         if (na == 0 || !(deny_all || json_is_false(inet)))
                 return true; /* allowOut without a deny has nothing to open */
         if (na > NETPOLICY_MAX_RULES || !(p->rules = calloc(na, sizeof(*p->rules)))) {
-                e2b_reply_error(r, 400, "network.allowOut: at most %d entries", NETPOLICY_MAX_RULES);
+                e2b_reply_error(r, 400, "network.allowOut: at most %d entries",
+                                NETPOLICY_MAX_RULES);
                 return false;
         }
         for (size_t i = 0; i < na; i++) {
                 const char *rule = json_string_value(json_array_get(allow, i));
                 if (!rule || netpolicy_rule_parse(rule, &p->rules[p->n_rules]) < 0) {
-                        e2b_reply_error(r, 400, "network.allowOut[%zu]: not a host, *.domain, "
-                                                "address or CIDR", i);
+                        e2b_reply_error(r, 400,
+                                        "network.allowOut[%zu]: not a host, *.domain, "
+                                        "address or CIDR",
+                                        i);
                         return false;
                 }
                 p->n_rules++;
@@ -377,17 +383,24 @@ static bool parse_network(struct request *r, struct engine *e, json_t *body, str
 
 static bool metadata_ok(struct request *r, json_t *m)
 {
-        if (!json_is_object(m) || json_object_size(m) > 256) {
-                e2b_reply_error(r, 400, "metadata: an object of at most 256 strings");
+        if (!json_is_object(m) || json_object_size(m) > 64) {
+                e2b_reply_error(r, 400, "metadata: an object of at most 64 strings");
+                return false;
+        }
+        _cleanup_free_ char *text = json_dumps(m, JSON_COMPACT);
+        if (!text || strlen(text) > E2B_METADATA_MAX) {
+                e2b_reply_error(r, 400, "metadata: at most %d bytes of JSON", E2B_METADATA_MAX);
                 return false;
         }
         const char *k;
         json_t *x;
         json_object_foreach(m, k, x)
         {
-                if (!*k || strlen(k) > 256 || !json_is_string(x) || json_string_length(x) > 4096 ||
+                if (!*k || strlen(k) > 64 || !json_is_string(x) || json_string_length(x) > 4096 ||
                     strlen(json_string_value(x)) != json_string_length(x)) {
-                        e2b_reply_error(r, 400, "metadata.%.64s: a string of at most 4 KiB", k);
+                        e2b_reply_error(r, 400,
+                                        "metadata: keys of at most 64 bytes, string "
+                                        "values of at most 4 KiB");
                         return false;
                 }
         }
@@ -467,7 +480,8 @@ static void sandbox_create(struct request *r, struct engine *e)
         if (!api_quota_ok(r, e, &q))
                 goto out;
         plan_user(e, spec.image, spec.kind == KIND_COMPUTER, &plan);
-        if (!(ctx = calloc(1, sizeof(*ctx))) || !(meta_text = json_dumps(json_is_object(meta) ? meta : json_object(), JSON_COMPACT))) {
+        meta_text = json_is_object(meta) ? json_dumps(meta, JSON_COMPACT) : strdup("{}");
+        if (!(ctx = calloc(1, sizeof(*ctx))) || !meta_text) {
                 e2b_reply_error(r, 500, "out of memory");
                 goto out;
         }
@@ -505,15 +519,17 @@ static void sandbox_create(struct request *r, struct engine *e)
         }
         char owner[32];
         snprintf(owner, sizeof(owner), "%u:%u", plan.uid, plan.uid);
+        /* From here user_made answers and frees ctx, maybe before make_user returns. */
+        req_on_free(r, create_gone, ctx);
+        http_defer(r);
         rc = e2b_envd_make_user(e, v, plan.passwd, plan.group, plan.home, owner, user_made, ctx);
-        if (rc < 0) {
+        if (rc < 0) { /* user_made was not called */
+                req_on_free(r, NULL, NULL);
                 engine_destroy(e, v, true);
                 e2b_reply_error(r, 500, "making the sandbox's user: %s", strerror(-rc));
                 goto out;
         }
-        req_on_free(r, create_gone, ctx);
-        http_defer(r);
-        ctx = NULL; /* user_made frees it */
+        ctx = NULL;
 out:
         if (ctx)
                 explicit_bzero(ctx->token, sizeof(ctx->token));
@@ -547,6 +563,9 @@ static void sandbox_connect(struct request *r, struct engine *e, const char *id,
         unsigned status = 200;
         int rc = 0;
         if (!env_running(s.v)) {
+                struct quota_ask q = {.env = s.v, .running = true, .limits = *env_limits(s.v)};
+                if (!api_quota_ok(r, e, &q))
+                        goto out;
                 rc = engine_start(e, s.v, err, sizeof(err));
                 status = 201;
         } else if (env_paused(s.v)) {
@@ -627,8 +646,8 @@ static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
         if (!json_is_integer(json_object_get(body, "timeout"))) {
                 e2b_reply_error(r, 400, "timeout: required, whole seconds");
         } else if (timeout_of(r, body, &t) && find_sandbox(r, e, id, &s)) {
-                if (env_paused(s.v))
-                        http_reply_data(r, 204, NULL, NULL, 0, NULL); /* a paused sandbox has no deadline */
+                if (env_paused(s.v)) /* it applies from the resume */
+                        http_reply_data(r, 204, NULL, NULL, 0, NULL);
                 else if (set_ttl(e, s.v, t, err, sizeof(err)) < 0)
                         e2b_reply_error(r, 500, "%s", err);
                 else
@@ -638,7 +657,7 @@ static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
         json_decref(body);
 }
 
-/* pause = Paddock's pause (every process frozen); the deadline stops while paused. */
+/* pause = Paddock's pause (every process frozen); the deadline becomes E2B_PAUSED_KEEP. */
 static void sandbox_pause(struct request *r, struct engine *e, const char *id)
 {
         struct sbx s = {0};
@@ -651,8 +670,8 @@ static void sandbox_pause(struct request *r, struct engine *e, const char *id)
                 return;
         }
         int rc = engine_pause(e, s.v, true);
-        if (rc >= 0)
-                rc = set_ttl(e, s.v, 0, err, sizeof(err));
+        if (rc >= 0) /* the running deadline stops; a paused sandbox is kept a week */
+                rc = set_ttl(e, s.v, E2B_PAUSED_KEEP, err, sizeof(err));
         if (rc < 0)
                 e2b_reply_error(r, 500, "pausing %s: %s", id, strerror(-rc));
         else
@@ -676,15 +695,15 @@ static void sandbox_metrics(struct request *r, struct engine *e, const char *id)
         json_t *arr = json_array();
         if (json_is_object(usage))
                 json_array_append_new(
-                    arr, json_pack("{s:o,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ms_json(t),
-                                   "timestampUnix", (json_int_t)(t / 1000), "cpuCount",
-                                   (json_int_t)(l->cpu_millis == CG_UNLIMITED
-                                                    ? 1
-                                                    : (l->cpu_millis + 999) / 1000),
-                                   "cpuUsedPct", 0.0, "memUsed", mem, "memTotal",
-                                   (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0
-                                                                                 : l->memory_bytes),
-                                   "memCache", (json_int_t)0, "diskUsed", disk, "diskTotal", dtot));
+                    arr,
+                    json_pack("{s:o,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ms_json(t),
+                              "timestampUnix", (json_int_t)(t / 1000), "cpuCount",
+                              (json_int_t)(l->cpu_millis == CG_UNLIMITED
+                                               ? 1
+                                               : (l->cpu_millis + 999) / 1000),
+                              "cpuUsedPct", 0.0, "memUsed", mem, "memTotal",
+                              (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes),
+                              "memCache", (json_int_t)0, "diskUsed", disk, "diskTotal", dtot));
         json_decref(ej);
         http_reply_json(r, 200, arr);
 }
@@ -759,6 +778,7 @@ static void sandboxes_list(struct request *r, struct engine *e)
 {
         const char *q_limit = req_query(r, "limit"), *q_next = req_query(r, "nextToken");
         const char *q_state = req_query(r, "state"), *q_meta = req_query(r, "metadata");
+        const char *q_tmpl = req_query(r, "template");
         size_t limit = E2B_LIST_DEFAULT;
         if (q_limit) {
                 char *end;
@@ -806,7 +826,8 @@ static void sandboxes_list(struct request *r, struct engine *e)
                                 continue;
                         bool running = !strcmp(sbx_state(v), "running");
                         if ((running ? !want_running : !want_paused) ||
-                            !metadata_matches(rows[i].metadata, want))
+                            !metadata_matches(rows[i].metadata, want) ||
+                            (q_tmpl && *q_tmpl && strcmp(q_tmpl, rows[i].template_id)))
                                 continue;
                         if (json_array_size(arr) == limit) {
                                 more = true;
@@ -848,7 +869,8 @@ bool e2b_api_handle(struct request *r, struct engine *e)
                 memcpy(id, tail, n);
                 id[n] = 0;
                 tail += n;
-                if (*tail == '/' && snprintf(rest, sizeof(rest), "%s", tail + 1) >= (int)sizeof(rest))
+                if (*tail == '/' &&
+                    snprintf(rest, sizeof(rest), "%s", tail + 1) >= (int)sizeof(rest))
                         return false;
                 if (*tail && *tail != '/')
                         return false;

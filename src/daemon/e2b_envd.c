@@ -9,14 +9,14 @@
 #include "lib/files.h"
 #include "lib/util.h"
 
-#include <archive.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define E2B_FILES_MAX_PARTS 1000
-#define E2B_FILES_TIMEOUT_MS (30u * 60 * 1000)
+#define E2B_FILES_MAX_PARTS  100               /* files in one POST /files */
+#define E2B_FILES_MAX_ACTIVE 64                /* helpers and requests waiting for them */
+#define E2B_FILES_TIMEOUT_MS (30u * 60 * 1000) /* one request, all its files */
 
 static unsigned active_jobs;
 
@@ -24,43 +24,28 @@ static unsigned active_jobs;
 
 static unsigned status_of(int err)
 {
-        switch (-err) {
-        case ENOENT:
-        case ENOTDIR:
-                return 404;
-        case EISDIR:
-        case EINVAL:
-        case ENAMETOOLONG:
-        case ELOOP:
-                return 400;
-        case EACCES:
-        case EPERM:
-        case EROFS:
-                return 403;
-        case ENOSPC:
-        case EDQUOT:
-        case EFBIG:
-                return 507;
-        case EEXIST:
-                return 409;
-        default:
-                return 500;
-        }
+        unsigned st;
+        const char *code;
+        http_status_of_errno(err, &st, &code);
+        return st;
 }
 
 /* E2B's path rules: absolute, "~/x" or relative to home. */
 static int resolve_path(const struct e2b_target *t, const char *in, char *out)
 {
         char joined[FILES_PATH_MAX];
+        int n;
         if (!in || !*in)
                 return -EINVAL;
         if (in[0] == '/')
-                snprintf(joined, sizeof(joined), "%s", in);
+                n = snprintf(joined, sizeof(joined), "%s", in);
         else if (!strcmp(in, "~"))
-                snprintf(joined, sizeof(joined), "%s", t->home);
+                n = snprintf(joined, sizeof(joined), "%s", t->home);
         else if (!strncmp(in, "~/", 2))
-                snprintf(joined, sizeof(joined), "%s/%s", t->home, in + 2);
-        else if (snprintf(joined, sizeof(joined), "%s/%s", t->home, in) >= (int)sizeof(joined))
+                n = snprintf(joined, sizeof(joined), "%s/%s", t->home, in + 2);
+        else
+                n = snprintf(joined, sizeof(joined), "%s/%s", t->home, in);
+        if (n < 0 || (size_t)n >= sizeof(joined))
                 return -ENAMETOOLONG;
         return files_path_normalize(joined, out, FILES_PATH_MAX);
 }
@@ -70,7 +55,7 @@ static int resolve_path(const struct e2b_target *t, const char *in, char *out)
 struct step {
         struct files_request rq;
         char path[FILES_PATH_MAX];
-        int fd;
+        int fd;        /* its own upload (make_user's texts), or -EBADF: the chain's */
         bool exist_ok; /* mkdir of what exists is fine */
 };
 
@@ -81,9 +66,12 @@ struct chain {
         char user[33];
         struct supervise *sv;
         struct step *steps;
-        size_t n, next;
+        size_t n, next, cap;
+        int upload_fd;        /* the request's spooled body, shared by its steps (or -EBADF) */
+        uint64_t deadline_ms; /* the whole chain's (now_ms), 0: none */
         struct files_status done;
         bool has_done;
+        uint32_t uid_base;
         e2b_done_fn cb; /* make_user */
         void *cb_data;
 };
@@ -93,6 +81,8 @@ static void chain_free(struct chain *c)
         for (size_t i = 0; i < c->n; i++)
                 if (c->steps[i].fd >= 0)
                         close(c->steps[i].fd);
+        if (c->upload_fd >= 0)
+                close(c->upload_fd);
         free(c->steps);
         free(c);
 }
@@ -113,9 +103,9 @@ static void chain_end(struct chain *c, int err, const char *msg)
                         json_t *arr = json_array();
                         for (size_t i = 0; i < c->n; i++) {
                                 const char *p = c->steps[i].path, *slash = strrchr(p, '/');
-                                json_array_append_new(
-                                    arr, json_pack("{s:s,s:s,s:s}", "path", p, "name",
-                                                   slash ? slash + 1 : p, "type", "file"));
+                                json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "path", p,
+                                                                     "name", slash ? slash + 1 : p,
+                                                                     "type", "file"));
                         }
                         http_reply_json(c->req, 200, arr);
                 }
@@ -148,28 +138,39 @@ static void chain_exit(void *data, const struct supervise_exit *x)
                 s->fd = -EBADF;
         }
         if (x->timed_out)
-                return chain_end(c, -ETIMEDOUT, "the file operation timed out");
-        if (!c->has_done)
-                return chain_end(c, -EIO, "the file helper died");
-        if (c->done.err < 0 && !(s->exist_ok && c->done.err == -EEXIST))
-                return chain_end(c, c->done.err, c->done.msg[0] ? c->done.msg : strerror(-c->done.err));
-        chain_run(c);
+                chain_end(c, -ETIMEDOUT, "the file operation timed out");
+        else if (!c->has_done)
+                chain_end(c, -EIO, "the file helper died");
+        else if (c->done.err < 0 && !(s->exist_ok && c->done.err == -EEXIST))
+                chain_end(c, c->done.err, c->done.msg[0] ? c->done.msg : strerror(-c->done.err));
+        else
+                chain_run(c);
 }
 
 static const struct supervise_ops chain_ops = {.files_status = chain_status, .exit = chain_exit};
 
 static void chain_run(struct chain *c)
 {
-        if (c->next == c->n)
-                return chain_end(c, 0, NULL);
+        if (c->next == c->n) {
+                chain_end(c, 0, NULL);
+                return;
+        }
         struct env *v = engine_find(c->eng, c->env);
-        if (!v || !env_running(v) || env_paused(v))
-                return chain_end(c, -ENOENT, "the sandbox is not running");
+        if (!v || !env_running(v) || env_paused(v) || env_uid_base(v) != c->uid_base) {
+                chain_end(c, -ENOENT, "the sandbox is not running");
+                return;
+        }
+        uint64_t now = now_ms();
+        if (c->deadline_ms && now >= c->deadline_ms) {
+                chain_end(c, -ETIMEDOUT, "the upload took too long");
+                return;
+        }
         struct step *s = &c->steps[c->next++];
         s->rq.path = s->path;
-        s->rq.upload_fd = s->fd;
+        s->rq.upload_fd = s->fd >= 0 ? s->fd : c->upload_fd;
         c->has_done = false;
-        struct supervise_spec spec = {.timeout_ms = E2B_FILES_TIMEOUT_MS,
+        struct supervise_spec spec = {.timeout_ms = c->deadline_ms ? c->deadline_ms - now
+                                                                   : E2B_FILES_TIMEOUT_MS,
                                       .count = &active_jobs,
                                       .ops = &chain_ops,
                                       .data = c};
@@ -191,7 +192,10 @@ static struct chain *chain_new(struct engine *e, struct env *v, size_t n)
         }
         for (size_t i = 0; i < n; i++)
                 c->steps[i].fd = -EBADF;
+        c->upload_fd = -EBADF;
+        c->cap = n ? n : 1;
         c->eng = e;
+        c->uid_base = env_uid_base(v); /* the same environment, not a new one of that name */
         snprintf(c->env, sizeof(c->env), "%s", env_name(v));
         return c;
 }
@@ -323,6 +327,10 @@ static void reader_gone(void *data)
 
 static void files_get(struct request *r, struct engine *e, const struct e2b_target *t)
 {
+        if (active_jobs >= E2B_FILES_MAX_ACTIVE) {
+                e2b_reply_error(r, 503, "too many file operations in progress");
+                return;
+        }
         struct reader *j = calloc(1, sizeof(*j));
         if (!j) {
                 e2b_reply_error(r, 500, "out of memory");
@@ -340,10 +348,8 @@ static void files_get(struct request *r, struct engine *e, const struct e2b_targ
                                    .upload_fd = -EBADF,
                                    .max_bytes = FILES_DEFAULT_MAX_READ,
                                    .mode = -1};
-        struct supervise_spec spec = {.timeout_ms = 60000,
-                                      .count = &active_jobs,
-                                      .ops = &reader_ops,
-                                      .data = j};
+        struct supervise_spec spec = {
+            .timeout_ms = 60000, .count = &active_jobs, .ops = &reader_ops, .data = j};
         char err[512];
         if ((rc = supervise_files(e, t->env, "files", "file", &rq, false, &spec, &j->sv, err,
                                   sizeof(err))) < 0) {
@@ -357,110 +363,25 @@ static void files_get(struct request *r, struct engine *e, const struct e2b_targ
 
 /* ------------------------------------------------------------------- POST /files */
 
-static int tmpfile_in(struct engine *e)
-{
-        char dir[4200];
-        if (BUF_PRINTF(dir, "%s/tmp", engine_root(e)) < 0)
-                return -ENAMETOOLONG;
-        int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        return fd < 0 ? -errno : fd;
-}
-
-/* bytes [off, off+len) of src into a new temporary file, positioned at 0 */
-static int copy_range(struct engine *e, int src, uint64_t off, uint64_t len)
-{
-        int fd = tmpfile_in(e);
-        if (fd < 0)
-                return fd;
-        loff_t in = (loff_t)off;
-        while (len > 0) {
-                ssize_t n = copy_file_range(src, &in, fd, NULL, len, 0);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        int r = n < 0 ? -errno : -EIO;
-                        close(fd);
-                        return r;
-                }
-                len -= (uint64_t)n;
-        }
-        if (lseek(fd, 0, SEEK_SET) < 0) {
-                int r = -errno;
-                close(fd);
-                return r;
-        }
-        return fd;
-}
-
-/* gunzip the whole of src into a new temporary file */
-static int gunzip_to_tmp(struct engine *e, int src)
-{
-        int fd = tmpfile_in(e);
-        if (fd < 0)
-                return fd;
-        struct archive *a = archive_read_new();
-        int r = -ENOMEM;
-        if (!a)
-                goto fail;
-        archive_read_support_filter_gzip(a);
-        archive_read_support_format_raw(a);
-        struct archive_entry *ent;
-        r = -EINVAL;
-        if (archive_read_open_fd(a, src, 65536) != ARCHIVE_OK ||
-            archive_read_next_header(a, &ent) != ARCHIVE_OK)
-                goto fail;
-        char buf[65536];
-        uint64_t total = 0;
-        for (;;) {
-                la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
-                if (n == 0)
-                        break;
-                if (n < 0)
-                        goto fail;
-                total += (uint64_t)n;
-                if (total > FILES_MAX_WRITE) {
-                        r = -EFBIG;
-                        goto fail;
-                }
-                if (write_all(fd, buf, (size_t)n) < 0) {
-                        r = -errno;
-                        goto fail;
-                }
-        }
-        archive_read_free(a);
-        if (lseek(fd, 0, SEEK_SET) < 0) {
-                r = -errno;
-                close(fd);
-                return r;
-        }
-        return fd;
-fail:
-        if (a)
-                archive_read_free(a);
-        close(fd);
-        return r;
-}
-
 /* undici escapes '"', CR and LF in a filename as %22, %0D, %0A: only those are undone */
 static void filename_unescape(const char *in, size_t len, char *out, size_t outlen)
 {
+        static const struct {
+                const char *esc;
+                char c;
+        } map[] = {{"%22", '"'}, {"%0D", '\r'}, {"%0A", '\n'}};
         size_t o = 0;
         for (size_t i = 0; i < len && o + 1 < outlen; i++) {
-                if (in[i] == '%' && i + 2 < len) {
-                        if (!strncmp(in + i, "%22", 3)) {
-                                out[o++] = '"', i += 2;
-                                continue;
-                        }
-                        if (!strncasecmp(in + i, "%0D", 3)) {
-                                out[o++] = '\r', i += 2;
-                                continue;
-                        }
-                        if (!strncasecmp(in + i, "%0A", 3)) {
-                                out[o++] = '\n', i += 2;
-                                continue;
+                bool done = false;
+                for (size_t k = 0; k < ELEMENTSOF(map) && !done && i + 2 < len; k++) {
+                        if (!strncasecmp(in + i, map[k].esc, 3)) {
+                                out[o++] = map[k].c;
+                                i += 2;
+                                done = true;
                         }
                 }
-                out[o++] = in[i];
+                if (!done)
+                        out[o++] = in[i];
         }
         out[o] = 0;
 }
@@ -483,11 +404,54 @@ static bool header_param(const char *h, const char *end, const char *param, char
         return false;
 }
 
-/* The multipart body in fd: one step per part named "file" (its filename the target, unless
- * the query has a path). Returns the count or -errno with a message. */
-static int parse_multipart(struct engine *e, struct chain *c, int fd, const char *ctype,
-                           const struct e2b_target *t, const char *qpath, char *err,
-                           size_t errlen)
+struct part {
+        uint64_t off, len;
+        char name[64];
+        char filename[FILES_PATH_MAX];
+};
+
+/* The next part of a multipart body m[0..size) after *pos (just past a delimiter line);
+ * 1 and *ret, 0 at the closing delimiter, -EINVAL for a malformed body. */
+static int next_part(const char *m, size_t size, const char *delim, size_t dl, size_t *pos,
+                     struct part *ret)
+{
+        const char *end = m + size, *p = m + *pos;
+        if (end - p >= 2 && p[0] == '-' && p[1] == '-')
+                return 0;
+        if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
+                return -EINVAL;
+        p += 2;
+        const char *hend = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
+        if (!hend)
+                return -EINVAL;
+        ret->name[0] = ret->filename[0] = 0;
+        for (const char *l = p; l < hend;) {
+                const char *le = memmem(l, (size_t)(hend + 2 - l), "\r\n", 2);
+                if (!le)
+                        le = hend;
+                if (le - l > 20 && !strncasecmp(l, "Content-Disposition:", 20)) {
+                        header_param(l, le, "name", ret->name, sizeof(ret->name));
+                        header_param(l, le, "filename", ret->filename, sizeof(ret->filename));
+                }
+                l = le + 2;
+        }
+        const char *data = hend + 4;
+        char needle[132];
+        snprintf(needle, sizeof(needle), "\r\n%s", delim);
+        const char *dend = memmem(data, (size_t)(end - data), needle, dl + 2);
+        if (!dend)
+                return -EINVAL;
+        ret->off = (uint64_t)(data - m);
+        ret->len = (uint64_t)(dend - data);
+        *pos = (size_t)(dend + 2 + dl - m);
+        return 1;
+}
+
+/* One step per part named "file" of the multipart body in fd (its filename the target, unless
+ * the query has a path), each writing its byte range of the body: nothing is copied here.
+ * Returns 0, or -errno with a message in err. */
+static int parse_multipart(struct chain *c, int fd, const char *ctype, const struct e2b_target *t,
+                           const char *qpath, char *err, size_t errlen)
 {
         const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
         char delim[128];
@@ -496,12 +460,13 @@ static int parse_multipart(struct engine *e, struct chain *c, int fd, const char
                 return -EINVAL;
         }
         b += 9;
-        size_t bl = *b == '"' ? strcspn(b + 1, "\"") : strcspn(b, "; ");
+        bool quoted = *b == '"';
+        size_t bl = quoted ? strcspn(b + 1, "\"") : strcspn(b, "; ");
         if (bl == 0 || bl > 100) {
                 snprintf(err, errlen, "bad multipart boundary");
                 return -EINVAL;
         }
-        snprintf(delim, sizeof(delim), "--%.*s", (int)bl, *b == '"' ? b + 1 : b);
+        snprintf(delim, sizeof(delim), "--%.*s", (int)bl, quoted ? b + 1 : b);
         size_t dl = strlen(delim);
         struct stat st;
         if (fstat(fd, &st) < 0)
@@ -514,68 +479,49 @@ static int parse_multipart(struct engine *e, struct chain *c, int fd, const char
         const char *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED)
                 return -errno;
-        const char *end = m + size;
-        const char *p = memmem(m, size, delim, dl);
-        int r = 0;
-        while (p) {
-                p += dl;
-                if (end - p >= 2 && p[0] == '-' && p[1] == '-')
-                        break; /* the closing delimiter */
-                if (end - p < 2 || p[0] != '\r' || p[1] != '\n') {
+        const char *first = memmem(m, size, delim, dl);
+        size_t pos = first ? (size_t)(first - m) + dl : size;
+        int r = first ? 1 : -EINVAL;
+        struct part *part = malloc(sizeof(*part));
+        if (!part)
+                r = -ENOMEM;
+        while (r > 0 && (r = next_part(m, size, delim, dl, &pos, part)) > 0) {
+                if (strcmp(part->name, "file"))
+                        continue;
+                if (c->n >= E2B_FILES_MAX_PARTS) {
+                        snprintf(err, errlen, "at most %d files in one request",
+                                 E2B_FILES_MAX_PARTS);
+                        r = -E2BIG;
+                        break;
+                }
+                if (c->n == c->cap) {
+                        size_t cap = c->cap * 2;
+                        struct step *ns = reallocarray(c->steps, cap, sizeof(*ns));
+                        if (!ns) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        c->steps = ns;
+                        c->cap = cap;
+                }
+                struct step *s = &c->steps[c->n];
+                s->fd = -EBADF;
+                const char *target = qpath && *qpath ? qpath : part->filename;
+                if (resolve_path(t, target, s->path) < 0) {
+                        snprintf(err, errlen, "invalid path \"%.200s\"", target);
                         r = -EINVAL;
                         break;
                 }
-                p += 2;
-                const char *hend = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
-                if (!hend) {
-                        r = -EINVAL;
-                        break;
-                }
-                char name[64] = "", fname[FILES_PATH_MAX] = "";
-                for (const char *l = p; l < hend;) {
-                        const char *le = memmem(l, (size_t)(hend + 2 - l), "\r\n", 2);
-                        if (!le)
-                                le = hend;
-                        if (le - l > 20 && !strncasecmp(l, "Content-Disposition:", 20)) {
-                                header_param(l, le, "name", name, sizeof(name));
-                                header_param(l, le, "filename", fname, sizeof(fname));
-                        }
-                        l = le + 2;
-                }
-                const char *data = hend + 4;
-                char needle[132];
-                snprintf(needle, sizeof(needle), "\r\n%s", delim);
-                const char *dend = memmem(data, (size_t)(end - data), needle, dl + 2);
-                if (!dend) {
-                        r = -EINVAL;
-                        break;
-                }
-                if (!strcmp(name, "file")) {
-                        if (c->n >= E2B_FILES_MAX_PARTS) {
-                                snprintf(err, errlen, "at most %d files", E2B_FILES_MAX_PARTS);
-                                r = -E2BIG;
-                                break;
-                        }
-                        struct step *s = &c->steps[c->n];
-                        const char *target = qpath && *qpath ? qpath : fname;
-                        if (resolve_path(t, target, s->path) < 0) {
-                                snprintf(err, errlen, "invalid path \"%.200s\"", target);
-                                r = -EINVAL;
-                                break;
-                        }
-                        s->fd = copy_range(e, fd, (uint64_t)(data - m), (uint64_t)(dend - data));
-                        if (s->fd < 0) {
-                                r = s->fd;
-                                break;
-                        }
-                        s->rq = (struct files_request){.op = FILES_WRITE,
-                                                       .mode = -1,
-                                                       .parents = true,
-                                                       .user = c->user};
-                        c->n++;
-                }
-                p = dend + 2;
+                s->rq = (struct files_request){.op = FILES_WRITE,
+                                               .mode = -1,
+                                               .parents = true,
+                                               .user = c->user,
+                                               .upload_range = true,
+                                               .upload_off = part->off,
+                                               .upload_len = part->len};
+                c->n++;
         }
+        free(part);
         munmap((void *)m, size);
         if (r == -EINVAL && !err[0])
                 snprintf(err, errlen, "malformed multipart body");
@@ -583,7 +529,7 @@ static int parse_multipart(struct engine *e, struct chain *c, int fd, const char
                 snprintf(err, errlen, "no part named \"file\" in the body");
                 r = -EINVAL;
         }
-        return r < 0 ? r : (int)c->n;
+        return r < 0 ? r : 0;
 }
 
 static int dup_cloexec(int fd)
@@ -599,36 +545,37 @@ static void files_post(struct request *r, struct engine *e, const struct e2b_tar
                 e2b_reply_error(r, 503, "cannot store the upload");
                 return;
         }
+        if (active_jobs >= E2B_FILES_MAX_ACTIVE) {
+                e2b_reply_error(r, 503, "too many file operations in progress");
+                return;
+        }
         const char *ctype = req_header(r, "Content-Type");
         const char *qpath = req_query(r, "path");
+        const char *enc = req_header(r, "Content-Encoding");
         bool multipart = ctype && !strncasecmp(ctype, "multipart/form-data", 19);
-        struct chain *c = chain_new(e, t->env, multipart ? E2B_FILES_MAX_PARTS : 1);
+        struct chain *c = chain_new(e, t->env, multipart ? 4 : 1);
         if (!c) {
                 e2b_reply_error(r, 500, "out of memory");
                 return;
         }
         snprintf(c->user, sizeof(c->user), "%s", t->user);
+        c->deadline_ms = now_ms() + E2B_FILES_TIMEOUT_MS;
         char err[512] = "";
-        int rc;
-        if (multipart) {
-                rc = parse_multipart(e, c, spool, ctype, t, qpath, err, sizeof(err));
+        int rc = c->upload_fd = dup_cloexec(spool);
+        if (rc < 0) {
+                snprintf(err, sizeof(err), "the upload: %s", strerror(-rc));
+        } else if (multipart) {
+                rc = parse_multipart(c, spool, ctype, t, qpath, err, sizeof(err));
+        } else if ((rc = resolve_path(t, qpath, c->steps[0].path)) < 0) {
+                snprintf(err, sizeof(err), "path: required for a raw upload");
+        } else if (enc && strcasecmp(enc, "gzip") && strcasecmp(enc, "identity")) {
+                snprintf(err, sizeof(err), "Content-Encoding %.32s: only gzip", enc);
+                rc = -EINVAL;
         } else {
-                struct step *s = &c->steps[0];
-                const char *enc = req_header(r, "Content-Encoding");
-                rc = resolve_path(t, qpath, s->path);
-                if (rc < 0)
-                        snprintf(err, sizeof(err), "path: required for a raw upload");
-                else if (enc && !strcasecmp(enc, "gzip"))
-                        rc = s->fd = gunzip_to_tmp(e, spool);
-                else if (enc && strcasecmp(enc, "identity"))
-                        rc = -EINVAL, snprintf(err, sizeof(err), "Content-Encoding %.32s: only gzip", enc);
-                else
-                        rc = s->fd = dup_cloexec(spool);
-                if (s->fd >= 0 && rc >= 0) {
-                        s->rq = (struct files_request){
-                            .op = FILES_WRITE, .mode = -1, .parents = true, .user = c->user};
-                        c->n = 1;
-                }
+                bool gz = enc && !strcasecmp(enc, "gzip");
+                c->steps[0].rq = (struct files_request){
+                    .op = FILES_WRITE, .mode = -1, .parents = true, .user = c->user, .gunzip = gz};
+                c->n = 1;
         }
         if (rc < 0) {
                 e2b_reply_error(r, status_of(rc), "%s", err[0] ? err : strerror(-rc));

@@ -25,6 +25,8 @@ struct request {
         char *body;
         size_t body_len, body_cap;
         uint64_t upload_len;
+        uint64_t upload_limit; /* a spooled upload's limit: 0 = HTTP_MAX_UPLOAD (the head hook
+                                * may lower it, req_set_upload_limit) */
         int spool_fd;
         bool too_large, dispatched, answered, suspended, bad_path;
         /* libmicrohttpd reports a request complete before it destroys a streamed response: the
@@ -580,7 +582,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                              MHD_HTTP_HEADER_CONTENT_TYPE);
                 bool spool = srv->cfg.wants_spool && srv->cfg.wants_spool(method, url, ct);
-                if (spool && srv->cfg.head) {
+                /* E2B's envd requests come through the gateway without a token: their
+                 * access token is checked before any of the body is read. */
+                bool e2b = srv->cfg.gateway &&
+                           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
+                if ((spool || e2b) && srv->cfg.head) {
                         srv->cfg.head(r, srv->cfg.ctx);
                         if (r->answered)
                                 return MHD_YES; /* refused: the body is read and dropped */
@@ -589,7 +595,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         log_warn("http: cannot open a spool file in %s: %m", srv->cfg.spool_dir);
                 const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                              MHD_HTTP_HEADER_CONTENT_LENGTH);
-                uint64_t limit = r->spool_fd >= 0 ? HTTP_MAX_UPLOAD : HTTP_MAX_BODY;
+                uint64_t limit = r->spool_fd < 0 ? HTTP_MAX_BODY
+                                 : r->upload_limit  ? r->upload_limit
+                                                    : HTTP_MAX_UPLOAD;
                 if (cl && strtoull(cl, NULL, 10) > limit) {
                         http_reply_error(r, 413, "too_large",
                                          "request body exceeds the limit of %llu bytes",
@@ -606,7 +614,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return MHD_YES;
                 if (r->spool_fd >= 0) {
                         r->upload_len += n;
-                        if (r->upload_len > HTTP_MAX_UPLOAD || write_all(r->spool_fd, upload_data, n) < 0)
+                        if (r->upload_len > (r->upload_limit ? r->upload_limit : HTTP_MAX_UPLOAD) ||
+                            write_all(r->spool_fd, upload_data, n) < 0)
                                 r->too_large = true;
                         return MHD_YES;
                 }
@@ -801,4 +810,9 @@ void http_reply_data(struct request *r, unsigned status, const char *content_typ
         for (size_t i = 0; resp && headers && headers[i] && headers[i + 1]; i += 2)
                 MHD_add_response_header(resp, headers[i], headers[i + 1]);
         queue(r, status, resp);
+}
+
+void req_set_upload_limit(struct request *r, uint64_t bytes)
+{
+        r->upload_limit = bytes;
 }

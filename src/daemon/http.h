@@ -140,3 +140,5 @@ void *req_session(const struct request *r);
  * headers: name, value pairs ending in NULL (or NULL). */
 void http_reply_data(struct request *r, unsigned status, const char *content_type,
                      const void *data, size_t len, const char *const *headers);
+/* From the head hook: a spooled upload larger than bytes is refused (413). */
+void req_set_upload_limit(struct request *r, uint64_t bytes);

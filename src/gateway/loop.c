@@ -600,7 +600,6 @@ static bool ingress_answer(json_t *msg, int fd)
 
 /* --- requests ------------------------------------------------------------------------------- */
 
-/* The token check, the rate limit, then the head goes out. RP_OK, or conn_fail was called. */
 /* E2B's SDKs (docs/e2b.md): a header field's value, or NULL. */
 static const struct rp_field *e2b_field(const struct rp_head *h, const char *name)
 {
@@ -630,6 +629,7 @@ static bool e2b_envd_take(void)
         return true;
 }
 
+/* The token check, the rate limit, then the head goes out. RP_OK, or conn_fail was called. */
 static int handle_head(struct conn *c, const struct rp_head *h)
 {
         {
@@ -641,8 +641,10 @@ static int handle_head(struct conn *c, const struct rp_head *h)
         size_t secret_len;
         const struct rp_field *key = NULL;
         if (!reqparse_bearer(h, &secret, &secret_len)) {
-                /* E2B: X-API-Key is a token like a Bearer one (the engine checks it again). */
-                if ((key = e2b_field(h, "x-api-key")) && key->value_len > 0 &&
+                /* E2B: X-API-Key is a token like a Bearer one (the engine checks it again),
+                 * unless an Authorization field says something else (one reading, as the
+                 * engine's). */
+                if (!h->authorization && (key = e2b_field(h, "x-api-key")) && key->value_len > 0 &&
                     key->value_len <= RP_SECRET_MAX) {
                         secret = key->value;
                         secret_len = key->value_len;

@@ -1,6 +1,8 @@
 #include "lib/files_internal.h"
 #include "lib/util.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <dirent.h>
 #include <grp.h>
 #include <linux/magic.h>
@@ -350,6 +352,49 @@ int files_ensure_dir(int root_fd, const char *path, const struct files_owner *o,
 /* in -> out until EOF or max bytes. sendfile keeps the bytes in the kernel (file to pipe, file
  * to file); what cannot be spliced (some /proc files) goes through a buffer. in_off: NULL to
  * use and move in's file offset, else read from *in_off without touching the offset. */
+/* The gzip stream of in (from its start), decompressed into out: at most FILES_MAX_WRITE bytes
+ * (-EFBIG beyond), -EINVAL for data that is not gzip. */
+static int gunzip_fd(int in, int out, uint64_t *ret_copied)
+{
+        if (lseek(in, 0, SEEK_SET) < 0)
+                return -errno;
+        struct archive *a = archive_read_new();
+        if (!a)
+                return -ENOMEM;
+        archive_read_support_filter_gzip(a);
+        archive_read_support_format_raw(a);
+        struct archive_entry *ent;
+        int r = -EINVAL;
+        uint64_t total = 0;
+        _cleanup_free_ char *buf = malloc(FILES_COPY_BUF);
+        if (!buf)
+                r = -ENOMEM;
+        else if (archive_read_open_fd(a, in, 65536) == ARCHIVE_OK &&
+                 archive_read_next_header(a, &ent) == ARCHIVE_OK &&
+                 archive_filter_code(a, 0) == ARCHIVE_FILTER_GZIP) {
+                for (r = 0;;) {
+                        la_ssize_t n = archive_read_data(a, buf, FILES_COPY_BUF);
+                        if (n == 0)
+                                break;
+                        if (n < 0) {
+                                r = -EINVAL;
+                                break;
+                        }
+                        total += (uint64_t)n;
+                        if (total > FILES_MAX_WRITE) {
+                                r = -EFBIG;
+                                break;
+                        }
+                        if ((r = write_all(out, buf, (size_t)n)) < 0)
+                                break;
+                }
+        }
+        archive_read_free(a);
+        if (r >= 0)
+                *ret_copied = total;
+        return r;
+}
+
 static int copy_fd(int in, off_t *in_off, int out, uint64_t max, uint64_t *ret_copied)
 {
         _cleanup_free_ char *buf = NULL;
@@ -435,7 +480,10 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
         struct stat up;
         if (fstat(rq->upload_fd, &up) < 0)
                 return files_fail(sfd, -errno, "upload: %s", strerror(errno));
-        if ((uint64_t)up.st_size > FILES_MAX_WRITE)
+        if (rq->upload_range && (rq->upload_off > (uint64_t)up.st_size ||
+                                 rq->upload_len > (uint64_t)up.st_size - rq->upload_off))
+                return files_fail(sfd, -EINVAL, "upload: a range beyond its end");
+        if ((rq->upload_range ? rq->upload_len : (uint64_t)up.st_size) > FILES_MAX_WRITE)
                 return files_fail(
                     sfd, -EFBIG, "upload of %llu bytes is larger than the limit of %llu",
                     (unsigned long long)up.st_size, (unsigned long long)FILES_MAX_WRITE);
@@ -470,10 +518,15 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
         }
         if (fd < 0)
                 return files_fail_path(sfd, -errno, rq->path);
-        off_t off = 0;
-        uint64_t copied = 0;
-        r = copy_fd(rq->upload_fd, &off, fd, (uint64_t)up.st_size, &copied);
-        if (r >= 0 && copied != (uint64_t)up.st_size)
+        off_t off = rq->upload_range ? (off_t)rq->upload_off : 0;
+        uint64_t copied = 0, want = rq->upload_range ? rq->upload_len : (uint64_t)up.st_size;
+        if (rq->gunzip) {
+                r = gunzip_fd(rq->upload_fd, fd, &copied);
+                want = copied;
+        } else {
+                r = copy_fd(rq->upload_fd, &off, fd, want, &copied);
+        }
+        if (r >= 0 && copied != want)
                 r = -EIO; /* the spool file is ours and does not shrink */
         if (r >= 0)
                 r = set_owner_mode(fd, &o, mode);
@@ -486,7 +539,7 @@ static int op_write(int root_fd, const struct files_request *rq, int sfd)
                 return files_fail_path(sfd, r, rq->path);
         }
         (void)fsync(pfd);
-        return files_report(sfd, FILES_DONE, 0, (uint64_t)up.st_size, 0, NULL);
+        return files_report(sfd, FILES_DONE, 0, copied, 0, NULL);
 }
 
 static int op_remove(int root_fd, const struct files_request *rq, int sfd)

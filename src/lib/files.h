@@ -68,6 +68,11 @@ struct files_request {
         bool parents;       /* FILES_WRITE, FILES_MKDIR, FILES_ARCHIVE_IN: create missing dirs */
         bool recursive;     /* FILES_REMOVE; FILES_WATCH: also every directory below */
         bool overwrite;     /* FILES_MOVE: replace an existing destination */
+        /* FILES_WRITE: upload_range: only the bytes [upload_off, upload_off + upload_len) of
+         * the upload, e.g. one part of a multipart body; gunzip: the upload is gzip data,
+         * written decompressed (at most FILES_MAX_WRITE bytes). */
+        bool upload_range, gunzip;
+        uint64_t upload_off, upload_len;
 };
 
 enum files_phase { FILES_READY = 1, FILES_DONE = 2 };

@@ -3,7 +3,7 @@
 // SDK turns into its exception classes.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Sandbox, NotFoundError, SandboxNotFoundError, AuthenticationError } from 'e2b';
+import { Sandbox, NotFoundError, SandboxNotFoundError, AuthenticationError, ALL_TRAFFIC } from 'e2b';
 import { paddock, sleep, RUN } from './helpers.mjs';
 
 const made = [];
@@ -50,6 +50,19 @@ test('paddock.kind metadata makes a read-only Paddock sandbox', async () => {
   assert.equal(env.json.kind, 'sandbox');
   await sbx.files.write('/tmp/x.txt', 'in a sandbox');
   assert.equal(await sbx.files.read('/tmp/x.txt'), 'in a sandbox');
+});
+
+test('allowInternetAccess and network rules map onto network modes', async () => {
+  const mode = async (opts) => {
+    const sbx = await create(opts);
+    return (await paddock('GET', `/v1/envs/${sbx.sandboxId}`)).json.network;
+  };
+  assert.equal((await mode({ allowInternetAccess: false })).mode, 'none');
+  const allow = await mode({ network: { denyOut: [ALL_TRAFFIC], allowOut: ['1.1.1.1', 'example.com'] } });
+  assert.equal(allow.mode, 'allow');
+  assert.deepEqual(allow.allow, ['1.1.1.1', 'example.com']);
+  assert.equal((await mode({ network: { denyOut: [ALL_TRAFFIC] } })).mode, 'none');
+  await assert.rejects(Sandbox.create({ network: { denyOut: ['10.0.0.0/8'] } }), /denyOut/);
 });
 
 test('connect returns the running sandbox; both handles keep working', async () => {

@@ -842,19 +842,6 @@ def test_build_runs_mmdebstrap_without_host_root(daemon, local_mirror):
     assert os.stat(os.path.join(r, "home/user/owned")).st_uid == 1000
 
 
-def descendants(pid):
-    out = []
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            kids = [int(k) for k in f.read().split()]
-    except OSError:
-        return out
-    for k in kids:
-        out.append(k)
-        out.extend(descendants(k))
-    return out
-
-
 def test_image_helpers_hold_none_of_the_daemons_descriptors(daemon, registry):
     """The helper parses what a registry sends: the daemon's API socket, database, pidfds and
     sessions must not be within its reach."""

@@ -15,8 +15,9 @@ void image_report_size(uint64_t bytes)
 }
 
 int image_job_start(struct engine *e, const char *name, const char *what, image_fill_fn fill,
-                    void *arg, int keep_fd, const struct image_callbacks *cb,
-                    struct image_job **ret_job, char *err, size_t errlen)
+                    void *arg, int keep_fd, const struct image_helper_opts *opts,
+                    const struct image_callbacks *cb, struct image_job **ret_job, char *err,
+                    size_t errlen)
 {
         return -ENOSYS;
 }
