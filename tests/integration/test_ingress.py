@@ -317,6 +317,35 @@ def test_e2b_policy_public_and_traffic_token(preview):
     assert st == 401, body
 
 
+def test_e2b_sandbox_allow_public_traffic(idaemon):
+    """An E2B sandbox is public by default (getHost works without credentials); created with
+    network.allowPublicTraffic false, its preview needs the trafficAccessToken of the create
+    answer in e2b-traffic-access-token."""
+    d = idaemon
+    r = d.api("POST", "/v2/sandboxes", {"templateID": "base", "timeout": 300})
+    assert r.status == 201 and r.json["trafficAccessToken"] is None, r
+    assert r.json["domain"] == DOMAIN, r.json
+    pub = r.json["sandboxID"]
+    r = d.api("POST", "/v2/sandboxes", {"templateID": "base", "timeout": 300,
+                                        "network": {"allowPublicTraffic": False}})
+    assert r.status == 201, r
+    priv, tat = r.json["sandboxID"], r.json["trafficAccessToken"]
+    assert tat and len(tat) >= 32, r.json
+    for sid in (pub, priv):
+        start_httpd(d, sid, 8000, sid)
+    st, _, body = get(d, host(8000, pub))
+    assert (st, body) == (200, ("hello from %s\n" % pub).encode())
+    st, _, body = get(d, host(8000, priv))
+    assert st == 401, body
+    st, _, body = get(d, host(8000, priv), headers={"e2b-traffic-access-token": tat + "x"})
+    assert st == 401, body
+    st, _, body = get(d, host(8000, priv), headers={"e2b-traffic-access-token": tat})
+    assert (st, body) == (200, ("hello from %s\n" % priv).encode())
+    # the token is shown once: connect does not repeat it
+    r = d.api("POST", "/v2/sandboxes/%s/connect" % priv, {"timeout": 60})
+    assert r.status in (200, 201) and r.json.get("trafficAccessToken") is None, r
+
+
 def test_port_url(idaemon, make_daemon):
     d = idaemon
     assert d.cli("port", "url", "web", "8000").out.strip() == \
