@@ -178,9 +178,13 @@ fuzz-smoke: fuzz-build
 	 rc=$$?; rm -rf $$work; exit $$rc
 
 PREFIX ?= /usr/local
+# The programs only; scripts/install.sh also installs the systemd unit, the state directory and
+# the group (docs/operations.md). paddockd finds its helpers in ../lib/paddock.
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BUILD)/paddockd $(BUILD)/paddock $(BUILD)/paddock-init $(BUILD)/paddock-gateway $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/paddock
+	install -m 0755 $(BUILD)/paddock $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/paddockd $(DESTDIR)$(PREFIX)/sbin/
+	install -m 0755 $(BUILD)/paddock-init $(BUILD)/paddock-gateway $(DESTDIR)$(PREFIX)/lib/paddock/
 
 clean:
 	rm -rf $(BUILD) compile_commands.json

@@ -1,5 +1,5 @@
 #include "cli/client.h"
-#include "cli/http1.h"
+#include "lib/http1.h"
 #include "cli/transport.h"
 #include "lib/util.h"
 

@@ -29,13 +29,19 @@ enum {
         OPT_DISK_WRITE_BPS,
         OPT_DISK_READ_IOPS,
         OPT_DISK_WRITE_IOPS,
+        OPT_IDLE_TIMEOUT,
+        OPT_IDLE_ACTION,
 };
 
 #define IO_HELP                                                                                    \
         "  --disk-read-bps RATE  disk reads per second in bytes, e.g. 10M (0: no limit)\n"          \
         "  --disk-write-bps RATE disk writes per second in bytes, e.g. 10M (0: no limit)\n"         \
         "  --disk-read-iops N    disk read operations per second (0: no limit)\n"                  \
-        "  --disk-write-iops N   disk write operations per second (0: no limit)\n"
+        "  --disk-write-iops N   disk write operations per second (0: no limit)\n"          \
+        "  --idle-timeout DURATION  pause or stop it after this long without activity (exec,\n" \
+        "                        shell, files, background output, network traffic; 0: never)\n" \
+        "  --idle-action pause|stop  what idle does (default: pause a sandbox, stop a\n"      \
+        "                        computer); the next exec or file request wakes it\n"
 
 
 static const char create_help[] =
@@ -100,6 +106,8 @@ static const char update_help[] =
             {"disk-write-bps", required_argument, NULL, OPT_DISK_WRITE_BPS},                       \
             {"disk-read-iops", required_argument, NULL, OPT_DISK_READ_IOPS},                       \
             {"disk-write-iops", required_argument, NULL, OPT_DISK_WRITE_IOPS},                     \
+            {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},                           \
+            {"idle-action", required_argument, NULL, OPT_IDLE_ACTION},                             \
         {                                                                                          \
                 "autostart", no_argument, NULL, OPT_AUTOSTART                                      \
         }
@@ -160,6 +168,12 @@ static int limit_option(json_t *body, int c, const char *verb)
                 break;
         case OPT_TTL:
                 key = "ttl";
+                break;
+        case OPT_IDLE_TIMEOUT:
+                key = "idle_timeout";
+                break;
+        case OPT_IDLE_ACTION:
+                key = "idle_action";
                 break;
         case OPT_PIDS: {
                 json_t *v = count_value(optarg);

@@ -103,12 +103,18 @@ static int env_row(struct table *t, const json_t *env, time_t now)
 {
         const json_t *limits = json_object_get(env, "limits");
         const json_t *net = json_object_get(env, "network");
-        char cpus[32], mem[32], pids[32], created[32], expires[32];
+        char cpus[32], mem[32], pids[32], created[32], expires[32], state[48];
         time_t ts;
+        /* paused or stopped by its idle timeout: "paused(idle)", "stopped(idle)" */
+        const char *st = json_string_value(json_object_get(env, "state"));
+        if (st && json_is_string(json_object_get(env, "idled_at")))
+                snprintf(state, sizeof(state), "%s(idle)", st);
+        else
+                snprintf(state, sizeof(state), "%s", st ? st : "");
         const char *cells[] = {
             json_string_value(json_object_get(env, "name")),
             json_string_value(json_object_get(env, "kind")),
-            json_string_value(json_object_get(env, "state")),
+            st ? state : NULL,
             json_string_value(json_object_get(net, "ip")), /* null before it has one */
             json_string_value(json_object_get(env, "image")),
             number_cell(json_object_get(limits, "cpus"), cpus, sizeof(cpus)),

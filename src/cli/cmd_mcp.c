@@ -8,7 +8,6 @@
  * That also means a notifications/cancelled can only arrive after the call it names has been
  * answered; it is ignored, as the protocol allows. */
 #include "cli/cli.h"
-#include "cli/mcp.h"
 #include "cli/mcp_server.h"
 #include "cli/opts.h"
 #include "lib/jsonutil.h"
@@ -182,9 +181,9 @@ int cmd_mcp(struct cli *cli, int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         if (client->remote)
                 probe_remote(client);
-        struct mcp_server server = {.client = client};
         if (http)
-                return mcp_serve_http(&server, http) < 0 ? EXIT_FAIL : EXIT_OK;
+                return mcp_serve_http(client, http) < 0 ? EXIT_FAIL : EXIT_OK;
+        struct mcp_server server = {.backend = mcp_client_backend(client)};
         r = serve_stdio(&server);
         if (r < 0 && r != -EPIPE) {
                 fprintf(stderr, "paddock mcp: %s\n", strerror(-r));

@@ -212,23 +212,12 @@ static const char *status_reason(int status)
         }
 }
 
-static bool version_known(const char *v)
-{
-        static const char *const known[] = {MCP_LATEST_VERSION, "2025-03-26", "2024-11-05"};
-        for (size_t i = 0; i < ELEMENTSOF(known); i++)
-                if (strcmp(v, known[i]) == 0)
-                        return true;
-        return false;
-}
-
 /* One JSON-RPC message of an accepted POST, its calls made as the caller's token. */
-static void answer(const struct mcp_server *server, int fd, const struct http_req *q,
-                   const char *token)
+static void answer(const struct client *client, int fd, const struct http_req *q, const char *token)
 {
-        struct client as_caller = *server->client;
+        struct client as_caller = *client;
         as_caller.token = token;
-        struct mcp_server per_request = *server;
-        per_request.client = &as_caller;
+        struct mcp_server per_request = {.backend = mcp_client_backend(&as_caller)};
         _cleanup_json_ json_t *msg = json_loadb(q->body, q->body_len, 0, NULL);
         _cleanup_json_ json_t *reply = mcp_server_handle(&per_request, q->body, q->body_len);
         if (!reply) {
@@ -240,7 +229,7 @@ static void answer(const struct mcp_server *server, int fd, const struct http_re
         send_json(fd, refused ? 400 : 200, refused ? "Bad Request" : "OK", reply);
 }
 
-static void serve_connection(struct mcp_server *server, int fd)
+static void serve_connection(struct client *client, int fd)
 {
         struct http_req q = {};
         int r = read_request(fd, &q);
@@ -274,11 +263,11 @@ static void serve_connection(struct mcp_server *server, int fd)
                            "an API token is required: Authorization: Bearer <token>");
                 goto out;
         }
-        if (q.version && !version_known(q.version)) {
+        if (q.version && !mcp_version_known(q.version)) {
                 send_error(fd, 400, "Bad Request", NULL, "unsupported MCP-Protocol-Version");
                 goto out;
         }
-        answer(server, fd, &q, token);
+        answer(client, fd, &q, token);
 out:
         http_req_done(&q);
 }
@@ -333,7 +322,7 @@ static int listen_on(const char *address)
         return fd;
 }
 
-int mcp_serve_http(struct mcp_server *s, const char *address)
+int mcp_serve_http(struct client *client, const char *address)
 {
         _cleanup_close_ int lfd = listen_on(address);
         if (lfd < 0)
@@ -372,7 +361,7 @@ int mcp_serve_http(struct mcp_server *s, const char *address)
                 struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
                 (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
                 (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-                serve_connection(s, fd);
+                serve_connection(client, fd);
                 close(fd);
         }
 }

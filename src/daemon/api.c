@@ -327,6 +327,11 @@ static void token_delete(const struct route_call *c)
         api_token_delete(c->r, c->e, c->arg[0]);
 }
 
+static void mcp_post(const struct route_call *c)
+{
+        api_mcp(c->r, c->e);
+}
+
 #define ENV_FIRST ROUTE_ENV_FIRST
 #define PROCS     (ROUTE_ENV_FIRST | ROUTE_OWN_METHODS)
 /* Every route of the API. A pattern is literal segments and {placeholders}; one that starts
@@ -382,6 +387,7 @@ static const struct api_route_entry routes[] = {
     {{"GET", "/v1/tokens"}, tokens_route, NULL, 0},
     {{"POST", "/v1/tokens"}, tokens_route, NULL, 0},
     {{"DELETE", "/v1/tokens/{name}"}, token_delete, NULL, 0},
+    {{"POST", "/mcp"}, mcp_post, NULL, 0},
 };
 #undef ENV_FIRST
 #undef PROCS
@@ -466,6 +472,7 @@ void api_request_done(struct request *r, void *engine)
         metrics_request_done(r);
         audit_request_done(r);
         tokens_session_remove(engine_tokens(engine), req_session(r));
+        api_idle_done(r, engine);
 }
 
 /* Who is asking: Authorization: Bearer <secret> (or, without an Authorization field,
@@ -581,6 +588,8 @@ void api_handle(struct request *r, void *ctx)
         if (e2b_handle(r, ctx))
                 return;
         if (!route_request(r, &c, &hit))
+                return;
+        if (!api_idle_before(r, c.e, c.v, hit->route.pattern))
                 return;
         hit->call(&c);
         track_request(r, c.e);

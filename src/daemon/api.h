@@ -71,6 +71,8 @@ void api_images_import(struct request *r, struct engine *e);
 void api_image_get(struct request *r, struct engine *e, const char *name, const char *sub);
 void api_image_delete(struct request *r, struct engine *e, const char *name);
 void api_system(struct request *r, struct engine *e);
+/* POST /mcp: the MCP tools over streamable HTTP (api_mcp.c). */
+void api_mcp(struct request *r, struct engine *e);
 /* /v1/tokens and /v1/tokens/{name} (api_tokens.c), administrators only. */
 void api_tokens(struct request *r, struct engine *e);
 void api_token_delete(struct request *r, struct engine *e, const char *name);
@@ -90,6 +92,11 @@ struct quota_ask {
 };
 bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q);
 /* Called at every quota refusal; limit is "max-envs", "max-cpus", "max-memory" or "max-disk". */
+/* Idle stop (api_idle.c): before a handler, count the request as activity of its environment
+ * and wake it if the route needs it running (false: answered with an error); when it is over,
+ * count it again (a long request). */
+bool api_idle_before(struct request *r, struct engine *e, struct env *v, const char *pattern);
+void api_idle_done(struct request *r, struct engine *e);
 void api_quota_refused(struct request *r, const char *limit, const char *message);
 
 /* Shared value parsers: a JSON value that is a string with units or a plain number.

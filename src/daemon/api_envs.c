@@ -201,11 +201,39 @@ static bool parse_limits(struct request *r, json_t *body, struct cgroup_limits *
         return true;
 }
 
+/* "idle_timeout": a duration, 0 or null = never; "idle_action": "pause" or "stop". */
+static bool parse_idle(struct request *r, json_t *body, bool *has_timeout, uint64_t *timeout,
+                       bool *has_action, enum idle_action *action)
+{
+        json_t *j;
+        if ((j = json_object_get(body, "idle_timeout"))) {
+                *has_timeout = true;
+                *timeout = 0;
+                if (!json_is_null(j) && !api_duration(r, j, "idle_timeout", timeout))
+                        return false;
+        }
+        if ((j = json_object_get(body, "idle_action"))) {
+                const char *a = json_string_value(j);
+                *has_action = true;
+                if (a && !strcmp(a, "pause")) {
+                        *action = IDLE_PAUSE;
+                } else if (a && !strcmp(a, "stop")) {
+                        *action = IDLE_STOP;
+                } else {
+                        http_reply_error(r, 400, "invalid_argument",
+                                         "idle_action: must be \"pause\" or \"stop\"");
+                        return false;
+                }
+        }
+        return true;
+}
+
 void api_envs_create(struct request *r, struct engine *e)
 {
         static const char *const fields[] = {"name", "kind", "image", "cpus", "memory", "swap",
                                              "pids", "disk", "ttl", "env", "labels", "autostart",
-                                             "network", "io", NULL};
+                                             "network", "io", "idle_timeout", "idle_action",
+                                             NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
@@ -256,6 +284,10 @@ void api_envs_create(struct request *r, struct engine *e)
                 goto out;
         if ((j = json_object_get(body, "ttl")) && !json_is_null(j) &&
             !api_duration(r, j, "ttl", &spec.ttl_s))
+                goto out;
+        bool has_idle_timeout = false, has_idle_action = false;
+        if (!parse_idle(r, body, &has_idle_timeout, &spec.idle_timeout_s, &has_idle_action,
+                        &spec.idle_action))
                 goto out;
         if ((j = json_object_get(body, "disk")) && !json_is_null(j)) {
                 /* computers: a quota on their disk; sandboxes: the size of /tmp and /workspace */
@@ -332,29 +364,103 @@ out:
         json_decref(body);
 }
 
+/* A listing in progress: each environment's JSON (with its cgroup and disk readings) is made
+ * by an engine_pass, a slice per turn of the loop, so listing thousands never holds the loop
+ * for long. */
+struct listing {
+        struct request *r;
+        struct caller c;
+        const char *labels[32];
+        size_t n_labels;
+        /* The answer's text, written one environment at a time (each serialised as soon as it
+         * is made, so the end of the pass has no big document to dump). */
+        FILE *f;
+        char *text;
+        size_t len, n;
+        struct engine_pass *pass;
+};
+
+static void listing_free(struct listing *l)
+{
+        engine_pass_cancel(l->pass);
+        if (l->f)
+                fclose(l->f);
+        free(l->text);
+        free(l);
+}
+
+static void listing_each(struct engine *e, struct env *v, void *data)
+{
+        struct listing *l = data;
+        bool match = caller_sees_env(&l->c, v);
+        for (size_t i = 0; i < l->n_labels && match; i++) {
+                char key[128];
+                const char *eq = strchr(l->labels[i], '=');
+                size_t klen = eq ? (size_t)(eq - l->labels[i]) : strlen(l->labels[i]);
+                if (klen >= sizeof(key))
+                        klen = sizeof(key) - 1;
+                memcpy(key, l->labels[i], klen);
+                key[klen] = 0;
+                match = eq ? env_has_label(v, key, eq + 1) : false;
+        }
+        if (!match)
+                return;
+        json_t *j = engine_env_json_listed(e, v);
+        if (j) {
+                fputs(l->n++ ? "," : "", l->f);
+                json_dumpf(j, l->f, JSON_COMPACT | JSON_ENSURE_ASCII);
+        }
+        json_decref(j);
+}
+
+/* {"envs":[...]} and a newline, as http_reply_json would have written it. */
+static void listing_done(struct engine *e, void *data)
+{
+        (void)e;
+        struct listing *l = data;
+        struct request *r = l->r;
+        l->pass = NULL;
+        req_on_free(r, NULL, NULL);
+        fputs("]}\n", l->f);
+        int rr = fclose(l->f);
+        l->f = NULL;
+        if (rr != 0)
+                http_reply_errno(r, -ENOMEM, "listing");
+        else
+                http_reply_text(r, 200, "application/json", TAKE_PTR(l->text), l->len);
+        listing_free(l);
+}
+
+static void listing_gone(void *data) /* the client hung up first */
+{
+        listing_free(data);
+}
+
 void api_envs_list(struct request *r, struct engine *e)
 {
-        const char *labels[32];
-        size_t n = req_query_all(r, "label", labels, ELEMENTSOF(labels));
-        json_t *arr = json_array();
-        struct caller c;
-        api_caller(r, &c);
-        for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v)) {
-                bool match = caller_sees_env(&c, v);
-                for (size_t i = 0; i < n && match; i++) {
-                        char key[128];
-                        const char *eq = strchr(labels[i], '=');
-                        size_t klen = eq ? (size_t)(eq - labels[i]) : strlen(labels[i]);
-                        if (klen >= sizeof(key))
-                                klen = sizeof(key) - 1;
-                        memcpy(key, labels[i], klen);
-                        key[klen] = 0;
-                        match = eq ? env_has_label(v, key, eq + 1) : false;
-                }
-                if (match)
-                        json_array_append_new(arr, engine_env_json_listed(e, v));
+        struct listing *l = calloc(1, sizeof(*l));
+        if (!l || !(l->f = open_memstream(&l->text, &l->len))) {
+                free(l);
+                http_reply_errno(r, -ENOMEM, "listing");
+                return;
         }
-        http_reply_json(r, 200, json_pack("{s:o}", "envs", arr));
+        fputs("{\"envs\":[", l->f);
+        l->r = r;
+        /* the label strings are the request's: it outlives the pass */
+        l->n_labels = req_query_all(r, "label", l->labels, ELEMENTSOF(l->labels));
+        api_caller(r, &l->c);
+        struct engine_pass *p;
+        int rr = engine_pass_start(e, listing_each, listing_done, l, &p);
+        if (rr < 0) {
+                listing_free(l);
+                http_reply_errno(r, rr, "listing");
+                return;
+        }
+        if (!p)
+                return; /* answered already */
+        l->pass = p;
+        req_on_free(r, listing_gone, l);
+        http_defer(r);
 }
 
 void api_env_get(struct request *r, struct engine *e, struct env *v)
@@ -365,7 +471,8 @@ void api_env_get(struct request *r, struct engine *e, struct env *v)
 void api_env_patch(struct request *r, struct engine *e, struct env *v)
 {
         static const char *const fields[] = {"cpus", "memory", "swap", "pids", "ttl", "autostart",
-                                             "network", "disk", "io", NULL};
+                                             "network", "disk", "io", "idle_timeout",
+                                             "idle_action", NULL};
         json_t *body = req_json_object(r);
         if (!body)
                 return;
@@ -397,6 +504,9 @@ void api_env_patch(struct request *r, struct engine *e, struct env *v)
                 if (!json_is_null(j) && !api_duration(r, j, "ttl", &p.ttl_s))
                         goto out;
         }
+        if (!parse_idle(r, body, &p.has_idle_timeout, &p.idle_timeout_s, &p.has_idle_action,
+                        &p.idle_action))
+                goto out;
         if ((j = json_object_get(body, "disk"))) {
                 p.has_disk = true; /* null: no limit */
                 if (!json_is_null(j) && !api_size(r, j, "disk", &p.disk))

@@ -207,35 +207,85 @@ static void text_closed(void *data)
 
 static const struct http_stream_ops text_ops = {.read = text_read, .closed = text_closed};
 
-static bool sees(const struct env *v, const void *ctx)
+/* A scrape in progress: the environments' readings are taken by an engine_pass (a slice per
+ * turn of the loop), the text is written when the last is in. */
+struct scrape {
+        struct request *r;
+        struct caller c;
+        struct metrics_envs *m;
+        struct engine_pass *pass;
+        int err;
+};
+
+static void scrape_free(struct scrape *s)
 {
-        return caller_sees_env(ctx, v);
+        engine_pass_cancel(s->pass);
+        metrics_envs_free(s->m);
+        free(s);
+}
+
+static void scrape_each(struct engine *e, struct env *v, void *data)
+{
+        struct scrape *s = data;
+        if (!s->err && caller_sees_env(&s->c, v))
+                s->err = metrics_envs_add(s->m, e, v);
+}
+
+static void scrape_gone(void *data) /* the client hung up first */
+{
+        scrape_free(data);
 }
 
 /* An agent token sees its own environments' series and nothing daemon-wide (how many
  * environments others have, which routes they call). */
-void api_metrics(struct request *r, struct engine *e)
+static void scrape_done(struct engine *e, void *data)
 {
-        struct caller c;
-        api_caller(r, &c);
-        struct text *t = calloc(1, sizeof(*t));
+        struct scrape *s = data;
+        struct request *r = s->r;
+        s->pass = NULL;
+        req_on_free(r, NULL, NULL);
+        struct text *t = s->err ? NULL : calloc(1, sizeof(*t));
         FILE *f = t ? open_memstream(&t->buf, &t->len) : NULL;
         if (!f) {
                 free(t);
+                http_reply_errno(r, s->err ? s->err : -ENOMEM, "metrics");
+                scrape_free(s);
+                return;
+        }
+        int rr = metrics_envs_write(s->m, f);
+        if (s->c.admin) {
+                metrics_write_daemon(e, s->m, f);
+                write_requests(f);
+        }
+        scrape_free(s);
+        if (fclose(f) != 0 || rr < 0) {
+                text_closed(t);
                 http_reply_errno(r, -ENOMEM, "metrics");
                 return;
         }
-        int rr = metrics_write_envs(e, f, sees, &c);
-        if (rr >= 0 && c.admin) {
-                metrics_write_daemon(e, f);
-                write_requests(f);
+        http_reply_stream(r, 200, "text/plain; version=0.0.4; charset=utf-8", &text_ops, t);
+}
+
+void api_metrics(struct request *r, struct engine *e)
+{
+        struct scrape *s = calloc(1, sizeof(*s));
+        if (!s || !(s->m = metrics_envs_new())) {
+                free(s);
+                http_reply_errno(r, -ENOMEM, "metrics");
+                return;
         }
-        if (fclose(f) != 0 && rr >= 0)
-                rr = -ENOMEM;
+        s->r = r;
+        api_caller(r, &s->c);
+        struct engine_pass *p;
+        int rr = engine_pass_start(e, scrape_each, scrape_done, s, &p);
         if (rr < 0) {
-                text_closed(t);
+                scrape_free(s);
                 http_reply_errno(r, rr, "metrics");
                 return;
         }
-        http_reply_stream(r, 200, "text/plain; version=0.0.4; charset=utf-8", &text_ops, t);
+        if (!p)
+                return; /* done already (scrape_done answered and freed s) */
+        s->pass = p;
+        req_on_free(r, scrape_gone, s);
+        http_defer(r);
 }

@@ -216,7 +216,9 @@ bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q
         if (!t)
                 return true; /* the local administrator has no quotas */
         uint64_t n = 0, cpus = 0, mem = 0, disk = 0;
-        for (struct env *o = engine_next(e, NULL); o; o = engine_next(e, o)) {
+        /* Only the token's own environments (the engine keeps a list per owner). */
+        for (struct env *o = engine_next_owned(e, t->name, NULL); o;
+             o = engine_next_owned(e, t->name, o)) {
                 if (o == q->env || strcmp(env_owner(o), t->name) != 0)
                         continue;
                 n++;

@@ -11,6 +11,7 @@
 #include "lib/util.h"
 
 #include <arpa/inet.h>
+#include <time.h>
 
 /* ---- small accessors ------------------------------------------------------------------- */
 
@@ -195,6 +196,11 @@ char *spec_dump(const struct env *v)
                 json_object_set_new(j, "disk", json_integer((json_int_t)v->disk_bytes));
         if (j && cgroup_limits_have_io(&v->limits))
                 json_object_set_new(j, "io", env_io_json(&v->limits, false));
+        if (j && v->idle_timeout_s)
+                json_object_set_new(j, "idle", json_pack("{s:I,s:s,s:I}", "timeout",
+                                                         (json_int_t)v->idle_timeout_s, "action",
+                                                         v->idle_stop ? "stop" : "pause",
+                                                         "idled_at", (json_int_t)v->idled_at));
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         return s;
@@ -225,6 +231,10 @@ static void spec_load(struct env *v)
         v->limits.io_read_iops = (uint64_t)json_integer_value(json_object_get(io, "read_iops"));
         v->limits.io_write_iops = (uint64_t)json_integer_value(json_object_get(io, "write_iops"));
         netpolicy_load(&v->net, json_object_get(j, "network"));
+        json_t *idle = json_object_get(j, "idle");
+        v->idle_timeout_s = (uint64_t)json_integer_value(json_object_get(idle, "timeout"));
+        v->idle_stop = !strcmp(json_string_value(json_object_get(idle, "action")) ?: "", "stop");
+        v->idled_at = json_integer_value(json_object_get(idle, "idled_at"));
         if (inet_pton(AF_INET, v->row.ip, &v->addr) != 1)
                 v->addr.s_addr = 0;
         json_decref(j);
@@ -251,29 +261,165 @@ void env_free(struct env *v)
         free(v);
 }
 
+static size_t addr_hash(struct in_addr a)
+{
+        uint32_t h = ntohl(a.s_addr);
+        return (size_t)(h * 2654435761u); /* consecutive addresses land in different buckets */
+}
+
 /* At least one bucket per environment (want): doubled, every environment rehashed, when they
- * would be outnumbered (amortized O(1) per append). */
+ * would be outnumbered (amortized O(1) per append). by_name and by_addr grow together. */
 static int buckets_grow(struct engine *e, size_t want)
 {
         if (want <= e->n_buckets)
                 return 0;
         size_t cap = e->n_buckets ? 2 * e->n_buckets : 64;
         struct env **b = calloc(cap, sizeof(*b));
-        if (!b)
+        struct env **a = calloc(cap, sizeof(*a));
+        if (!b || !a) {
+                free(b);
+                free(a);
                 return -ENOMEM;
+        }
         for (struct env *v = e->envs; v; v = v->next) {
                 size_t i = name_hash(v->row.name) & (cap - 1);
                 v->hnext = b[i];
                 b[i] = v;
+                if (v->addr.s_addr) {
+                        i = addr_hash(v->addr) & (cap - 1);
+                        v->anext = a[i];
+                        a[i] = v;
+                }
         }
         free(e->by_name);
+        free(e->by_addr);
         e->by_name = b;
+        e->by_addr = a;
         e->n_buckets = cap;
         return 0;
 }
 
+static bool env_listed(const struct engine *e, const struct env *v)
+{
+        return v->prev || e->envs == v;
+}
+
+static void addr_unhash(struct engine *e, struct env *v)
+{
+        if (!e->n_buckets || !v->addr.s_addr)
+                return;
+        for (struct env **p = &e->by_addr[addr_hash(v->addr) & (e->n_buckets - 1)]; *p;
+             p = &(*p)->anext)
+                if (*p == v) {
+                        *p = v->anext;
+                        break;
+                }
+        v->anext = NULL;
+}
+
+void env_addr_set(struct engine *e, struct env *v)
+{
+        if (!env_listed(e, v) || !e->n_buckets || !v->addr.s_addr)
+                return; /* env_append hashes it */
+        addr_unhash(e, v);
+        size_t i = addr_hash(v->addr) & (e->n_buckets - 1);
+        v->anext = e->by_addr[i];
+        e->by_addr[i] = v;
+}
+
+struct env *engine_find_addr(struct engine *e, struct in_addr a)
+{
+        if (!e->n_buckets) {
+                for (struct env *v = e->envs; v; v = v->next)
+                        if (v->addr.s_addr == a.s_addr)
+                                return v;
+                return NULL;
+        }
+        for (struct env *v = e->by_addr[addr_hash(a) & (e->n_buckets - 1)]; v; v = v->anext)
+                if (v->addr.s_addr == a.s_addr)
+                        return v;
+        return NULL;
+}
+
+void env_expiry_set(struct engine *e, struct env *v)
+{
+        if (v->row.expires_at && (!e->next_expiry || v->row.expires_at < e->next_expiry))
+                e->next_expiry = v->row.expires_at;
+}
+
+static struct owner *owner_get(struct engine *e, const char *name, bool make)
+{
+        for (struct owner *o = e->owners; o; o = o->next)
+                if (!strcmp(o->name, name))
+                        return o;
+        if (!make)
+                return NULL;
+        struct owner *o = calloc(1, sizeof(*o));
+        if (!o)
+                return NULL;
+        snprintf(o->name, sizeof(o->name), "%s", name);
+        o->next = e->owners;
+        e->owners = o;
+        return o;
+}
+
+static void owner_drop(struct engine *e, struct env *v)
+{
+        struct owner *o = v->owner;
+        if (!o)
+                return;
+        *(v->oprev ? &v->oprev->onext : &o->envs) = v->onext;
+        if (v->onext)
+                v->onext->oprev = v->oprev;
+        v->onext = v->oprev = NULL;
+        v->owner = NULL;
+        if (--o->n == 0) {
+                for (struct owner **p = &e->owners; *p; p = &(*p)->next)
+                        if (*p == o) {
+                                *p = o->next;
+                                break;
+                        }
+                free(o);
+        }
+}
+
+static void owner_add(struct engine *e, struct env *v)
+{
+        struct owner *o = owner_get(e, v->row.owner, true);
+        if (!o)
+                return; /* out of memory: engine_next_owned falls back to the whole list */
+        v->owner = o;
+        v->oprev = NULL;
+        v->onext = o->envs;
+        if (o->envs)
+                o->envs->oprev = v;
+        o->envs = v;
+        o->n++;
+}
+
+struct env *engine_next_owned(struct engine *e, const char *owner, struct env *prev)
+{
+        if (prev && !prev->owner) { /* the fallback below */
+                for (struct env *v = prev->next; v; v = v->next)
+                        if (!strcmp(v->row.owner, owner))
+                                return v;
+                return NULL;
+        }
+        if (prev)
+                return prev->onext;
+        struct owner *o = owner_get(e, owner, false);
+        if (o)
+                return o->envs;
+        /* No list for it: either it owns nothing, or a list could not be made. */
+        for (struct env *v = e->envs; v; v = v->next)
+                if (!v->owner && !strcmp(v->row.owner, owner))
+                        return v;
+        return NULL;
+}
+
 void env_unlink(struct engine *e, struct env *v)
 {
+        engine_idle_forget(e, v);
         e->ports_gen++; /* its published ports go with its row */
         if (e->n_buckets)
                 for (struct env **p = &e->by_name[name_hash(v->row.name) & (e->n_buckets - 1)];
@@ -282,12 +428,15 @@ void env_unlink(struct engine *e, struct env *v)
                                 *p = v->hnext;
                                 break;
                         }
-        if (v->prev || e->envs == v) {
+        if (env_listed(e, v)) {
+                addr_unhash(e, v);
+                owner_drop(e, v);
+                e->n_linking -= v->net.n_links > 0;
                 *(v->prev ? &v->prev->next : &e->envs) = v->next;
                 *(v->next ? &v->next->prev : &e->envs_tail) = v->prev;
                 e->n_envs--;
         }
-        v->next = v->prev = v->hnext = NULL;
+        v->next = v->prev = v->hnext = v->anext = NULL;
 }
 
 /* O(1): the list keeps its tail, the hash its buckets (grown before v is linked, so the
@@ -306,7 +455,15 @@ void env_append(struct engine *e, struct env *v)
                 size_t i = name_hash(v->row.name) & (e->n_buckets - 1);
                 v->hnext = e->by_name[i];
                 e->by_name[i] = v;
+                if (v->addr.s_addr) {
+                        i = addr_hash(v->addr) & (e->n_buckets - 1);
+                        v->anext = e->by_addr[i];
+                        e->by_addr[i] = v;
+                }
         }
+        owner_add(e, v);
+        env_expiry_set(e, v);
+        e->n_linking += v->net.n_links > 0;
 }
 
 /* ---- environment variables -------------------------------------------------------------- */
@@ -407,10 +564,17 @@ void engine_free(struct engine *e)
         if (!e)
                 return;
         loop_cancel_timer(e->sweep);
+        engine_idle_free(e);
         engine_image_helpers_release(e);
         tokens_free(e->tokens);
         spare_free(e);
         free(e->by_name);
+        free(e->by_addr);
+        while (e->owners) {
+                struct owner *o = e->owners;
+                e->owners = o->next;
+                free(o);
+        }
         free(e->ports);
         while (e->envs) {
                 struct env *v = e->envs;
@@ -493,7 +657,9 @@ void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret
                              .disk_bytes = v->disk_bytes,
                              .autostart = v->row.autostart,
                              .env = v->vars,
-                             .labels = v->labels};
+                             .labels = v->labels,
+                             .idle_timeout_s = v->idle_timeout_s,
+                             .idle_action = v->idle_stop ? IDLE_STOP : IDLE_PAUSE};
         snprintf(s.image, sizeof(s.image), "%s", v->row.image);
         json_t *net = netpolicy_json(&v->net);
         netpolicy_load(&s.net, net);
@@ -507,4 +673,102 @@ void engine_mark_thawed(struct engine *e, struct env *v)
                 return;
         snprintf(v->row.status, sizeof(v->row.status), "running");
         env_save(e, v);
+}
+
+/* ---- passes over every environment, a slice per turn of the loop -------------------------- */
+
+#define PASS_SLICE_US 2000
+
+struct engine_pass {
+        struct engine *e;
+        engine_each_fn each;
+        engine_pass_done_fn done;
+        void *data;
+        char (*names)[NAME_BUF_SIZE]; /* who was there when it started, in creation order */
+        size_t n, next;
+        struct loop_timer *timer;
+};
+
+static uint64_t mono_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* One slice; true when the pass is over. At least one environment per slice. */
+static bool pass_slice(struct engine_pass *p)
+{
+        uint64_t end = mono_us() + PASS_SLICE_US;
+        do {
+                if (p->next >= p->n)
+                        break;
+                struct env *v = engine_find(p->e, p->names[p->next++]);
+                if (v)
+                        p->each(p->e, v, p->data);
+        } while (mono_us() < end);
+        return p->next >= p->n;
+}
+
+static void pass_free(struct engine_pass *p)
+{
+        loop_cancel_timer(p->timer);
+        free(p->names);
+        free(p);
+}
+
+static void pass_turn(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct engine_pass *p = data;
+        p->timer = NULL;
+        if (!pass_slice(p)) {
+                p->timer = loop_add_timer(p->e->cfg.loop, 0, pass_turn, p);
+                if (p->timer)
+                        return;
+                while (!pass_slice(p)) /* no timer: finish now rather than never */
+                        ;
+        }
+        engine_pass_done_fn done = p->done;
+        void *d = p->data;
+        struct engine *e = p->e;
+        pass_free(p);
+        done(e, d);
+}
+
+int engine_pass_start(struct engine *e, engine_each_fn each, engine_pass_done_fn done,
+                      void *data, struct engine_pass **ret)
+{
+        struct engine_pass *p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        *p = (struct engine_pass){.e = e, .each = each, .done = done, .data = data};
+        p->names = calloc(e->n_envs ? e->n_envs : 1, sizeof(*p->names));
+        if (!p->names) {
+                free(p);
+                return -ENOMEM;
+        }
+        for (struct env *v = e->envs; v && p->n < e->n_envs; v = v->next)
+                memcpy(p->names[p->n++], v->row.name, NAME_BUF_SIZE);
+        if (pass_slice(p)) { /* small: all of it now, no turn of the loop in between */
+                pass_free(p);
+                *ret = NULL;
+                done(e, data);
+                return 0;
+        }
+        /* 1 ms: a timer due now would run its slice in this same turn of the loop, right
+         * after this one (the later ones are armed after a 2 ms slice: due next turn). */
+        p->timer = loop_add_timer(e->cfg.loop, 1, pass_turn, p);
+        if (!p->timer) {
+                pass_free(p);
+                return -ENOMEM;
+        }
+        *ret = p;
+        return 0;
+}
+
+void engine_pass_cancel(struct engine_pass *p)
+{
+        if (p)
+                pass_free(p);
 }

@@ -2,6 +2,7 @@
  * The API layer calls only this interface (and exec.h); everything privileged or
  * kernel-facing happens below it. */
 #pragma once
+#include <stdio.h>
 #include "daemon/loop.h"
 #include "daemon/network.h"
 #include "lib/netpolicy.h"
@@ -33,6 +34,9 @@ struct engine_config {
         struct lxcfs *lxcfs;      /* the virtualized /proc files (daemon/lxcfs.h), or NULL */
 };
 
+/* What an idle environment becomes: IDLE_DEFAULT is pause for a sandbox, stop for a computer. */
+enum idle_action { IDLE_DEFAULT, IDLE_PAUSE, IDLE_STOP };
+
 /* A validated create request. */
 struct env_spec {
         char name[NAME_BUF_SIZE];
@@ -51,6 +55,8 @@ struct env_spec {
         json_t *labels; /* object of string values (borrowed) */
         struct netpolicy net; /* moved into the environment by engine_create */
         const char *owner;    /* the creating token's name; NULL or "" = the administrator */
+        uint64_t idle_timeout_s;   /* 0 = never idle (engine_idle.c) */
+        enum idle_action idle_action;
 };
 
 struct engine;
@@ -66,6 +72,9 @@ int engine_reconcile(struct engine *e);
 struct env *engine_find(struct engine *e, const char *name);
 /* Iterate: pass NULL to get the first. */
 struct env *engine_next(struct engine *e, struct env *prev);
+/* The same over the environments of one owner only (a token's name, "" = the administrator),
+ * in no particular order: a token's quota check costs its own environments, not everyone's. */
+struct env *engine_next_owned(struct engine *e, const char *owner, struct env *prev);
 const char *env_name(const struct env *v);
 /* The token that created it; "" = the administrator. */
 const char *env_owner(const struct env *v);
@@ -98,10 +107,41 @@ struct env_patch {
         /* Disk I/O limits (IO_READ_BPS..): has_io[i] = given, io[i] = the new value, 0 = none */
         bool has_io[4];
         uint64_t io[4];
+        bool has_idle_timeout, has_idle_action;
+        uint64_t idle_timeout_s; /* 0 = none */
+        enum idle_action idle_action;
 };
 enum { IO_READ_BPS, IO_WRITE_BPS, IO_READ_IOPS, IO_WRITE_IOPS };
 int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, char *err,
                  size_t errlen);
+
+/* A pass over every environment that never holds the loop for long: each() runs for every
+ * environment there when it starts (and still there when its turn comes), in creation order,
+ * in slices of about 2 ms, one per turn of the loop, so other clients are served in between;
+ * then done(). A pass that fits in one slice runs whole inside engine_pass_start (done()
+ * included) and sets *ret to NULL; otherwise *ret is the pass, which engine_pass_cancel stops
+ * (neither callback runs again; never from inside one of them). */
+struct engine_pass;
+typedef void (*engine_each_fn)(struct engine *e, struct env *v, void *data);
+typedef void (*engine_pass_done_fn)(struct engine *e, void *data);
+int engine_pass_start(struct engine *e, engine_each_fn each, engine_pass_done_fn done,
+                      void *data, struct engine_pass **ret);
+void engine_pass_cancel(struct engine_pass *p);
+/* Idle stop and wake-up (engine_idle.c). Activity: touch (one store), or hold while an exec
+ * or shell session runs. */
+void engine_idle_touch(struct engine *e, struct env *v);
+void engine_idle_touch_name(struct engine *e, const char *name); /* NULL or unknown: nothing */
+void engine_idle_hold(struct engine *e, const char *name, bool hold);
+/* Paused or stopped by its idle timer (and not resumed or started since)? */
+bool env_idled(const struct env *v);
+int64_t env_idled_at(const struct env *v);
+uint64_t env_idle_timeout(const struct env *v);
+bool env_idle_stop(const struct env *v);
+/* Undo what the idle timer did (resume or start): 1 woken, 0 nothing to do, < 0 failed
+ * (err says why; -EBUSY while its idle stop is still under way). */
+int engine_idle_wake(struct engine *e, struct env *v, char *err, size_t errlen);
+/* paddock_idle_total{action=...} and paddock_idle_watched, Prometheus text, for /metrics. */
+void engine_idle_metrics(const struct engine *e, FILE *f);
 
 json_t *engine_env_json(struct engine *e, struct env *v);
 /* The same as one item of a listing: figures shared by all environments (firewall counters)

@@ -43,8 +43,29 @@ struct env {
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;
+        /* Idle stop (engine_idle.c). Stored in the spec: the timeout, the action, idled_at. */
+        uint64_t idle_timeout_s; /* 0 = none */
+        bool idle_stop;          /* stop when idle (else pause) */
+        int64_t idled_at;        /* wall s when the idle timer paused or stopped it, 0 = not */
+        uint64_t active_ms;      /* monotonic ms of its last activity */
+        uint64_t idle_due;       /* monotonic ms when its heap entry comes due */
+        uint64_t idle_packets;   /* rx + tx packets at the last look */
+        unsigned idle_holds;     /* running exec and shell sessions */
+        size_t idle_slot;        /* index + 1 in the engine's idle heap, 0 = not in it */
         struct env *next, *prev; /* the engine's list, in creation order */
         struct env *hnext;       /* next in its by_name bucket */
+        struct env *anext;       /* next in its by_addr bucket (only while it has an address) */
+        struct env *onext, *oprev; /* its owner's list (struct owner) */
+        struct owner *owner;
+};
+
+/* The environments of one owner (a token, or "" for the administrator), so that a token's
+ * quota check walks its own environments, not everyone's. */
+struct owner {
+        char name[NAME_BUF_SIZE];
+        struct env *envs;
+        size_t n;
+        struct owner *next;
 };
 
 /* The next computer's disk, made by a helper after a create (engine_storage.c). */
@@ -64,6 +85,17 @@ struct engine {
          * lookup costs the same with 10 or 4,000 environments. */
         struct env **by_name;
         size_t n_buckets;
+        /* By IPv4 address (the resolver asks for every query): chained on env.anext, as many
+         * buckets as by_name. */
+        struct env **by_addr;
+        /* The owners with at least one environment (few: one per token in use). */
+        struct owner *owners;
+        /* No environment expires before this (unix s; 0: none has a time to live): the
+         * one-second sweep looks at the list only once something may have expired. */
+        int64_t next_expiry;
+        /* Environments whose policy links others: with none (the usual case), a create or a
+         * destroy has no peer to look for among all the others. */
+        size_t n_linking;
         /* Every published port, sorted by environment, read from the state once per change
          * (ports_gen counts changes: a port added or removed, an environment gone with its
          * ports), so listing N environments does not scan the ports table N times. */
@@ -75,6 +107,12 @@ struct engine {
         struct network *net; /* NULL: networking unavailable, every env is "none" */
         void (*destroyed)(const char *name);
         struct tokens *tokens; /* the API's tokens, over the same database */
+        /* Idle stop (engine_idle.c): a min-heap of environments by idle_due, one timer. */
+        struct env **idle_heap;
+        size_t idle_n, idle_cap;
+        struct loop_timer *idle_timer;
+        uint64_t idle_timer_due;
+        uint64_t idle_paused, idle_stopped, idle_woken; /* since the daemon started */
 };
 
 /* engine.c */
@@ -94,6 +132,11 @@ int env_save(struct engine *e, struct env *v);
 void env_free(struct env *v);
 void env_unlink(struct engine *e, struct env *v);
 void env_append(struct engine *e, struct env *v);
+/* v got an address (ensure_addr) or a new expiry time (patch): keep the indexes right. */
+void env_addr_set(struct engine *e, struct env *v);
+void env_expiry_set(struct engine *e, struct env *v);
+/* The environment holding address a (running or not), or NULL. */
+struct env *engine_find_addr(struct engine *e, struct in_addr a);
 void envp_free(char **arr);
 
 /* engine_lifecycle.c */
@@ -109,6 +152,14 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
                size_t errlen);
 void reapply_linked(struct engine *e, struct env *v);
 int write_resolv_conf(struct engine *e, const char *dir, char *path, size_t len);
+
+/* engine_idle.c */
+/* (Re)start its idle clock if it has a timeout and runs unpaused: create, start, resume,
+ * PATCH, adoption. */
+void engine_idle_arm(struct engine *e, struct env *v);
+void engine_idle_forget(struct engine *e, struct env *v); /* leaving the engine */
+void engine_idle_free(struct engine *e);
+void engine_idle_start(struct engine *e); /* after reconcile: every environment */
 
 /* engine_storage.c */
 void spare_schedule(struct engine *e, const char *image);

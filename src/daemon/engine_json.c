@@ -119,6 +119,15 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
          * while the environment runs with a limit */
         if (j)
                 json_object_set_new(j, "io", env_io_json(&v->limits, true));
+        /* idle stop: the timeout in seconds (null: never), what it does, and when the idle
+         * timer paused or stopped it (null: it did not, or it was resumed or started since) */
+        if (j)
+                json_object_update_new(
+                    j, json_pack("{s:o,s:s,s:o}", "idle_timeout",
+                                 v->idle_timeout_s ? json_integer((json_int_t)v->idle_timeout_s)
+                                                   : json_null(),
+                                 "idle_action", v->idle_stop ? "stop" : "pause", "idled_at",
+                                 time_json(v->idled_at)));
         return j;
 }
 
@@ -130,6 +139,33 @@ json_t *engine_env_json(struct engine *e, struct env *v)
 json_t *engine_env_json_listed(struct engine *e, struct env *v)
 {
         return env_json(e, v, true);
+}
+
+/* What this host's kernel or set-up makes the daemon do instead of the best way (item 6 of the
+ * operations issue): one sentence each, [] when none. */
+static json_t *fallbacks_json(const struct storage_info *si)
+{
+        json_t *a = json_array();
+        if (!strcmp(si->driver, "btrfs") && !strcmp(si->quota, "qgroups"))
+                json_array_append_new(a, json_string(
+                    "btrfs qgroups instead of simple quotas (kernel before 6.7): accounting "
+                    "with rescans, and a computer's usage may count image data it shares"));
+        if (si->shifted)
+                json_array_append_new(a, json_string(
+                    "no idmapped mounts: each environment's files are chowned to its id range "
+                    "when it is created"));
+        int abi = landlock_abi();
+        char buf[256];
+        if (abi <= 0) {
+                json_array_append_new(a, json_string(
+                    "no Landlock: sandboxes are confined by their mounts and seccomp only"));
+        } else if (abi < 5) {
+                snprintf(buf, sizeof(buf), "Landlock ABI %d: sandboxes' file rules without%s%s%s",
+                         abi, abi < 2 ? " cross-directory rename and link control," : "",
+                         abi < 3 ? " truncate control," : "", " device ioctl control");
+                json_array_append_new(a, json_string(buf));
+        }
+        return a;
 }
 
 json_t *engine_system_json(struct engine *e)
@@ -155,5 +191,15 @@ json_t *engine_system_json(struct engine *e)
         /* the limits-aware /proc view inside environments (lxcfs) */
         if (j)
                 json_object_set_new(j, "lxcfs", json_string(lxcfs_status(e->cfg.lxcfs)));
+        if (j)
+                json_object_set_new(j, "fallbacks", fallbacks_json(&si));
+        /* idle stop since the daemon started (engine_idle.c) */
+        if (j)
+                json_object_set_new(j, "idle",
+                                    json_pack("{s:I,s:I,s:I,s:I}", "paused",
+                                              (json_int_t)e->idle_paused, "stopped",
+                                              (json_int_t)e->idle_stopped, "woken",
+                                              (json_int_t)e->idle_woken, "watched",
+                                              (json_int_t)e->idle_n));
         return j;
 }

@@ -298,6 +298,10 @@ int engine_pause(struct engine *e, struct env *v, bool pause)
         v->paused = pause;
         snprintf(v->row.status, sizeof(v->row.status), "%s", pause ? "paused" : "running");
         log_info("%s: %s", v->row.name, pause ? "paused" : "resumed");
+        if (!pause) { /* whoever resumes it, it is no longer idle */
+                v->idled_at = 0;
+                engine_idle_arm(e, v);
+        }
         events_env(pause ? "paused" : "resumed", v, NULL);
         return env_save(e, v);
 }
@@ -313,7 +317,13 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
                 snprintf(err, errlen, "%s is already running", v->row.name);
                 return -EALREADY;
         }
+        int64_t idled_at = v->idled_at;
+        v->idled_at = 0; /* recorded with the start */
         int r = env_spawn_now(e, v, err, errlen);
+        if (r < 0)
+                v->idled_at = idled_at;
+        else
+                engine_idle_arm(e, v);
         if (r >= 0)
                 log_info("%s: started (pid %lld)", v->row.name, (long long)v->row.pid);
         if (r >= 0)
@@ -413,6 +423,9 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
         v->row.created_at = wall_s();
         v->row.expires_at = spec->ttl_s ? v->row.created_at + (int64_t)spec->ttl_s : 0;
         v->row.autostart = spec->autostart;
+        v->idle_timeout_s = spec->idle_timeout_s;
+        v->idle_stop = spec->idle_action == IDLE_STOP ||
+                       (spec->idle_action == IDLE_DEFAULT && spec->kind == KIND_COMPUTER);
         v->row.spec = spec_dump(v);
 
         char owner[4200];
@@ -456,6 +469,7 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
         events_env("created", v, json_pack("{s:s,s:s}", "kind", v->row.kind,
                                            "image", v->row.image));
         events_env("started", v, NULL);
+        engine_idle_arm(e, v);
         *ret = v;
         return 0;
 }
@@ -567,9 +581,17 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
         if (p->has_ttl) {
                 v->ttl_s = p->ttl_s;
                 v->row.expires_at = p->ttl_s ? wall_s() + (int64_t)p->ttl_s : 0;
+                env_expiry_set(e, v);
         }
         if (p->has_autostart)
                 v->row.autostart = p->autostart;
+        if (p->has_idle_action)
+                v->idle_stop = p->idle_action == IDLE_STOP ||
+                               (p->idle_action == IDLE_DEFAULT && v->kind == KIND_COMPUTER);
+        if (p->has_idle_timeout)
+                v->idle_timeout_s = p->idle_timeout_s;
+        if (p->has_idle_timeout || p->has_idle_action)
+                engine_idle_arm(e, v); /* the clock starts again from now */
         if (p->has_net) {
                 if (!e->net && p->net.mode != NET_NONE) {
                         snprintf(err, errlen, "networking is not available on this daemon");
@@ -580,8 +602,10 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                                      (p->net.n_rules &&
                                       memcmp(v->net.rules, p->net.rules,
                                              p->net.n_rules * sizeof(*p->net.rules)) != 0);
+                e->n_linking -= v->net.n_links > 0;
                 netpolicy_clear(&v->net);
                 v->net = p->net;
+                e->n_linking += v->net.n_links > 0;
                 int r = 0;
                 if (v->pidfd >= 0 && e->net) {
                         if (v->net.mode == NET_NONE && old != NET_NONE)

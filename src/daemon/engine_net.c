@@ -57,6 +57,8 @@ static bool linked(const struct env *v, const struct env *o)
 static size_t link_addrs(struct engine *e, const struct env *v, struct in_addr *out, size_t max)
 {
         size_t n = 0;
+        if (!e->n_linking && !v->net.n_links)
+                return 0; /* nobody links anybody (v may not be listed yet: its own count) */
         for (struct env *o = e->envs; o && n < max; o = o->next)
                 if (o != v && o->addr.s_addr && linked(v, o))
                         out[n++] = o->addr;
@@ -87,6 +89,7 @@ int ensure_addr(struct engine *e, struct env *v)
         if (r < 0)
                 return r;
         inet_ntop(AF_INET, &v->addr, v->row.ip, sizeof(v->row.ip));
+        env_addr_set(e, v);
         return 0;
 }
 
@@ -176,6 +179,8 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
 /* Environments linked with v apply their firewall again (their peer's address changed). */
 void reapply_linked(struct engine *e, struct env *v)
 {
+        if (!e->n_linking && !v->net.n_links)
+                return; /* nobody links anybody (v may be unlinked already: its own count) */
         for (struct env *o = e->envs; o; o = o->next) {
                 if (o == v || o->pidfd < 0 || o->net.mode == NET_NONE)
                         continue;
@@ -193,12 +198,11 @@ void reapply_linked(struct engine *e, struct env *v)
 static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *name, size_t len)
 {
         struct engine *e = ctx;
-        for (struct env *v = e->envs; v; v = v->next)
-                if (v->pidfd >= 0 && v->addr.s_addr == a.s_addr) {
-                        snprintf(name, len, "%s", v->row.name);
-                        return &v->net;
-                }
-        return NULL;
+        struct env *v = engine_find_addr(e, a);
+        if (!v || v->pidfd < 0)
+                return NULL;
+        snprintf(name, len, "%s", v->row.name);
+        return &v->net;
 }
 
 void engine_set_network(struct engine *e, struct network *n)

@@ -40,12 +40,18 @@ static int env_adopt(struct engine *e, struct env *v)
 static void destroy_expired(struct engine *e, const char *why)
 {
         int64_t now = wall_s();
+        if (!e->next_expiry || now < e->next_expiry)
+                return; /* nothing can have expired: no walk over every environment */
+        /* The walk finds the next expiry too; an environment gone since only made it early. */
+        e->next_expiry = 0;
         for (struct env *v = e->envs, *next; v; v = next) {
                 next = v->next;
                 if (v->row.expires_at && v->row.expires_at <= now) {
                         log_info("%s: %s", v->row.name, why);
                         events_env("expired", v, NULL);
                         engine_destroy(e, v, true);
+                } else {
+                        env_expiry_set(e, v);
                 }
         }
 }
@@ -201,5 +207,6 @@ int engine_reconcile(struct engine *e)
                 }
         }
         e->sweep = loop_add_timer(e->cfg.loop, 1000, sweep_expired, e);
+        engine_idle_start(e);
         return 0;
 }

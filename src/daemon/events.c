@@ -9,7 +9,9 @@
 const char *const events_types[] = {
     "created", "started",      "stopped",     "paused",        "resumed",
     "oom",     "expired",      "deleted",     "snapshot",      "fork",
-    "restore", "exec_started", "exec_exited", "quota_refused", NULL,
+    "restore", "exec_started", "exec_exited", "quota_refused",
+    "idle",    "woke", /* engine_idle.c */
+    NULL,
 };
 
 size_t events_type_count(void)

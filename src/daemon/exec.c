@@ -46,6 +46,7 @@ struct exec_session {
         unsigned char *input;  /* keystrokes not yet written to the master */
         size_t input_len, input_off;
         struct audit_exec *audit; /* written when the command ends */
+        bool idle_hold;           /* keeps its environment from idling (engine_idle.c) */
         struct exec_session *next;
 };
 
@@ -71,6 +72,8 @@ static void deliver(struct exec_session *s, int stream, const char *buf, size_t 
         s->output_total += n;
         if (s->cb && s->cb->output)
                 s->cb->output(s->data, stream, buf, n);
+        if (s->cb && s->cb->background)
+                engine_idle_touch_name(s->eng, s->env);
 }
 
 /* Read what is there now; false at EOF or error (a pty master says EIO when every slave fd
@@ -101,6 +104,8 @@ static void session_free(struct exec_session *s)
                         *p = s->next;
                         break;
                 }
+        if (s->idle_hold)
+                engine_idle_hold(s->eng, s->env, false);
         supervise_abandon(s->sv, true);
         audit_exec_free(s->audit);
         close_src(&s->in_src, &s->in_fd);
@@ -520,6 +525,9 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         s->next = sessions;
         sessions = s;
         s->audit = rq->audit;
+        s->idle_hold = !cb || !cb->background;
+        if (s->idle_hold)
+                engine_idle_hold(e, s->env, true);
         events_exec_started(v, s->sub, rq->argv);
         *ret = s;
         return 0;

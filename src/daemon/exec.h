@@ -43,6 +43,9 @@ struct exec_callbacks {
         void (*done)(void *data, const struct exec_result *res);
         /* tty: queued input went down to nothing (see exec_tty_input). May be NULL. */
         void (*input_drained)(void *data);
+        /* A background process (procs.c): its output, not its running, is activity of its
+         * environment for idle stop (engine_idle.c); other sessions are activity throughout. */
+        bool background;
 };
 
 struct exec_session;

@@ -303,6 +303,33 @@ void http_reply_json(struct request *r, unsigned status, json_t *body)
         queue(r, status, resp);
 }
 
+void http_reply_text(struct request *r, unsigned status, const char *content_type, char *buf,
+                     size_t len)
+{
+        if (r->answered) {
+                free(buf);
+                return;
+        }
+        struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+        if (resp)
+                MHD_add_response_header(resp, "Content-Type", content_type);
+        else
+                free(buf);
+        queue(r, status, resp);
+}
+
+void http_reply_empty(struct request *r, unsigned status)
+{
+        if (r->answered)
+                return;
+        queue(r, status, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+}
+
+struct http_server *req_server(const struct request *r)
+{
+        return r->srv;
+}
+
 static void reply_error_v(struct request *r, unsigned status, const char *code, const char *fmt,
                           va_list ap)
 {

@@ -64,6 +64,11 @@ json_t *req_json_object(struct request *r);
 
 /* Replies. Each request gets exactly one; later calls are ignored. */
 void http_reply_json(struct request *r, unsigned status, json_t *body /* stolen */);
+/* A body made already (e.g. JSON written piece by piece): buf is malloc'd and stolen. */
+void http_reply_text(struct request *r, unsigned status, const char *content_type, char *buf,
+                     size_t len);
+/* An answer without a body (202 Accepted of an MCP notification). */
+void http_reply_empty(struct request *r, unsigned status);
 void http_reply_error(struct request *r, unsigned status, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 /* -errno to status and code (the one table of the daemon). */
@@ -102,6 +107,9 @@ void http_reply_upgrade(struct request *r, const char *const *headers,
 void http_upgraded_close(struct http_upgraded *u);
 /* A request header (case-insensitive name), or NULL. */
 const char *req_header(const struct request *r, const char *name);
+/* The server the request came to: more connections can be added to it (an MCP call's own
+ * API requests, api_mcp.c). */
+struct http_server *req_server(const struct request *r);
 /* Did the request arrive through the network gateway (http_config.gateway)? */
 bool req_from_gateway(const struct request *r);
 /* Who is at the other end: the Paddock-Peer header ("IP:PORT") of a gateway request (the

@@ -3,6 +3,8 @@
 #include "lib/util.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -13,14 +15,31 @@ void log_set_level(enum log_level l)
         min_level = l;
 }
 
+/* stderr is journald's stream (systemd sets JOURNAL_STREAM=DEV:INODE of it): the journal adds
+ * the time and pid itself, and takes the level from a "<N>" prefix (sd-daemon(3)). */
+static bool to_journal(void)
+{
+        static int cached = -1;
+        if (cached < 0) {
+                const char *js = getenv("JOURNAL_STREAM");
+                unsigned long long dev, ino;
+                struct stat st;
+                cached = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+                         fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+        }
+        return cached;
+}
+
 void log_msg(enum log_level l, const char *fmt, ...)
 {
         static const char *const names[] = {"debug", "info", "warning", "error"};
+        static const int syslog_prio[] = {7, 6, 4, 3};
         if (l < min_level)
                 return;
         char line[2048], ts[RFC3339_SIZE];
-        int n = snprintf(line, sizeof(line), "%s paddockd[%d]: %s: ", format_rfc3339(wall_s(), ts),
-                         (int)getpid(), names[l]);
+        int n = to_journal() ? snprintf(line, sizeof(line), "<%d>", syslog_prio[l])
+                             : snprintf(line, sizeof(line), "%s paddockd[%d]: %s: ",
+                                        format_rfc3339(wall_s(), ts), (int)getpid(), names[l]);
         va_list ap;
         va_start(ap, fmt);
         if (n > 0 && (size_t)n < sizeof(line))

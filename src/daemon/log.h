@@ -1,4 +1,5 @@
-/* Readable log lines on stderr: "2026-11-30T23:40:00Z paddockd[123]: info: message". */
+/* Readable log lines on stderr: "2026-11-30T23:40:00Z paddockd[123]: info: message"; under
+ * systemd (stderr is the journal's stream) "<6>message", the journal adding time and pid. */
 #pragma once
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };

@@ -2,6 +2,7 @@
 #include "lib/util.h"
 
 #include <sys/epoll.h>
+#include <time.h>
 
 struct loop_source {
         struct loop *loop;
@@ -25,7 +26,22 @@ struct loop {
         bool quit;
         struct loop_source *dead;
         struct loop_timer *timers;
+        uint64_t max_turn_us; /* the longest turn since loop_take_max_turn_us */
 };
+
+static uint64_t mono_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t loop_take_max_turn_us(struct loop *l)
+{
+        uint64_t m = l->max_turn_us;
+        l->max_turn_us = 0;
+        return m;
+}
 
 int loop_new(struct loop **ret)
 {
@@ -168,6 +184,7 @@ int loop_run(struct loop *l)
                                 continue;
                         return -errno;
                 }
+                uint64_t t0 = mono_us();
                 for (int i = 0; i < n; i++) {
                         struct loop_source *s = evs[i].data.ptr;
                         if (!s->dead)
@@ -175,6 +192,9 @@ int loop_run(struct loop *l)
                 }
                 run_timers(l);
                 free_dead(l);
+                uint64_t took = mono_us() - t0;
+                if (took > l->max_turn_us)
+                        l->max_turn_us = took;
         }
         return 0;
 }

@@ -23,6 +23,10 @@ int loop_set_events(struct loop_source *s, uint32_t events);
 /* Stops watching; does not close the fd. NULL is fine. */
 void loop_remove(struct loop_source *s);
 
+/* The longest turn (every callback run between two waits: the time the loop answered
+ * nobody else) since the previous call, in microseconds; the count starts again. */
+uint64_t loop_take_max_turn_us(struct loop *l);
+
 /* One-shot timer at now_ms() + after_ms. */
 struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_fn fn, void *data);
 void loop_cancel_timer(struct loop_timer *t); /* NULL is fine */

@@ -7,6 +7,7 @@
 #include "daemon/ingress.h"
 #include "daemon/http.h"
 #include "daemon/log.h"
+#include "daemon/sdnotify.h"
 #include "daemon/tokens.h"
 #include "daemon/lxcfs.h"
 #include "daemon/loop.h"
@@ -320,6 +321,18 @@ static int open_socket(const char *path)
         return fd;
 }
 
+/* A helper program of paddockd's: next to it (build/), in ../lib/paddock beside its directory
+ * (an installed PREFIX/sbin/paddockd, scripts/install.sh), else /usr/lib/paddock. */
+static const char *helper_path(const char *selfdir, const char *name, char *buf, size_t size)
+{
+        if (buf_printf(buf, size, "%s/%s", selfdir, name) >= 0 && access(buf, X_OK) == 0)
+                return buf;
+        if (buf_printf(buf, size, "%s/../lib/paddock/%s", selfdir, name) >= 0 &&
+            access(buf, X_OK) == 0)
+                return buf;
+        return buf_printf(buf, size, "/usr/lib/paddock/%s", name) >= 0 ? buf : "";
+}
+
 static int open_init(const char *given)
 {
         char path[4096];
@@ -330,10 +343,7 @@ static int open_init(const char *given)
                 if (n < 0)
                         return -errno;
                 self[n] = 0;
-                init = "/usr/lib/paddock/paddock-init";
-                if (BUF_PRINTF(path, "%s/paddock-init", dirname(self)) >= 0 &&
-                    access(path, X_OK) == 0)
-                        init = path;
+                init = helper_path(dirname(self), "paddock-init", path, sizeof(path));
         }
         int fd = open(init, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
@@ -496,9 +506,7 @@ static int open_gateway_exe(void)
         if (n < 0)
                 return -errno;
         self[n] = 0;
-        const char *exe = "/usr/lib/paddock/paddock-gateway";
-        if (BUF_PRINTF(path, "%s/paddock-gateway", dirname(self)) >= 0 && access(path, X_OK) == 0)
-                exe = path;
+        const char *exe = helper_path(dirname(self), "paddock-gateway", path, sizeof(path));
         int fd = open(exe, O_PATH | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
 }
@@ -652,6 +660,7 @@ static void on_signal(struct loop_source *s, int fd, uint32_t events, void *data
 int main(int argc, char **argv)
 {
         struct options o = {0};
+        sd_notify_init();
         if (parse_options(argc, argv, &o) < 0)
                 return 2;
         if (o.debug)
@@ -801,7 +810,9 @@ int main(int argc, char **argv)
                 gateway = start_gateway(&o, &gw_prep, loop, engine, root, spool, &gw_http);
         log_info("paddockd %s ready: root %s, socket %s, cgroups %s", PADDOCK_VERSION, root,
                  o.socket, cgroup_mode_name(cgroup_manager_mode(cg)));
+        sd_notify_send("READY=1\nSTATUS=serving on the API socket");
         r = loop_run(loop);
+        sd_notify_send("STOPPING=1");
         events_close_all();
         gateway_stop(gateway);
         http_server_stop(gw_http);

@@ -18,24 +18,22 @@ static struct {
         uint64_t at_ms; /* 0: never read */
 } veths;
 
-/* "pdk" + 8 hex digits (network_ifname); "pdk…i" ifb devices are not veths anyway. */
-#define VETH_PREFIX   "pdk"
-#define VETH_NAME_LEN 11
-
 static const struct link_stats *veth_cached(const char *ifname)
 {
         uint64_t now = now_ms();
         if (!veths.at_ms || now - veths.at_ms >= NET_CACHE_MS) {
                 struct link_stats *all = NULL;
                 size_t n = 0;
-                if (netlink_veth_stats(VETH_PREFIX, VETH_NAME_LEN, &all, &n) < 0)
+                if (netlink_stats_all(&all, &n) < 0)
                         return NULL; /* keep the old table; try again next time */
                 free(veths.all);
                 veths.all = all;
                 veths.n = n;
                 veths.at_ms = now;
         }
-        return link_stats_find(veths.all, veths.n, ifname);
+        /* The dump has indexes, not names: the name's index now (a hash lookup). */
+        int ifindex = netlink_ifindex(ifname);
+        return ifindex > 0 ? link_stats_by_index(veths.all, veths.n, ifindex) : NULL;
 }
 
 void metrics_env_net(struct engine *e, struct env *v, bool listed, struct link_stats *ret)
@@ -52,7 +50,7 @@ void metrics_env_net(struct engine *e, struct env *v, bool listed, struct link_s
         if (!s)
                 return;
         /* The host side's rx is what the environment sent, its tx what it received. */
-        snprintf(ret->name, sizeof(ret->name), "%s", s->name);
+        snprintf(ret->name, sizeof(ret->name), "%s", ifname);
         ret->rx_bytes = s->tx_bytes;
         ret->tx_bytes = s->rx_bytes;
         ret->rx_packets = s->tx_packets;
@@ -78,8 +76,7 @@ static void family(FILE *f, const char *name, const char *type, const char *help
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* One environment's readings, taken once per scrape before any family is written (the text
- * format wants each family's samples together). */
+/* One environment's readings, written out at once into each family's buffer. */
 struct sample {
         struct env *v;
         bool running; /* the cgroup was read: cg and net are valid */
@@ -88,6 +85,21 @@ struct sample {
         uint64_t denied;
         bool has_disk;
         uint64_t disk;
+};
+
+static const char *const states[] = {"creating", "running", "paused",
+                                     "stopping", "stopped", "deleting"};
+static const char *const kinds[] = {"computer", "sandbox"};
+
+#define N_ENV_FAMILIES 13 /* ELEMENTSOF(env_families), checked below */
+
+/* Each family's samples are written as each environment is read (the text format wants a
+ * family's samples together: one buffer per family, joined at the end). */
+struct metrics_envs {
+        FILE *fam[N_ENV_FAMILIES];
+        char *text[N_ENV_FAMILIES];
+        size_t len[N_ENV_FAMILIES];
+        size_t count[ELEMENTSOF(states)][ELEMENTSOF(kinds)]; /* of those added */
 };
 
 enum env_family {
@@ -136,6 +148,8 @@ static const struct {
     [F_DENIED] = {"paddock_env_network_denied_packets_total", "counter",
                   "Packets of the running environment dropped by its network policy."},
 };
+
+_Static_assert(ELEMENTSOF(env_families) == N_ENV_FAMILIES, "N_ENV_FAMILIES");
 
 static const char *env_state(const struct env *v)
 {
@@ -208,36 +222,69 @@ static void take_sample(struct engine *e, struct env *v, struct sample *s)
                 s->has_disk = true;
 }
 
-int metrics_write_envs(struct engine *e, FILE *f, metrics_sees_fn sees, const void *ctx)
+void metrics_envs_free(struct metrics_envs *m)
 {
-        struct sample *samples = calloc(e->n_envs ? e->n_envs : 1, sizeof(*samples));
-        if (!samples)
-                return -ENOMEM;
-        size_t n = 0;
-        for (struct env *v = e->envs; v && n < e->n_envs; v = v->next)
-                if (sees(v, ctx))
-                        take_sample(e, v, &samples[n++]);
-        for (size_t fam = 0; fam < ELEMENTSOF(env_families); fam++) {
-                family(f, env_families[fam].name, env_families[fam].type, env_families[fam].help);
-                for (size_t i = 0; i < n; i++) {
-                        char val[48];
-                        if (!sample_value(&samples[i], (enum env_family)fam, val, sizeof(val)))
-                                continue;
-                        fprintf(f, "%s{env=\"", env_families[fam].name);
-                        metrics_label_value(f, samples[i].v->row.name);
-                        if (fam == F_INFO) {
-                                fputs("\",kind=\"", f);
-                                metrics_label_value(f, samples[i].v->row.kind);
-                                fputs("\",state=\"", f);
-                                metrics_label_value(f, env_state(samples[i].v));
-                                fputs("\",image=\"", f);
-                                metrics_label_value(f, samples[i].v->row.image);
-                        }
-                        fprintf(f, "\"} %s\n", val);
-                }
+        if (!m)
+                return;
+        for (size_t i = 0; i < N_ENV_FAMILIES; i++) {
+                if (m->fam[i])
+                        fclose(m->fam[i]);
+                free(m->text[i]);
         }
-        free(samples);
+        free(m);
+}
+
+struct metrics_envs *metrics_envs_new(void)
+{
+        struct metrics_envs *m = calloc(1, sizeof(*m));
+        for (size_t i = 0; m && i < N_ENV_FAMILIES; i++)
+                if (!(m->fam[i] = open_memstream(&m->text[i], &m->len[i]))) {
+                        metrics_envs_free(m);
+                        return NULL;
+                }
+        return m;
+}
+
+int metrics_envs_add(struct metrics_envs *m, struct engine *e, struct env *v)
+{
+        struct sample s;
+        take_sample(e, v, &s);
+        for (size_t fam = 0; fam < N_ENV_FAMILIES; fam++) {
+                char val[48];
+                if (!sample_value(&s, (enum env_family)fam, val, sizeof(val)))
+                        continue;
+                FILE *f = m->fam[fam];
+                fprintf(f, "%s{env=\"", env_families[fam].name);
+                metrics_label_value(f, v->row.name);
+                if (fam == F_INFO) {
+                        fputs("\",kind=\"", f);
+                        metrics_label_value(f, v->row.kind);
+                        fputs("\",state=\"", f);
+                        metrics_label_value(f, env_state(v));
+                        fputs("\",image=\"", f);
+                        metrics_label_value(f, v->row.image);
+                }
+                fprintf(f, "\"} %s\n", val);
+        }
+        size_t k = v->kind == KIND_SANDBOX;
+        for (size_t i = 0; i < ELEMENTSOF(states); i++)
+                if (!strcmp(env_state(v), states[i]))
+                        m->count[i][k]++;
         return 0;
+}
+
+int metrics_envs_write(struct metrics_envs *m, FILE *f)
+{
+        int r = 0;
+        for (size_t fam = 0; fam < N_ENV_FAMILIES; fam++) {
+                if (m->fam[fam] && fclose(m->fam[fam]) != 0)
+                        r = -ENOMEM;
+                m->fam[fam] = NULL;
+                family(f, env_families[fam].name, env_families[fam].type, env_families[fam].help);
+                if (m->text[fam])
+                        fwrite(m->text[fam], 1, m->len[fam], f);
+        }
+        return r;
 }
 
 /* Seconds since this process started: its start time in /proc/self/stat against the boot
@@ -254,30 +301,26 @@ static double uptime_s(void)
         return up > 0 ? up : 0;
 }
 
-void metrics_write_daemon(struct engine *e, FILE *f)
+void metrics_write_daemon(struct engine *e, const struct metrics_envs *m, FILE *f)
 {
-        static const char *const states[] = {"creating", "running", "paused",
-                                             "stopping", "stopped", "deleting"};
-        static const char *const kinds[] = {"computer", "sandbox"};
-        size_t count[ELEMENTSOF(states)][ELEMENTSOF(kinds)] = {{0}};
-        for (struct env *v = e->envs; v; v = v->next) {
-                size_t k = v->kind == KIND_SANDBOX;
-                for (size_t s = 0; s < ELEMENTSOF(states); s++)
-                        if (!strcmp(env_state(v), states[s]))
-                                count[s][k]++;
-        }
         family(f, "paddock_envs", "gauge", "Environments by state and kind.");
         for (size_t s = 0; s < ELEMENTSOF(states); s++)
                 for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
                         fprintf(f, "paddock_envs{state=\"%s\",kind=\"%s\"} %zu\n", states[s],
-                                kinds[k], count[s][k]);
+                                kinds[k], m->count[s][k]);
         family(f, "paddock_helpers_running", "gauge",
                "Helper processes the daemon supervises (exec, files, watch, image jobs, disks).");
         fprintf(f, "paddock_helpers_running %u\n", supervise_running());
+        family(f, "paddock_loop_turn_max_seconds", "gauge",
+               "The longest turn of the daemon's event loop (callbacks run between two waits, "
+               "while every other client waits) since the previous scrape by an administrator.");
+        fprintf(f, "paddock_loop_turn_max_seconds %.6f\n",
+                (double)loop_take_max_turn_us(e->cfg.loop) / 1e6);
         family(f, "paddock_uptime_seconds", "gauge", "Seconds since the daemon started.");
         fprintf(f, "paddock_uptime_seconds %.3f\n", uptime_s());
         family(f, "paddock_build_info", "gauge", "The daemon's version (always 1).");
         fputs("paddock_build_info{version=\"", f);
         metrics_label_value(f, e->cfg.version ? e->cfg.version : "");
         fputs("\"} 1\n", f);
+        engine_idle_metrics(e, f);
 }

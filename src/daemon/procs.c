@@ -124,7 +124,8 @@ static void on_done(void *data, const struct exec_result *res)
         wake_followers(p);
 }
 
-static const struct exec_callbacks callbacks = {.output = on_output, .done = on_done};
+static const struct exec_callbacks callbacks = {.output = on_output, .done = on_done,
+                                                .background = true};
 
 /* ---- records ----------------------------------------------------------------------------- */
 

@@ -12,6 +12,7 @@
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #define FREEZE_WAIT_MS 1000
@@ -252,6 +253,12 @@ static int sum_oom_kills(int dirfd, uint64_t *sum, int depth)
         *sum += r < 0 ? 0 : v;
         if (depth >= 32)
                 return 0;
+        /* A directory's link count is 2 + its subdirectories on cgroupfs (kernfs): 2 means no
+         * sub-group, and the listing of its ~40 control files is skipped (most environments,
+         * most of the time: exec sub-groups exist only while commands run). */
+        struct stat st;
+        if (fstat(dirfd, &st) == 0 && st.st_nlink == 2)
+                return 0;
         _cleanup_closedir_ DIR *d = NULL;
         r = opendir_at(dirfd, ".", &d);
         if (r < 0)
@@ -272,22 +279,23 @@ static int v1_stats(struct cgroup_manager *m, const char *env, struct cgroup_sta
 {
         uint64_t cpu_ns = 0;
         int r;
-        if ((r = stat_u64(m, "memory", env, "memory.usage_in_bytes", NULL,
-                          &ret->memory_current)) < 0 ||
-            (r = stat_u64(m, "memory", env, "memory.max_usage_in_bytes", NULL,
-                          &ret->memory_peak)) < 0 ||
-            (r = stat_u64(m, "pids", env, "pids.current", NULL, &ret->pids_current)) < 0 ||
+        /* The memory group is opened once for its three files. */
+        _cleanup_close_ int mem = -EBADF;
+        r = open_ctl_group(m, "memory", env, NULL, &mem);
+        if (r < 0 && r != -EOPNOTSUPP)
+                return r;
+        if (mem >= 0 &&
+            (((r = cg_read_u64(mem, "memory.usage_in_bytes", &ret->memory_current)) < 0 &&
+              r != -ENOENT && r != -ENODATA) ||
+             ((r = cg_read_u64(mem, "memory.max_usage_in_bytes", &ret->memory_peak)) < 0 &&
+              r != -ENOENT && r != -ENODATA)))
+                return r;
+        if ((r = stat_u64(m, "pids", env, "pids.current", NULL, &ret->pids_current)) < 0 ||
             (r = stat_u64(m, "cpuacct", env, "cpuacct.usage", NULL, &cpu_ns)) < 0)
                 return r;
         ret->cpu_usage_us = cpu_ns / 1000;
         /* "oom_kill N" (since 4.13) in memory.oom_control, next to oom_kill_disable. */
-        _cleanup_close_ int fd = -EBADF;
-        r = open_ctl_group(m, "memory", env, NULL, &fd);
-        if (r == -EOPNOTSUPP)
-                return 0;
-        if (r < 0)
-                return r;
-        return sum_oom_kills(fd, &ret->oom_kills, 0);
+        return mem >= 0 ? sum_oom_kills(mem, &ret->oom_kills, 0) : 0;
 }
 
 const struct cgroup_ops cgroup_v1_ops = {

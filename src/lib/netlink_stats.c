@@ -4,6 +4,8 @@
 
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 
 struct stats_list {
         const char *prefix;
@@ -118,27 +120,133 @@ int netlink_veth_stats(const char *prefix, size_t name_len, struct link_stats **
         return 0;
 }
 
-int netlink_link_stats(const char *ifname, struct link_stats *ret)
+/* RTM_GETSTATS answers: the link's index and its 64-bit counters, nothing else (no name, no
+ * peer namespace id: a link dump fills those, and for a veth whose peer is in another namespace
+ * the id costs a walk over every namespace id, so dumping N veths cost O(N^2)). */
+static int index_cb(const struct nlmsghdr *nlh, void *userdata)
 {
-        if (!ifname || !nl_ifname_valid(ifname) || !ret)
+        struct stats_list *l = userdata;
+        if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
+                l->interrupted = true;
+        if (nlh->nlmsg_type != RTM_NEWSTATS || l->error < 0 ||
+            mnl_nlmsg_get_payload_len(nlh) < sizeof(struct if_stats_msg))
+                return MNL_CB_OK;
+        const struct if_stats_msg *m = mnl_nlmsg_get_payload(nlh);
+        struct link_stats s = {.ifindex = (int)m->ifindex};
+        bool counted = false;
+        const struct nlattr *a;
+        mnl_attr_for_each(a, nlh, sizeof(*m))
+        {
+                if (mnl_attr_get_type(a) == IFLA_STATS_LINK_64) {
+                        stats_of(a, &s);
+                        counted = true;
+                }
+        }
+        if (!counted)
+                return MNL_CB_OK;
+        if (l->n == l->allocated) {
+                size_t na = l->allocated ? l->allocated * 2 : 64;
+                struct link_stats *nn = realloc(l->items, na * sizeof(*nn));
+                if (!nn) {
+                        l->error = -ENOMEM;
+                        return MNL_CB_OK;
+                }
+                l->items = nn;
+                l->allocated = na;
+        }
+        l->items[l->n++] = s;
+        return MNL_CB_OK;
+}
+
+static struct nlmsghdr *stats_request(struct nl *nl, void *buf, uint16_t flags, int ifindex)
+{
+        struct nlmsghdr *nlh = nl_request(nl, buf, RTM_GETSTATS, flags);
+        struct if_stats_msg *m = mnl_nlmsg_put_extra_header(nlh, sizeof(*m));
+        m->family = AF_UNSPEC;
+        m->ifindex = (uint32_t)ifindex;
+        m->filter_mask = IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64);
+        return nlh;
+}
+
+static int by_index(const void *a, const void *b)
+{
+        int x = ((const struct link_stats *)a)->ifindex, y = ((const struct link_stats *)b)->ifindex;
+        return x < y ? -1 : x > y;
+}
+
+int netlink_stats_all(struct link_stats **ret, size_t *ret_n)
+{
+        if (!ret || !ret_n)
                 return -EINVAL;
         _cleanup_nl_ struct nl nl = {};
         int r = nl_open(&nl);
         if (r < 0)
                 return r;
+        struct stats_list l = {0};
+        for (int attempt = 0;; attempt++) {
+                char buf[NL_SEND_SIZE];
+                r = nl_talk(&nl, stats_request(&nl, buf, NLM_F_DUMP, 0), index_cb, &l);
+                if (r == 0)
+                        r = l.error;
+                if (r == 0 && !l.interrupted)
+                        break;
+                free(l.items);
+                l = (struct stats_list){0};
+                if (r < 0)
+                        return r;
+                if (attempt == 4)
+                        return -EAGAIN;
+        }
+        if (!l.items && !(l.items = calloc(1, sizeof(*l.items))))
+                return -ENOMEM;
+        qsort(l.items, l.n, sizeof(*l.items), by_index);
+        *ret = l.items;
+        *ret_n = l.n;
+        return 0;
+}
+
+int netlink_ifindex(const char *ifname)
+{
+        if (!ifname || !nl_ifname_valid(ifname))
+                return -EINVAL;
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        struct ifreq ifr = {0};
+        memcpy(ifr.ifr_name, ifname, strlen(ifname) + 1);
+        if (ioctl(fd, SIOCGIFINDEX, &ifr) < 0)
+                return errno == ENODEV ? -ENODEV : -errno;
+        return ifr.ifr_ifindex;
+}
+
+const struct link_stats *link_stats_by_index(const struct link_stats *all, size_t n, int ifindex)
+{
+        struct link_stats key = {.ifindex = ifindex};
+        return bsearch(&key, all, n, sizeof(*all), by_index);
+}
+
+int netlink_link_stats(const char *ifname, struct link_stats *ret)
+{
+        if (!ifname || !nl_ifname_valid(ifname) || !ret)
+                return -EINVAL;
+        int ifindex = netlink_ifindex(ifname);
+        if (ifindex < 0)
+                return ifindex;
+        _cleanup_nl_ struct nl nl = {};
+        int r = nl_open(&nl);
+        if (r < 0)
+                return r;
         char buf[NL_SEND_SIZE];
-        struct nlmsghdr *nlh = nl_request(&nl, buf, RTM_GETLINK, NLM_F_ACK);
-        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
-        ifi->ifi_family = AF_UNSPEC;
-        mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
-        struct stats_list l = {.only = ifname};
-        r = nl_talk(&nl, nlh, stats_cb, &l);
+        struct stats_list l = {0};
+        r = nl_talk(&nl, stats_request(&nl, buf, NLM_F_ACK, ifindex), index_cb, &l);
         if (r == 0)
                 r = l.error;
         if (r == 0 && l.n == 0)
                 r = -ENODEV;
-        if (r == 0)
+        if (r == 0) {
                 *ret = l.items[0];
+                snprintf(ret->name, sizeof(ret->name), "%s", ifname);
+        }
         free(l.items);
         return r;
 }

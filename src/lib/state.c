@@ -184,6 +184,11 @@ int state_open(const char *path, struct state **ret)
                              "PRAGMA foreign_keys=ON;");
         if (r >= 0)
                 r = migrate(db);
+        /* Deleting an environment deletes its ports (ON DELETE CASCADE): without an index on
+         * ports.env that is a scan of every published port per delete. Not a numbered
+         * migration: idempotent, and it changes no schema a reader depends on. */
+        if (r >= 0)
+                r = exec_sql(db, "CREATE INDEX IF NOT EXISTS ports_env ON ports(env);");
         umask(old_umask);
         if (r < 0) {
                 sqlite3_close(db);

@@ -41,7 +41,30 @@ int idrange_claim(const char *dir, const char *owner, uint32_t *ret_base)
         int r = mkdir_p_at(AT_FDCWD, dir, 0700);
         if (r < 0)
                 return r;
-        for (uint32_t slot = 0; slot < UID_RANGE_SLOTS; slot++) {
+        /* One read of the directory marks the taken slots, so that with N ranges taken a
+         * claim costs one listing and one file creation, not N refused creations. The mark is
+         * only a hint (another daemon may claim or free meanwhile): O_EXCL decides, and a
+         * slot marked taken is tried too if every unmarked one was refused. */
+        uint64_t taken[(UID_RANGE_SLOTS + 63) / 64] = {0};
+        _cleanup_closedir_ DIR *d = NULL;
+        if (opendir_at(AT_FDCWD, dir, &d) >= 0)
+                FOREACH_DIRENT(de, d)
+                {
+                        char *end;
+                        errno = 0;
+                        unsigned long b = strtoul(de->d_name, &end, 10);
+                        if (errno || *end || b < UID_RANGE_FIRST ||
+                            (b - UID_RANGE_FIRST) % UID_RANGE_SIZE)
+                                continue;
+                        unsigned long slot = (b - UID_RANGE_FIRST) / UID_RANGE_SIZE;
+                        if (slot < UID_RANGE_SLOTS)
+                                taken[slot / 64] |= 1ull << (slot % 64);
+                }
+        for (uint32_t k = 0; k < 2 * UID_RANGE_SLOTS; k++) {
+                uint32_t slot = k % UID_RANGE_SLOTS;
+                bool marked = taken[slot / 64] & (1ull << (slot % 64));
+                if (marked == (k < UID_RANGE_SLOTS))
+                        continue; /* first round: the unmarked ones; second: the marked */
                 uint32_t base = UID_RANGE_FIRST + slot * UID_RANGE_SIZE;
                 r = claim_one(dir, owner, base, false);
                 if (r == 0) {

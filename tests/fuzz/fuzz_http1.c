@@ -1,8 +1,10 @@
-/* The CLI's HTTP/1.1 response parser (src/cli/http1.c), fed what a hostile or broken paddockd
+/* The CLI's HTTP/1.1 response parser (src/lib/http1.c), fed what a hostile or broken paddockd
  * (or anything listening on its socket) could send. The first byte sets how the bytes are split
  * into reads (1..128 bytes each) and whether the request was a HEAD. */
 #include "fuzz.h"
-#include "../../src/cli/http1.c"
+#include "lib/http1.h"
+
+#include <errno.h>
 
 struct sink {
         size_t bytes;

@@ -49,7 +49,7 @@ def router_routes():
     routes = set()
     for line in run(PADDOCKD, "--routes").splitlines():
         method, pattern = line.split(" ")
-        assert method in METHODS and (pattern.startswith("/v1") or pattern == "/metrics"), \
+        assert method in METHODS and (pattern.startswith("/v1") or pattern in ("/metrics", "/mcp")), \
             "odd route line %r" % line
         routes.add("%s %s" % (method, pattern))
     return routes

@@ -313,8 +313,11 @@ test("malformed and oversized lines are answered with errors and the server goes
 test("docs/mcp.md: its client configurations parse and name a real verb", () => {
   const doc = readFileSync(path.join(REPO, "docs", "mcp.md"), "utf8");
   const blocks = [...doc.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]));
-  const configs = blocks.filter((b) => b.mcpServers);
+  const configs = blocks.filter((b) => b.mcpServers?.paddock);
   assert.ok(configs.length >= 2, "a local and a remote configuration");
+  // The configuration of paddockd's own endpoint (a URL, no command) is run by the test of
+  // POST /mcp below.
+  assert.ok(blocks.some((b) => b.mcpServers?.["paddock-http"]?.url));
   for (const c of configs) {
     const s = c.mcpServers.paddock;
     assert.equal(s.command, "paddock");
@@ -457,7 +460,7 @@ test("a remote daemon: PADDOCK_HOST, PADDOCK_TOKEN and PADDOCK_FINGERPRINT, as d
       command: BIN,
       args: ["mcp"],
       env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: home, PADDOCK_HOST: url,
-             PADDOCK_TOKEN: "pdk_remoteagent", PADDOCK_FINGERPRINT: fingerprint,
+             PADDOCK_TOKEN: process.env.PADDOCK_TEST_TOKEN, PADDOCK_FINGERPRINT: fingerprint,
              PADDOCK_SOCKET: "/nonexistent/paddock.sock" },
       stderr: "inherit",
     }));
@@ -485,5 +488,91 @@ test("a remote daemon: PADDOCK_HOST, PADDOCK_TOKEN and PADDOCK_FINGERPRINT, as d
     assert.match(r.content[0].text, /certificate|fingerprint/i);
   } finally {
     await wrong.close();
+  }
+});
+
+/* ------------------------------------------------------------------ paddockd's own POST /mcp */
+
+/* An agent token, and a function that removes it. */
+async function makeToken(name, fields = {}) {
+  const r = await api("POST", "/v1/tokens", { name, ...fields });
+  assert.equal(r.status, 201, JSON.stringify(r));
+  return { token: r.body.secret, cleanup: () => api("DELETE", `/v1/tokens/${name}`) };
+}
+
+async function connectHttp(url, token, name = "paddock-daemon-mcp-test") {
+  const c = new Client({ name, version: "1.0.0" });
+  await c.connect(new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: token ? { Authorization: `Bearer ${token}` } : {} },
+  }));
+  return c;
+}
+
+test("paddockd's POST /mcp through the gateway: the same tools, acting as the agent's token", async () => {
+  const tlsUrl = process.env.PADDOCK_TEST_TLS_URL;
+  const plainUrl = process.env.PADDOCK_TEST_PLAIN_URL;
+  assert.ok(tlsUrl && plainUrl, "run through run.sh");
+  // The configuration docs/mcp.md gives for the endpoint, pointed at this daemon.
+  const doc = readFileSync(path.join(REPO, "docs", "mcp.md"), "utf8");
+  const cfg = [...doc.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]))
+    .find((b) => b.mcpServers?.["paddock-http"]).mcpServers["paddock-http"];
+  assert.equal(cfg.type, "http");
+  const documented = new URL(cfg.url);
+  assert.equal(documented.pathname, "/mcp");
+  assert.match(cfg.headers.Authorization, /^Bearer pdk_/);
+  const url = new URL(documented.pathname, tlsUrl).href;
+
+  const a = await makeToken("mcp-daemon-a");
+  const b = await makeToken("mcp-daemon-b");
+  const ca = await connectHttp(url, a.token);
+  const cb = await connectHttp(`${plainUrl}/mcp`, b.token);
+  try {
+    assert.equal(ca.getServerVersion().name, "paddock");
+    assert.match(ca.getInstructions(), /create_environment/);
+    // Exactly the tools of `paddock mcp` (the stdio client of the first tests).
+    const mine = await ca.listTools();
+    const cli = await client.listTools();
+    assert.deepEqual(mine, cli);
+    assert.equal(mine.tools.length, TOOLS.length);
+
+    let r = await ca.callTool({ name: "create_environment", arguments: { name: "mcp-daemon", image: "base" } });
+    assert.equal(r.isError, false, r.content[0].text);
+    assert.equal(r.structuredContent.owner, "mcp-daemon-a");
+    r = await ca.callTool({ name: "run_command", arguments: { environment: "mcp-daemon", command: "echo in the daemon; exit 4" } });
+    assert.equal(r.structuredContent.stdout, "in the daemon\n");
+    assert.equal(r.structuredContent.exit_code, 4);
+    r = await ca.callTool({ name: "write_file", arguments: { environment: "mcp-daemon", path: "/tmp/a.py", content: "print(6*7)\n" } });
+    assert.equal(r.isError, false, r.content[0].text);
+    r = await ca.callTool({ name: "list_files", arguments: { environment: "mcp-daemon", path: "/tmp" } });
+    assert.ok(JSON.stringify(r.structuredContent).includes("a.py"));
+    r = await ca.callTool({ name: "start_process", arguments: { environment: "mcp-daemon", command: "sleep 0.2; echo done" } });
+    r = await ca.callTool({ name: "read_process_output", arguments: { environment: "mcp-daemon", id: r.structuredContent.id, wait: true } });
+    assert.equal(r.structuredContent.stdout, "done\n");
+
+    // The other token, on the plain listener: the environment does not exist for it.
+    r = await cb.callTool({ name: "list_environments", arguments: {} });
+    assert.deepEqual(r.structuredContent.envs, []);
+    r = await cb.callTool({ name: "run_command", arguments: { environment: "mcp-daemon", command: ["true"] } });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /no such environment: mcp-daemon/);
+    await assert.rejects(cb.callTool({ name: "fork", arguments: { environment: "mcp-daemon" } }),
+                         (e) => e.code === -32602);
+
+    r = await ca.callTool({ name: "destroy_environment", arguments: { environment: "mcp-daemon" } });
+    assert.equal(r.isError, false, r.content[0].text);
+    await ca.ping();
+
+    // A wrong token, no token: refused by the gateway and the daemon (401).
+    await assert.rejects(connectHttp(url, "pdk_" + "A".repeat(43), "wrong"), /401|token/i);
+    await assert.rejects(connectHttp(url, null, "anon"), /401|token/i);
+    // No server stream: GET is 405.
+    const res = await fetch(url, { headers: { Authorization: `Bearer ${a.token}`,
+                                              Accept: "text/event-stream" } });
+    assert.equal(res.status, 405);
+  } finally {
+    await ca.close().catch(() => {});
+    await cb.close().catch(() => {});
+    await a.cleanup();
+    await b.cleanup();
   }
 });

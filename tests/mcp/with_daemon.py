@@ -5,12 +5,15 @@
 
     with_daemon.py COMMAND [ARGS...]
 
-COMMAND gets PADDOCK_SOCKET (the daemon's socket), PADDOCK_BIN (the CLI of PADDOCK_BUILD, or
-build/; PADDOCK_MCP_BIN overrides it, e.g. with a sanitizer build), and PADDOCK_TEST_TLS_URL and
-PADDOCK_TEST_TLS_FINGERPRINT: a TLS front to the same daemon (tests/integration/tls_front.py, as
-the remote-CLI tests use; it takes the Authorization header out, so any token passes) for the
-remote way of `paddock --host URL --token T mcp`. Exit status: COMMAND's, or 1 when the
-clean-up found leaks."""
+The daemon serves its API through the network gateway too (paddockd --listen 127.0.0.1:8443,
+TLS with its self-signed certificate, and --listen-plain 127.0.0.1:8444) inside its network
+namespace (loopback up), and COMMAND runs in that namespace, so it reaches them as a remote
+client would. COMMAND gets PADDOCK_SOCKET (the daemon's socket), PADDOCK_BIN (the CLI of
+PADDOCK_BUILD, or build/; PADDOCK_MCP_BIN overrides it, e.g. with a sanitizer build),
+PADDOCK_TEST_TLS_URL, PADDOCK_TEST_TLS_FINGERPRINT and PADDOCK_TEST_PLAIN_URL (the listeners),
+PADDOCK_TEST_TOKEN (an admin token's secret: the gateway wants one), and NODE_EXTRA_CA_CERTS
+(the daemon's certificate, so node's fetch trusts the TLS listener). Exit status: COMMAND's, or
+1 when the clean-up found leaks."""
 import os
 import shutil
 import subprocess
@@ -22,7 +25,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
 import conftest  # noqa: E402  (the Daemon class of the integration tests)
-import tls_front  # noqa: E402  (on the path conftest sets up)
+
+PORT = 8443  # inside the daemon's own network namespace: always free
 
 
 def main():
@@ -31,21 +35,30 @@ def main():
     if os.geteuid() != 0:
         sys.exit("with_daemon.py: run as root (the daemon makes namespaces and cgroups)")
     img = tempfile.mkdtemp(prefix="paddock-mcp-img-", dir="/var/tmp")
-    daemon = front = None
+    daemon = None
     rc = 1
     try:
         rootfs = os.path.join(img, "rootfs")
         subprocess.run([os.path.join(REPO, "scripts", "busybox-rootfs.sh"), rootfs], check=True,
                        stdout=subprocess.DEVNULL)
-        daemon = conftest.Daemon(rootfs)
-        front = tls_front.TLSFront(daemon.sock, tls_front.make_self_signed(img, "server"))
+        daemon = conftest.Daemon(rootfs, loopback=True,
+                                 extra_args=["--listen", "127.0.0.1:%d" % PORT,
+                                             "--listen-plain", "127.0.0.1:%d" % (PORT + 1)])
+        gw = daemon.api("GET", "/v1/system").json["gateway"]
+        r = daemon.api("POST", "/v1/tokens", body={"name": "mcp-test-admin", "admin": True})
+        assert r.status == 201, r
+        # node reads the certificate at start; the state directory is root's alone
+        ca = os.path.join(img, "gateway-cert.pem")
+        shutil.copyfile(os.path.join(daemon.root, "tls", "cert.pem"), ca)
         env = dict(os.environ, PADDOCK_SOCKET=daemon.sock,
                    PADDOCK_BIN=os.environ.get("PADDOCK_MCP_BIN", conftest.PADDOCK), PADDOCK_REPO=REPO,
-                   PADDOCK_TEST_TLS_URL=front.url, PADDOCK_TEST_TLS_FINGERPRINT=front.fingerprint)
-        rc = subprocess.run(sys.argv[1:], env=env).returncode
+                   PADDOCK_TEST_TLS_URL="https://127.0.0.1:%d" % PORT,
+                   PADDOCK_TEST_TLS_FINGERPRINT=gw["tls_fingerprint"],
+                   PADDOCK_TEST_PLAIN_URL="http://127.0.0.1:%d" % (PORT + 1),
+                   PADDOCK_TEST_TOKEN=r.json["secret"], NODE_EXTRA_CA_CERTS=ca)
+        rc = subprocess.run(["nsenter", "--net=" + daemon.netns_path] + sys.argv[1:],
+                            env=env).returncode
     finally:
-        if front is not None:
-            front.close()
         if daemon is not None:
             if rc != 0:
                 sys.stderr.write("---- paddockd log (tail)\n%s\n" % daemon.log()[-4000:])

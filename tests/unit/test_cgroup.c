@@ -561,6 +561,11 @@ static void test_cgroup_v1__stats(void)
         CHECK_EQ_INT(st.memory_peak, 8192);
         CHECK_EQ_INT(st.cpu_usage_us, 2500);
         CHECK_EQ_INT(st.pids_current, 7);
+        /* an exec sub-group's kills count too (v1 does not add them up itself) */
+        put("memory/agent/x/" SUB "/e1/x-1/memory.oom_control",
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+        CHECK_EQ_INT(cgroup_env_stats(m, "e1", &st), 0);
+        CHECK_EQ_INT(st.oom_kills, 7);
 out:
         cgroup_manager_free(m);
         tmp_teardown();

@@ -1,4 +1,4 @@
-/* The CLI's HTTP/1.1 client: the response parser (src/cli/http1.c) fed whole, byte by byte and
+/* The CLI's HTTP/1.1 client: the response parser (src/lib/http1.c) fed whole, byte by byte and
  * malformed; then client.c against a fake paddockd on a real unix socket (a forked child that
  * answers with canned bytes): chunked uploads, a daemon that closes mid-body, an early answer
  * to an upload it will not read, and signals arriving while the client waits.
@@ -7,7 +7,7 @@
  * are compiled into this file (as test_supervise.c does with daemon files). */
 #include "../../src/cli/client.c"
 #include "../../src/cli/hostkey.c"
-#include "../../src/cli/http1.c"
+#include "lib/http1.h"
 #include "../../src/cli/tls.c"
 #include "../../src/cli/transport.c"
 

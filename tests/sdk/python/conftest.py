@@ -1,17 +1,14 @@
 """Fixtures of the Python SDK's tests: one private paddockd for the whole session (started
 like the integration tests' daemons: its own root, socket, uid registry and network namespace,
-with the busybox image "base"), a client per test that removes whatever the test left, and a
-TLS-terminating proxy standing in for the gateway.
+with the busybox image "base" and the network gateway's TLS listener), a client per test that
+removes whatever the test left, and the gateway reached from inside the daemon's network
+namespace.
 
 Run as root:  tests/sdk/run-python.sh   (PADDOCK_BUILD selects the binaries)"""
+import ctypes
 import importlib.util
 import os
-import socket
-import ssl
-import subprocess
 import sys
-import tempfile
-import threading
 
 import pytest
 
@@ -36,7 +33,9 @@ import paddock  # noqa: E402
 @pytest.fixture(scope="session")
 def sdk_daemon(image_dir):
     """One daemon for the session; its teardown fails the run on leaks."""
-    d = it.Daemon(image_dir)
+    d = it.Daemon(image_dir, loopback=True,
+                  extra_args=["--listen", "127.0.0.1:%d" % GATEWAY_PORT,
+                              "--listen", "[::1]:%d" % GATEWAY_PORT])
     yield d
     problems = d.teardown()
     if problems:
@@ -77,103 +76,50 @@ def computer(client, name):
     return client.envs.create(name, kind="computer")
 
 
-# --------------------------------------------------------------------------- TLS stand-in
+# --------------------------------------------------------------------------- the gateway
+
+GATEWAY_PORT = 8443  # inside the session daemon's own network namespace: always free
 
 
-class TLSProxy:
-    """Terminates TLS on 127.0.0.1:<port> with a fresh self-signed certificate and forwards
-    each connection's bytes to the daemon's unix socket (what the gateway will do, minus its
-    checks). ``fingerprint`` is the certificate's SHA-256 as sha256:AB:CD:..; ``ca`` its file."""
+class Gateway:
+    """The session daemon's TLS listener (paddockd --listen, the real gateway): ``url``,
+    ``port``, ``fingerprint`` (its certificate's SHA-256 as GET /v1/system reports it), ``ca``
+    (the certificate file in the state directory, ROOT/tls/cert.pem) and ``token`` (an admin
+    token's secret: the gateway refuses requests without one)."""
 
-    def __init__(self, unix_path):
-        self.unix_path = unix_path
-        self.tmp = tempfile.mkdtemp(prefix="paddock-sdk-tls-", dir="/var/tmp")
-        self.cert = os.path.join(self.tmp, "cert.pem")
-        self.key = os.path.join(self.tmp, "key.pem")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                        "-subj", "/CN=localhost", "-addext",
-                        "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                        "-keyout", self.key, "-out", self.cert],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        out = subprocess.run(["openssl", "x509", "-in", self.cert, "-noout", "-fingerprint",
-                              "-sha256"], check=True, stdout=subprocess.PIPE).stdout.decode()
-        self.fingerprint = "sha256:" + out.strip().split("=", 1)[1]
-        self.ca = self.cert
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(self.cert, self.key)
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.port = self.lsock.getsockname()[1]
+    def __init__(self, daemon):
+        gw = daemon.api("GET", "/v1/system").json["gateway"]
+        self.port = GATEWAY_PORT
+        assert gw["listen"][0] == "127.0.0.1:%d" % self.port, gw
         self.url = "https://127.0.0.1:%d" % self.port
-        self.connections = 0
-        self.stopping = False
-        self.socks = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self):
-        while not self.stopping:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
-        try:
-            c.settimeout(30)
-            tls = self.ctx.wrap_socket(c, server_side=True)
-            tls.settimeout(None)
-        except (OSError, ssl.SSLError):
-            c.close()
-            return
-        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            u.connect(self.unix_path)
-        except OSError:
-            tls.close()
-            return
-        self.socks += [tls, u]
-
-        def pump(src, dst):
-            try:
-                while True:
-                    b = src.recv(65536)
-                    if not b:
-                        break
-                    dst.sendall(b)
-            except (OSError, ssl.SSLError):
-                pass
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except (OSError, ssl.SSLError):
-                    pass
-
-        t = threading.Thread(target=pump, args=(u, tls), daemon=True)
-        t.start()
-        pump(tls, u)
-        t.join(10)
-        tls.close()
-        u.close()
-
-    def close(self):
-        self.stopping = True
-        self.lsock.close()
-        for s in self.socks:
-            try:
-                s.close()
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", self.tmp])
+        self.fingerprint = gw["tls_fingerprint"]
+        self.ca = os.path.join(daemon.root, "tls", "cert.pem")
+        r = daemon.api("POST", "/v1/tokens", body={"name": "sdk-gateway-admin", "admin": True})
+        assert r.status == 201, r
+        self.token = r.json["secret"]
 
 
 @pytest.fixture(scope="session")
-def tls_proxy(sdk_daemon):
-    p = TLSProxy(sdk_daemon.sock)
-    yield p
-    p.close()
+def gateway_info(sdk_daemon):
+    return Gateway(sdk_daemon)
+
+
+@pytest.fixture
+def gateway(gateway_info, sdk_daemon):
+    """The gateway, with this test (its main thread, and every thread or process it starts)
+    inside the daemon's network namespace where the listener is; back in the host's namespace
+    afterwards. The SDK connects as it would to any host: nothing of it is patched."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    target = os.open(sdk_daemon.netns_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.setns(target, it.CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "setns %s: %s" % (sdk_daemon.netns_path, os.strerror(e)))
+        yield gateway_info
+    finally:
+        if libc.setns(home, it.CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "setns back to the host: %s" % os.strerror(e))
+        os.close(home)
+        os.close(target)

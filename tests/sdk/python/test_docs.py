@@ -62,9 +62,10 @@ def test_every_python_example_runs(client, sdk_daemon, index):
         assert want in out, "example %d: %r not in its output:\n%s" % (index, want, out)
 
 
-def test_the_first_example_over_https(client, sdk_daemon, tls_proxy):
-    p = run_python(python_blocks()[0], {"PADDOCK_HOST": tls_proxy.url,
-                                        "PADDOCK_FINGERPRINT": tls_proxy.fingerprint})
+def test_the_first_example_over_https(client, sdk_daemon, gateway):
+    p = run_python(python_blocks()[0], {"PADDOCK_HOST": gateway.url,
+                                        "PADDOCK_FINGERPRINT": gateway.fingerprint,
+                                        "PADDOCK_TOKEN": gateway.token})
     assert p.returncode == 0, p.stderr.decode()
     assert "0 hello from " in p.stdout.decode()
     assert sdk_daemon.envs() == {}

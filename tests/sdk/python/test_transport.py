@@ -1,12 +1,13 @@
 """How the SDK reaches the daemon: configuration from the environment, typed errors for every
 documented error answer, keep-alive and its retry, HTTPS with a pinned fingerprint or a CA
-file (through a TLS-terminating stand-in for the gateway), bearer tokens, events, audit, hostile
+file (through the daemon's own gateway, paddockd --listen), bearer tokens, events, audit, hostile
 archives, Python 3.9 to 3.13 (where installed), and installation with pip."""
 import builtins
 import http.server
 import json
 import os
 import shutil
+import socket
 import socketserver
 import subprocess
 import sys
@@ -166,14 +167,33 @@ def test_keepalive_retries_once_when_the_server_closed_an_idle_connection(canned
 # --------------------------------------------------------------------------- HTTPS
 
 
-def test_https_with_a_pinned_fingerprint(client, tls_proxy, name, monkeypatch):
-    before = tls_proxy.connections
-    c = paddock.Paddock(host=tls_proxy.url, fingerprint=tls_proxy.fingerprint)
+def counting_connections(monkeypatch):
+    """How many TCP connections the SDK opens from now on (socket.create_connection, which
+    its transport uses; the call itself is passed on unchanged)."""
+    made = []
+    real = socket.create_connection
+
+    def counted(*args, **kw):
+        made.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(socket, "create_connection", counted)
+    return made
+
+
+def test_https_with_a_pinned_fingerprint(client, gateway, name, monkeypatch):
+    made = counting_connections(monkeypatch)
+    c = paddock.Paddock(host=gateway.url, fingerprint=gateway.fingerprint, token=gateway.token)
     env = c.envs.create(name)
     assert env.exec("echo over-tls").text == "over-tls\n"
     for _ in range(10):
         c.envs.get(name)
-    assert tls_proxy.connections - before == 1, "one kept-alive connection for 12 requests"
+    assert made == [("127.0.0.1", gateway.port)], "one kept-alive connection for 12 requests"
+    # the gateway saw the client: the audit log names its address for the exec
+    recs = client.audit(env=name, since="10m")
+    execs = [r for r in recs if r["action"] == "POST /v1/envs/{name}/exec"]
+    assert execs and execs[-1]["token"] == "sdk-gateway-admin", recs
+    assert execs[-1]["peer"].startswith("127.0.0.1:"), execs[-1]
     # streams, files, terminal sessions, watch over TLS
     with env.exec_stream("echo a; echo b >&2") as s:
         assert sorted(w for w, _ in s) == ["stderr", "stdout"]
@@ -185,33 +205,43 @@ def test_https_with_a_pinned_fingerprint(client, tls_proxy, name, monkeypatch):
         env.files.write("/tmp/g", "x")
         assert next(iter(w)).path.startswith("/tmp/")
     # the fingerprint in lower case, without colons or prefix
-    fp = tls_proxy.fingerprint.split(":", 1)[1].replace(":", "").lower()
-    assert paddock.Paddock(host=tls_proxy.url, fingerprint=fp).envs.get(name).name == name
+    fp = gateway.fingerprint.split(":", 1)[1].replace(":", "").lower()
+    assert paddock.Paddock(host=gateway.url, fingerprint=fp,
+                           token=gateway.token).envs.get(name).name == name
     # and from the environment
-    monkeypatch.setenv("PADDOCK_HOST", tls_proxy.url)
-    monkeypatch.setenv("PADDOCK_FINGERPRINT", tls_proxy.fingerprint)
+    monkeypatch.setenv("PADDOCK_HOST", gateway.url)
+    monkeypatch.setenv("PADDOCK_FINGERPRINT", gateway.fingerprint)
+    monkeypatch.setenv("PADDOCK_TOKEN", gateway.token)
     assert paddock.Paddock().envs.get(name).name == name
+    # the gateway wants a token; a wrong one is refused there too
+    with pytest.raises(paddock.Unauthorized):
+        paddock.Paddock(host=gateway.url, fingerprint=gateway.fingerprint, token="").envs.list()
+    with pytest.raises(paddock.Unauthorized):
+        paddock.Paddock(host=gateway.url, fingerprint=gateway.fingerprint,
+                        token="pdk_" + "A" * 43).envs.list()
     c.close()
 
 
-def test_https_with_a_ca_file(client, tls_proxy, sandbox):
-    c = paddock.Paddock(host=tls_proxy.url, ca=tls_proxy.ca)
+def test_https_with_a_ca_file(client, gateway, sandbox):
+    c = paddock.Paddock(host=gateway.url, ca=gateway.ca, token=gateway.token)
     assert c.envs.get(sandbox.name).name == sandbox.name
     # the certificate names 127.0.0.1 and localhost, and the name is checked
-    c2 = paddock.Paddock(host="https://localhost:%d" % tls_proxy.port, ca=tls_proxy.ca)
+    c2 = paddock.Paddock(host="https://localhost:%d" % gateway.port, ca=gateway.ca,
+                         token=gateway.token)
     assert c2.system()["version"]
 
 
-def test_https_never_skips_verification(client, tls_proxy, sandbox):
+def test_https_never_skips_verification(client, gateway, sandbox):
     wrong = "sha256:" + ":".join(["AB"] * 32)
     with pytest.raises(paddock.ConnectionError) as ei:
-        paddock.Paddock(host=tls_proxy.url, fingerprint=wrong).envs.list()
-    assert "fingerprint" in str(ei.value) and tls_proxy.fingerprint in str(ei.value)
+        paddock.Paddock(host=gateway.url, fingerprint=wrong, token=gateway.token).envs.list()
+    assert "fingerprint" in str(ei.value) and gateway.fingerprint in str(ei.value)
     with pytest.raises(paddock.ConnectionError) as ei:
-        paddock.Paddock(host=tls_proxy.url, fingerprint=wrong).envs.get(sandbox.name).pty()
+        paddock.Paddock(host=gateway.url, fingerprint=wrong,
+                        token=gateway.token).envs.get(sandbox.name).pty()
     # neither a pin nor a CA: the system CAs do not know this certificate
     with pytest.raises(paddock.ConnectionError) as ei:
-        paddock.Paddock(host=tls_proxy.url).envs.list()
+        paddock.Paddock(host=gateway.url, token=gateway.token).envs.list()
     assert "certificate" in str(ei.value).lower()
     # a CA file that did not sign it
     other = tempfile.mkdtemp(prefix="paddock-sdk-ca-", dir="/var/tmp")
@@ -221,7 +251,7 @@ def test_https_never_skips_verification(client, tls_proxy, sandbox):
                         "/CN=other", "-keyout", other + "/k", "-out", other + "/c"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with pytest.raises(paddock.ConnectionError):
-            paddock.Paddock(host=tls_proxy.url, ca=other + "/c").envs.list()
+            paddock.Paddock(host=gateway.url, ca=other + "/c", token=gateway.token).envs.list()
     finally:
         shutil.rmtree(other)
 
@@ -229,7 +259,7 @@ def test_https_never_skips_verification(client, tls_proxy, sandbox):
 # --------------------------------------------------------------------------- tokens
 
 
-def test_agent_tokens_on_the_socket_and_over_tls(client, sdk_daemon, tls_proxy, name):
+def test_agent_tokens_on_the_socket_and_over_tls(client, sdk_daemon, gateway, name):
     a = client.tokens.create(name + "-a")
     b = client.tokens.create(name + "-b", max_envs=1)
     assert a["secret"].startswith("pdk_") and len(a["secret"]) == 47
@@ -242,7 +272,7 @@ def test_agent_tokens_on_the_socket_and_over_tls(client, sdk_daemon, tls_proxy, 
         assert env.exec("echo mine").text == "mine\n"
         assert [e.name for e in ca.envs.list()] == [name]
         assert name in [e.name for e in client.envs.list()]  # the administrator sees it
-        cb = paddock.Paddock(host=tls_proxy.url, fingerprint=tls_proxy.fingerprint,
+        cb = paddock.Paddock(host=gateway.url, fingerprint=gateway.fingerprint,
                              token=b["secret"])
         with pytest.raises(paddock.NotFound):
             cb.envs.get(name)  # another token's environment does not exist for it
@@ -253,7 +283,7 @@ def test_agent_tokens_on_the_socket_and_over_tls(client, sdk_daemon, tls_proxy, 
         assert ei.value.status == 403 and "max-envs" in ei.value.message
         with pytest.raises(paddock.Forbidden):
             cb.tokens.list()  # agent tokens do not manage tokens
-        over_tls = paddock.Paddock(host=tls_proxy.url, fingerprint=tls_proxy.fingerprint,
+        over_tls = paddock.Paddock(host=gateway.url, fingerprint=gateway.fingerprint,
                                    token=a["secret"])
         assert over_tls.envs.get(name).exec("echo tls").text == "tls\n"
         with over_tls.envs.get(name).pty(["sh", "-c", "echo pty-token; exit 4"]) as t:

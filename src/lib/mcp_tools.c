@@ -1,8 +1,8 @@
-/* The MCP tools of `paddock mcp`: for each, what an agent reads to decide when to use it, the
- * JSON Schema of its arguments, and the API request(s) it is made of (docs/API.md). Arguments
- * are checked against the schema before anything is sent; the daemon checks values (sizes,
- * names, rules) and its message comes back as the tool's error. */
-#include "cli/mcp.h"
+/* The MCP tools of `paddock mcp` and paddockd's POST /mcp: for each, what an agent reads to
+ * decide when to use it, the JSON Schema of its arguments, and the API request(s) it is made of
+ * (docs/API.md). Arguments are checked against the schema before anything is sent; the daemon
+ * checks values (sizes, names, rules) and its message comes back as the tool's error. */
+#include "lib/mcp.h"
 #include "lib/base64.h"
 #include "lib/jsonutil.h"
 #include "lib/util.h"
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int (*tool_fn)(struct client *c, const json_t *args, struct tool_result *res);
+typedef int (*tool_fn)(const struct mcp_backend *c, const json_t *args, struct tool_result *res);
 
 struct tool {
         const char *name;
@@ -134,25 +134,27 @@ static void streams_text(struct tool_result *res, const char *status, const json
 
 /* ------------------------------------------------------------------ environments */
 
-static int create_environment(struct client *c, const json_t *args, struct tool_result *res)
+static int create_environment(const struct mcp_backend *c, const json_t *args,
+                              struct tool_result *res)
 {
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "POST", "/v1/envs", args, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int list_environments(struct client *c, const json_t *args, struct tool_result *res)
+static int list_environments(const struct mcp_backend *c, const json_t *args,
+                             struct tool_result *res)
 {
         _cleanup_free_ char *query = strdup("");
         const char *key;
         const json_t *value;
         json_object_foreach(json_object_get(args, "labels"), key, value)
         {
-                _cleanup_free_ char *k = client_escape(c, key);
-                _cleanup_free_ char *v = client_escape(c, json_string_value(value));
+                _cleanup_free_ char *k = mcp_escape(key);
+                _cleanup_free_ char *v = mcp_escape(json_string_value(value));
                 char *q = NULL;
                 if (!query || !k || !v ||
                     asprintf(&q, "%s%slabel=%s%%3D%s", query, *query ? "&" : "?", k, v) < 0) {
@@ -165,28 +167,30 @@ static int list_environments(struct client *c, const json_t *args, struct tool_r
         _cleanup_free_ char *path = NULL;
         if (!query || asprintf(&path, "/v1/envs%s", query) < 0)
                 path = NULL;
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int destroy_environment(struct client *c, const json_t *args, struct tool_result *res)
+static int destroy_environment(const struct mcp_backend *c, const json_t *args,
+                               struct tool_result *res)
 {
-        _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"), "?force=1");
-        struct response resp = {};
+        _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "?force=1");
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "DELETE", path, NULL, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int set_network_policy(struct client *c, const json_t *args, struct tool_result *res)
+static int set_network_policy(const struct mcp_backend *c, const json_t *args,
+                              struct tool_result *res)
 {
-        _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"), "%s", "");
+        _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "%s", "");
         _cleanup_json_ json_t *network = json_deep_copy(args);
         json_object_del(network, "environment");
         _cleanup_json_ json_t *body = json_pack("{sO}", "network", network);
@@ -194,12 +198,12 @@ static int set_network_policy(struct client *c, const json_t *args, struct tool_
                 tool_fail(res, "out of memory");
                 return 0;
         }
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "PATCH", path, body, &resp, res) < 0)
                 return 0;
         json_t *net = json_object_get(resp.json, "network");
         tool_json(res, net ? net : resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
@@ -210,9 +214,9 @@ static int set_network_policy(struct client *c, const json_t *args, struct tool_
  * a longer timeout) instead of losing the answer. */
 #define DEFAULT_TIMEOUT_S 55
 
-static int run_command(struct client *c, const json_t *args, struct tool_result *res)
+static int run_command(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
 {
-        _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"), "/exec");
+        _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "/exec");
         _cleanup_json_ json_t *body = exec_body(args);
         if (body && !json_object_get(body, "timeout"))
                 json_object_set_new(body, "timeout", json_integer(DEFAULT_TIMEOUT_S));
@@ -220,7 +224,7 @@ static int run_command(struct client *c, const json_t *args, struct tool_result 
                 tool_fail(res, "out of memory");
                 return 0;
         }
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "POST", path, body, &resp, res) < 0)
                 return 0;
         const json_t *j = resp.json;
@@ -239,7 +243,7 @@ static int run_command(struct client *c, const json_t *args, struct tool_result 
         if (r < 0 || !out) {
                 tool_fail(res, "cannot read the command's output: %s",
                           strerror(r < 0 ? -r : ENOMEM));
-                response_done(&resp);
+                mcp_response_done(&resp);
                 return 0;
         }
         bool timed_out = json_is_true(json_object_get(j, "timed_out"));
@@ -256,19 +260,19 @@ static int run_command(struct client *c, const json_t *args, struct tool_result 
                            : "");
         streams_text(res, status, out);
         res->structured = TAKE_PTR(out);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int start_process(struct client *c, const json_t *args, struct tool_result *res)
+static int start_process(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
 {
-        _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"), "/exec");
+        _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "/exec");
         _cleanup_json_ json_t *body = exec_body(args);
         if (!body || json_object_set_new(body, "detach", json_true()) < 0) {
                 tool_fail(res, "out of memory");
                 return 0;
         }
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "POST", path, body, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
@@ -286,22 +290,22 @@ static int start_process(struct client *c, const json_t *args, struct tool_resul
                 free(res->text);
                 res->text = text;
         }
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int kill_process(struct client *c, const json_t *args, struct tool_result *res)
+static int kill_process(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
 {
         json_int_t id = json_integer_value(json_object_get(args, "id"));
         _cleanup_free_ char *path =
-            mcp_env_path(c, arg_str(args, "environment"), "/processes/%lld/signal", (long long)id);
+            mcp_env_path(arg_str(args, "environment"), "/processes/%lld/signal", (long long)id);
         const char *sig = arg_str(args, "signal");
         _cleanup_json_ json_t *body = json_pack("{ss}", "signal", sig ? sig : "TERM");
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "POST", path, body, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
@@ -334,34 +338,36 @@ static int take_output_line(const char *line, size_t len, struct bytes *so, stru
 /* Wait until the process has exited or WAIT_MAX_MS have passed, looking at its record now and
  * then: the daemon's wait routes block without a limit, and a tool call must not. 0 (also when
  * it still runs), or -1 after making res an error. */
-static int wait_for_exit(struct client *c, const char *env, json_int_t id, struct tool_result *res)
+static int wait_for_exit(const struct mcp_backend *c, const char *env, json_int_t id,
+                         struct tool_result *res)
 {
-        _cleanup_free_ char *path = mcp_env_path(c, env, "/processes/%lld", (long long)id);
+        _cleanup_free_ char *path = mcp_env_path(env, "/processes/%lld", (long long)id);
         unsigned slept_ms = 0, step_ms = 50;
         for (;;) {
-                struct response resp = {};
+                struct mcp_response resp = {};
                 if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
                         return -1;
                 const char *state = json_string_value(json_object_get(resp.json, "state"));
                 bool exited = state && strcmp(state, "running") != 0;
-                response_done(&resp);
+                mcp_response_done(&resp);
                 if (exited || slept_ms >= WAIT_MAX_MS)
                         return 0;
-                usleep(step_ms * 1000);
+                c->sleep_ms(c->data, step_ms);
                 slept_ms += step_ms;
                 if (step_ms < 500)
                         step_ms *= 2;
         }
 }
 
-static int read_process_output(struct client *c, const json_t *args, struct tool_result *res)
+static int read_process_output(const struct mcp_backend *c, const json_t *args,
+                               struct tool_result *res)
 {
         json_int_t id = json_integer_value(json_object_get(args, "id"));
         const char *env = arg_str(args, "environment");
         if (json_is_true(json_object_get(args, "wait")) && wait_for_exit(c, env, id, res) < 0)
                 return 0;
-        _cleanup_free_ char *path = mcp_env_path(c, env, "/processes/%lld/output", (long long)id);
-        struct response resp = {};
+        _cleanup_free_ char *path = mcp_env_path(env, "/processes/%lld/output", (long long)id);
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
                 return 0;
         struct bytes so = {}, se = {};
@@ -380,7 +386,7 @@ static int read_process_output(struct client *c, const json_t *args, struct tool
                 r = add_streams(out, &so, &se);
         free(so.data);
         free(se.data);
-        response_done(&resp);
+        mcp_response_done(&resp);
         if (r < 0) {
                 tool_fail(res, "cannot read the process's output: %s", strerror(-r));
                 return 0;
@@ -404,22 +410,22 @@ static int read_process_output(struct client *c, const json_t *args, struct tool
 /* ------------------------------------------------------------------ files */
 
 /* "?path=P" plus more query text, P escaped. */
-static char *path_query(struct client *c, const json_t *args, const char *route, const char *more)
+static char *path_query(const json_t *args, const char *route, const char *more)
 {
-        _cleanup_free_ char *p = client_escape(c, arg_str(args, "path"));
+        _cleanup_free_ char *p = mcp_escape(arg_str(args, "path"));
         if (!p)
                 return NULL;
-        return mcp_env_path(c, arg_str(args, "environment"), "%s?path=%s%s", route, p,
+        return mcp_env_path(arg_str(args, "environment"), "%s?path=%s%s", route, p,
                             more ? more : "");
 }
 
-static int read_file(struct client *c, const json_t *args, struct tool_result *res)
+static int read_file(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
 {
         json_int_t max = json_integer_value(json_object_get(args, "max_bytes"));
         char more[48];
         snprintf(more, sizeof(more), "&max=%lld", (long long)(max > 0 ? max : 1 << 20));
-        _cleanup_free_ char *path = path_query(c, args, "/files", more);
-        struct response resp = {};
+        _cleanup_free_ char *path = path_query(args, "/files", more);
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
                 return 0;
         const char *data = resp.body ? resp.body : "";
@@ -429,7 +435,7 @@ static int read_file(struct client *c, const json_t *args, struct tool_result *r
                 b64 = malloc(base64_encoded_size(resp.len) + 1);
                 if (!b64) {
                         tool_fail(res, "out of memory");
-                        response_done(&resp);
+                        mcp_response_done(&resp);
                         return 0;
                 }
                 base64_encode(data, resp.len, b64);
@@ -442,18 +448,18 @@ static int read_file(struct client *c, const json_t *args, struct tool_result *r
         else
                 tool_text(res, "[binary file %s, %zu bytes, base64-encoded:]\n%s",
                           arg_str(args, "path"), resp.len, b64);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int write_file(struct client *c, const json_t *args, struct tool_result *res)
+static int write_file(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
 {
         const char *mode = arg_str(args, "mode");
-        _cleanup_free_ char *m = mode ? client_escape(c, mode) : NULL;
+        _cleanup_free_ char *m = mode ? mcp_escape(mode) : NULL;
         char more[64] = "";
         if (m)
                 snprintf(more, sizeof(more), "&mode=%.32s", m);
-        _cleanup_free_ char *path = path_query(c, args, "/files", more);
+        _cleanup_free_ char *path = path_query(args, "/files", more);
         const json_t *content = json_object_get(args, "content");
         const char *enc = arg_str(args, "encoding");
         _cleanup_free_ unsigned char *decoded = NULL;
@@ -473,58 +479,59 @@ static int write_file(struct client *c, const json_t *args, struct tool_result *
                 tool_fail(res, "out of memory");
                 return 0;
         }
-        struct request req = {
+        struct mcp_request req = {
             .method = "PUT",
             .path = path,
             .body = body,
             .body_len = len,
             .content_type = "application/octet-stream",
         };
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api(c, &req, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int list_files(struct client *c, const json_t *args, struct tool_result *res)
+static int list_files(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
 {
-        _cleanup_free_ char *path = path_query(c, args, "/files/list", NULL);
-        struct response resp = {};
+        _cleanup_free_ char *path = path_query(args, "/files/list", NULL);
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "GET", path, NULL, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
 /* ------------------------------------------------------------------ storage */
 
-static int snapshot(struct client *c, const json_t *args, struct tool_result *res)
+static int snapshot(const struct mcp_backend *c, const json_t *args, struct tool_result *res)
 {
-        _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"), "/snapshots");
+        _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "/snapshots");
         _cleanup_json_ json_t *body = json_object();
         if (body && json_object_get(args, "name"))
                 json_object_set(body, "name", json_object_get(args, "name"));
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "POST", path, body, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
-static int fork_environment(struct client *c, const json_t *args, struct tool_result *res)
+static int fork_environment(const struct mcp_backend *c, const json_t *args,
+                            struct tool_result *res)
 {
-        _cleanup_free_ char *path = mcp_env_path(c, arg_str(args, "environment"), "/fork");
+        _cleanup_free_ char *path = mcp_env_path(arg_str(args, "environment"), "/fork");
         _cleanup_json_ json_t *body = json_deep_copy(args);
         json_object_del(body, "environment");
-        struct response resp = {};
+        struct mcp_response resp = {};
         if (mcp_api_json(c, "POST", path, body, &resp, res) < 0)
                 return 0;
         tool_json(res, resp.json);
-        response_done(&resp);
+        mcp_response_done(&resp);
         return 0;
 }
 
@@ -686,13 +693,8 @@ static json_t *schemas[ELEMENTSOF(tools)];
 
 static const json_t *tool_schema(size_t i)
 {
-        if (!schemas[i]) {
-                json_error_t err;
-                schemas[i] = json_loads(tools[i].schema, 0, &err);
-                if (!schemas[i])
-                        fprintf(stderr, "paddock mcp: schema of %s: %s (column %d)\n",
-                                tools[i].name, err.text, err.column);
-        }
+        if (!schemas[i])
+                schemas[i] = json_loads(tools[i].schema, 0, NULL);
         return schemas[i];
 }
 
@@ -713,8 +715,8 @@ json_t *mcp_tools_list(void)
         return list;
 }
 
-int mcp_tool_call(struct client *c, const char *name, const json_t *args, struct tool_result *res,
-                  char **ret_why)
+int mcp_tool_call(const struct mcp_backend *c, const char *name, const json_t *args,
+                  struct tool_result *res, char **ret_why)
 {
         for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
                 if (strcmp(tools[i].name, name) != 0)

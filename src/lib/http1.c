@@ -1,4 +1,4 @@
-#include "cli/http1.h"
+#include "lib/http1.h"
 
 #include <errno.h>
 #include <stdlib.h>

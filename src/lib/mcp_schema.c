@@ -1,7 +1,7 @@
 /* The part of JSON Schema the MCP tools' input schemas use, checked before any request is
  * made, so a malformed call is refused with a message naming the field instead of reaching the
  * daemon half-built. Not a general validator: keywords our schemas do not use are ignored. */
-#include "cli/mcp.h"
+#include "lib/mcp.h"
 
 #include <errno.h>
 #include <stdio.h>

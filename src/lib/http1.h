@@ -1,4 +1,5 @@
-/* An HTTP/1.1 response parser for the CLI's client of paddockd (client.c): bytes in, status and
+/* An HTTP/1.1 response parser (the CLI's client of paddockd, client.c, and the daemon's own
+ * in-process requests for MCP, api_mcp.c): bytes in, status and
  * body pieces out. No I/O, no allocation but the line buffer, so the unit test can feed it any
  * byte sequence split at any point.
  *

@@ -1,6 +1,6 @@
 /* What the MCP tools share: API requests whose failures become tool errors, and command output
  * made into text an agent can take in. */
-#include "cli/mcp.h"
+#include "lib/mcp.h"
 #include "lib/util.h"
 
 #include <stdarg.h>
@@ -51,8 +51,15 @@ void tool_json(struct tool_result *res, json_t *j)
         res->structured = json_incref(j);
 }
 
+void mcp_response_done(struct mcp_response *r)
+{
+        free(r->body);
+        json_decref(r->json);
+        *r = (struct mcp_response){};
+}
+
 /* The daemon's message of an error answer, one line. */
-static void fail_from_response(const struct response *r, struct tool_result *res)
+static void fail_from_response(const struct mcp_response *r, struct tool_result *res)
 {
         const json_t *err = json_object_get(r->json, "error");
         const char *msg = json_string_value(json_object_get(err, "message"));
@@ -68,45 +75,26 @@ static void fail_from_response(const struct response *r, struct tool_result *res
                   n > 200 ? 200 : n, body);
 }
 
-int mcp_api(struct client *c, const struct request *req, struct response *ret,
+int mcp_api(const struct mcp_backend *b, const struct mcp_request *req, struct mcp_response *ret,
             struct tool_result *res)
 {
-        /* client_perform says on stderr why a daemon could not be reached. stdout carries the
-         * protocol, and the agent should read the reason too: catch what it writes (stderr is
-         * an assignable FILE * in glibc) and pass it on to the real stderr as well. */
-        char *said = NULL;
-        size_t said_len = 0;
-        FILE *mem = open_memstream(&said, &said_len);
-        FILE *real_stderr = stderr;
-        if (mem)
-                stderr = mem;
-        struct response resp = {};
-        int r = client_perform(c, req, &resp);
-        stderr = real_stderr;
-        if (mem)
-                fclose(mem);
-        if (said && *said)
-                fputs(said, stderr);
-        if (r < 0) {
-                const char *why = said && *said ? said : "request to paddockd failed\n";
-                if (strncmp(why, "paddock: ", 9) == 0)
-                        why += 9;
-                tool_fail(res, "%.*s", (int)strcspn(why, "\n"), why);
-                free(said);
+        struct mcp_response resp = {};
+        _cleanup_free_ char *why = NULL;
+        if (b->perform(b->data, req, &resp, &why) < 0) {
+                tool_fail(res, "%s", why && *why ? why : "request to paddockd failed");
                 return -1;
         }
-        free(said);
         if (resp.status < 200 || resp.status > 299) {
                 fail_from_response(&resp, res);
-                response_done(&resp);
+                mcp_response_done(&resp);
                 return -1;
         }
         *ret = resp;
         return 0;
 }
 
-int mcp_api_json(struct client *c, const char *method, const char *path, const json_t *body,
-                 struct response *ret, struct tool_result *res)
+int mcp_api_json(const struct mcp_backend *b, const char *method, const char *path,
+                 const json_t *body, struct mcp_response *ret, struct tool_result *res)
 {
         if (!path) {
                 tool_fail(res, "out of memory");
@@ -117,18 +105,38 @@ int mcp_api_json(struct client *c, const char *method, const char *path, const j
                 tool_fail(res, "out of memory");
                 return -1;
         }
-        struct request req = {
+        struct mcp_request req = {
             .method = method,
             .path = path,
             .body = text,
             .body_len = text ? strlen(text) : 0,
         };
-        return mcp_api(c, &req, ret, res);
+        return mcp_api(b, &req, ret, res);
 }
 
-char *mcp_env_path(struct client *c, const char *name, const char *suffix_fmt, ...)
+char *mcp_escape(const char *s)
 {
-        _cleanup_free_ char *esc = client_escape(c, name);
+        static const char hex[] = "0123456789ABCDEF";
+        char *out = malloc(strlen(s) * 3 + 1), *o = out;
+        if (!out)
+                return NULL;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+                        *o++ = (char)*p;
+                } else {
+                        *o++ = '%';
+                        *o++ = hex[*p >> 4];
+                        *o++ = hex[*p & 15];
+                }
+        }
+        *o = 0;
+        return out;
+}
+
+char *mcp_env_path(const char *name, const char *suffix_fmt, ...)
+{
+        _cleanup_free_ char *esc = mcp_escape(name);
         _cleanup_free_ char *suffix = NULL;
         va_list ap;
         va_start(ap, suffix_fmt);
@@ -176,16 +184,12 @@ static size_t put_text(char *out, const char *s, size_t len)
         return o;
 }
 
-/* Of a clipped stream, this much is its head; the rest of MCP_STREAM_MAX is its tail, which
- * usually says more (the error at the end of a build log). */
-#define HEAD_KEEP (MCP_STREAM_MAX / 5)
-
 char *mcp_clip_output(const char *data, size_t len, const char *stream, size_t *ret_cut)
 {
         size_t head = len, tail_at = len, cut = 0;
         if (len > MCP_STREAM_MAX) {
-                head = HEAD_KEEP;
-                tail_at = len - (MCP_STREAM_MAX - HEAD_KEEP);
+                head = MCP_STREAM_HEAD;
+                tail_at = len - (MCP_STREAM_MAX - MCP_STREAM_HEAD);
                 /* Start the tail at a character, not inside one. */
                 for (int k = 0; k < 3 && ((unsigned char)data[tail_at] & 0xc0) == 0x80; k++)
                         tail_at++;

@@ -3,8 +3,7 @@
  * tool, arguments that do not fit a tool's schema) are JSON-RPC errors; a failure of the tool
  * itself (paddockd refused, no such environment) is a result with isError, so the model reads
  * the daemon's message. */
-#include "cli/mcp.h"
-#include "cli/mcp_server.h"
+#include "lib/mcp.h"
 #include "lib/jsonutil.h"
 #include "lib/paddock.h"
 #include "lib/util.h"
@@ -20,6 +19,14 @@ static const char instructions[] =
     "sandbox, or a persistent computer that can be snapshotted and forked), run commands in it "
     "with run_command (or start_process for long-running ones), move code in and out with "
     "write_file and read_file, and destroy it with destroy_environment when done.";
+
+bool mcp_version_known(const char *v)
+{
+        for (size_t i = 0; i < ELEMENTSOF(versions); i++)
+                if (strcmp(v, versions[i]) == 0)
+                        return true;
+        return false;
+}
 
 json_t *mcp_error(const json_t *id, int code, const char *message)
 {
@@ -67,7 +74,7 @@ static json_t *tools_call(struct mcp_server *s, const json_t *id, const json_t *
                 return mcp_error(id, MCP_INVALID_PARAMS, "tools/call: arguments must be an object");
         struct tool_result res = {};
         _cleanup_free_ char *why = NULL;
-        int r = mcp_tool_call(s->client, name, args, &res, &why);
+        int r = mcp_tool_call(&s->backend, name, args, &res, &why);
         if (r == -EINVAL)
                 return mcp_error(id, MCP_INVALID_PARAMS, why);
         if (r < 0 || !res.text) {
@@ -113,6 +120,11 @@ json_t *mcp_server_handle(struct mcp_server *s, const char *text, size_t len)
                          err.line, err.column);
                 return mcp_error(NULL, MCP_PARSE_ERROR, why);
         }
+        return mcp_server_handle_message(s, msg);
+}
+
+json_t *mcp_server_handle_message(struct mcp_server *s, const json_t *msg)
+{
         if (!json_is_object(msg))
                 return mcp_error(NULL, MCP_INVALID_REQUEST,
                                  json_is_array(msg) ? "batches are not supported"

@@ -1,0 +1,160 @@
+"""Idle stop and wake-up (docs/operations.md, "Idle environments"): an environment with an idle
+timeout and no activity for that long is paused (sandbox) or stopped (computer); the next exec
+or file request wakes it transparently; activity (a running exec, API work in it, background
+output, network traffic) postpones it; the setting survives a daemon restart."""
+import json
+import time
+
+from conftest import wait_for
+
+from test_events import Subscriber
+
+
+def state(d, name):
+    e = d.inspect(name)
+    return e["state"], e["idled_at"]
+
+
+def ls_state(d, name):
+    for line in d.cli("ls").out.splitlines()[1:]:
+        cells = line.split()
+        if cells and cells[0] == name:
+            return cells[2]
+    return None
+
+
+def test_idle_sandbox_is_paused_and_exec_wakes_it(daemon):
+    d = daemon
+    sub = Subscriber(d, "?env=idler")
+    e = d.create("idler", "--sandbox", "--idle-timeout", "2s")
+    assert (e["idle_timeout"], e["idle_action"], e["idled_at"]) == (2, "pause", None)
+    t0 = time.monotonic()
+    wait_for(lambda: state(d, "idler")[0] == "paused", timeout=10, what="idle pause")
+    assert time.monotonic() - t0 >= 1.5
+    st, idled_at = state(d, "idler")
+    assert idled_at is not None
+    assert ls_state(d, "idler") == "paused(idle)"
+    seen = sub.until(lambda ev: ev["type"] == "idle")
+    assert seen[-1].get("action") == "pause", seen[-1]
+
+    # the next exec wakes it; the caller sees only the answer
+    assert d.sh("idler", "echo awake") == "awake\n"
+    assert state(d, "idler") == ("running", None)
+    assert ls_state(d, "idler") == "running"
+    types = [ev["type"] for ev in sub.until(lambda ev: ev["type"] == "woke")]
+    assert "resumed" in types
+    # and it idles again later
+    wait_for(lambda: state(d, "idler")[0] == "paused", timeout=10, what="second idle pause")
+    # an explicit pause is not undone by a request: only what the idle timer did
+    assert d.api("POST", "/v1/envs/idler/resume").status == 200
+    assert d.api("POST", "/v1/envs/idler/pause").status == 200
+    r = d.api("POST", "/v1/envs/idler/exec", {"cmd": ["true"]})
+    assert r.status == 409, r
+    sub.close()
+
+
+def test_activity_postpones_idle(daemon):
+    d = daemon
+    d.create("busy", "--sandbox", "--idle-timeout", "3s")
+    # a running exec holds it awake past the timeout
+    res = d.exec("busy", "sleep 5; echo done")
+    assert res["stdout"] == "done\n"
+    assert state(d, "busy")[0] == "running"
+    # API work inside it (files) every half second keeps it awake
+    for _ in range(10):
+        assert d.api("GET", "/v1/envs/busy/files/stat?path=/tmp").status == 200
+        time.sleep(0.5)
+    assert state(d, "busy")[0] == "running"
+    # a background process that writes output is activity; inspect and ls are not
+    r = d.api("POST", "/v1/envs/busy/exec",
+              {"cmd": ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do echo tick; sleep 0.5; done"],
+               "detach": True})
+    assert r.status == 201, r
+    for _ in range(4):
+        d.inspect("busy")
+        d.cli("ls")
+        time.sleep(1)
+    assert state(d, "busy")[0] == "running"
+    # once everything is quiet it pauses (a silent process does not keep it awake)
+    assert d.api("POST", "/v1/envs/busy/exec",
+                 {"cmd": ["sleep", "1000"], "detach": True}).status == 201
+    wait_for(lambda: state(d, "busy")[0] == "paused", timeout=12, what="idle pause")
+
+
+def test_network_traffic_is_activity(daemon):
+    d = daemon
+    e = d.create("chatty", "--computer", "--idle-timeout", "3s", "--idle-action", "pause")
+    if e["network"]["mode"] == "none":
+        return  # a daemon without networking
+    gw = e["network"]["gateway"]
+    # packets to the gateway's resolver every half second for ~8 s, nothing written anywhere
+    script = ("i=0; while [ $i -lt 16 ]; do nslookup example.com %s >/dev/null 2>&1; "
+              "sleep 0.5; i=$((i+1)); done" % gw)
+    t0 = time.monotonic()
+    assert d.api("POST", "/v1/envs/chatty/exec", {"cmd": ["sh", "-c", script],
+                                                  "detach": True}).status == 201
+    time.sleep(6)
+    assert state(d, "chatty")[0] == "running"
+    # quiet once the loop ends: paused within the timeout and a sampling step of it
+    wait_for(lambda: state(d, "chatty")[0] == "paused", timeout=20, what="idle pause")
+    assert time.monotonic() - t0 >= 8
+
+
+def test_idle_computer_stops_and_the_setting_survives_a_restart(daemon):
+    d = daemon
+    e = d.create("comp", "--computer", "--idle-timeout", "2s")
+    assert e["idle_action"] == "stop"
+    d.sh("comp", "echo kept > /root/file")
+    wait_for(lambda: state(d, "comp")[0] == "stopped", timeout=20, what="idle stop")
+    assert ls_state(d, "comp") == "stopped(idle)"
+    d.restart()
+    e = d.inspect("comp")
+    assert (e["state"], e["idle_timeout"], e["idle_action"]) == ("stopped", 2, "stop")
+    assert e["idled_at"] is not None
+    # a file request starts it again, with its disk
+    r = d.api("GET", "/v1/envs/comp/files?path=/root/file")
+    assert r.status == 200 and r.body == b"kept\n", r
+    assert state(d, "comp") == ("running", None)
+    # the restarted daemon keeps watching a running one
+    d.restart()
+    wait_for(lambda: state(d, "comp")[0] == "stopped", timeout=20, what="idle stop after restart")
+    # an explicit start clears the reason too
+    d.cli("start", "comp")
+    assert state(d, "comp") == ("running", None)
+    d.cli("stop", "comp")
+
+
+def test_idle_settings_through_the_api(daemon):
+    d = daemon
+    r = d.api("POST", "/v1/envs", {"name": "s1", "idle_timeout": "1h", "idle_action": "nap"})
+    assert r.status == 400 and "idle_action" in r.json["error"]["message"], r
+    r = d.api("POST", "/v1/envs", {"name": "s1", "idle_timeout": "soon"})
+    assert r.status == 400 and "idle_timeout" in r.json["error"]["message"], r
+    r = d.api("POST", "/v1/envs", {"name": "s1", "idle_timeout": 3600, "idle_action": "stop"})
+    assert r.status == 201, r
+    assert (r.json["idle_timeout"], r.json["idle_action"]) == (3600, "stop")
+    r = d.api("PATCH", "/v1/envs/s1", {"idle_timeout": "1s", "idle_action": "pause"})
+    assert r.status == 200 and (r.json["idle_timeout"], r.json["idle_action"]) == (1, "pause")
+    wait_for(lambda: state(d, "s1")[0] == "paused", timeout=10, what="idle pause after PATCH")
+    r = d.api("PATCH", "/v1/envs/s1", {"idle_timeout": None})
+    assert r.status == 200 and r.json["idle_timeout"] is None, r
+    # still paused by the idle timer: the next exec wakes it, and it stays awake now
+    assert d.sh("s1", "echo hi") == "hi\n"
+    time.sleep(2.5)
+    assert state(d, "s1")[0] == "running"
+    p = d.cli("update", "s1", "--idle-timeout", "30m", "--json")
+    assert json.loads(p.out)["idle_timeout"] == 1800
+    # idle counters in paddock system
+    s = d.api("GET", "/v1/system").json
+    assert s["idle"]["paused"] >= 1 and s["idle"]["woken"] >= 1, s.get("idle")
+
+
+def test_operations_md_examples(daemon):
+    """The commands docs/operations.md shows, as written."""
+    d = daemon
+    d.cli("create", "job7", "--sandbox", "--idle-timeout", "10m")
+    d.cli("create", "dev1", "--computer", "--idle-timeout", "2h")
+    d.cli("update", "dev1", "--idle-timeout", "30m", "--idle-action", "pause")
+    assert (d.inspect("job7")["idle_timeout"], d.inspect("job7")["idle_action"]) == (600, "pause")
+    e = d.inspect("dev1")
+    assert (e["idle_timeout"], e["idle_action"]) == (1800, "pause")
