@@ -105,7 +105,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a
 
 # The gateway's parser, token table and confinement are not in libpaddock.a.
 GATEWAY_UNIT_OBJ := $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/tokens.o \
-                    $(BUILD)/src/gateway/confine.o
+                    $(BUILD)/src/gateway/confine.o $(BUILD)/src/gateway/ingress.o
 $(BUILD)/tests/test_gateway_parse: tests/unit/test_gateway_parse.c $(GATEWAY_UNIT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
@@ -163,6 +163,11 @@ $(BUILD)/fuzz_gateway_parse: tests/fuzz/fuzz_gateway_parse.c tests/fuzz/fuzz.h $
 	@echo "  FUZZ    $@"
 	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-missing-prototypes -o $@ $< \
 	        $(BUILD)/src/gateway/reqparse.o $(LDFLAGS)
+
+$(BUILD)/fuzz_gateway_ingress: tests/fuzz/fuzz_gateway_ingress.c tests/fuzz/fuzz.h $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/ingress.o
+	@echo "  FUZZ    $@"
+	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-missing-prototypes -o $@ $< \
+	        $(BUILD)/src/gateway/reqparse.o $(BUILD)/src/gateway/ingress.o $(LDFLAGS)
 
 fuzz: fuzz-build
 	@./tests/fuzz/run.sh $(FUZZ_SECONDS) $(BUILD)/fuzz/work $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)

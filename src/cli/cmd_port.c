@@ -1,4 +1,5 @@
 /* paddock port add NAME HOSTPORT:PORT[/tcp|/udp]... | ls NAME | rm NAME HOSTPORT[/tcp|/udp]...
+ * paddock port url NAME PORT
  *
  * Published ports: connections to HOSTPORT on the host go to PORT of the environment (DNAT in
  * the daemon's firewall table). Every operand is checked before anything is sent, so a typo
@@ -11,6 +12,7 @@
 #include "cli/output.h"
 #include "lib/util.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@ static const char port_help[] =
     "  add NAME HOSTPORT:PORT[/tcp|/udp]...   host port HOSTPORT goes to PORT inside\n"
     "  ls NAME                                list published ports\n"
     "  rm NAME HOSTPORT[/tcp|/udp]...         stop publishing\n"
+    "  url NAME PORT                          the preview URL of PORT through the listener\n"
     "\n"
     "  --json                                 print the daemon's answer as JSON\n";
 
@@ -40,6 +43,15 @@ static const char port_rm_help[] =
     "Usage: paddock port rm NAME HOSTPORT[/tcp|/udp]...\n"
     "\n"
     "Stop publishing host port HOSTPORT (tcp unless /udp is given). Prints each one removed.\n";
+
+static const char port_url_help[] =
+    "Usage: paddock port url NAME PORT [--json]\n"
+    "\n"
+    "Print the preview URL of port PORT of environment NAME: https://PORT-NAME.DOMAIN/ on the\n"
+    "daemon's listener (paddockd --domain DOMAIN --listen ...; http:// on a --listen-plain\n"
+    "one, with the listener's port unless it is 443 or 80). Opening it needs a token that may\n"
+    "see NAME (Authorization: Bearer, or the paddock_token cookie), unless the environment\n"
+    "was made public.\n";
 
 struct port_spec {
         unsigned host_port, port; /* port 0 when not given (rm) */
@@ -186,13 +198,87 @@ static int port_ls(struct cli *cli, int argc, char **argv)
         return r;
 }
 
+static const struct verb_syntax port_url_syntax = {
+    .verb = "port url",
+    .help = port_url_help,
+    OPERANDS(2, 2, "missing NAME and PORT"),
+};
+
+/* The port of "ADDR:PORT" or "[ADDR]:PORT" as the daemon writes its listeners. */
+static unsigned listen_port(const char *text)
+{
+        const char *colon = text ? strrchr(text, ':') : NULL;
+        unsigned v = 0;
+        return colon && parse_port(colon + 1, strlen(colon + 1), &v) ? v : 0;
+}
+
+static int port_url(struct cli *cli, int argc, char **argv)
+{
+        int r = opts_parse(cli, argc, argv, &port_url_syntax, NULL);
+        if (r >= 0)
+                return r;
+        const char *name = argv[optind], *port_arg = argv[optind + 1];
+        unsigned port;
+        if (!parse_port(port_arg, strlen(port_arg), &port))
+                return usage_error("port url", "'%s': port must be a number 1-65535", port_arg);
+        size_t nl = strlen(name);
+        if (nl == 0 || nl > 63 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                               "0123456789-_") != nl) {
+                fprintf(stderr, "paddock: port url: '%s' cannot be part of a host name (preview "
+                                "URLs need names of letters, digits, - and _)\n", name);
+                return EXIT_FAIL;
+        }
+        struct client *client = cli_client(cli);
+        struct response resp = {};
+        if (!client || client_call(client, "GET", "/v1/system", NULL, &resp) < 0)
+                return EXIT_FAIL;
+        const json_t *gw = json_object_get(resp.json, "gateway");
+        const char *domain = json_string_value(json_object_get(gw, "domain"));
+        const char *tls = json_string_value(json_array_get(json_object_get(gw, "listen"), 0));
+        const char *plain = json_string_value(json_array_get(json_object_get(gw, "listen_plain"), 0));
+        r = EXIT_FAIL;
+        if (!json_is_object(gw) || (!tls && !plain))
+                fprintf(stderr, "paddock: port url: the daemon has no listener (paddockd --listen "
+                                "ADDR:PORT, with --domain DOMAIN)\n");
+        else if (!domain)
+                fprintf(stderr, "paddock: port url: the daemon has no preview domain (paddockd "
+                                "--domain DOMAIN)\n");
+        else {
+                unsigned lp = listen_port(tls ? tls : plain);
+                char at[16] = "";
+                if (lp && lp != (tls ? 443u : 80u))
+                        snprintf(at, sizeof(at), ":%u", lp);
+                char *url = NULL;
+                if (asprintf(&url, "%s://%u-%s.%s%s/", tls ? "https" : "http", port, name, domain,
+                             at) >= 0) {
+                        for (char *p = url; *p; p++)
+                                *p = (char)tolower((unsigned char)*p);
+                        if (cli->json) {
+                                json_t *j = json_pack("{s:s}", "url", url);
+                                char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                                if (text)
+                                        printf("%s\n", text);
+                                free(text);
+                                json_decref(j);
+                        } else {
+                                printf("%s\n", url);
+                        }
+                        free(url);
+                        r = EXIT_OK;
+                }
+        }
+        response_done(&resp);
+        return r;
+}
+
 int cmd_port(struct cli *cli, int argc, char **argv)
 {
         static const struct subverb subs[] = {{"add", port_add},
                                               {"ls", port_ls},
                                               {"list", port_ls},
                                               {"rm", port_rm},
+                                              {"url", port_url},
                                               {"remove", port_rm}};
         return subverb_dispatch(cli, argc, argv, "port", port_help,
-                                "missing COMMAND (add, ls or rm)", subs, ELEMENTSOF(subs));
+                                "missing COMMAND (add, ls, rm or url)", subs, ELEMENTSOF(subs));
 }

@@ -68,7 +68,7 @@ static const char overview[] =
     "\n"
     "Network:\n"
     "  net NAME [OPTIONS]           show or change network mode, allow list, links, bandwidth\n"
-    "  port add|ls|rm NAME ...      publish environment ports on the host\n"
+    "  port add|ls|rm|url NAME ...  publish environment ports on the host, preview URLs\n"
     "\n"
     "Images and daemon:\n"
     "  image ls|import|export|pull|build|rm   manage root filesystem images\n"

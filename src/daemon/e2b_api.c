@@ -6,6 +6,7 @@
 #include "daemon/api.h"
 #include "daemon/e2b.h"
 #include "daemon/gateway.h"
+#include "daemon/ingress.h"
 #include "daemon/log.h"
 #include "lib/netpolicy.h"
 #include "lib/parse.h"
@@ -281,6 +282,7 @@ struct create_ctx {
         struct engine *eng;
         char id[NAME_BUF_SIZE];
         char token[44];
+        char traffic[44]; /* network.allowPublicTraffic false: the traffic access token, else "" */
 };
 
 static void create_gone(void *data)
@@ -295,7 +297,10 @@ static void create_reply(struct create_ctx *c)
         struct env *v = engine_find(c->eng, c->id);
         if (v && e2b_sandbox_record(c->eng, c->id, &s.b) >= 0) {
                 s.v = v;
-                http_reply_json(c->req, 201, sandbox_json(c->eng, &s, c->token));
+                json_t *j = sandbox_json(c->eng, &s, c->token);
+                if (j && c->traffic[0]) /* only here: Paddock keeps its hash alone */
+                        json_object_set_new(j, "trafficAccessToken", json_string(c->traffic));
+                http_reply_json(c->req, 201, j);
                 sbx_clear(&s);
         } else {
                 e2b_reply_error(c->req, 500, "sandbox %s vanished while it was made", c->id);
@@ -319,6 +324,7 @@ static void user_made(void *data, int err, const char *msg)
                         create_reply(c);
         }
         explicit_bzero(c->token, sizeof(c->token));
+        explicit_bzero(c->traffic, sizeof(c->traffic));
         free(c);
 }
 
@@ -505,6 +511,17 @@ static void sandbox_create(struct request *r, struct engine *e)
         snprintf(b.home, sizeof(b.home), "%s", plan.home);
         if ((rc = new_access_token(ctx->token, b.token_hash)) >= 0)
                 rc = state_e2b_insert(engine_state(e), &b);
+        /* Preview URLs (getHost): public unless network.allowPublicTraffic is false; then
+         * whoever sends the traffic access token in e2b-traffic-access-token (ingress.h). */
+        if (rc >= 0) {
+                bool public = !json_is_false(json_object_get(json_object_get(body, "network"),
+                                                             "allowPublicTraffic"));
+                char traffic_hash[SECRET_HASH_HEX + 1] = "";
+                if (!public)
+                        rc = new_access_token(ctx->traffic, traffic_hash);
+                if (rc >= 0)
+                        rc = ingress_set_policy(e, spec.name, public, public ? NULL : traffic_hash);
+        }
         if (rc < 0) {
                 engine_destroy(e, v, true);
                 e2b_reply_error(r, 500, "recording the sandbox: %s", strerror(-rc));
@@ -531,8 +548,10 @@ static void sandbox_create(struct request *r, struct engine *e)
         }
         ctx = NULL;
 out:
-        if (ctx)
+        if (ctx) {
                 explicit_bzero(ctx->token, sizeof(ctx->token));
+                explicit_bzero(ctx->traffic, sizeof(ctx->traffic));
+        }
         free(ctx);
         free(plan.passwd);
         free(plan.group);

@@ -49,6 +49,9 @@ struct gateway {
         char *tokens_msg;        /* the whole table as one datagram */
         bool tokens_pending;     /* not yet sent on the current control socket */
         bool stopping;
+        void (*ingress)(void *ctx, unsigned epoch, json_t *msg);
+        void *ingress_ctx;
+        unsigned epoch; /* one per start of the gateway: ingress answers go to the one that asked */
 };
 
 /* The one gateway of this daemon, for GET /v1/system. */
@@ -369,6 +372,17 @@ static void handle_message(struct gateway *g, const char *buf, size_t len, const
         json_error_t jerr;
         json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
         const char *op = json_string_value(json_object_get(j, "op"));
+        if (json_is_object(j) && op && strcmp(op, "ingress") == 0 && nfds == 0) {
+                /* A preview URL's request (ingress.h). */
+                json_int_t id = json_integer_value(json_object_get(j, "id"));
+                if (g->ingress)
+                        g->ingress(g->ingress_ctx, g->epoch, j);
+                else if (id > 0)
+                        gateway_ingress_answer(g->epoch, (uint64_t)id, 502, "bad_gateway",
+                                               "preview URLs are not served here", -1);
+                json_decref(j);
+                return;
+        }
         const char *peer = json_string_value(json_object_get(j, "peer"));
         const char *why = NULL;
         if (!j || !json_is_object(j))
@@ -514,7 +528,7 @@ static int open_ro(const char *path)
 
 static int build_argv(const struct gateway *g, int ctl, int cert_fd, int key_fd, char ***ret)
 {
-        size_t argc = 9 + 2 * g->n_listen;
+        size_t argc = 11 + 2 * g->n_listen;
         char **argv = calloc(argc + 1, sizeof(char *));
         if (!argv)
                 return -ENOMEM;
@@ -527,6 +541,8 @@ static int build_argv(const struct gateway *g, int ctl, int cert_fd, int key_fd,
                               g->listen[k].tls ? "tls" : "plain") >= 0;
         ok = ok && (argv[i++] = strdup("--cert-fd")) && asprintf(&argv[i++], "%d", cert_fd) >= 0;
         ok = ok && (argv[i++] = strdup("--key-fd")) && asprintf(&argv[i++], "%d", key_fd) >= 0;
+        if (ok && gateway_domain())
+                ok = (argv[i++] = strdup("--domain")) && (argv[i++] = strdup(gateway_domain()));
         if (!ok) {
                 for (size_t k = 0; k < argc; k++)
                         free(argv[k]);
@@ -581,6 +597,7 @@ static int spawn_once(struct gateway *g)
                 return 0;
         }
         g->ctl = TAKE_FD(ours);
+        g->epoch++;
         g->started_ms = now_ms();
         g->tokens_pending = true; /* a new gateway knows no tokens yet */
         send_tokens(g);
@@ -614,6 +631,8 @@ int gateway_start(const struct gateway_config *cfg, struct gateway **ret)
         g->n_listen = cfg->n_listen;
         g->ctl = -EBADF;
         g->backoff_ms = RESTART_MIN_MS;
+        g->ingress = cfg->ingress;
+        g->ingress_ctx = cfg->ingress_ctx;
         g->cert_path = strdup(cfg->cert_path);
         g->key_path = strdup(cfg->key_path);
         g->fingerprint = strdup(cfg->fingerprint);
@@ -692,8 +711,50 @@ json_t *gateway_system_json(void)
         for (size_t i = 0; i < g->n_listen; i++)
                 json_array_append_new(g->listen[i].tls ? tls : plain,
                                       json_string(g->listen[i].text));
-        return json_pack("{s:o,s:o,s:s}", "listen", tls, "listen_plain", plain, "tls_fingerprint",
-                         g->fingerprint);
+        return json_pack("{s:o,s:o,s:s,s:o}", "listen", tls, "listen_plain", plain,
+                         "tls_fingerprint", g->fingerprint, "domain",
+                         gateway_domain() ? json_string(gateway_domain()) : json_null());
+}
+
+void gateway_ingress_answer(unsigned epoch, uint64_t id, int status, const char *code,
+                            const char *message, int fd)
+{
+        struct gateway *g = current;
+        if (!g || g->epoch != epoch || g->ctl < 0)
+                return; /* the gateway that asked is gone, and its client with it */
+        /* "op" first: the gateway looks for the prefix {"op":"ingress" before parsing. */
+        json_t *m = json_pack("{s:s,s:I,s:i}", "op", "ingress", "id", (json_int_t)id, "status",
+                              status);
+        if (m && status) {
+                json_object_set_new(m, "code", json_string(code ? code : "bad_gateway"));
+                json_object_set_new(m, "message", json_string(message ? message : ""));
+        }
+        char *text = m ? json_dumps(m, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(m);
+        if (!text) {
+                log_error("gateway: out of memory answering a preview request");
+                return;
+        }
+        union {
+                struct cmsghdr h;
+                char b[CMSG_SPACE(sizeof(int))];
+        } u = {0};
+        struct iovec iov = {.iov_base = text, .iov_len = strlen(text)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (fd >= 0) {
+                mh.msg_control = u.b;
+                mh.msg_controllen = sizeof(u.b);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        }
+        /* The gateway's receive queue holds many datagrams; when it is full the client's
+         * connection is dropped by the gateway's head timeout instead. */
+        if (sendmsg(g->ctl, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                log_warn("gateway: answering a preview request: %m");
+        free(text);
 }
 
 /* ---------------------------------------------------------------- preview URL domain */

@@ -69,6 +69,10 @@ struct gateway_config {
         size_t n_listen;
         const char *cert_path, *key_path; /* opened anew for every start of the gateway */
         const char *fingerprint;          /* "sha256:..." for GET /v1/system */
+        /* Preview URLs (ingress.h): called with each {"op":"ingress",...} request of the
+         * gateway started as epoch; must lead to one gateway_ingress_answer. NULL: refused. */
+        void (*ingress)(void *ctx, unsigned epoch, json_t *msg);
+        void *ingress_ctx;
 };
 
 struct gateway;
@@ -95,6 +99,12 @@ int gateway_set_domain(const char *domain);
 /* The domain, or NULL when none was given. */
 const char *gateway_domain(void);
 
+/* The answer to an ingress request: status 0 with fd (the connected socket, sent, the caller
+ * keeps and closes its copy), or an HTTP status with an error code and message. Dropped when
+ * the gateway that asked (epoch) is gone. */
+void gateway_ingress_answer(unsigned epoch, uint64_t id, int status, const char *code,
+                            const char *message, int fd);
+
 /* The "gateway" object of GET /v1/system: {"listen":[...],"listen_plain":[...],
- * "tls_fingerprint":"sha256:..."}, or JSON null without --listen. */
+ * "tls_fingerprint":"sha256:...","domain":"DOMAIN"|null}, or JSON null without --listen. */
 json_t *gateway_system_json(void);

@@ -4,6 +4,7 @@
 #include "daemon/engine.h"
 #include "daemon/events.h"
 #include "daemon/gateway.h"
+#include "daemon/ingress.h"
 #include "daemon/http.h"
 #include "daemon/log.h"
 #include "daemon/sdnotify.h"
@@ -624,7 +625,9 @@ static struct gateway *start_gateway(const struct options *o, const struct gatew
                                     .n_listen = o->n_listen,
                                     .cert_path = p->cert,
                                     .key_path = p->key,
-                                    .fingerprint = p->fingerprint};
+                                    .fingerprint = p->fingerprint,
+                                    .ingress = ingress_request, /* preview URLs */
+                                    .ingress_ctx = engine};
         struct gateway *g = NULL;
         int r = http_server_start(loop, &hc, &gc.http);
         if (r >= 0)

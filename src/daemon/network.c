@@ -147,6 +147,21 @@ void network_free(struct network *n)
         free(n);
 }
 
+/* Published ports answer on the host's 127.0.0.1 too (nft.c's output and postrouting rules):
+ * a connection from 127.0.0.1 DNATed to an environment leaves through its veth, which the
+ * kernel allows only with route_localnet on that veth. Set on each environment's link only
+ * (never conf/all: that would accept 127.0.0.0/8 on every interface). What it opens, that the
+ * veth accepts packets to or from 127.0.0.0/8, is closed by the firewall: the input chain drops
+ * every new packet from a "pdk*" link except DNS to the resolver, and each environment's chain
+ * drops any source but its own address (docs/network.md). */
+static int route_localnet(const char *ifname)
+{
+        char path[80];
+        if (BUF_PRINTF(path, "/proc/sys/net/ipv4/conf/%s/route_localnet", ifname) < 0)
+                return -ENAMETOOLONG;
+        return write_file_at(AT_FDCWD, path, "1");
+}
+
 static int apply_policy(struct network *n, const char *env, struct in_addr addr,
                         const struct netpolicy *p, const struct in_addr *links, size_t n_links,
                         bool flush_learned, char *err, size_t errlen)
@@ -178,6 +193,10 @@ static int apply_policy(struct network *n, const char *env, struct in_addr addr,
         }
         if (p->mode == NET_NONE)
                 return 0;
+        r = route_localnet(ifname);
+        if (r < 0)
+                log_warn("%s: route_localnet on %s: %s (published ports will not answer on "
+                         "127.0.0.1)", env, ifname, strerror(-r));
         r = tc_set_bandwidth(ifname, p->egress_bps, p->ingress_bps);
         if (r < 0)
                 snprintf(err, errlen, "bandwidth: %s", strerror(-r));

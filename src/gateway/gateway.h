@@ -22,6 +22,7 @@ struct gw_config {
         size_t n_listen;
         gnutls_certificate_credentials_t cred; /* NULL when no listener is TLS */
         gnutls_priority_t prio;
+        const char *domain; /* --domain: preview URLs PORT-NAME.DOMAIN (ingress.h), or NULL */
 };
 
 /* loop.c: set up the event loop (epoll, registrations) before confinement. */

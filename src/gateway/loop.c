@@ -18,6 +18,7 @@
  * the engine are taken as that request's status line (clients may not pipeline behind an
  * Upgrade, RFC 9110 7.8). */
 #include "gateway/gateway.h"
+#include "gateway/ingress.h"
 #include "gateway/reqparse.h"
 #include "gateway/tokens.h"
 #include "lib/jsonutil.h"
@@ -102,6 +103,14 @@ struct conn {
         uint8_t token_hash[TOKEN_HASH_LEN];
         char ip[INET6_ADDRSTRLEN];
         char peer[INET6_ADDRSTRLEN + 10];
+        /* Preview URLs (ingress.h): the id of the request the engine has not answered yet (0:
+         * none); the environment's socket once it came; set once the connection relays to an
+         * environment (the "engine" socket is then that one, and every later request on it must
+         * be for the same environment's port: ingress_to). */
+        uint64_t ingress_id;
+        int ingress_fd;
+        bool ingress_ready, ingress;
+        struct ingress_target ingress_to;
 };
 
 static struct {
@@ -117,6 +126,8 @@ static struct {
         int64_t next_expiry; /* unix s of the earliest token expiry, 0 = none */
         bool any_again;      /* some connection has c->again set */
         char *control_buf;
+        const char *domain;   /* preview URLs, or NULL */
+        uint64_t ingress_seq; /* the last ingress request id */
 } gw;
 
 static uint64_t mono_ms(void)
@@ -353,12 +364,18 @@ static ssize_t client_send(struct conn *c, const char *p, size_t n)
 static const char *reason(int status)
 {
         switch (status) {
+        case 303: return "See Other";
         case 400: return "Bad Request";
         case 401: return "Unauthorized";
         case 414: return "URI Too Long";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 421: return "Misdirected Request";
         case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
+        case 502: return "Bad Gateway";
         case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
         default: return "Error";
         }
 }
@@ -424,6 +441,163 @@ static int engine_connect(struct conn *c)
         return 0;
 }
 
+/* --- preview URLs (ingress.h) ---------------------------------------------------------------- */
+
+#define INGRESS_PASS (-1)
+
+/* Asks the engine for a connection to t. 0, or -errno when the control socket refuses. */
+static int ingress_ask(struct conn *c, const struct rp_head *h, const struct ingress_target *t)
+{
+        json_t *m = json_pack("{s:s,s:I,s:s,s:i,s:s}", "op", "ingress", "id",
+                              (json_int_t)(gw.ingress_seq + 1), "env", t->env, "port",
+                              (int)t->port, "peer", c->peer);
+        const char *v;
+        size_t n;
+        if (m && ingress_secret(h, &v, &n))
+                json_object_set_new(m, "secret", json_stringn(v, n));
+        if (m && ingress_traffic_token(h, &v, &n))
+                json_object_set_new(m, "traffic_token", json_stringn(v, n));
+        char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
+        json_decref(m);
+        if (!text)
+                return -ENOMEM;
+        ssize_t k = send(gw.control.fd, text, strlen(text), MSG_DONTWAIT | MSG_NOSIGNAL);
+        int err = errno;
+        free(text);
+        if (k < 0)
+                return -err;
+        c->ingress_id = ++gw.ingress_seq;
+        return 0;
+}
+
+/* The head goes to the environment. RP_OK, or conn_fail was called. */
+static int ingress_forward(struct conn *c, const struct rp_head *h)
+{
+        ssize_t n = ingress_emit_head(h, c->ip, c->tls != NULL, buf_tail(&c->eout),
+                                      buf_space(&c->eout));
+        if (n < 0) {
+                conn_fail(c, 431, "invalid_argument", "request head too large", NULL);
+                return 431;
+        }
+        c->eout.len += (size_t)n;
+        c->forwarded = c->served = true;
+        return RP_OK;
+}
+
+/* The hook at the top of handle_head: INGRESS_PASS for a request to the API; RP_MORE while
+ * the engine has not answered (the head stays in cin); RP_OK once the head went to the
+ * environment; else conn_fail was called. The engine authorizes a connection's first
+ * request; later ones on it (keep-alive) may only go to the same environment's port. */
+static int ingress_head(struct conn *c, const struct rp_head *h)
+{
+        if (c->ingress_ready) {
+                c->ingress_ready = false;
+                c->ingress = true;
+                c->we.fd = c->ingress_fd; /* conn_watch() adds it to the epoll set */
+                return ingress_forward(c, h);
+        }
+        if (c->ingress_id)
+                return RP_MORE;
+        struct ingress_target t;
+        bool preview = gw.domain && ingress_match(h, gw.domain, &t) && !ingress_is_envd(h, &t);
+        if (c->ingress && (!preview || t.port != c->ingress_to.port ||
+                           strcmp(t.env, c->ingress_to.env) != 0)) {
+                conn_fail(c, 421, "invalid_argument",
+                          "this connection goes to another port or environment: open a new one",
+                          NULL);
+                return 421;
+        }
+        if (!preview)
+                return INGRESS_PASS;
+        if (c->we.fd >= 0 && !c->ingress) {
+                conn_fail(c, 421, "invalid_argument",
+                          "a preview URL needs a connection of its own", NULL);
+                return 421;
+        }
+        const char *secret;
+        size_t secret_len;
+        char loc[RP_LINE_MAX + 1];
+        if (ingress_query_secret(h, &secret, &secret_len, loc, sizeof(loc))) {
+                /* A browser: the token becomes a cookie of this host only, and leaves the URL
+                 * (and never reaches the environment). */
+                char *hdr = NULL;
+                if (asprintf(&hdr, "Location: %s\r\nSet-Cookie: paddock_token=%.*s; Path=/; "
+                                   "HttpOnly; SameSite=Lax%s\r\nCache-Control: no-store\r\n",
+                             loc, (int)secret_len, secret, c->tls ? "; Secure" : "") < 0)
+                        hdr = NULL;
+                conn_fail(c, 303, "see_other", "the token is now a cookie: follow Location", hdr);
+                free(hdr);
+                return 303;
+        }
+        if (c->ingress)
+                return ingress_forward(c, h);
+        struct gw_token *tok;
+        if (ingress_secret(h, &secret, &secret_len) &&
+            (tok = tokens_find(&gw.tokens, secret, secret_len, unix_s()))) {
+                c->has_token = true;
+                snprintf(c->token_name, sizeof(c->token_name), "%s", tok->name);
+                memcpy(c->token_hash, tok->hash, TOKEN_HASH_LEN);
+                unsigned retry;
+                if (tokens_take(tok, mono_ms(), &retry) < 0) {
+                        char hdr[64];
+                        snprintf(hdr, sizeof(hdr), "Retry-After: %u\r\n", retry);
+                        conn_fail(c, 429, "rate_limited", "rate limit of the token exceeded", hdr);
+                        return 429;
+                }
+        }
+        int r = ingress_ask(c, h, &t);
+        if (r < 0) {
+                gw_log("asking the engine for a preview connection: %s", strerror(-r));
+                conn_fail(c, 503, "unavailable", "the engine is not accepting connections", NULL);
+                return 503;
+        }
+        c->ingress_to = t;
+        return RP_MORE;
+}
+
+static void conn_pump(struct conn *c);
+
+/* The engine's answer to an ingress request (fd: the connected socket, or -1). True when msg
+ * was one. */
+static bool ingress_answer(json_t *msg, int fd)
+{
+        const char *op = json_string_value(json_object_get(msg, "op"));
+        if (!op || strcmp(op, "ingress") != 0)
+                return false;
+        json_int_t id = json_integer_value(json_object_get(msg, "id"));
+        json_int_t status = json_integer_value(json_object_get(msg, "status"));
+        struct conn *c = gw.conns;
+        while (c && (!c->ingress_id || (json_int_t)c->ingress_id != id))
+                c = c->next;
+        if (!c || c->dead) {
+                if (fd >= 0)
+                        close(fd); /* the client left meanwhile */
+                return true;
+        }
+        c->ingress_id = 0;
+        if (status == 0 && fd >= 0) {
+                c->ingress_fd = fd;
+                c->ingress_ready = true;
+        } else {
+                if (fd >= 0)
+                        close(fd);
+                const char *code = json_string_value(json_object_get(msg, "code"));
+                const char *message = json_string_value(json_object_get(msg, "message"));
+                char text[160];
+                /* Our own error body is JSON written by hand: keep the engine's words plain. */
+                snprintf(text, sizeof(text), "%s", message ? message : "no connection");
+                for (char *p = text; *p; p++)
+                        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+                                *p = '\'';
+                int st = status >= 400 && status <= 599 ? (int)status : 502;
+                conn_fail(c, st, code && strspn(code, "abcdefghijklmnopqrstuvwxyz_") == strlen(code)
+                                         ? code : "bad_gateway",
+                          text, st == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL);
+        }
+        conn_pump(c);
+        return true;
+}
+
 /* --- requests ------------------------------------------------------------------------------- */
 
 /* E2B's SDKs (docs/e2b.md): a header field's value, or NULL. */
@@ -458,6 +632,11 @@ static bool e2b_envd_take(void)
 /* The token check, the rate limit, then the head goes out. RP_OK, or conn_fail was called. */
 static int handle_head(struct conn *c, const struct rp_head *h)
 {
+        {
+                int r = ingress_head(c, h); /* preview URLs */
+                if (r != INGRESS_PASS)
+                        return r;
+        }
         const char *secret;
         size_t secret_len;
         const struct rp_field *key = NULL;
@@ -544,7 +723,10 @@ static bool process_input(struct conn *c)
                 /* The canonical head must fit in eout at once; wait for the engine to drain. */
                 if (buf_space(&c->eout) < RP_EMIT_MAX(h.head_len) && c->eout.len > 0)
                         return false;
-                if (handle_head(c, &h) != RP_OK)
+                r = handle_head(c, &h);
+                if (r == RP_MORE)
+                        return false; /* a preview request waits for the engine (ingress.h) */
+                if (r != RP_OK)
                         return true;
                 buf_consume(&c->cin, h.head_len);
                 c->scanned = 0;
@@ -849,14 +1031,30 @@ static int control_read(void)
                 return errno == EAGAIN || errno == EINTR ? 0 : -errno;
         if (n == 0)
                 return 1; /* paddockd is gone */
-        /* The engine sends no fds; close any that came anyway. */
+        /* The engine sends one fd with an ingress answer (a preview URL's connection), none
+         * with anything else; close any others that came. */
+        int first_fd = -1;
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
                 if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
                         for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
                                 int fd;
                                 memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-                                close(fd);
+                                if (first_fd < 0)
+                                        first_fd = fd;
+                                else
+                                        close(fd);
                         }
+        static const char ingress_op[] = "{\"op\":\"ingress\"";
+        if (!(mh.msg_flags & MSG_TRUNC) && (size_t)n > sizeof(ingress_op) &&
+            memcmp(gw.control_buf, ingress_op, sizeof(ingress_op) - 1) == 0) {
+                json_t *m = json_loadb(gw.control_buf, (size_t)n, 0, NULL);
+                bool answered = m && ingress_answer(m, first_fd);
+                json_decref(m);
+                if (answered)
+                        return 0;
+        }
+        if (first_fd >= 0)
+                close(first_fd);
         /* A table we cannot read fails closed: no token is valid until the next good one (the
          * old table might still hold a token that was just revoked). */
         if ((mh.msg_flags & MSG_TRUNC) ||
@@ -940,6 +1138,7 @@ int gw_loop_init(const struct gw_config *cfg)
                 return -EMFILE;
         gw_log("at most %zu connections, %d per client address", gw.max_conns, MAX_CONNS_PER_IP);
         gw.cred = cfg->cred;
+        gw.domain = cfg->domain;
         gw.prio = cfg->prio;
         gw.control_buf = malloc(CONTROL_MAX);
         if (!gw.control_buf)

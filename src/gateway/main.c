@@ -1,7 +1,7 @@
 /* paddock-gateway: command line, certificate, confinement, then the event loop (loop.c).
  *
  *   paddock-gateway --control FD --listen FD:tls|plain [--listen FD:MODE ...]
- *                   --cert-fd FD --key-fd FD
+ *                   --cert-fd FD --key-fd FD [--domain DOMAIN]
  *
  * paddockd (src/daemon/gateway.c) starts it as its own uid with no capabilities and
  * no_new_privs, with every fd already open: the SOCK_SEQPACKET control socket, bound and
@@ -82,7 +82,7 @@ static int read_pem(int fd, gnutls_datum_t *ret)
 static void usage(void)
 {
         fprintf(stderr, "usage: paddock-gateway --control FD --listen FD:tls|plain [--listen ...] "
-                        "--cert-fd FD --key-fd FD\n");
+                        "--cert-fd FD --key-fd FD [--domain DOMAIN]\n");
         exit(2);
 }
 
@@ -121,6 +121,7 @@ int main(int argc, char **argv)
                 { "listen", required_argument, NULL, 'l' },
                 { "cert-fd", required_argument, NULL, 'C' },
                 { "key-fd", required_argument, NULL, 'K' },
+                { "domain", required_argument, NULL, 'D' },
                 {},
         };
         struct gw_config cfg = { .control_fd = -1 };
@@ -139,6 +140,9 @@ int main(int argc, char **argv)
                 case 'K':
                         if (parse_fd(optarg, &key_fd) < 0)
                                 usage();
+                        break;
+                case 'D':
+                        cfg.domain = optarg;
                         break;
                 case 'l': {
                         const char *colon = strchr(optarg, ':');

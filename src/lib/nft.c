@@ -21,11 +21,14 @@
  *   map pub_tcp, pub_udp  host port -> address . port (DNAT targets), element comment
  *                         "env:<name>" so an environment's ports go away with it.
  *   chain prerouting      nat, dstnat: published ports, for addresses of this host only.
- *   chain output          nat, -100: the same for connections made by the host itself, except to
- *                         127.0.0.0/8 (DNAT of a loopback-sourced packet to another host needs
- *                         route_localnet, which we do not turn on: use a non-loopback address).
+ *   chain output          nat, -100: the same for connections made by the host itself, to any
+ *                         of its addresses, 127.0.0.1 included (a reverse proxy on the host).
+ *                         A loopback-sourced packet may leave through a veth only with
+ *                         route_localnet on that veth (network.c sets it on each "pdk*" link
+ *                         only, never on "all"); postrouting then rewrites its source.
  *   chain postrouting     nat, srcnat: masquerade the subnet (and v6 subnet: NAT66) out of every
- *                         non-environment link.
+ *                         non-environment link; masquerade 127.0.0.0/8 into a "pdk*" link (the
+ *                         environment sees the gateway address, never a loopback one).
  *   chain input           filter, 0, policy accept (a shared host): from "pdk*" only DNS to the
  *                         resolver, IPv6 neighbour discovery and replies to the host's own
  *                         connections; MLD/router solicitations dropped uncounted; rest dropped.
@@ -519,13 +522,15 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
         sb(b,
            "add rule inet %s prerouting fib daddr type local dnat ip to udp dport map @pub_udp\n",
            t);
-        sb(b,
-           "add rule inet %s output ip daddr != 127.0.0.0/8 fib daddr type local "
-           "dnat ip to tcp dport map @pub_tcp\n",
+        sb(b, "add rule inet %s output fib daddr type local dnat ip to tcp dport map @pub_tcp\n",
            t);
+        sb(b, "add rule inet %s output fib daddr type local dnat ip to udp dport map @pub_udp\n",
+           t);
+        /* 127.0.0.1:PORT on the host, DNATed above: the environment must not see (or answer
+         * to) a loopback address. */
         sb(b,
-           "add rule inet %s output ip daddr != 127.0.0.0/8 fib daddr type local "
-           "dnat ip to udp dport map @pub_udp\n",
+           "add rule inet %s postrouting ip saddr 127.0.0.0/8 oifname \"" VETH_PREFIX
+           "*\" masquerade\n",
            t);
 
         sb(b,

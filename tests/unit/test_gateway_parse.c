@@ -3,6 +3,7 @@
  * rejection the gateway promises (docs/security.md "Gateway request parsing"). */
 #include "unit.h"
 #include "gateway/reqparse.h"
+#include "gateway/ingress.h"
 #include "gateway/gateway.h"
 #include "gateway/tokens.h"
 
@@ -396,9 +397,104 @@ static void test_gateway_confine__no_files_and_the_allowlist(void)
         CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS);
 }
 
+
+/* Preview URLs (src/gateway/ingress.c): which Hosts are an environment's port, the
+ * credentials found, and what the environment receives. */
+static bool match(const char *hostline, struct ingress_target *t)
+{
+        static char req[512];
+        struct rp_head h;
+        snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", hostline);
+        return parse(req, &h) == RP_OK && ingress_match(&h, "preview.test", t);
+}
+
+static void test_gateway_ingress__match(void)
+{
+        struct ingress_target t;
+        CHECK(match("8080-web.preview.test", &t) && t.port == 8080 && strcmp(t.env, "web") == 0);
+        CHECK(match("3000-My_Box-2.PREVIEW.Test:8443", &t) && t.port == 3000 &&
+              strcmp(t.env, "my_box-2") == 0);
+        CHECK(match("65535-a.preview.test", &t) && t.port == 65535);
+        CHECK(!match("65536-a.preview.test", &t));
+        CHECK(!match("0-a.preview.test", &t));
+        CHECK(!match("080-a.preview.test", &t));
+        CHECK(!match("8080.preview.test", &t));
+        CHECK(!match("8080-.preview.test", &t));
+        CHECK(!match("8080--a.preview.test", &t));
+        CHECK(!match("8080-a.b.preview.test", &t));
+        CHECK(!match("preview.test", &t));
+        CHECK(!match("8080-a.preview.test.evil", &t));
+        CHECK(!match("8080-a.xpreview.test", &t));
+        CHECK(!match("8080-a.preview.test:", &t));
+        CHECK(!match("8080-a.preview.test:80x", &t));
+        CHECK(!match("127.0.0.1:8443", &t));
+        CHECK(!match("[::1]:8443", &t));
+
+        /* E2B's envd port with E2b-Sandbox-Id is the API's; without it, a preview. */
+        struct rp_head h;
+        CHECK_EQ_INT(parse("GET /health HTTP/1.1\r\nHost: 49983-sbx1.preview.test\r\n"
+                           "E2b-Sandbox-Id: sbx1\r\n\r\n", &h), RP_OK);
+        CHECK(ingress_match(&h, "preview.test", &t) && ingress_is_envd(&h, &t));
+        CHECK_EQ_INT(parse("GET /health HTTP/1.1\r\nHost: 49983-sbx1.preview.test\r\n\r\n", &h),
+                     RP_OK);
+        CHECK(ingress_match(&h, "preview.test", &t) && !ingress_is_envd(&h, &t));
+        CHECK_EQ_INT(parse("GET / HTTP/1.1\r\nHost: 3000-sbx1.preview.test\r\n"
+                           "E2b-Sandbox-Id: sbx1\r\n\r\n", &h), RP_OK);
+        CHECK(ingress_match(&h, "preview.test", &t) && !ingress_is_envd(&h, &t));
+}
+
+static void test_gateway_ingress__credentials_and_head(void)
+{
+        static const char secret[] = "pdk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        char req[1024], out[2048], loc[256];
+        struct rp_head h;
+        const char *v;
+        size_t n;
+        snprintf(req, sizeof(req),
+                 "POST /x?a=1&paddock_token=%s&b=2 HTTP/1.1\r\nHost: 1-a.preview.test\r\n"
+                 "Authorization: Bearer %s\r\nCookie: x=1; paddock_token=%s ;y=2\r\n"
+                 "e2b-traffic-access-token: tt\r\nX-Forwarded-For: 6.6.6.6\r\n"
+                 "Paddock-Peer: 1.2.3.4:5\r\nContent-Length: 3\r\n\r\n",
+                 secret, secret, secret);
+        CHECK_EQ_INT(parse(req, &h), RP_OK);
+        CHECK(ingress_secret(&h, &v, &n) && n == strlen(secret) && !memcmp(v, secret, n));
+        CHECK(ingress_traffic_token(&h, &v, &n) && n == 2 && !memcmp(v, "tt", 2));
+        CHECK(ingress_query_secret(&h, &v, &n, loc, sizeof(loc)) && n == strlen(secret));
+        CHECK_EQ_STR(loc, "/x?a=1&b=2");
+        ssize_t k = ingress_emit_head(&h, "10.0.0.1", true, out, sizeof(out));
+        CHECK(k > 0);
+        out[k > 0 ? k : 0] = '\0';
+        CHECK(strstr(out, "POST /x?a=1&paddock_token=") == out); /* the target as sent */
+        CHECK(strstr(out, "Host: 1-a.preview.test\r\n") != NULL);
+        CHECK(strstr(out, "Authorization") == NULL);
+        CHECK(strstr(out, "Cookie: x=1; y=2\r\n") != NULL);
+        CHECK(strstr(out, "e2b-traffic") == NULL && strstr(out, "6.6.6.6") == NULL);
+        CHECK(strstr(out, "Paddock-Peer") == NULL);
+        CHECK(strstr(out, "Content-Length: 3\r\nX-Forwarded-For: 10.0.0.1\r\n"
+                          "X-Forwarded-Proto: https\r\n\r\n") != NULL);
+        CHECK_EQ_INT(ingress_emit_head(&h, "10.0.0.1", true, out, 40), -ENOSPC);
+
+        /* Another Bearer credential is the application's: kept, and not Paddock's. */
+        CHECK_EQ_INT(parse("GET /?paddock_token=nope HTTP/1.1\r\nHost: 1-a.preview.test\r\n"
+                           "Authorization: Bearer app-secret\r\nCookie: paddock_token=x\r\n"
+                           "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n", &h), RP_OK);
+        CHECK(!ingress_secret(&h, &v, &n));
+        CHECK(!ingress_traffic_token(&h, &v, &n));
+        CHECK(!ingress_query_secret(&h, &v, &n, loc, sizeof(loc)));
+        k = ingress_emit_head(&h, "::1", false, out, sizeof(out));
+        CHECK(k > 0);
+        out[k > 0 ? k : 0] = '\0';
+        CHECK(strstr(out, "Authorization: Bearer app-secret\r\n") != NULL);
+        CHECK(strstr(out, "Cookie") == NULL); /* only paddock_token was there */
+        CHECK(strstr(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n") != NULL);
+        CHECK(strstr(out, "X-Forwarded-Proto: http\r\n") != NULL);
+}
+
 int main(void)
 {
         RUN(test_gateway_parse__valid_get);
+        RUN(test_gateway_ingress__match);
+        RUN(test_gateway_ingress__credentials_and_head);
         RUN(test_gateway_parse__incomplete_is_more);
         RUN(test_gateway_parse__emit_is_canonical);
         RUN(test_gateway_parse__upgrade);
