@@ -789,6 +789,7 @@ static void watch_status(void *ctx, const struct files_status *st)
                         w->keepalive = loop_add_timer(l, w->keepalive_ms, on_watch_keepalive, w);
                 if (w->timeout_ms)
                         w->deadline = loop_add_timer(l, w->timeout_ms, on_watch_deadline, w);
+                on_watch_wake(w); /* pull until empty: the supervisor wakes us from then on */
         } else if (st->phase == FILES_DONE && !w->has_done) {
                 w->done = *st;
                 w->done.msg[sizeof(w->done.msg) - 1] = 0;
@@ -841,8 +842,9 @@ static void start_watch(struct request *r, struct engine *e, const struct e2b_ta
         char path[FILES_PATH_MAX];
         const char *s = json_string_value(json_object_get(body, "path"));
         bool recursive = json_is_true(json_object_get(body, "recursive"));
+        int nrc = s ? files_path_normalize(s, path, sizeof(path)) : -EINVAL;
         json_decref(body);
-        if (!s || files_path_normalize(s, path, sizeof(path)) < 0) {
+        if (nrc < 0) {
                 rpc_stream_error(r, "invalid_argument", "path: an absolute path is required");
                 return;
         }

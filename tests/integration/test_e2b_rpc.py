@@ -121,6 +121,8 @@ class Stream:
 
     def pump(self, timeout):
         deadline = time.monotonic() + timeout
+        self._decode()
+        self._envelopes()
         while self.end is None and not self.closed:
             left = deadline - time.monotonic()
             if left <= 0:
