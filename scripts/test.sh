@@ -2,7 +2,7 @@
 # Paddock's whole test suite: dependencies, a -Werror build, C unit tests (also under
 # ASan/UBSan), a short run of the fuzz targets (tests/fuzz), and the pytest integration tests
 # against real daemons, as root (tests/integration, tests/security), then the Python and
-# TypeScript SDKs' and the MCP server's tests.
+# TypeScript SDKs', the MCP server's and the E2B drop-in's tests.
 set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root: the tests create namespaces and cgroups" >&2; exit 1; }
@@ -22,3 +22,5 @@ echo "== TypeScript SDK (node --test against a private daemon; npm ci from the n
 PADDOCK_BUILD="$PWD/build" tests/sdk/run-js.sh
 echo "== MCP server (the MCP SDK's client against paddock mcp and a private daemon)"
 PADDOCK_BUILD="$PWD/build" tests/mcp/run.sh
+echo "== E2B drop-in (the unmodified e2b SDK, pinned, against a private daemon's listener)"
+PADDOCK_BUILD="$PWD/build" tests/e2b/run.sh

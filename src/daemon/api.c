@@ -471,9 +471,20 @@ void api_request_done(struct request *r, void *engine)
 /* Who is asking: Authorization: Bearer <secret> names a token; no header is the local
  * administrator on the local socket and refused on a gateway connection. Replies 401 and
  * returns false when the caller cannot be trusted. */
-static bool resolve_caller(struct request *r, struct engine *e)
+bool api_resolve_caller(struct request *r, struct engine *e)
 {
         const char *auth = req_header(r, "Authorization");
+        const char *key = req_header(r, "X-API-Key"); /* E2B's SDKs: the same secret */
+        if (!auth && key) {
+                const struct token_row *t =
+                        secret_format_ok(key) ? tokens_find_secret(engine_tokens(e), key) : NULL;
+                if (!t) {
+                        http_reply_error(r, 401, "unauthorized", "invalid or expired API key");
+                        return false;
+                }
+                req_set_actor(r, t->name, t->admin);
+                return true;
+        }
         if (!auth) {
                 if (!req_from_gateway(r)) {
                         req_set_actor(r, "", true);
@@ -520,7 +531,7 @@ static struct env *find_env(struct request *r, struct engine *e, const char *nam
 static bool route_request(struct request *r, struct route_call *c,
                           const struct api_route_entry **ret_hit)
 {
-        if (!resolve_caller(r, c->e))
+        if (!api_resolve_caller(r, c->e))
                 return false;
         size_t n = split_path(req_path(r), c->seg);
         const struct api_route_entry *hit = NULL, *known = NULL; /* known: the path matches */
@@ -578,5 +589,7 @@ void api_request_head(struct request *r, void *ctx)
 {
         struct route_call c = {.r = r, .e = ctx};
         const struct api_route_entry *hit = NULL;
+        if (e2b_head(r, ctx))
+                return;
         route_request(r, &c, &hit); /* a refusal answers now; the body is then never stored */
 }

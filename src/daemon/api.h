@@ -20,6 +20,9 @@ struct caller {
         char token[NAME_BUF_SIZE]; /* the token's name; "" = the local administrator */
 };
 void api_caller(const struct request *r, struct caller *ret);
+/* Who is asking (Authorization: Bearer, or X-API-Key with the same secret): sets the actor,
+ * or replies 401 and returns false. */
+bool api_resolve_caller(struct request *r, struct engine *e);
 /* May this caller see and act on v? (Another token's environment answers 404.) */
 bool caller_sees_env(const struct caller *c, const struct env *v);
 bool api_wants_spool(const char *method, const char *path, const char *content_type);

@@ -1,18 +1,33 @@
 /* E2B routing: which surface a request belongs to (e2b.h). */
 #include "daemon/e2b.h"
 
+#include "lib/base64.h"
 #include "lib/parse.h"
+#include "lib/secret.h"
+#include "lib/state.h"
 #include "lib/util.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+void e2b_reply_error(struct request *r, unsigned status, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        http_reply_json(r, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
+}
 
 bool e2b_handle(struct request *r, struct engine *e)
 {
         const char *path = req_path(r);
         if (!req_header(r, "E2b-Sandbox-Id"))
-                return false; /* the control plane is added here by its own file */
+                return e2b_api_handle(r, e);
         struct e2b_target t;
         if (e2b_envd_target(r, e, &t) < 0)
                 return true;
@@ -20,33 +35,135 @@ bool e2b_handle(struct request *r, struct engine *e)
                 e2b_rpc_dispatch(r, e, &t, path + 1);
                 return true;
         }
-        http_reply_error(r, 404, "not_found", "no such envd route: %s", path);
+        if (e2b_envd_handle(r, e, &t))
+                return true;
+        e2b_reply_error(r, 404, "no such envd route: %s", path);
+        return true;
+}
+
+bool e2b_head(struct request *r, struct engine *e)
+{
+        if (!req_header(r, "E2b-Sandbox-Id"))
+                return false;
+        struct e2b_target t;
+        (void)e2b_envd_target(r, e, &t); /* answers a refusal; the body is then dropped */
         return true;
 }
 
 bool e2b_wants_spool(const char *method, const char *path, const char *content_type)
 {
-        return false;
+        return !strcmp(method, "POST") && !strcmp(path, "/files");
 }
 
-/* The sandbox id is the environment's name. On the local socket the administrator may
- * address any running environment; through the gateway the sandbox's access token is needed
- * (checked by the control plane's store, e2b_api.c: until then nothing passes). */
+int e2b_sandbox_record(struct engine *e, const char *id, struct e2b_row *ret)
+{
+        struct e2b_row *rows = NULL;
+        size_t n = 0;
+        int r = state_e2b_list(engine_state(e), id, NULL, NULL, 1, &rows, &n);
+        if (r < 0)
+                return r;
+        if (n == 0) {
+                free(rows);
+                return -ENOENT;
+        }
+        *ret = rows[0];
+        free(rows); /* ret took the metadata */
+        return 0;
+}
+
+bool e2b_token_matches(const struct e2b_row *b, const char *token)
+{
+        char hash[SECRET_HASH_HEX + 1];
+        bool ok = false;
+        secret_hash_hex(token, strlen(token), hash);
+        /* Every stored hash is compared, in constant time each, whatever matched before. */
+        for (const char *p = b->token_hash; *p;) {
+                size_t len = strcspn(p, ",");
+                char one[SECRET_HASH_HEX + 1] = "";
+                if (len == SECRET_HASH_HEX) {
+                        memcpy(one, p, len);
+                        one[len] = 0;
+                        ok |= secret_hash_equal(one, hash);
+                }
+                p += len;
+                p += *p == ',';
+        }
+        return ok;
+}
+
+/* The user named by "Authorization: Basic base64(user:)" (Connect RPCs) or ?username=
+ * (the /files routes); false when neither names one. */
+static bool request_user(struct request *r, char *buf, size_t len)
+{
+        const char *u = req_query(r, "username");
+        if (u && *u) {
+                snprintf(buf, len, "%s", u);
+                return strlen(u) < len;
+        }
+        const char *auth = req_header(r, "Authorization");
+        if (!auth || strncasecmp(auth, "Basic ", 6) != 0)
+                return false;
+        const char *b64 = auth + 6;
+        size_t n = strlen(b64);
+        unsigned char dec[128];
+        if (n == 0 || n > 160)
+                return false;
+        long m = base64_decode(b64, n, dec);
+        if (m <= 0 || (size_t)m >= sizeof(dec))
+                return false;
+        dec[m] = 0;
+        char *colon = strchr((char *)dec, ':');
+        if (colon)
+                *colon = 0;
+        if (!dec[0] || strlen((char *)dec) >= len)
+                return false;
+        snprintf(buf, len, "%s", (char *)dec);
+        return true;
+}
+
+static bool user_name_ok(const char *u)
+{
+        size_t n = strlen(u);
+        return n > 0 && n < 33 &&
+               strspn(u, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n &&
+               u[0] != '-';
+}
+
+/* The sandbox id is the environment's name. A request through the gateway must carry one of
+ * the sandbox's access tokens (X-Access-Token); on the local socket the administrator may
+ * address any running environment, and a token given there is checked all the same. */
 int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
 {
         const char *id = req_header(r, "E2b-Sandbox-Id");
         struct env *v = id && name_is_valid(id) ? engine_find(e, id) : NULL;
         if (!v || !env_running(v) || env_paused(v)) {
-                http_reply_error(r, 502, "unavailable", "sandbox %s is not running", id ? id : "");
+                e2b_reply_error(r, 502, "sandbox %s is not running", id ? id : "");
                 return -ENOENT;
         }
-        if (req_from_gateway(r)) {
-                http_reply_error(r, 401, "unauthorized", "invalid access token");
+        struct e2b_row b;
+        bool known = e2b_sandbox_record(e, id, &b) >= 0;
+        const char *tok = req_header(r, "X-Access-Token");
+        if (known)
+                free(b.metadata);
+        if ((req_from_gateway(r) || tok) && (!known || !tok || !e2b_token_matches(&b, tok))) {
+                e2b_reply_error(r, 401, "invalid or missing access token (X-Access-Token)");
                 return -EACCES;
         }
         memset(t, 0, sizeof(*t));
         t->env = v;
-        const char *user = req_query(r, "username");
-        snprintf(t->user, sizeof(t->user), "%s", user && *user ? user : "user");
+        char user[33];
+        if (!request_user(r, user, sizeof(user)))
+                snprintf(user, sizeof(user), "%s", known ? b.user : "root");
+        if (!user_name_ok(user)) {
+                e2b_reply_error(r, 400, "invalid user name");
+                return -EINVAL;
+        }
+        snprintf(t->user, sizeof(t->user), "%s", user);
+        if (!strcmp(user, "root"))
+                snprintf(t->home, sizeof(t->home), "/root");
+        else if (known && !strcmp(user, b.user))
+                snprintf(t->home, sizeof(t->home), "%s", b.home);
+        else
+                snprintf(t->home, sizeof(t->home), "/home/%s", user);
         return 0;
 }

@@ -407,6 +407,7 @@ void engine_free(struct engine *e)
         if (!e)
                 return;
         loop_cancel_timer(e->sweep);
+        engine_image_helpers_release(e);
         tokens_free(e->tokens);
         spare_free(e);
         free(e->by_name);
@@ -435,6 +436,11 @@ void engine_free(struct engine *e)
 const char *engine_root(struct engine *e)
 {
         return e->cfg.root;
+}
+
+const char *engine_uid_registry(struct engine *e)
+{
+        return e->cfg.uid_registry;
 }
 
 const char *engine_apt_dir(struct engine *e)

@@ -175,10 +175,14 @@ void engine_set_destroy_hook(struct engine *e, void (*fn)(const char *name));
 
 /* Shared with images.c */
 const char *engine_root(struct engine *e);
+/* The host-wide id range registry (image helpers claim their range there). */
+const char *engine_uid_registry(struct engine *e);
 const char *engine_apt_dir(struct engine *e);
 struct state *engine_state(struct engine *e);
 bool engine_image_in_use(struct engine *e, const char *name, int *ret_count);
 void engine_images_cleanup(struct engine *e); /* interrupted imports, at startup */
+/* Give the image helpers' id range back (the daemon stops). */
+void engine_image_helpers_release(struct engine *e);
 
 /* Storage (engine_storage.c): snapshots, restore, fork, commit. */
 struct storage *engine_storage(struct engine *e);

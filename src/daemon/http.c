@@ -779,3 +779,26 @@ void http_server_stop(struct http_server *s)
         MHD_stop_daemon(s->mhd);
         free(s);
 }
+
+void http_reply_data(struct request *r, unsigned status, const char *content_type,
+                     const void *data, size_t len, const char *const *headers)
+{
+        if (r->answered)
+                return;
+        void *copy = len ? malloc(len) : NULL;
+        if (len && !copy) {
+                queue(r, 500, NULL);
+                return;
+        }
+        if (len)
+                memcpy(copy, data, len);
+        struct MHD_Response *resp = MHD_create_response_from_buffer(
+            len, len ? copy : (void *)"", len ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!resp)
+                free(copy);
+        if (resp && content_type)
+                MHD_add_response_header(resp, "Content-Type", content_type);
+        for (size_t i = 0; resp && headers && headers[i] && headers[i + 1]; i += 2)
+                MHD_add_response_header(resp, headers[i], headers[i + 1]);
+        queue(r, status, resp);
+}

@@ -136,3 +136,7 @@ void req_on_free(struct request *r, void (*fn)(void *data), void *data);
 /* One pointer the API layer keeps with a request until it is over (its token session). */
 void req_set_session(struct request *r, void *session);
 void *req_session(const struct request *r);
+/* A reply with len bytes of body (copied; none for 0), its Content-Type (NULL: none) and extra
+ * headers: name, value pairs ending in NULL (or NULL). */
+void http_reply_data(struct request *r, unsigned status, const char *content_type,
+                     const void *data, size_t len, const char *const *headers);

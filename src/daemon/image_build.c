@@ -43,8 +43,9 @@ static void host_apt_proxies(const char *apt_dir, char http[PROXY_MAX], char htt
 {
         http[0] = https[0] = 0;
         char conf[PATH_MAX + 32] = "";
+        /* Another directory than /etc/apt is the helper's read-only mount of it. */
         if (strcmp(apt_dir, "/etc/apt") != 0 &&
-            BUF_PRINTF(conf, "APT_CONFIG=%s/apt.conf", apt_dir) < 0)
+            BUF_PRINTF(conf, "APT_CONFIG=%s/apt/apt.conf", IMAGE_HELPER_DIR) < 0)
                 return;
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
@@ -114,7 +115,7 @@ static _Noreturn void exec_mmdebstrap(const struct build_arg *a, const char *par
             BUF_PRINTF(tar, "%s/rootfs.tar", partial) < 0 ||
             BUF_PRINTF(tmpdir, "TMPDIR=%s/tmp", partial) < 0 ||
             (a->local_mirror[0]
-                 ? BUF_PRINTF(source, "deb [trusted=yes] copy://%s ./", a->local_mirror)
+                 ? BUF_PRINTF(source, "deb [trusted=yes] copy://%s ./", IMAGE_HELPER_DIR "/mirror")
                  : BUF_PRINTF(source, "deb %s %s main", a->spec.mirror, a->spec.suite)) < 0) {
                 dprintf(STDERR_FILENO, "E: cannot run mmdebstrap: %s\n", strerror(ENAMETOOLONG));
                 _exit(127);
@@ -263,6 +264,12 @@ int engine_image_build(struct engine *e, const struct image_build_spec *spec,
                         return -ENOENT;
                 }
         }
-        return image_job_start(e, spec->name, "build", fill_from_mmdebstrap, &a, -1, cb, ret_job, err,
-                               errlen);
+        /* mmdebstrap unshares its own mount and pid namespaces; the local mirror is read
+         * through the helper's own mount of it. */
+        static struct image_helper_opts opts;
+        opts = (struct image_helper_opts){.mirror = a.local_mirror[0] ? a.local_mirror : NULL,
+                                          .apt = strcmp(a.apt_dir, "/etc/apt") ? a.apt_dir : NULL,
+                                          .own_namespaces = true};
+        return image_job_start(e, spec->name, "build", fill_from_mmdebstrap, &a, -1, &opts, cb,
+                               ret_job, err, errlen);
 }

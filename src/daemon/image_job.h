@@ -16,6 +16,7 @@
 #include "daemon/engine.h"
 #include "lib/image.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,12 +25,23 @@
 typedef int (*image_fill_fn)(const char *partial, const char *rootfs, void *arg, char *err,
                              size_t errlen);
 
+/* The helper runs as root of a user namespace mapped to the image helpers' id range, with
+ * the partial directory at IMAGE_HELPER_DIR "/work" (the path fill gets), through an idmapped
+ * mount; the host's own paths are reached as an unprivileged uid. */
+#define IMAGE_HELPER_DIR "/run/paddock-image-helper"
+struct image_helper_opts {
+        const char *mirror;  /* a host directory the helper reads at IMAGE_HELPER_DIR/mirror */
+        const char *apt;     /* the same at IMAGE_HELPER_DIR/apt */
+        bool own_namespaces; /* the fill runs a program that makes namespaces: no seccomp */
+};
+
 /* what names the job in logs ("import", "pull", "build"). arg stays the caller's: the helper
  * has its own copy. */
 /* keep_fd: a descriptor the fill function needs (the archive of an import), or -1; the
  * helper closes every other one it inherited from the daemon. */
 int image_job_start(struct engine *e, const char *name, const char *what, image_fill_fn fill,
-                    void *arg, int keep_fd, const struct image_callbacks *cb,
+                    void *arg, int keep_fd, const struct image_helper_opts *opts,
+                    const struct image_callbacks *cb,
                     struct image_job **ret_job, char *err, size_t errlen);
 
 /* In the helper: one progress line for the client ("layer 2/3: 12.0 MiB"), and the image's

@@ -342,6 +342,6 @@ int engine_image_pull(struct engine *e, const struct image_pull_spec *spec,
                          ref.registry);
                 return -EINVAL;
         }
-        return image_job_start(e, spec->name, "pull", fill_from_registry, &a, -1, cb, ret_job, err,
+        return image_job_start(e, spec->name, "pull", fill_from_registry, &a, -1, NULL, cb, ret_job, err,
                                errlen);
 }

@@ -5,16 +5,22 @@
 #include "daemon/image_job.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
+#include "lib/confine.h"
 #include "lib/image.h"
 #include "lib/paddock.h"
 #include "lib/parse.h"
+#include "lib/userns.h"
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #define MAX_IMAGE_JOBS 8
@@ -111,6 +117,132 @@ static int image_partial_finish(struct storage *sto, const char *partial, const 
         return rename(partial, final) < 0 ? -errno : 0;
 }
 
+/* ---------------------------------------------------------------- the helpers' own ids */
+
+/* Image helpers parse hostile archives and registries and run package scripts, so none of
+ * them runs as host root: each enters a user namespace mapped to one 65536-id range the
+ * daemon claims for image work (kept in ROOT/images/.helper-ids, re-claimed at every start),
+ * and reaches the directory it fills only through an idmapped mount of it. Through that mount
+ * its uid N writes on-disk N, so images stay owned by 0..65535 like every other image, while
+ * anything the helper does elsewhere on the host happens as an unprivileged uid. */
+static uint32_t helper_ids;
+static pid_t helper_daemon_pid; /* in a helper: the daemon it must die with */
+
+static int helper_ids_file(struct engine *e, char *file, size_t len)
+{
+        return buf_printf(file, len, "%s/images/.helper-ids", engine_root(e));
+}
+
+static int helper_ids_claim(struct engine *e)
+{
+        if (helper_ids)
+                return 0;
+        char file[PATH_MAX], owner[PATH_MAX + 16], text[32];
+        if (helper_ids_file(e, file, sizeof(file)) < 0 ||
+            BUF_PRINTF(owner, "%s image helpers", engine_root(e)) < 0)
+                return -ENAMETOOLONG;
+        uint32_t base;
+        int r = idrange_claim(engine_uid_registry(e), owner, &base);
+        if (r < 0)
+                return r;
+        /* Noted so that the claim of a daemon that died is given back at the next start. */
+        snprintf(text, sizeof(text), "%u\n", base);
+        _cleanup_close_ int out =
+                open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if ((r = out < 0 ? -errno : write_all(out, text, strlen(text))) < 0) {
+                idrange_release(engine_uid_registry(e), base);
+                return r;
+        }
+        helper_ids = base;
+        return 0;
+}
+
+/* The range goes back to the registry when the daemon stops, or at the next start after a
+ * crash (images are stored unshifted: any range serves the next helper). */
+void engine_image_helpers_release(struct engine *e)
+{
+        char file[PATH_MAX], text[32] = "";
+        if (helper_ids_file(e, file, sizeof(file)) < 0)
+                return;
+        uint32_t base = helper_ids;
+        if (!base) {
+                _cleanup_close_ int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fd >= 0 && read(fd, text, sizeof(text) - 1) > 0)
+                        base = (uint32_t)strtoul(text, NULL, 10);
+        }
+        if (base)
+                idrange_release(engine_uid_registry(e), base);
+        unlink(file);
+        helper_ids = 0;
+}
+
+/* Mount a clone of the host directory dir, with attributes a, at IMAGE_HELPER_DIR/name. */
+static int expose(const char *dir, const struct mount_attr *a, const char *name)
+{
+        char at[64];
+        _cleanup_close_ int t = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (t < 0 || BUF_PRINTF(at, "%s/%s", IMAGE_HELPER_DIR, name) < 0 ||
+            mount_setattr(t, "", AT_EMPTY_PATH, (struct mount_attr *)a, sizeof(*a)) < 0 ||
+            move_mount(t, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return -errno;
+        return 0;
+}
+
+/* In the helper, still host root. A mount namespace of its own, where a small tmpfs at
+ * IMAGE_HELPER_DIR holds work/ (an idmapped mount of dir: the only place it writes) and, for
+ * a build, mirror/ (a local mirror) and apt/ (the apt configuration), read-only; then the image ids' user namespace, as its
+ * root, and the computer seccomp profile unless the job runs its own namespaces (mmdebstrap).
+ * From here on the helper has capabilities only over that namespace, and the host's paths it
+ * could reach as root (the state directory, the daemon's socket) are closed to its uid. */
+static int helper_drop_root(const char *dir, bool read_only, const struct image_helper_opts *o,
+                            char *err, size_t errlen)
+{
+        _cleanup_close_ int userns = -EBADF;
+        int r = userns_create(helper_ids, UID_RANGE_SIZE, &userns);
+        if (r < 0) {
+                snprintf(err, errlen, "user namespace: %s", strerror(-r));
+                return r;
+        }
+        struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID |
+                                           (read_only ? MOUNT_ATTR_RDONLY : 0),
+                               .userns_fd = (uint64_t)userns};
+        struct mount_attr ro = a;
+        ro.attr_set |= MOUNT_ATTR_RDONLY;
+        _cleanup_close_ int work = -EBADF;
+        const char *step = "mount namespace";
+        if (unshare(CLONE_NEWNS) < 0 ||
+            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            (step = IMAGE_HELPER_DIR, mkdir(IMAGE_HELPER_DIR, 0755) < 0 && errno != EEXIST) ||
+            mount("paddock-image", IMAGE_HELPER_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0755,size=64k") < 0 ||
+            mkdir(IMAGE_HELPER_DIR "/work", 0755) < 0 || mkdir(IMAGE_HELPER_DIR "/mirror", 0755) < 0 ||
+            mkdir(IMAGE_HELPER_DIR "/apt", 0755) < 0 ||
+            (step = "idmapped mount",
+             (work = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0) ||
+            mount_setattr(work, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
+            move_mount(work, "", AT_FDCWD, IMAGE_HELPER_DIR "/work", MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+            (o && o->mirror && (step = "mirror", expose(o->mirror, &ro, "mirror") < 0)) ||
+            (o && o->apt && (step = "apt configuration", expose(o->apt, &ro, "apt") < 0)) ||
+            (step = "chdir", chdir(IMAGE_HELPER_DIR "/work") < 0) ||
+            (step = "setns", setns(userns, CLONE_NEWUSER) < 0) ||
+            (step = "setgroups", setgroups(0, NULL) < 0) ||
+            (step = "setresgid", setresgid(0, 0, 0) < 0) ||
+            (step = "setresuid", setresuid(0, 0, 0) < 0)) {
+                r = -errno;
+                snprintf(err, errlen, "entering the image helpers' ids: %s: %s", step, strerror(errno));
+                return r;
+        }
+        /* A change of uid clears the parent-death signal: set it again. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != helper_daemon_pid)
+                _exit(1);
+        if (!(o && o->own_namespaces) && (r = seccomp_apply(PROFILE_COMPUTER)) < 0) {
+                snprintf(err, errlen, "seccomp: %s", strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
 /* ---------------------------------------------------------------- the helper */
 
 static int helper_msg_fd = -1;
@@ -120,6 +252,7 @@ void image_helper_init(pid_t daemon_pid, const int *keep, size_t n_keep)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != daemon_pid) /* the daemon died before the line above */
                 _exit(1);
+        helper_daemon_pid = daemon_pid;
         reset_signals();
         /* Hostile archives and registries are parsed here: nothing of the daemon's (its API
          * socket, database, environments' pidfds, terminal sessions) stays within reach. */
@@ -159,6 +292,7 @@ void image_report_size(uint64_t bytes)
 }
 
 struct helper_arg {
+        const struct image_helper_opts *opts;
         const char *partial;
         image_fill_fn fill;
         void *arg;
@@ -173,8 +307,11 @@ static void run_helper(void *data, pid_t daemon_pid, int msg_fd, int data_fd)
         image_helper_init(daemon_pid, keep, h->keep_fd >= 0 ? 2 : 1);
         helper_msg_fd = msg_fd;
         char err[480] = "";
-        char *rootfs = path_join(h->partial, "rootfs");
-        int r = rootfs ? h->fill(h->partial, rootfs, h->arg, err, sizeof(err)) : -ENOMEM;
+        /* The fill function sees the partial directory as "." (an idmapped mount of it). */
+        int r = helper_drop_root(h->partial, false, h->opts, err, sizeof(err));
+        if (r >= 0)
+                r = h->fill(IMAGE_HELPER_DIR "/work", IMAGE_HELPER_DIR "/work/rootfs", h->arg, err,
+                            sizeof(err));
         if (r < 0) {
                 char line[600];
                 snprintf(line, sizeof(line), "%d %s", -r, err[0] ? err : strerror(-r));
@@ -302,7 +439,8 @@ static void on_helper_exit(void *data, const struct supervise_exit *x)
 static const struct supervise_ops job_ops = {.status = on_lines, .exit = on_helper_exit};
 
 int image_job_start(struct engine *e, const char *name, const char *what, image_fill_fn fill,
-                    void *arg, int keep_fd, const struct image_callbacks *cb,
+                    void *arg, int keep_fd, const struct image_helper_opts *opts,
+                    const struct image_callbacks *cb,
                     struct image_job **ret_job, char *err, size_t errlen)
 {
         if (!name_is_valid(name)) {
@@ -323,6 +461,11 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
                 snprintf(err, errlen, "an image with this name already exists");
                 return -EEXIST;
         }
+        int r = helper_ids_claim(e);
+        if (r < 0) {
+                snprintf(err, errlen, "no id range for image helpers: %s", strerror(-r));
+                return r;
+        }
         struct image_job *j = calloc(1, sizeof(*j));
         if (!j || asprintf(&j->partial, "%s/images/.partial-%s", engine_root(e), name) < 0 ||
             asprintf(&j->final, "%s/images/%s", engine_root(e), name) < 0) {
@@ -337,7 +480,7 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
         j->what = what;
         j->cb = *cb;
         snprintf(j->name, sizeof(j->name), "%s", name);
-        int r = image_partial_prepare(engine_storage(e), j->partial);
+        r = image_partial_prepare(engine_storage(e), j->partial);
         if (r < 0) {
                 snprintf(err, errlen, "cannot prepare the image directory: %s", strerror(-r));
                 job_free(j);
@@ -347,7 +490,7 @@ int image_job_start(struct engine *e, const char *name, const char *what, image_
         snprintf(label, sizeof(label), "image %s", name); /* only for logs */
         struct supervise_spec spec = {
             .loop = engine_loop(e), .label = label, .ops = &job_ops, .data = j};
-        struct helper_arg h = {.partial = j->partial, .fill = fill, .arg = arg, .keep_fd = keep_fd};
+        struct helper_arg h = {.opts = opts, .partial = j->partial, .fill = fill, .arg = arg, .keep_fd = keep_fd};
         r = supervise_fork(&spec, true, false, run_helper, &h, &j->sv);
         if (r < 0) {
                 image_dir_remove(j->partial);
@@ -384,7 +527,7 @@ int engine_image_import(struct engine *e, const char *name, int archive_fd,
                         const struct image_callbacks *cb, struct image_job **ret_job, char *err,
                         size_t errlen)
 {
-        return image_job_start(e, name, "import", fill_from_archive, &archive_fd, archive_fd, cb,
+        return image_job_start(e, name, "import", fill_from_archive, &archive_fd, archive_fd, NULL, cb,
                                ret_job, err, errlen);
 }
 
@@ -400,7 +543,9 @@ static void run_export(void *data, pid_t daemon_pid, int status_fd, int tar_fd)
         const struct export_arg *a = data;
         image_helper_init(daemon_pid, &tar_fd, 1);
         char msg[480];
-        _exit(image_pack(a->rootfs, tar_fd, a->compression, msg, sizeof(msg)) < 0);
+        if (helper_drop_root(a->rootfs, true, NULL, msg, sizeof(msg)) < 0)
+                _exit(1);
+        _exit(image_pack(IMAGE_HELPER_DIR "/work", tar_fd, a->compression, msg, sizeof(msg)) < 0);
 }
 
 int image_export_start(struct engine *e, const char *name, enum image_compression compression,
@@ -413,13 +558,18 @@ int image_export_start(struct engine *e, const char *name, enum image_compressio
                 snprintf(err, errlen, "image %s not found", name);
                 return -ENOENT;
         }
+        int r = helper_ids_claim(e);
+        if (r < 0) {
+                snprintf(err, errlen, "no id range for image helpers: %s", strerror(-r));
+                return r;
+        }
         struct export_arg a = {.rootfs = rootfs, .compression = compression};
         struct supervise_spec spec = {.loop = engine_loop(e),
                                       .label = "image export",
                                       .count = count,
                                       .ops = ops,
                                       .data = data};
-        int r = supervise_fork(&spec, false, true, run_export, &a, ret);
+        r = supervise_fork(&spec, false, true, run_export, &a, ret);
         if (r < 0) {
                 snprintf(err, errlen, "cannot start the export helper");
                 return -EAGAIN;
@@ -487,6 +637,7 @@ void engine_images_cleanup(struct engine *e)
         _cleanup_closedir_ DIR *d = path ? opendir(path) : NULL;
         if (!d)
                 return;
+        engine_image_helpers_release(e); /* a claim left by a daemon that died */
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, ".partial-", 9) == 0) {

@@ -427,14 +427,58 @@ static int engine_connect(struct conn *c)
 /* --- requests ------------------------------------------------------------------------------- */
 
 /* The token check, the rate limit, then the head goes out. RP_OK, or conn_fail was called. */
+/* E2B's SDKs (docs/e2b.md): a header field's value, or NULL. */
+static const struct rp_field *e2b_field(const struct rp_head *h, const char *name)
+{
+        size_t n = strlen(name);
+        for (size_t i = 0; i < h->n_fields; i++)
+                if (h->fields[i].name_len == n && !strncasecmp(h->fields[i].name, name, n))
+                        return &h->fields[i];
+        return NULL;
+}
+
+/* envd requests (E2b-Sandbox-Id) carry the sandbox's access token, which only the engine can
+ * check; they pass without an API token, through one gateway-wide bucket so that nobody can
+ * flood the engine with them: E2B_ENVD_RATE a second, bursts of twice that. */
+#define E2B_ENVD_RATE 500.0
+static bool e2b_envd_take(void)
+{
+        static double level = 2 * E2B_ENVD_RATE;
+        static uint64_t last;
+        uint64_t now = mono_ms();
+        level += (double)(now - last) * E2B_ENVD_RATE / 1000.0;
+        last = now;
+        if (level > 2 * E2B_ENVD_RATE)
+                level = 2 * E2B_ENVD_RATE;
+        if (level < 1.0)
+                return false;
+        level -= 1.0;
+        return true;
+}
+
 static int handle_head(struct conn *c, const struct rp_head *h)
 {
         const char *secret;
         size_t secret_len;
+        const struct rp_field *key = NULL;
         if (!reqparse_bearer(h, &secret, &secret_len)) {
-                conn_fail(c, 401, "unauthorized", "a bearer token is required",
-                          "WWW-Authenticate: Bearer\r\n");
-                return 401;
+                /* E2B: X-API-Key is a token like a Bearer one (the engine checks it again). */
+                if ((key = e2b_field(h, "x-api-key")) && key->value_len > 0 &&
+                    key->value_len <= RP_SECRET_MAX) {
+                        secret = key->value;
+                        secret_len = key->value_len;
+                } else if (e2b_field(h, "e2b-sandbox-id")) {
+                        if (!e2b_envd_take()) {
+                                conn_fail(c, 429, "rate_limited", "too many sandbox requests",
+                                          "Retry-After: 1\r\n");
+                                return 429;
+                        }
+                        goto forward;
+                } else {
+                        conn_fail(c, 401, "unauthorized", "a bearer token is required",
+                                  "WWW-Authenticate: Bearer\r\n");
+                        return 401;
+                }
         }
         struct gw_token *tok = tokens_find(&gw.tokens, secret, secret_len, unix_s());
         if (!tok) {
@@ -455,6 +499,7 @@ static int handle_head(struct conn *c, const struct rp_head *h)
                 conn_fail(c, 429, "rate_limited", msg, hdr);
                 return 429;
         }
+forward:
         if (c->we.fd < 0) {
                 int r = engine_connect(c);
                 if (r < 0) {

@@ -55,6 +55,17 @@ static const char *const migrations[] = {
         "  rate REAL NOT NULL DEFAULT 0,"
         "  expires_at INTEGER NOT NULL DEFAULT 0,"
         "  created_at INTEGER NOT NULL);",
+        /* 5: E2B sandboxes (daemon/e2b_api.c): one row per environment made through the E2B
+         * API, gone with it. token_hash is the SHA-256 (hex) of its envd access token;
+         * metadata is the E2B metadata object as JSON text (keys need not be label keys). */
+        "CREATE TABLE e2b_sandboxes ("
+        "  id TEXT PRIMARY KEY REFERENCES envs(name) ON DELETE CASCADE,"
+        "  template TEXT NOT NULL,"
+        "  token_hash TEXT NOT NULL,"
+        "  user TEXT NOT NULL,"
+        "  home TEXT NOT NULL,"
+        "  started_at INTEGER NOT NULL,"
+        "  metadata TEXT NOT NULL DEFAULT '{}');",
 };
 
 static int sql_err(int rc)
@@ -509,4 +520,92 @@ int state_token_list(struct state *s, struct token_row **ret, size_t *ret_n)
         if (r < 0)
                 return r;
         return collect_rows(st, sizeof(**ret), token_fill, NULL, (void **)ret, ret_n);
+}
+
+/* ---------------------------------------------------------------- E2B sandboxes */
+
+int state_e2b_insert(struct state *s, const struct e2b_row *b)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "INSERT INTO e2b_sandboxes (id, template, token_hash, user, home,"
+                        " started_at, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, b->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, b->template_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, b->token_hash, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, b->user, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, b->home, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, b->started_at);
+        sqlite3_bind_text(st, 7, b->metadata ? b->metadata : "{}", -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int state_e2b_delete(struct state *s, const char *id)
+{
+        return delete_by_name(s, "DELETE FROM e2b_sandboxes WHERE id=?1", id);
+}
+
+static int e2b_fill(sqlite3_stmt *st, void *row)
+{
+        struct e2b_row *b = row;
+        b->started_at = sqlite3_column_int64(st, 5);
+        const char *m = (const char *)sqlite3_column_text(st, 6);
+        if (!(b->metadata = strdup(m ? m : "{}")))
+                return -ENOMEM;
+        int r = COPY_TEXT(b->id, st, 0);
+        if (r >= 0)
+                r = COPY_TEXT(b->template_id, st, 1);
+        if (r >= 0)
+                r = COPY_TEXT(b->token_hash, st, 2);
+        if (r >= 0)
+                r = COPY_TEXT(b->user, st, 3);
+        return r < 0 ? r : COPY_TEXT(b->home, st, 4);
+}
+
+static void e2b_rows_free_cb(void *rows, size_t n)
+{
+        state_e2b_rows_free(rows, n);
+}
+
+void state_e2b_rows_free(struct e2b_row *rows, size_t n)
+{
+        for (size_t i = 0; rows && i < n; i++)
+                free(rows[i].metadata);
+        free(rows);
+}
+
+int state_e2b_set_tokens(struct state *s, const char *id, const char *token_hash)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "UPDATE e2b_sandboxes SET token_hash=?2 WHERE id=?1", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, token_hash, -1, SQLITE_STATIC);
+        return step_changed(s, st);
+}
+
+int state_e2b_list(struct state *s, const char *id, const char *owner, const char *after,
+                   size_t limit, struct e2b_row **ret, size_t *ret_n)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        /* Keyset paging on the primary key: each page is one index range scan. */
+        int r = prepare(s,
+                        "SELECT b.id, b.template, b.token_hash, b.user, b.home, b.started_at,"
+                        " b.metadata FROM e2b_sandboxes b JOIN envs v ON v.name = b.id"
+                        " WHERE (?1 IS NULL OR b.id=?1) AND (?4 IS NULL OR v.owner=?4)"
+                        " AND b.id > ?2 ORDER BY b.id LIMIT ?3",
+                        &st);
+        if (r < 0)
+                return r;
+        if (id)
+                sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, after ? after : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, (int64_t)limit);
+        if (owner)
+                sqlite3_bind_text(st, 4, owner, -1, SQLITE_STATIC);
+        return collect_rows(st, sizeof(**ret), e2b_fill, e2b_rows_free_cb, (void **)ret, ret_n);
 }

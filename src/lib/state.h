@@ -82,3 +82,23 @@ int state_token_insert(struct state *s, const struct token_row *t); /* -EEXIST o
 int state_token_delete(struct state *s, const char *name);          /* -ENOENT if missing */
 /* All rows, ordered by name; free() the array. */
 int state_token_list(struct state *s, struct token_row **ret, size_t *ret_n);
+
+/* A sandbox made through the E2B API (daemon/e2b_api.c); the row goes with its environment. */
+struct e2b_row {
+        char id[NAME_BUF_SIZE];          /* the environment's name */
+        char template_id[NAME_BUF_SIZE]; /* as asked ("base") */
+        char token_hash[4 * 65];         /* SHA-256 hex of its envd access tokens, ','-joined
+                                          * (at most 4: connect issues one more) */
+        char user[33];                   /* the default user ("user", or "root") */
+        char home[256];                  /* that user's home */
+        int64_t started_at;              /* unix milliseconds */
+        char *metadata;                  /* JSON object text (owned) */
+};
+int state_e2b_insert(struct state *s, const struct e2b_row *b); /* -EEXIST on duplicate */
+int state_e2b_delete(struct state *s, const char *id);          /* -ENOENT if missing */
+int state_e2b_set_tokens(struct state *s, const char *id, const char *token_hash);
+/* Rows ordered by id: the one named id (NULL: any) with ids after `after`, whose environment
+ * belongs to owner (NULL: anyone), at most limit. */
+int state_e2b_list(struct state *s, const char *id, const char *owner, const char *after,
+                   size_t limit, struct e2b_row **ret, size_t *ret_n);
+void state_e2b_rows_free(struct e2b_row *rows, size_t n);

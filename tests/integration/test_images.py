@@ -596,7 +596,7 @@ def test_build_takes_the_hosts_apt_mirror_and_proxy(make_daemon, tmp_path):
             apt / "sources.list.d" / "debian.sources") in p.err, p.err
         # apt went to the host's mirror, through the host's proxy
         asked = log.read_text()
-        assert "GET http://mirror.paddock.test/debian/dists/bookworm/" in asked, asked
+        assert "GET http://mirror.paddock.test/debian/dists/bookworm/" in asked, (asked, p.err)
         assert "security" not in asked, asked
         assert partials(d) == [] and image_names(d) == ["base"]
     finally:
@@ -773,6 +773,85 @@ def fd_targets(pid):
             out[int(fd)] = os.readlink(os.path.join(d, fd))
         except OSError:
             pass
+    return out
+
+
+def proc_status(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.split()
+    return out
+
+
+def test_image_helpers_run_without_host_root(daemon, registry):
+    """A pull's helper parses what a hostile registry sends: it runs as the root of a user
+    namespace of its own, mapped to an unprivileged host range, so a parser bug gives at most
+    that range (no host capabilities, not the daemon's socket or state directory)."""
+    cli = start_slow_pull(daemon, registry)
+    try:
+        helpers = helper_pids(daemon.pid)
+        assert helpers
+        init_userns = os.readlink("/proc/self/ns/user")
+        for h in helpers:
+            st = proc_status(h)
+            assert all(int(u) >= 0x100000 for u in st["Uid"] + st["Gid"]), st["Uid"]
+            assert os.readlink("/proc/%d/ns/user" % h) != init_userns
+            assert st["Seccomp"] == ["2"]  # filtered
+            with open("/proc/%d/uid_map" % h) as f:
+                inside, outside, count = f.read().split()
+            assert (inside, count) == ("0", "65536") and int(outside) >= 0x100000
+            # the state directory (root only, 0700) is closed to the helper's uid
+            assert os.stat(daemon.root).st_mode & 0o077 == 0
+    finally:
+        cli.kill()
+        cli.wait()
+    wait_for(lambda: partials(daemon) == [], timeout=15, what="the pull to be cancelled")
+
+
+def test_build_runs_mmdebstrap_without_host_root(daemon, local_mirror):
+    """A build runs package scripts: mmdebstrap and everything it starts run as ids of the
+    image helpers' range, not as host root."""
+    cli = subprocess.Popen([PADDOCK, "--socket", daemon.sock, "image", "build", "big",
+                            "--variant", "extract", "--mirror", local_mirror,
+                            "--packages", "tiny-big,tiny-hello"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = {}
+    try:
+        deadline = time.monotonic() + 120
+        while cli.poll() is None and time.monotonic() < deadline:
+            for h in helper_pids(daemon.pid):
+                for pid in [h] + descendants(h):
+                    try:
+                        seen[pid] = proc_status(pid)["Uid"]
+                    except (OSError, KeyError):
+                        pass
+            time.sleep(0.02)
+        out, err = cli.communicate(timeout=60)
+        assert cli.returncode == 0, err
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert len(seen) >= 2, seen  # the helper and mmdebstrap at least
+    assert all(int(u) >= 0x100000 for uids in seen.values() for u in uids), seen
+    # the image is owned by ids 0..65535 on disk, as every image
+    r = rootfs(daemon, "big")
+    assert os.stat(os.path.join(r, "etc/hello")).st_uid == 0
+    assert os.stat(os.path.join(r, "home/user/owned")).st_uid == 1000
+
+
+def descendants(pid):
+    out = []
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = [int(k) for k in f.read().split()]
+    except OSError:
+        return out
+    for k in kids:
+        out.append(k)
+        out.extend(descendants(k))
     return out
 
 

@@ -1,0 +1,891 @@
+/* The E2B control plane (docs/e2b.md): /v2/sandboxes and /sandboxes/{id}/... over Paddock
+ * environments. The API key is a Paddock token (X-API-Key, resolved like a Bearer token), so
+ * an agent token sees only its own sandboxes and its quotas apply. What E2B keeps beside the
+ * environment (template, metadata, access-token hashes, default user) is a row of
+ * e2b_sandboxes, which goes with the environment's record whatever destroys it. */
+#include "daemon/api.h"
+#include "daemon/e2b.h"
+#include "daemon/gateway.h"
+#include "daemon/log.h"
+#include "lib/netpolicy.h"
+#include "lib/parse.h"
+#include "lib/secret.h"
+#include "lib/state.h"
+#include "lib/util.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define E2B_ENVD_VERSION    "0.5.7"
+#define E2B_DEFAULT_TIMEOUT 300           /* seconds, as E2B */
+#define E2B_MAX_TIMEOUT     (7 * 86400)   /* a week */
+#define E2B_LIST_DEFAULT    100
+#define E2B_LIST_MAX        1000
+#define E2B_MAX_TOKENS      4             /* live access tokens per sandbox (connect adds one) */
+#define E2B_USER            "user"
+#define E2B_HOME            "/home/user"
+
+static int64_t wall_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static json_t *ms_json(int64_t ms)
+{
+        char buf[RFC3339_SIZE + 8];
+        format_rfc3339(ms / 1000, buf);
+        /* "...Z" -> "....mmmZ": E2B's timestamps carry milliseconds */
+        size_t n = strlen(buf);
+        if (n > 0 && buf[n - 1] == 'Z')
+                snprintf(buf + n - 1, sizeof(buf) - n + 1, ".%03dZ", (int)(ms % 1000));
+        return json_string(buf);
+}
+
+/* A new access token: 32 random bytes, base64url without padding (43 characters). */
+static int new_access_token(char out[44], char hash[SECRET_HASH_HEX + 1])
+{
+        static const char alphabet[] =
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        unsigned char raw[33] = {0};
+        for (size_t got = 0; got < 32;) {
+                ssize_t n = getrandom(raw + got, 32 - got, 0);
+                if (n < 0 && errno != EINTR)
+                        return -errno;
+                if (n > 0)
+                        got += (size_t)n;
+        }
+        size_t o = 0;
+        for (size_t i = 0; i < 32; i += 3) {
+                uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 | raw[i + 2];
+                size_t left = 32 - i;
+                out[o++] = alphabet[(v >> 18) & 63];
+                out[o++] = alphabet[(v >> 12) & 63];
+                if (left > 1)
+                        out[o++] = alphabet[(v >> 6) & 63];
+                if (left > 2)
+                        out[o++] = alphabet[v & 63];
+        }
+        out[o] = 0;
+        explicit_bzero(raw, sizeof(raw));
+        secret_hash_hex(out, o, hash);
+        return 0;
+}
+
+/* E2B-style sandbox ids: "i" and 19 lowercase letters and digits (a valid environment name). */
+static int new_sandbox_id(char out[NAME_BUF_SIZE])
+{
+        static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+        unsigned char raw[19];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+                return -EIO;
+        out[0] = 'i';
+        for (size_t i = 0; i < sizeof(raw); i++)
+                out[i + 1] = alphabet[raw[i] % 36];
+        out[20] = 0;
+        return 0;
+}
+
+/* ------------------------------------------------------------------- lookups and JSON */
+
+struct sbx {
+        struct env *v;
+        struct e2b_row b;
+};
+
+static void sbx_clear(struct sbx *s)
+{
+        free(s->b.metadata);
+        s->b.metadata = NULL;
+}
+
+/* The caller's sandbox id, or a 404 {"code":404} (missing, another token's, not E2B's). */
+static bool find_sandbox(struct request *r, struct engine *e, const char *id, struct sbx *ret)
+{
+        struct caller c;
+        api_caller(r, &c);
+        struct env *v = name_is_valid(id) ? engine_find(e, id) : NULL;
+        if (v && caller_sees_env(&c, v) && e2b_sandbox_record(e, id, &ret->b) >= 0) {
+                ret->v = v;
+                return true;
+        }
+        e2b_reply_error(r, 404, "sandbox %s not found", id);
+        return false;
+}
+
+static const char *sbx_state(const struct env *v)
+{
+        return env_running(v) && !env_paused(v) ? "running" : "paused";
+}
+
+static int64_t expires_ms(struct engine *e, struct env *v)
+{
+        json_t *j = engine_env_json_listed(e, v);
+        const char *s = json_string_value(json_object_get(j, "expires_at"));
+        int64_t t = 0;
+        struct tm tm = {0};
+        if (s && strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+                t = (int64_t)timegm(&tm) * 1000;
+        json_decref(j);
+        return t;
+}
+
+/* ListedSandbox / SandboxDetail (and, with token, the Sandbox of create and connect). */
+static json_t *sandbox_json(struct engine *e, const struct sbx *s, const char *token)
+{
+        const struct cgroup_limits *l = env_limits(s->v);
+        int64_t end = expires_ms(e, s->v);
+        json_t *meta = json_loads(s->b.metadata, 0, NULL);
+        const char *domain = gateway_domain();
+        json_t *j = json_pack(
+            "{s:s,s:s,s:s,s:s,s:o,s:o,s:s,s:I,s:I,s:s,s:o,s:o}", "sandboxID", s->b.id,
+            "templateID", s->b.template_id, "alias", s->b.template_id, "clientID", "paddock",
+            "startedAt", ms_json(s->b.started_at), "endAt", ms_json(end ? end : wall_ms()),
+            "state", sbx_state(s->v), "cpuCount",
+            (json_int_t)(l->cpu_millis == CG_UNLIMITED ? 1 : (l->cpu_millis + 999) / 1000),
+            "memoryMB",
+            (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes >> 20),
+            "envdVersion", E2B_ENVD_VERSION, "metadata", json_is_object(meta) ? meta : json_object(),
+            "domain", domain ? json_string(domain) : json_null());
+        if (!json_is_object(meta))
+                json_decref(meta);
+        if (j && token) {
+                json_object_set_new(j, "envdAccessToken", json_string(token));
+                json_object_set_new(j, "trafficAccessToken", json_null());
+        }
+        return j;
+}
+
+/* ------------------------------------------------------------------- the E2B user */
+
+/* A small file of the image (etc/passwd, etc/group), resolved inside the image's tree. */
+static char *read_image_file(struct engine *e, const char *image, const char *rel)
+{
+        char dir[4096];
+        if (BUF_PRINTF(dir, "%s/images/%s/rootfs", engine_root(e), image) < 0)
+                return NULL;
+        _cleanup_close_ int root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return NULL;
+        struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+        _cleanup_close_ int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
+        if (fd < 0)
+                return strdup("");
+        size_t cap = 1 << 20, len = 0;
+        char *buf = malloc(cap + 1);
+        if (!buf)
+                return NULL;
+        for (;;) {
+                ssize_t n = read(fd, buf + len, cap - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t)n;
+                if (len == cap)
+                        break;
+        }
+        buf[len] = 0;
+        return buf;
+}
+
+/* Field f (0-based) of the line of name in a passwd/group text, or NULL. */
+static bool db_field(const char *text, const char *name, int f, char *out, size_t outlen)
+{
+        size_t nl = strlen(name);
+        for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+                if (strncmp(p, name, nl) || p[nl] != ':')
+                        continue;
+                const char *q = p;
+                for (int i = 0; i < f && q; i++) {
+                        q = strchr(q, ':');
+                        q = q ? q + 1 : NULL;
+                }
+                if (!q)
+                        return false;
+                size_t len = strcspn(q, ":\n");
+                snprintf(out, outlen, "%.*s", (int)len, q);
+                return true;
+        }
+        return false;
+}
+
+/* Is id (field 2) used by any line? */
+static bool db_id_used(const char *text, unsigned id)
+{
+        for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+                const char *q = strchr(p, ':');
+                q = q ? strchr(q + 1, ':') : NULL;
+                if (q && strtoul(q + 1, NULL, 10) == id && isdigit((unsigned char)q[1]))
+                        return true;
+        }
+        return false;
+}
+
+/* The E2B user of an image: exists (home from passwd), or the passwd and group texts that
+ * add it (uid/gid 1000 or the next free). */
+struct e2b_user_plan {
+        char user[33], home[256];
+        char *passwd, *group; /* non-NULL: to be written */
+        unsigned uid;
+};
+
+static void plan_user(struct engine *e, const char *image, bool writable, struct e2b_user_plan *p)
+{
+        _cleanup_free_ char *pw = read_image_file(e, image, "etc/passwd");
+        _cleanup_free_ char *gr = read_image_file(e, image, "etc/group");
+        snprintf(p->user, sizeof(p->user), E2B_USER);
+        snprintf(p->home, sizeof(p->home), E2B_HOME);
+        if (pw && db_field(pw, E2B_USER, 5, p->home, sizeof(p->home)))
+                return;
+        if (!writable || !pw || !gr) {
+                /* a read-only root cannot gain a user: root, at home where it may write */
+                snprintf(p->user, sizeof(p->user), "root");
+                snprintf(p->home, sizeof(p->home), writable ? "/root" : "/workspace");
+                return;
+        }
+        unsigned id = 1000;
+        while (db_id_used(pw, id) || db_id_used(gr, id))
+                id++;
+        p->uid = id;
+        size_t pl = strlen(pw), gl = strlen(gr);
+        bool pnl = pl && pw[pl - 1] != '\n', gnl = gl && gr[gl - 1] != '\n';
+        if (asprintf(&p->passwd, "%s%s" E2B_USER ":x:%u:%u::" E2B_HOME ":/bin/bash\n", pw,
+                     pnl ? "\n" : "", id, id) < 0)
+                p->passwd = NULL;
+        bool has_group = db_field(gr, E2B_USER, 0, (char[8]){0}, 8);
+        if (has_group)
+                p->group = NULL;
+        else if (asprintf(&p->group, "%s%s" E2B_USER ":x:%u:\n", gr, gnl ? "\n" : "", id) < 0)
+                p->group = NULL;
+        if (!p->passwd) {
+                snprintf(p->user, sizeof(p->user), "root");
+                snprintf(p->home, sizeof(p->home), "/root");
+        }
+}
+
+/* ------------------------------------------------------------------- create */
+
+struct create_ctx {
+        struct request *req;
+        struct engine *eng;
+        char id[NAME_BUF_SIZE];
+        char token[44];
+};
+
+static void create_gone(void *data)
+{
+        struct create_ctx *c = data;
+        c->req = NULL;
+}
+
+static void create_reply(struct create_ctx *c)
+{
+        struct sbx s = {0};
+        struct env *v = engine_find(c->eng, c->id);
+        if (v && e2b_sandbox_record(c->eng, c->id, &s.b) >= 0) {
+                s.v = v;
+                http_reply_json(c->req, 201, sandbox_json(c->eng, &s, c->token));
+                sbx_clear(&s);
+        } else {
+                e2b_reply_error(c->req, 500, "sandbox %s vanished while it was made", c->id);
+        }
+}
+
+static void user_made(void *data, int err, const char *msg)
+{
+        struct create_ctx *c = data;
+        struct env *v = engine_find(c->eng, c->id);
+        if (err < 0) {
+                log_warn("%s: making the E2B user: %s", c->id, msg);
+                if (v)
+                        engine_destroy(c->eng, v, true);
+        }
+        if (c->req) {
+                req_on_free(c->req, NULL, NULL);
+                if (err < 0)
+                        e2b_reply_error(c->req, 500, "making the sandbox's user: %s", msg);
+                else
+                        create_reply(c);
+        }
+        explicit_bzero(c->token, sizeof(c->token));
+        free(c);
+}
+
+static bool str_in_array(json_t *a, const char *s)
+{
+        size_t i;
+        json_t *x;
+        json_array_foreach(a, i, x) if (json_is_string(x) && !strcmp(json_string_value(x), s))
+                return true;
+        return false;
+}
+
+/* allow_internet_access and network.{allowOut,denyOut} as a Paddock policy. Paddock's is an
+ * allow list: denyOut may only say "everything" (0.0.0.0/0), which allowOut then opens. */
+static bool parse_network(struct request *r, struct engine *e, json_t *body, struct netpolicy *p)
+{
+        json_t *inet = json_object_get(body, "allow_internet_access");
+        json_t *net = json_object_get(body, "network");
+        json_t *allow = json_object_get(net, "allowOut"), *deny = json_object_get(net, "denyOut");
+        p->mode = engine_has_network(e) ? NET_OPEN : NET_NONE;
+        if (json_is_false(inet))
+                p->mode = NET_NONE;
+        if (net && !json_is_null(net) && !json_is_object(net)) {
+                e2b_reply_error(r, 400, "network: must be an object");
+                return false;
+        }
+        if ((allow && !json_is_array(allow)) || (deny && !json_is_array(deny))) {
+                e2b_reply_error(r, 400, "network.allowOut and denyOut: arrays of strings");
+                return false;
+        }
+        size_t nd = json_array_size(deny), na = json_array_size(allow);
+        bool deny_all = str_in_array(deny, "0.0.0.0/0");
+        if (nd > (deny_all ? 1u : 0u)) {
+                e2b_reply_error(r, 400,
+                                "network.denyOut: only \"0.0.0.0/0\" is supported (Paddock's "
+                                "network policy is an allow list; see docs/e2b.md)");
+                return false;
+        }
+        if (deny_all)
+                p->mode = NET_NONE;
+        if (na == 0 || !(deny_all || json_is_false(inet)))
+                return true; /* allowOut without a deny has nothing to open */
+        if (na > NETPOLICY_MAX_RULES || !(p->rules = calloc(na, sizeof(*p->rules)))) {
+                e2b_reply_error(r, 400, "network.allowOut: at most %d entries", NETPOLICY_MAX_RULES);
+                return false;
+        }
+        for (size_t i = 0; i < na; i++) {
+                const char *rule = json_string_value(json_array_get(allow, i));
+                if (!rule || netpolicy_rule_parse(rule, &p->rules[p->n_rules]) < 0) {
+                        e2b_reply_error(r, 400, "network.allowOut[%zu]: not a host, *.domain, "
+                                                "address or CIDR", i);
+                        return false;
+                }
+                p->n_rules++;
+        }
+        p->mode = NET_ALLOW;
+        return true;
+}
+
+static bool metadata_ok(struct request *r, json_t *m)
+{
+        if (!json_is_object(m) || json_object_size(m) > 256) {
+                e2b_reply_error(r, 400, "metadata: an object of at most 256 strings");
+                return false;
+        }
+        const char *k;
+        json_t *x;
+        json_object_foreach(m, k, x)
+        {
+                if (!*k || strlen(k) > 256 || !json_is_string(x) || json_string_length(x) > 4096 ||
+                    strlen(json_string_value(x)) != json_string_length(x)) {
+                        e2b_reply_error(r, 400, "metadata.%.64s: a string of at most 4 KiB", k);
+                        return false;
+                }
+        }
+        return true;
+}
+
+static bool timeout_of(struct request *r, json_t *body, uint64_t *ret)
+{
+        json_t *t = json_object_get(body, "timeout");
+        if (!t || json_is_null(t))
+                return true;
+        if (!json_is_integer(t) || json_integer_value(t) < 1 ||
+            json_integer_value(t) > E2B_MAX_TIMEOUT) {
+                e2b_reply_error(r, 400, "timeout: whole seconds from 1 to %d", E2B_MAX_TIMEOUT);
+                return false;
+        }
+        *ret = (uint64_t)json_integer_value(t);
+        return true;
+}
+
+static void sandbox_create(struct request *r, struct engine *e)
+{
+        json_t *body = req_json_object(r);
+        if (!body)
+                return;
+        struct env_spec spec = {.kind = KIND_COMPUTER,
+                                .limits = {.cpu_millis = 2000,
+                                           .memory_bytes = 512ull << 20,
+                                           .swap_bytes = CG_UNLIMITED,
+                                           .pids = 1024},
+                                .ttl_s = E2B_DEFAULT_TIMEOUT};
+        struct e2b_user_plan plan = {0};
+        _cleanup_free_ char *meta_text = NULL;
+        struct create_ctx *ctx = NULL;
+        const char *tmpl = json_string_value(json_object_get(body, "templateID"));
+        json_t *meta = json_object_get(body, "metadata");
+        json_t *vars = json_object_get(body, "envVars");
+        if (!tmpl || !*tmpl)
+                tmpl = "base";
+        if (!strcmp(tmpl, "base"))
+                snprintf(spec.image, sizeof(spec.image), "%s", engine_default_image(e));
+        else if (name_is_valid(tmpl))
+                snprintf(spec.image, sizeof(spec.image), "%s", tmpl);
+        else {
+                e2b_reply_error(r, 400, "templateID: not a valid image name");
+                goto out;
+        }
+        if (!engine_image_exists(e, spec.image)) {
+                e2b_reply_error(r, 404, "template %s not found (no image %s)", tmpl, spec.image);
+                goto out;
+        }
+        if (meta && !json_is_null(meta) && !metadata_ok(r, meta))
+                goto out;
+        const char *kind = json_string_value(json_object_get(meta, "paddock.kind"));
+        if (kind && !strcmp(kind, "sandbox"))
+                spec.kind = KIND_SANDBOX;
+        else if (kind && strcmp(kind, "computer")) {
+                e2b_reply_error(r, 400, "metadata.paddock.kind: \"computer\" or \"sandbox\"");
+                goto out;
+        }
+        if (vars && !json_is_null(vars) && !api_env_map(r, vars, "envVars"))
+                goto out;
+        spec.env = json_is_object(vars) ? vars : NULL;
+        if (!timeout_of(r, body, &spec.ttl_s) || !parse_network(r, e, body, &spec.net))
+                goto out;
+        struct caller c;
+        api_caller(r, &c);
+        spec.owner = c.token;
+        if (new_sandbox_id(spec.name) < 0) {
+                e2b_reply_error(r, 500, "no randomness");
+                goto out;
+        }
+        struct quota_ask q = {.new_env = true,
+                              .running = true,
+                              .computer = spec.kind == KIND_COMPUTER,
+                              .limits = spec.limits};
+        if (!api_quota_ok(r, e, &q))
+                goto out;
+        plan_user(e, spec.image, spec.kind == KIND_COMPUTER, &plan);
+        if (!(ctx = calloc(1, sizeof(*ctx))) || !(meta_text = json_dumps(json_is_object(meta) ? meta : json_object(), JSON_COMPACT))) {
+                e2b_reply_error(r, 500, "out of memory");
+                goto out;
+        }
+        char err[512] = "";
+        struct env *v;
+        int rc = engine_create(e, &spec, &v, err, sizeof(err));
+        spec.net.rules = NULL; /* moved into the environment, or freed with it */
+        spec.net.links = NULL;
+        if (rc < 0) {
+                log_warn("e2b: create %s failed: %s", spec.name, err);
+                unsigned st;
+                const char *code;
+                http_status_of_errno(rc, &st, &code);
+                e2b_reply_error(r, st, "%s", err);
+                goto out;
+        }
+        struct e2b_row b = {.started_at = wall_ms(), .metadata = meta_text};
+        snprintf(b.id, sizeof(b.id), "%s", spec.name);
+        snprintf(b.template_id, sizeof(b.template_id), "%s", tmpl);
+        snprintf(b.user, sizeof(b.user), "%s", plan.user);
+        snprintf(b.home, sizeof(b.home), "%s", plan.home);
+        if ((rc = new_access_token(ctx->token, b.token_hash)) >= 0)
+                rc = state_e2b_insert(engine_state(e), &b);
+        if (rc < 0) {
+                engine_destroy(e, v, true);
+                e2b_reply_error(r, 500, "recording the sandbox: %s", strerror(-rc));
+                goto out;
+        }
+        ctx->req = r;
+        ctx->eng = e;
+        snprintf(ctx->id, sizeof(ctx->id), "%s", spec.name);
+        if (!plan.passwd) {
+                create_reply(ctx);
+                goto out;
+        }
+        char owner[32];
+        snprintf(owner, sizeof(owner), "%u:%u", plan.uid, plan.uid);
+        rc = e2b_envd_make_user(e, v, plan.passwd, plan.group, plan.home, owner, user_made, ctx);
+        if (rc < 0) {
+                engine_destroy(e, v, true);
+                e2b_reply_error(r, 500, "making the sandbox's user: %s", strerror(-rc));
+                goto out;
+        }
+        req_on_free(r, create_gone, ctx);
+        http_defer(r);
+        ctx = NULL; /* user_made frees it */
+out:
+        if (ctx)
+                explicit_bzero(ctx->token, sizeof(ctx->token));
+        free(ctx);
+        free(plan.passwd);
+        free(plan.group);
+        netpolicy_clear(&spec.net);
+        json_decref(body);
+}
+
+/* ------------------------------------------------------------------- lifecycle */
+
+static int set_ttl(struct engine *e, struct env *v, uint64_t ttl_s, char *err, size_t errlen)
+{
+        struct env_patch p = {.has_ttl = true, .ttl_s = ttl_s};
+        return engine_patch(e, v, &p, err, errlen);
+}
+
+/* connect (and the older resume): running -> the deadline only grows, 200; paused -> thawed
+ * with deadline now+timeout, 201. Either way one more access token. */
+static void sandbox_connect(struct request *r, struct engine *e, const char *id, bool resume)
+{
+        json_t *body = req_json_object(r);
+        if (!body)
+                return;
+        uint64_t timeout = E2B_DEFAULT_TIMEOUT;
+        struct sbx s = {0};
+        char err[512] = "", token[44], hash[SECRET_HASH_HEX + 1];
+        if (!timeout_of(r, body, &timeout) || !find_sandbox(r, e, id, &s))
+                goto out;
+        unsigned status = 200;
+        int rc = 0;
+        if (!env_running(s.v)) {
+                rc = engine_start(e, s.v, err, sizeof(err));
+                status = 201;
+        } else if (env_paused(s.v)) {
+                rc = engine_pause(e, s.v, false);
+                status = 201;
+        } else if (resume) {
+                e2b_reply_error(r, 409, "sandbox %s is already running", id);
+                goto out;
+        }
+        if (rc < 0) {
+                e2b_reply_error(r, 500, "resuming %s: %s", id, err[0] ? err : strerror(-rc));
+                goto out;
+        }
+        int64_t end = expires_ms(e, s.v);
+        if ((status == 201 || !end || end < wall_ms() + (int64_t)timeout * 1000) &&
+            (rc = set_ttl(e, s.v, timeout, err, sizeof(err))) < 0) {
+                e2b_reply_error(r, 500, "%s", err);
+                goto out;
+        }
+        if ((rc = new_access_token(token, hash)) < 0) {
+                e2b_reply_error(r, 500, "no randomness");
+                goto out;
+        }
+        /* Keep the newest E2B_MAX_TOKENS - 1 hashes and add this one. */
+        char list[sizeof(s.b.token_hash)];
+        size_t keep = 0;
+        const char *p = s.b.token_hash;
+        snprintf(list, sizeof(list), "%s", hash);
+        while (*p && keep < E2B_MAX_TOKENS - 1) {
+                size_t len = strcspn(p, ",");
+                size_t used = strlen(list);
+                snprintf(list + used, sizeof(list) - used, ",%.*s", (int)len, p);
+                keep++;
+                p += len;
+                p += *p == ',';
+        }
+        if ((rc = state_e2b_set_tokens(engine_state(e), id, list)) < 0) {
+                e2b_reply_error(r, 500, "recording the token: %s", strerror(-rc));
+                goto out;
+        }
+        http_reply_json(r, status, sandbox_json(e, &s, token));
+out:
+        explicit_bzero(token, sizeof(token));
+        sbx_clear(&s);
+        json_decref(body);
+}
+
+static void sandbox_get(struct request *r, struct engine *e, const char *id)
+{
+        struct sbx s = {0};
+        if (!find_sandbox(r, e, id, &s))
+                return;
+        http_reply_json(r, 200, sandbox_json(e, &s, NULL));
+        sbx_clear(&s);
+}
+
+static void sandbox_kill(struct request *r, struct engine *e, const char *id)
+{
+        struct sbx s = {0};
+        if (!find_sandbox(r, e, id, &s))
+                return;
+        sbx_clear(&s);
+        int rc = engine_destroy(e, s.v, true);
+        if (rc < 0)
+                e2b_reply_error(r, 500, "killing %s: %s", id, strerror(-rc));
+        else
+                http_reply_data(r, 204, NULL, NULL, 0, NULL);
+}
+
+static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
+{
+        json_t *body = req_json_object(r);
+        if (!body)
+                return;
+        uint64_t t = 0;
+        struct sbx s = {0};
+        char err[512];
+        if (!json_is_integer(json_object_get(body, "timeout"))) {
+                e2b_reply_error(r, 400, "timeout: required, whole seconds");
+        } else if (timeout_of(r, body, &t) && find_sandbox(r, e, id, &s)) {
+                if (env_paused(s.v))
+                        http_reply_data(r, 204, NULL, NULL, 0, NULL); /* a paused sandbox has no deadline */
+                else if (set_ttl(e, s.v, t, err, sizeof(err)) < 0)
+                        e2b_reply_error(r, 500, "%s", err);
+                else
+                        http_reply_data(r, 204, NULL, NULL, 0, NULL);
+        }
+        sbx_clear(&s);
+        json_decref(body);
+}
+
+/* pause = Paddock's pause (every process frozen); the deadline stops while paused. */
+static void sandbox_pause(struct request *r, struct engine *e, const char *id)
+{
+        struct sbx s = {0};
+        char err[512];
+        if (!find_sandbox(r, e, id, &s))
+                return;
+        sbx_clear(&s);
+        if (!env_running(s.v) || env_paused(s.v)) {
+                e2b_reply_error(r, 409, "sandbox %s is already paused", id);
+                return;
+        }
+        int rc = engine_pause(e, s.v, true);
+        if (rc >= 0)
+                rc = set_ttl(e, s.v, 0, err, sizeof(err));
+        if (rc < 0)
+                e2b_reply_error(r, 500, "pausing %s: %s", id, strerror(-rc));
+        else
+                http_reply_data(r, 204, NULL, NULL, 0, NULL);
+}
+
+/* One sample now: E2B keeps a history, Paddock reports the present. */
+static void sandbox_metrics(struct request *r, struct engine *e, const char *id)
+{
+        struct sbx s = {0};
+        if (!find_sandbox(r, e, id, &s))
+                return;
+        sbx_clear(&s);
+        json_t *ej = engine_env_json(e, s.v);
+        json_t *usage = json_object_get(ej, "usage");
+        const struct cgroup_limits *l = env_limits(s.v);
+        json_int_t mem = json_integer_value(json_object_get(usage, "memory"));
+        json_int_t disk = json_integer_value(json_object_get(json_object_get(ej, "disk"), "used"));
+        json_int_t dtot = json_integer_value(json_object_get(json_object_get(ej, "disk"), "limit"));
+        int64_t t = wall_ms();
+        json_t *arr = json_array();
+        if (json_is_object(usage))
+                json_array_append_new(
+                    arr, json_pack("{s:o,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ms_json(t),
+                                   "timestampUnix", (json_int_t)(t / 1000), "cpuCount",
+                                   (json_int_t)(l->cpu_millis == CG_UNLIMITED
+                                                    ? 1
+                                                    : (l->cpu_millis + 999) / 1000),
+                                   "cpuUsedPct", 0.0, "memUsed", mem, "memTotal",
+                                   (json_int_t)(l->memory_bytes == CG_UNLIMITED ? 0
+                                                                                 : l->memory_bytes),
+                                   "memCache", (json_int_t)0, "diskUsed", disk, "diskTotal", dtot));
+        json_decref(ej);
+        http_reply_json(r, 200, arr);
+}
+
+/* ------------------------------------------------------------------- list */
+
+static int hexval(int c)
+{
+        return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
+}
+
+/* Percent-decode s[0..n) into out (form rules: '+' is a space when plus). */
+static void pct_decode(const char *s, size_t n, bool plus, char *out, size_t outlen)
+{
+        size_t o = 0;
+        for (size_t i = 0; i < n && o + 1 < outlen; i++) {
+                if (s[i] == '%' && i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 &&
+                    hexval((unsigned char)s[i + 2]) >= 0) {
+                        out[o++] = (char)(hexval((unsigned char)s[i + 1]) * 16 +
+                                          hexval((unsigned char)s[i + 2]));
+                        i += 2;
+                } else {
+                        out[o++] = plus && s[i] == '+' ? ' ' : s[i];
+                }
+        }
+        out[o] = 0;
+}
+
+/* metadata=... after the query's own decoding: "k=v&k2=v2", each piece percent-encoded twice
+ * more (docs/e2b.md). Returns an object of the wanted pairs, or NULL (400 answered). */
+static json_t *metadata_filter(struct request *r, const char *q)
+{
+        json_t *want = json_object();
+        for (const char *p = q; p && *p;) {
+                size_t len = strcspn(p, "&");
+                const char *eq = memchr(p, '=', len);
+                char k1[1024], v1[4096], k2[1024], v2[4096];
+                if (!eq || len >= 4096) {
+                        json_decref(want);
+                        e2b_reply_error(r, 400, "metadata: key=value pairs joined by &");
+                        return NULL;
+                }
+                pct_decode(p, (size_t)(eq - p), true, k1, sizeof(k1));
+                pct_decode(eq + 1, len - (size_t)(eq - p) - 1, true, v1, sizeof(v1));
+                pct_decode(k1, strlen(k1), false, k2, sizeof(k2));
+                pct_decode(v1, strlen(v1), false, v2, sizeof(v2));
+                json_object_set_new(want, k2, json_string(v2));
+                p += len;
+                p += *p == '&';
+        }
+        return want;
+}
+
+static bool metadata_matches(const char *text, json_t *want)
+{
+        if (!json_object_size(want))
+                return true;
+        json_t *m = json_loads(text, 0, NULL);
+        bool ok = json_is_object(m);
+        const char *k;
+        json_t *x;
+        json_object_foreach(want, k, x)
+        {
+                const char *have = json_string_value(json_object_get(m, k));
+                ok = ok && have && !strcmp(have, json_string_value(x));
+        }
+        json_decref(m);
+        return ok;
+}
+
+static void sandboxes_list(struct request *r, struct engine *e)
+{
+        const char *q_limit = req_query(r, "limit"), *q_next = req_query(r, "nextToken");
+        const char *q_state = req_query(r, "state"), *q_meta = req_query(r, "metadata");
+        size_t limit = E2B_LIST_DEFAULT;
+        if (q_limit) {
+                char *end;
+                unsigned long l = strtoul(q_limit, &end, 10);
+                if (!*q_limit || *end || l < 1 || l > E2B_LIST_MAX) {
+                        e2b_reply_error(r, 400, "limit: 1 to %d", E2B_LIST_MAX);
+                        return;
+                }
+                limit = l;
+        }
+        if (q_next && (!*q_next || !name_is_valid(q_next))) {
+                e2b_reply_error(r, 400, "nextToken: not one this server gave");
+                return;
+        }
+        bool want_running = !q_state || strstr(q_state, "running"),
+             want_paused = !q_state || strstr(q_state, "paused");
+        json_t *want = metadata_filter(r, q_meta);
+        if (!want)
+                return;
+        struct caller c;
+        api_caller(r, &c);
+        json_t *arr = json_array();
+        char after[NAME_BUF_SIZE], next[NAME_BUF_SIZE] = "";
+        snprintf(after, sizeof(after), "%s", q_next ? q_next : "");
+        /* Keyset pages of the table in id order, filtered here, until one more match than
+         * asked for shows that another page exists. */
+        size_t batch = limit + 1 < 64 ? 64 : limit + 1;
+        bool more = false, end = false;
+        while (!more && !end) {
+                struct e2b_row *rows = NULL;
+                size_t n = 0;
+                int rc = state_e2b_list(engine_state(e), NULL, c.admin ? NULL : c.token, after,
+                                        batch, &rows, &n);
+                if (rc < 0) {
+                        json_decref(arr);
+                        json_decref(want);
+                        e2b_reply_error(r, 500, "listing: %s", strerror(-rc));
+                        return;
+                }
+                end = n < batch;
+                for (size_t i = 0; i < n && !more; i++) {
+                        snprintf(after, sizeof(after), "%s", rows[i].id);
+                        struct env *v = engine_find(e, rows[i].id);
+                        if (!v || !caller_sees_env(&c, v))
+                                continue;
+                        bool running = !strcmp(sbx_state(v), "running");
+                        if ((running ? !want_running : !want_paused) ||
+                            !metadata_matches(rows[i].metadata, want))
+                                continue;
+                        if (json_array_size(arr) == limit) {
+                                more = true;
+                                break;
+                        }
+                        struct sbx s = {.v = v, .b = rows[i]};
+                        json_array_append_new(arr, sandbox_json(e, &s, NULL));
+                        snprintf(next, sizeof(next), "%s", rows[i].id);
+                }
+                state_e2b_rows_free(rows, n);
+        }
+        json_decref(want);
+        char *text = json_dumps(arr, JSON_COMPACT);
+        json_decref(arr);
+        const char *const hdrs[] = {"X-Next-Token", next, NULL};
+        if (text)
+                http_reply_data(r, 200, "application/json", text, strlen(text), more ? hdrs : NULL);
+        else
+                e2b_reply_error(r, 500, "out of memory");
+        free(text);
+}
+
+/* ------------------------------------------------------------------- routing */
+
+bool e2b_api_handle(struct request *r, struct engine *e)
+{
+        const char *path = req_path(r), *m = req_method(r);
+        char id[128] = "", rest[32] = "";
+        const char *pattern = NULL;
+        bool v2 = !strncmp(path, "/v2/sandboxes", 13);
+        const char *tail = v2 ? path + 13 : !strncmp(path, "/sandboxes", 10) ? path + 10 : NULL;
+        if (!tail || (*tail && *tail != '/'))
+                return false;
+        if (*tail == '/') {
+                tail++;
+                size_t n = strcspn(tail, "/");
+                if (n == 0 || n >= sizeof(id))
+                        return false;
+                memcpy(id, tail, n);
+                id[n] = 0;
+                tail += n;
+                if (*tail == '/' && snprintf(rest, sizeof(rest), "%s", tail + 1) >= (int)sizeof(rest))
+                        return false;
+                if (*tail && *tail != '/')
+                        return false;
+        }
+        if (!api_resolve_caller(r, e))
+                return true;
+        bool get = !strcmp(m, "GET"), post = !strcmp(m, "POST"), del = !strcmp(m, "DELETE");
+        if (v2 && !id[0] && post) {
+                pattern = "/v2/sandboxes";
+                req_set_route(r, pattern, "");
+                sandbox_create(r, e);
+        } else if (v2 && !id[0] && get) {
+                req_set_route(r, "/v2/sandboxes", "");
+                sandboxes_list(r, e);
+        } else if (v2 && id[0] && !strcmp(rest, "connect") && post) {
+                req_set_route(r, "/v2/sandboxes/{sandboxID}/connect", id);
+                sandbox_connect(r, e, id, false);
+        } else if (!v2 && id[0] && !rest[0] && get) {
+                req_set_route(r, "/sandboxes/{sandboxID}", id);
+                sandbox_get(r, e, id);
+        } else if (!v2 && id[0] && !rest[0] && del) {
+                req_set_route(r, "/sandboxes/{sandboxID}", id);
+                sandbox_kill(r, e, id);
+        } else if (!v2 && id[0] && !strcmp(rest, "timeout") && post) {
+                req_set_route(r, "/sandboxes/{sandboxID}/timeout", id);
+                sandbox_timeout(r, e, id);
+        } else if (!v2 && id[0] && !strcmp(rest, "pause") && post) {
+                req_set_route(r, "/sandboxes/{sandboxID}/pause", id);
+                sandbox_pause(r, e, id);
+        } else if (!v2 && id[0] && !strcmp(rest, "resume") && post) {
+                req_set_route(r, "/sandboxes/{sandboxID}/resume", id);
+                sandbox_connect(r, e, id, true);
+        } else if (!v2 && id[0] && !strcmp(rest, "metrics") && get) {
+                req_set_route(r, "/sandboxes/{sandboxID}/metrics", id);
+                sandbox_metrics(r, e, id);
+        } else {
+                e2b_reply_error(r, 404, "no such route: %s %s", m, path);
+        }
+        return true;
+}
