@@ -357,48 +357,18 @@ int rpc_b64_decode(json_t *j, unsigned char **ret, size_t *ret_len)
 
 /* ------------------------------------------------------------------------------ dispatch */
 
-/* Authorization: Basic base64("<user>:") names the user the call acts as. */
-static bool basic_user(struct request *r, char *user, size_t len)
-{
-        const char *auth = req_header(r, "Authorization");
-        if (!auth || strncasecmp(auth, "Basic ", 6) != 0)
-                return true;
-        const char *b = auth + 6;
-        b += strspn(b, " ");
-        size_t blen = strlen(b);
-        unsigned char dec[256];
-        if (blen >= sizeof(dec) || blen % 4)
-                return false;
-        long n = base64_decode(b, blen, dec);
-        if (n <= 0)
-                return false;
-        dec[n] = 0;
-        char *colon = memchr(dec, ':', (size_t)n);
-        if (colon)
-                *colon = 0;
-        size_t ulen = strlen((char *)dec);
-        if (ulen == 0 || ulen >= len || !utf8_valid((char *)dec, ulen))
-                return false;
-        memcpy(user, dec, ulen + 1);
-        return true;
-}
-
 void e2b_rpc_dispatch(struct request *r, struct engine *e, const struct e2b_target *t,
                       const char *path)
 {
-        struct e2b_target tt = *t;
+        /* t->user is the Basic-auth user (e2b_envd_target), else the sandbox's default. */
         if (strcmp(req_method(r), "POST") != 0) {
                 rpc_error(r, "unimplemented", "Connect calls are POST");
                 return;
         }
-        if (!basic_user(r, tt.user, sizeof(tt.user))) {
-                rpc_error(r, "unauthenticated", "malformed Authorization: Basic header");
-                return;
-        }
         if (!strncmp(path, "process.Process/", 16))
-                e2b_rpc_process(r, e, &tt, path + 16);
+                e2b_rpc_process(r, e, t, path + 16);
         else if (!strncmp(path, "filesystem.Filesystem/", 22))
-                e2b_rpc_fs(r, e, &tt, path + 22);
+                e2b_rpc_fs(r, e, t, path + 22);
         else
                 rpc_error(r, "unimplemented", "no such service: %s", path);
 }

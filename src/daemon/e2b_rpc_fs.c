@@ -584,16 +584,30 @@ static void step(struct fsop *f)
         }
 }
 
-static bool json_path(struct request *r, json_t *body, const char *key, char *out)
+/* A path of the call: absolute, or relative to the user's home ("~/x" too), as envd. */
+static int call_path(const char *s, const char *home, char *out)
+{
+        char tmp[FILES_PATH_MAX];
+        if (s[0] == '~' && (s[1] == '/' || s[1] == 0))
+                s += s[1] ? 2 : 1;
+        if (s[0] != '/') {
+                if (snprintf(tmp, sizeof(tmp), "%s/%s", home[0] ? home : "/", s) >= (int)sizeof(tmp))
+                        return -ENAMETOOLONG;
+                s = tmp;
+        }
+        return files_path_normalize(s, out, FILES_PATH_MAX);
+}
+
+static bool json_path(struct request *r, json_t *body, const char *key, const char *home,
+                      char *out)
 {
         json_t *v = json_object_get(body, key);
         const char *s = json_string_value(v);
-        int rc = s && strlen(s) == json_string_length(v)
-                     ? files_path_normalize(s, out, FILES_PATH_MAX)
-                     : -EINVAL;
+        int rc = s && *s && strlen(s) == json_string_length(v) ? call_path(s, home, out)
+                                                                : -EINVAL;
         if (rc < 0)
                 rpc_error(r, "invalid_argument", "%s: %s", key,
-                          rc == -EINVAL ? "an absolute path is required" : "path too long");
+                          rc == -EINVAL ? "a path is required" : "path too long");
         return rc >= 0;
 }
 
@@ -617,10 +631,10 @@ static void start_call(struct request *r, struct engine *e, const struct e2b_tar
         snprintf(f->user, sizeof(f->user), "%s", t->user);
         bool ok;
         if (call == C_MOVE)
-                ok = json_path(r, body, "source", f->path) &&
-                     json_path(r, body, "destination", f->to);
+                ok = json_path(r, body, "source", t->home, f->path) &&
+                     json_path(r, body, "destination", t->home, f->to);
         else
-                ok = json_path(r, body, "path", f->path);
+                ok = json_path(r, body, "path", t->home, f->path);
         if (ok && call == C_LIST) {
                 json_t *d = json_object_get(body, "depth");
                 json_int_t depth = json_is_integer(d) ? json_integer_value(d) : 1;
@@ -842,10 +856,10 @@ static void start_watch(struct request *r, struct engine *e, const struct e2b_ta
         char path[FILES_PATH_MAX];
         const char *s = json_string_value(json_object_get(body, "path"));
         bool recursive = json_is_true(json_object_get(body, "recursive"));
-        int nrc = s ? files_path_normalize(s, path, sizeof(path)) : -EINVAL;
+        int nrc = s && *s ? call_path(s, t->home, path) : -EINVAL;
         json_decref(body);
         if (nrc < 0) {
-                rpc_stream_error(r, "invalid_argument", "path: an absolute path is required");
+                rpc_stream_error(r, "invalid_argument", "path: required");
                 return;
         }
         if (watches >= FS_WATCH_MAX_ACTIVE) {

@@ -204,7 +204,7 @@ def listed(d, env="sb"):
 
 def test_run_output_exit_code_and_environment(sb):
     s = bash(sb, "sb", 'echo "out $CONF_A"; echo err >&2; echo "$USER $LOGNAME $HOME $(pwd)"; '
-                       'exit 3', envs={"CONF_A": "x y"}, stdin=False)
+                       'exit 3', envs={"CONF_A": "x y"}, stdin=False, user="user")
     pid = started_pid(s)
     assert pid > 1
     end = s.finish()
@@ -222,10 +222,14 @@ def test_run_output_exit_code_and_environment(sb):
     s.finish()
     assert s.output("stdout").decode().strip() == str(pid)
     assert s.events("end")[0]["exitCode"] == 0 and "error" not in s.events("end")[0]
-    # Basic auth names the user; cwd is honoured
+    # Basic auth names the user; cwd is honoured; without one, a plain Paddock environment
+    # (not made through the E2B API) is used as root
     s = bash(sb, "sb", "id -un; pwd", cwd="/tmp", user="root", stdin=False)
     s.finish()
     assert s.output("stdout").decode().split() == ["root", "/tmp"]
+    s = bash(sb, "sb", "id -un; pwd", stdin=False)
+    s.finish()
+    assert s.output("stdout").decode().split() == ["root", "/root"]
     # A command that does not exist: bash says so, exit 127
     s = bash(sb, "sb", "no-such-command-here", stdin=False)
     s.finish()
@@ -364,7 +368,7 @@ def test_plain_environment_without_user_falls_back_to_root(daemon, bash_rootfs, 
         f.write("root:x:0:0:root:/root:/bin/sh\n")
     daemon.cli("image", "import", "nouser", root)
     daemon.create("nu", "--computer", "--image", "nouser")
-    s = bash(daemon, "nu", 'echo "$(id -u) $USER $HOME $(pwd)"', stdin=False)
+    s = bash(daemon, "nu", 'echo "$(id -u) $USER $HOME $(pwd)"', stdin=False, user="user")
     s.finish()
     assert s.output("stdout").decode().split() == ["0", "root", "/root", "/root"]
     # another unknown user fails as it would in paddock exec
@@ -431,7 +435,7 @@ def test_filesystem_calls(sb):
     st, body = fs(sb, "ListDir", {"path": "/tmp/w/a.txt", "depth": 1})
     assert st == 400 and body["code"] == "invalid_argument"
 
-    st, body = fs(sb, "MakeDir", {"path": "/tmp/w/x/y/z"})
+    st, body = fs(sb, "MakeDir", {"path": "/tmp/w/x/y/z"}, user="user")
     assert st == 200, body
     assert body["entry"]["type"] == "FILE_TYPE_DIRECTORY" and body["entry"]["path"] == "/tmp/w/x/y/z"
     assert body["entry"]["owner"] == "user"  # the default user made it
@@ -454,8 +458,15 @@ def test_filesystem_calls(sb):
     assert (st, body) == (200, {})  # missing is fine
     st, body = fs(sb, "Stat", {"path": "/tmp/w/sub"})
     assert st == 404
-    st, body = fs(sb, "Stat", {"path": "relative"})
+    st, body = fs(sb, "Stat", {"path": ""})
     assert st == 400 and body["code"] == "invalid_argument"
+    # relative paths start in the user's home
+    st, body = fs(sb, "MakeDir", {"path": "rel/dir"}, user="user")
+    assert body["entry"]["path"] == "/home/user/rel/dir", body
+    st, body = fs(sb, "Stat", {"path": "~/rel"}, user="user")
+    assert body["entry"]["path"] == "/home/user/rel", body
+    st, body = fs(sb, "ListDir", {"path": "rel", "depth": 1}, user="user")
+    assert [e["path"] for e in body["entries"]] == ["/home/user/rel/dir"]
 
 
 def test_watch_dir(sb):
