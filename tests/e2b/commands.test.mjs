@@ -17,12 +17,14 @@ test('foreground run: output callbacks, envs, cwd, user', async () => {
     onStdout: (d) => out.push(d), onStderr: (d) => err.push(d),
   })
   assert.equal(r.exitCode, 0)
-  assert.equal(r.stdout, 'hi x y\n/tmp\n' + r.stdout.split('\n')[2] + '\n')
+  assert.equal(r.stdout, 'hi x y\n/tmp\nuser\n') // the sandbox's default user
   assert.equal(r.stderr, 'oops\n')
   assert.equal(out.join(''), r.stdout)
   assert.equal(err.join(''), 'oops\n')
   const root = await sbx.commands.run('id -u', { user: 'root' })
   assert.equal(root.stdout.trim(), '0')
+  const home = await sbx.commands.run('echo "$HOME $USER $LOGNAME $(pwd)"')
+  assert.equal(home.stdout, '/home/user user user /home/user\n')
 })
 
 test('a non-zero exit is a CommandExitError', async () => {

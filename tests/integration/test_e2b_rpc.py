@@ -318,6 +318,17 @@ def test_timeout_kills_the_process(sb):
     assert pid not in listed(sb)
 
 
+def test_stopping_the_environment_empties_the_table(sb):
+    s = bash(sb, "sb", "sleep 100", stdin=False)
+    pid = started_pid(s)
+    assert pid in listed(sb)
+    sb.cli("stop", "sb")
+    assert s.finish() == {}  # the process died with its environment: its end event came
+    assert s.events("end")[0]["exited"] is False
+    sb.cli("start", "sb")
+    assert listed(sb) == {}
+
+
 def test_keepalive(sb):
     s = bash(sb, "sb", "sleep 2.5", keepalive=1, stdin=False)
     started_pid(s)
