@@ -21,6 +21,7 @@
 #define FS_MAX_DATA          (8u << 20)
 #define FS_IDS_MAX_BYTES     (1u << 20)
 #define FS_IDS_TTL_MS        5000
+#define FS_IDS_EVICT_MS      (3 * FS_LONG_TIMEOUT_MS)
 #define FS_MAX_ACTIVE        64
 #define FS_LIST_MAX_ENTRIES  FILES_LIST_MAX
 #define FS_LIST_MAX_DEPTH    64
@@ -48,6 +49,19 @@ static struct idcache *idcache_get(const char *env, bool fresh_only)
 
 static void idcache_set(const char *env, char *passwd, char *group)
 {
+        /* Forget the names of other environments unused for long (gone ones too); longer
+         * than any operation that may still be reading them. */
+        for (struct idcache **q = &idcaches; *q;) {
+                struct idcache *o = *q;
+                if (strcmp(o->env, env) != 0 && now_ms() - o->at >= FS_IDS_EVICT_MS) {
+                        *q = o->next;
+                        free(o->passwd);
+                        free(o->group);
+                        free(o);
+                } else {
+                        q = &o->next;
+                }
+        }
         struct idcache *c = idcache_get(env, false);
         if (!c) {
                 c = calloc(1, sizeof(*c));

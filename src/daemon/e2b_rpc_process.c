@@ -474,7 +474,11 @@ static void do_send_input(struct request *r, const struct e2b_target *t, json_t 
                 rpc_error(r, "invalid_argument", "input: invalid base64");
                 return;
         }
-        long rc = p->pty ? exec_tty_input(p->s, buf, len) : exec_stdin_write(p->s, buf, len);
+        long rc;
+        if (p->pty && exec_tty_input(p->s, NULL, 0) + (long)len > (long)EXEC_STDIN_QUEUE_MAX)
+                rc = -ENOBUFS; /* the terminal does not read: bound what waits for it */
+        else
+                rc = p->pty ? exec_tty_input(p->s, buf, len) : exec_stdin_write(p->s, buf, len);
         free(buf);
         if (rc == -EPIPE || rc == -EINVAL)
                 rpc_error(r, "internal", "process %u: stdin is closed or was not kept open",
