@@ -299,12 +299,14 @@ static void on_request_gone(void *data)
         /* else: the helper finishes (changes run to their end), then the op is freed */
 }
 
-/* Answer and end the op. */
-static void finish(struct fsop *f)
+/* Answer (body stolen; NULL is {}) and end the op. The request is let go of first. */
+static void finish(struct fsop *f, json_t *body)
 {
-        req_on_free(f->req, NULL, NULL);
+        struct request *r = f->req;
+        req_on_free(r, NULL, NULL);
         f->req = NULL;
         fsop_free(f);
+        rpc_reply(r, body);
 }
 
 static void fail(struct fsop *f, const char *code, const char *fmt, ...)
@@ -316,8 +318,11 @@ static void fail(struct fsop *f, const char *code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        rpc_error(f->req, code, "%s", msg);
-        finish(f);
+        struct request *r = f->req;
+        req_on_free(r, NULL, NULL);
+        f->req = NULL;
+        fsop_free(f);
+        rpc_error(r, code, "%s", msg);
 }
 
 static void fail_helper(struct fsop *f)
@@ -440,8 +445,7 @@ static void reply_entry(struct fsop *f, const char *path)
                 fail(f, "internal", "malformed answer from the file helper");
                 return;
         }
-        rpc_reply(f->req, json_pack("{s:o}", "entry", e));
-        finish(f);
+        finish(f, json_pack("{s:o}", "entry", e));
 }
 
 /* Stages: 0 read passwd (when not cached), 1 read group, 2.. the call's own helpers. */
@@ -490,8 +494,7 @@ static void step(struct fsop *f)
                 } else if (f->done.err < 0 && f->done.err != -ENOENT) {
                         fail_helper(f);
                 } else {
-                        rpc_reply(f->req, NULL);
-                        finish(f);
+                        finish(f, NULL);
                 }
                 return;
         case C_MKDIR:
@@ -592,8 +595,7 @@ static void step(struct fsop *f)
                         run_op(f, FILES_LIST, f->queue[f->qi - 1]);
                         return;
                 }
-                rpc_reply(f->req, json_pack("{s:O}", "entries", f->entries));
-                finish(f);
+                finish(f, json_pack("{s:O}", "entries", f->entries));
                 return;
         }
 }
@@ -837,6 +839,8 @@ static void watch_exit(void *ctx, const struct supervise_exit *x)
                 return;
         }
         struct request *r = w->req;
+        req_on_free(r, NULL, NULL);
+        w->req = NULL;
         int err = w->has_done && w->done.err < 0 ? w->done.err : 0;
         if (err == -ENOTDIR)
                 rpc_stream_error(r, "invalid_argument", "%s is not a directory", w->path);
@@ -847,8 +851,6 @@ static void watch_exit(void *ctx, const struct supervise_exit *x)
                 rpc_stream_error(r, "unavailable", "%s: setting up the watch timed out", w->path);
         else
                 rpc_stream_error(r, "unavailable", "the watch of %s ended", w->path);
-        req_on_free(r, NULL, NULL);
-        w->req = NULL;
         watch_free(w);
 }
 
