@@ -47,6 +47,8 @@ struct exec_session {
         size_t input_len, input_off;
         struct audit_exec *audit; /* written when the command ends */
         bool idle_hold;           /* keeps its environment from idling (engine_idle.c) */
+        pid_t pid;                /* host pid of the command */
+        bool stdin_keep, stdin_closing; /* interactive stdin pipe (exec_stdin_write) */
         struct exec_session *next;
 };
 
@@ -129,6 +131,7 @@ static void on_command_exit(void *data, const struct supervise_exit *x)
         struct exec_session *s = data;
         s->res.exit_code = supervise_exit_code(x);
         s->res.timed_out = x->timed_out;
+        s->res.signaled = x->signaled;
         /* Output written just before exit is already in the pipes: take it, then stop
          * listening. Background processes that still hold the pipes get EPIPE later. */
         drain(s, 1);
@@ -378,6 +381,108 @@ void exec_detach(struct exec_session *s)
                 s->cb = NULL;
 }
 
+pid_t exec_pid(const struct exec_session *s)
+{
+        return s->pid;
+}
+
+int exec_signal_group(struct exec_session *s, int sig)
+{
+        if (supervise_exited(s->sv))
+                return -ESRCH;
+        if (sig == SIGKILL) {
+                int r = cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
+                supervise_kill(s->sv);
+                return r == -ENOENT ? 0 : r;
+        }
+        /* setsid() in the command made its pid the group's id (join.c). */
+        if (kill(-s->pid, sig) < 0)
+                return supervise_signal(s->sv, sig);
+        return 0;
+}
+
+void exec_pause_output(struct exec_session *s, bool pause)
+{
+        if (s->tty) {
+                exec_tty_pause_output(s, pause);
+                return;
+        }
+        if (s->out_paused == pause)
+                return;
+        s->out_paused = pause;
+        if (s->out_src)
+                loop_set_events(s->out_src, pause ? 0 : EPOLLIN);
+        if (s->err_src)
+                loop_set_events(s->err_src, pause ? 0 : EPOLLIN);
+}
+
+static void on_stdin_keep(struct loop_source *src, int fd, uint32_t events, void *data);
+
+/* Write what is queued; then close for a pending exec_stdin_close. */
+static void stdin_keep_flush(struct exec_session *s)
+{
+        while (s->in_fd >= 0 && s->input_off < s->input_len) {
+                ssize_t n = write(s->in_fd, s->input + s->input_off, s->input_len - s->input_off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN) /* EPIPE: nobody reads it any more */
+                                s->input_off = s->input_len;
+                        break;
+                }
+                s->input_off += (size_t)n;
+        }
+        bool pending = s->input_off < s->input_len;
+        if (!pending)
+                s->input_len = s->input_off = 0;
+        if (!pending && s->stdin_closing) {
+                close_src(&s->in_src, &s->in_fd);
+                return;
+        }
+        if (s->in_fd < 0)
+                return;
+        if (!s->in_src && pending)
+                loop_add_fd(engine_loop(s->eng), s->in_fd, EPOLLOUT, on_stdin_keep, s, &s->in_src);
+        else if (s->in_src)
+                loop_set_events(s->in_src, pending ? EPOLLOUT : 0);
+}
+
+static void on_stdin_keep(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        stdin_keep_flush(data);
+}
+
+int exec_stdin_write(struct exec_session *s, const void *buf, size_t len)
+{
+        if (s->tty || !s->stdin_keep)
+                return -EINVAL;
+        if (s->in_fd < 0 || s->stdin_closing)
+                return -EPIPE;
+        if (s->input_len - s->input_off + len > EXEC_STDIN_QUEUE_MAX)
+                return -ENOBUFS;
+        if (len == 0)
+                return 0;
+        unsigned char *n = realloc(s->input, s->input_len + len);
+        if (!n)
+                return -ENOMEM;
+        s->input = n;
+        memcpy(s->input + s->input_len, buf, len);
+        s->input_len += len;
+        stdin_keep_flush(s);
+        return 0;
+}
+
+int exec_stdin_close(struct exec_session *s)
+{
+        if (s->tty || !s->stdin_keep)
+                return -EINVAL;
+        if (s->in_fd < 0 || s->stdin_closing)
+                return -EPIPE;
+        s->stdin_closing = true;
+        stdin_keep_flush(s);
+        return 0;
+}
+
 int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
                size_t errlen)
@@ -453,8 +558,12 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 .cgroup_sub = s->sub,
                 .argv = rq->argv,
                 .envp = envp,
-                .cwd = rq->cwd ? rq->cwd : (env_kind(v) == KIND_SANDBOX ? "/workspace" : NULL),
+                .cwd = rq->cwd       ? rq->cwd
+                       : rq->login ? NULL
+                                   : (env_kind(v) == KIND_SANDBOX ? "/workspace" : NULL),
                 .user = rq->user,
+                .user_fallback_for = rq->user_fallback_for,
+                .login_env = rq->login,
                 .stdin_fd = in[0],
                 .stdout_fd = out[1],
                 .stderr_fd = errp[1],
@@ -476,6 +585,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 session_free(s);
                 return r;
         }
+        s->pid = pid;
+        s->stdin_keep = rq->stdin_keep;
         int pidfd = sys_pidfd_open(pid, 0);
         if (pidfd < 0) {
                 /* Cannot happen for our own unreaped child; keep the invariant anyway. */
@@ -511,7 +622,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 r = loop_add_fd(l, s->err_fd, EPOLLIN, on_output, s, &s->err_src);
         if (r >= 0 && (s->stdin_len || s->stdin_src >= 0))
                 r = loop_add_fd(l, s->in_fd, EPOLLOUT, on_stdin, s, &s->in_src);
-        else if (r >= 0)
+        else if (r >= 0 && !s->stdin_keep)
                 close_src(&s->in_src, &s->in_fd);
         if (r >= 0 && s->tty) {
                 fcntl(s->pty_sock, F_SETFL, O_NONBLOCK);

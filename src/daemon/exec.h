@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define EXEC_DEFAULT_MAX_OUTPUT (16u << 20)
 #define EXEC_MAX_OUTPUT_LIMIT (256u << 20)
@@ -29,6 +30,14 @@ struct exec_request {
         /* The audit record written when the command ends (audit.h): exec_start takes it over
          * when it succeeds; on failure it stays the caller's. NULL: none. */
         struct audit_exec *audit;
+        /* Interactive stdin without a terminal: the pipe stays open for exec_stdin_write until
+         * exec_stdin_close (stdin_data/stdin_from_fd are then not used). */
+        bool stdin_keep;
+        /* A login-like command (the E2B surface): cwd NULL is the user's home (not a sandbox's
+         * /workspace), USER and LOGNAME are set, and an unknown user_fallback_for user name runs
+         * as root instead of failing. */
+        bool login;
+        const char *user_fallback_for;
 };
 
 struct exec_result {
@@ -36,6 +45,7 @@ struct exec_result {
         bool timed_out;
         bool truncated;
         uint64_t duration_ms;
+        bool signaled; /* killed by signal exit_code - 128 (not an exit with that status) */
 };
 
 struct exec_callbacks {
@@ -76,3 +86,17 @@ void exec_reap_env(const char *env, unsigned wait_ms);
 int exec_signal(struct exec_session *s, int sig);
 /* The client is gone: the command keeps running, its output is dropped. */
 void exec_detach(struct exec_session *s);
+/* The command's host pid (the leader of its session and process group). */
+pid_t exec_pid(const struct exec_session *s);
+/* Signal the command's whole process group (it is a session leader); SIGKILL kills everything
+ * in the exec's cgroup. */
+int exec_signal_group(struct exec_session *s, int sig);
+/* Stop (or resume) reading the command's output, pipes or terminal, while a reader is slow:
+ * the command blocks on its full pipe, nothing is lost. */
+void exec_pause_output(struct exec_session *s, bool pause);
+/* stdin_keep sessions: queue bytes for the command's stdin (at most EXEC_STDIN_QUEUE_MAX
+ * queued, else -ENOBUFS); -EPIPE once stdin was closed. exec_stdin_close: EOF after what is
+ * queued. */
+#define EXEC_STDIN_QUEUE_MAX (4u << 20)
+int exec_stdin_write(struct exec_session *s, const void *buf, size_t len);
+int exec_stdin_close(struct exec_session *s);

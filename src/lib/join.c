@@ -181,7 +181,12 @@ static _Noreturn void command_main(const struct join_config *c)
                 _exit(126);
         int keep[] = {c->pty_sock};
         close_fds_from(3, keep, c->pty_sock >= 0 ? 1 : 0);
-        r = resolve_user(c->user, &uid, &gid, home, sizeof(home));
+        const char *user = c->user;
+        r = resolve_user(user, &uid, &gid, home, sizeof(home));
+        if (r == -ENOENT && user && c->user_fallback_for && !strcmp(user, c->user_fallback_for)) {
+                user = "root";
+                r = resolve_user(user, &uid, &gid, home, sizeof(home));
+        }
         if (r < 0)
                 cmd_fail(126, "unknown user", c->user);
         /* Keep the permitted set across the uid change so confinement can still drop it. */
@@ -203,18 +208,35 @@ static _Noreturn void command_main(const struct join_config *c)
                 if (chdir("/") < 0)
                         _exit(126);
         }
-        /* Environment: the caller's list plus HOME if it did not set one. */
+        /* Environment: the caller's list plus HOME if it did not set one (and for a login,
+         * USER and LOGNAME). */
         size_t n = 0;
-        bool has_home = false;
-        for (; c->envp[n]; n++)
+        bool has_home = false, has_user = false, has_logname = false;
+        for (; c->envp[n]; n++) {
                 has_home |= strncmp(c->envp[n], "HOME=", 5) == 0;
-        char **env = calloc(n + 2, sizeof(char *));
+                has_user |= strncmp(c->envp[n], "USER=", 5) == 0;
+                has_logname |= strncmp(c->envp[n], "LOGNAME=", 8) == 0;
+        }
+        char **env = calloc(n + 4, sizeof(char *));
         if (!env)
                 _exit(126);
         memcpy(env, c->envp, n * sizeof(char *));
         char homevar[sizeof("HOME=") + sizeof(home)];
         if (!has_home && BUF_PRINTF(homevar, "HOME=%s", home) >= 0)
                 env[n++] = homevar;
+        char uservar[160], lognamevar[160], uname[128];
+        if (c->login_env) {
+                const char *colon = user ? strchr(user, ':') : NULL;
+                size_t ulen = !user ? 0 : colon ? (size_t)(colon - user) : strlen(user);
+                if (ulen == 0 || ulen >= sizeof(uname))
+                        snprintf(uname, sizeof(uname), "root");
+                else
+                        snprintf(uname, sizeof(uname), "%.*s", (int)ulen, user);
+                if (!has_user && BUF_PRINTF(uservar, "USER=%s", uname) >= 0)
+                        env[n++] = uservar;
+                if (!has_logname && BUF_PRINTF(lognamevar, "LOGNAME=%s", uname) >= 0)
+                        env[n++] = lognamevar;
+        }
         environ = env;
         execvp(c->argv[0], c->argv);
         int e = errno;

@@ -23,6 +23,9 @@ struct join_config {
         char *const *envp;       /* HOME is added from /etc/passwd when absent */
         const char *cwd;         /* NULL: the user's home directory, or "/" */
         const char *user;        /* NULL/"root", "name", "uid", "uid:gid", "name:gid" */
+        /* A user name that runs as root when the environment has no such user (NULL: none). */
+        const char *user_fallback_for;
+        bool login_env;          /* also set USER and LOGNAME (when absent) to the user's name */
         int stdin_fd, stdout_fd, stderr_fd;
         /* Interactive session (>= 0): after switching user, the command process allocates a
          * pty inside the environment, sends its master over this socket, and runs with the
