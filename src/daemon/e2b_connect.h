@@ -1,5 +1,5 @@
 /* Connect protocol v1 with the JSON codec, as the e2b SDK speaks it to envd
- * (docs/e2b-envd-rpc.md): unary calls are one JSON object each way (errors: a non-200 status
+ * (docs/e2b.md): unary calls are one JSON object each way (errors: a non-200 status
  * with {"code":"not_found","message":...}); server streams answer 200
  * application/connect+json with envelopes (flags u8, length u32 big-endian, JSON), the last
  * one the end-stream envelope (flag 0x02): {} or {"error":{"code":...,"message":...}}. */

@@ -1,4 +1,4 @@
-/* envd's filesystem.Filesystem service (docs/e2b-envd-rpc.md) on the daemon's files machinery:
+/* envd's filesystem.Filesystem service (docs/e2b.md) on the daemon's files machinery:
  * every operation is one or more files helpers (lib/files.c: each enters the environment and
  * resolves every path inside it, never on the host), run one after the other from the loop.
  * Owner and group names come from the environment's own /etc/passwd and /etc/group, read the

@@ -1,4 +1,4 @@
-/* envd's process.Process service (docs/e2b-envd-rpc.md): commands and terminals started
+/* envd's process.Process service (docs/e2b.md): commands and terminals started
  * through the daemon's exec sessions (exec.c: the same join, confinement and cgroup as
  * `paddock exec`), kept in a per-environment table so that clients can list them, attach to
  * them again, feed their input and signal them.
