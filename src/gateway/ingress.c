@@ -195,33 +195,11 @@ bool ingress_traffic_token(const struct rp_head *h, const char **ret, size_t *re
         return true;
 }
 
-struct out {
-        char *p;
-        size_t len, cap;
-        bool full;
-};
-
-static void put(struct out *o, const char *s, size_t n)
-{
-        if (o->full || o->cap - o->len < n) {
-                o->full = true;
-                return;
-        }
-        memcpy(o->p + o->len, s, n);
-        o->len += n;
-}
-
-static void puts_(struct out *o, const char *s)
-{
-        put(o, s, strlen(s));
-}
-
+/* Beyond the hop-by-hop fields: what only the gateway states, and E2B's traffic token. */
 static bool dropped(const struct rp_field *f)
 {
         static const char *const names[] = {
-                "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
-                "transfer-encoding", "content-length", "paddock-peer", "x-forwarded-for",
-                "x-forwarded-proto", "e2b-traffic-access-token", "cookie",
+                "x-forwarded-for", "x-forwarded-proto", "e2b-traffic-access-token", "cookie",
         };
         for (size_t i = 0; i < ELEMENTSOF(names); i++)
                 if (field_is(f, names[i]))
@@ -230,7 +208,7 @@ static bool dropped(const struct rp_field *f)
 }
 
 /* A Cookie field without its paddock_token pairs; nothing when none is left. */
-static void put_cookie(struct out *o, const struct rp_field *f)
+static void put_cookie(struct rp_out *o, const struct rp_field *f)
 {
         bool first = true;
         const char *p = f->value, *end = f->value + f->value_len;
@@ -240,55 +218,35 @@ static void put_cookie(struct out *o, const struct rp_field *f)
                 size_t n = (size_t)((semi ? semi : end) - p), vn;
                 trim(&s, &n);
                 if (n > 0 && !cookie_pair(s, n, &v, &vn)) {
-                        puts_(o, first ? "Cookie: " : "; ");
-                        put(o, s, n);
+                        rp_puts(o, first ? "Cookie: " : "; ");
+                        rp_put(o, s, n);
                         first = false;
                 }
                 p = semi ? semi + 1 : end;
         }
         if (!first)
-                puts_(o, "\r\n");
+                rp_puts(o, "\r\n");
+}
+
+/* keep() of reqparse_emit_canonical: the Cookie field without Paddock's pairs, and no field
+ * the environment must not see (data: the Authorization field to strip, or NULL). */
+static bool ingress_keep(struct rp_out *o, const struct rp_field *f, void *data)
+{
+        if (field_is(f, "cookie"))
+                put_cookie(o, f);
+        return !dropped(f) && f != data;
 }
 
 ssize_t ingress_emit_head(const struct rp_head *h, const char *ip, bool tls, char *out, size_t cap)
 {
-        struct out o = {.p = out, .cap = cap};
+        struct rp_out o = {.p = out, .cap = cap};
         const char *s;
         size_t n;
         /* Anything that looks like Paddock's stays out, a malformed one too. */
         bool strip_auth = reqparse_bearer(h, &s, &n) && n >= 4 && memcmp(s, "pdk_", 4) == 0;
-        put(&o, h->method, h->method_len);
-        puts_(&o, " ");
-        put(&o, h->target, h->target_len);
-        puts_(&o, h->minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n");
-        for (size_t i = 0; i < h->n_fields; i++) {
-                const struct rp_field *f = &h->fields[i];
-                if (field_is(f, "cookie"))
-                        put_cookie(&o, f);
-                if (dropped(f) || (strip_auth && f == h->authorization))
-                        continue;
-                put(&o, f->name, f->name_len);
-                puts_(&o, ": ");
-                put(&o, f->value, f->value_len);
-                puts_(&o, "\r\n");
-        }
-        char num[64];
-        if (h->body == RP_BODY_LENGTH) {
-                snprintf(num, sizeof(num), "Content-Length: %llu\r\n",
-                         (unsigned long long)h->content_length);
-                puts_(&o, num);
-        } else if (h->body == RP_BODY_CHUNKED) {
-                puts_(&o, "Transfer-Encoding: chunked\r\n");
-        }
-        if (h->upgrade) {
-                puts_(&o, "Connection: Upgrade\r\nUpgrade: ");
-                put(&o, h->upgrade_field->value, h->upgrade_field->value_len);
-                puts_(&o, "\r\n");
-        } else if (!h->keep_alive) {
-                puts_(&o, "Connection: close\r\n");
-        }
-        puts_(&o, "X-Forwarded-For: ");
-        puts_(&o, ip);
-        puts_(&o, tls ? "\r\nX-Forwarded-Proto: https\r\n\r\n" : "\r\nX-Forwarded-Proto: http\r\n\r\n");
+        reqparse_emit_canonical(&o, h, ingress_keep, strip_auth ? (void *)h->authorization : NULL);
+        rp_puts(&o, "X-Forwarded-For: ");
+        rp_puts(&o, ip);
+        rp_puts(&o, tls ? "\r\nX-Forwarded-Proto: https\r\n\r\n" : "\r\nX-Forwarded-Proto: http\r\n\r\n");
         return o.full ? -ENOSPC : (ssize_t)o.len;
 }

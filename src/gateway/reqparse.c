@@ -270,7 +270,7 @@ int reqparse_head(const char *buf, size_t len, struct rp_head *ret)
 
 /* Fields the gateway never passes on: hop-by-hop ones (it frames the connection to the
  * engine itself) and the peer address, which only the gateway may state. */
-static bool dropped(const struct rp_field *f)
+bool reqparse_hop_field(const struct rp_field *f)
 {
         static const char *const names[] = {
                 "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
@@ -282,13 +282,7 @@ static bool dropped(const struct rp_field *f)
         return false;
 }
 
-struct out {
-        char *p;
-        size_t len, cap;
-        bool full;
-};
-
-static void put(struct out *o, const char *s, size_t n)
+void rp_put(struct rp_out *o, const char *s, size_t n)
 {
         if (o->full || o->cap - o->len < n) {
                 o->full = true;
@@ -298,45 +292,51 @@ static void put(struct out *o, const char *s, size_t n)
         o->len += n;
 }
 
-static void puts_(struct out *o, const char *s)
+void rp_puts(struct rp_out *o, const char *s)
 {
-        put(o, s, strlen(s));
+        rp_put(o, s, strlen(s));
 }
 
-ssize_t reqparse_emit_head(const struct rp_head *h, const char *peer, char *out, size_t cap)
+void reqparse_emit_canonical(struct rp_out *o, const struct rp_head *h, rp_keep_fn keep,
+                             void *data)
 {
-        struct out o = { .p = out, .cap = cap };
-        put(&o, h->method, h->method_len);
-        puts_(&o, " ");
-        put(&o, h->target, h->target_len);
-        puts_(&o, h->minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n");
+        rp_put(o, h->method, h->method_len);
+        rp_puts(o, " ");
+        rp_put(o, h->target, h->target_len);
+        rp_puts(o, h->minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n");
         for (size_t i = 0; i < h->n_fields; i++) {
                 const struct rp_field *f = &h->fields[i];
-                if (dropped(f))
+                if (reqparse_hop_field(f) || (keep && !keep(o, f, data)))
                         continue;
-                put(&o, f->name, f->name_len);
-                puts_(&o, ": ");
-                put(&o, f->value, f->value_len);
-                puts_(&o, "\r\n");
+                rp_put(o, f->name, f->name_len);
+                rp_puts(o, ": ");
+                rp_put(o, f->value, f->value_len);
+                rp_puts(o, "\r\n");
         }
         char num[64];
         if (h->body == RP_BODY_LENGTH) {
                 snprintf(num, sizeof(num), "Content-Length: %llu\r\n",
                          (unsigned long long)h->content_length);
-                puts_(&o, num);
+                rp_puts(o, num);
         } else if (h->body == RP_BODY_CHUNKED) {
-                puts_(&o, "Transfer-Encoding: chunked\r\n");
+                rp_puts(o, "Transfer-Encoding: chunked\r\n");
         }
         if (h->upgrade) {
-                puts_(&o, "Connection: Upgrade\r\nUpgrade: ");
-                put(&o, h->upgrade_field->value, h->upgrade_field->value_len);
-                puts_(&o, "\r\n");
+                rp_puts(o, "Connection: Upgrade\r\nUpgrade: ");
+                rp_put(o, h->upgrade_field->value, h->upgrade_field->value_len);
+                rp_puts(o, "\r\n");
         } else if (!h->keep_alive) {
-                puts_(&o, "Connection: close\r\n");
+                rp_puts(o, "Connection: close\r\n");
         }
-        puts_(&o, "Paddock-Peer: ");
-        puts_(&o, peer);
-        puts_(&o, "\r\n\r\n");
+}
+
+ssize_t reqparse_emit_head(const struct rp_head *h, const char *peer, char *out, size_t cap)
+{
+        struct rp_out o = {.p = out, .cap = cap};
+        reqparse_emit_canonical(&o, h, NULL, NULL);
+        rp_puts(&o, "Paddock-Peer: ");
+        rp_puts(&o, peer);
+        rp_puts(&o, "\r\n\r\n");
         return o.full ? -ENOSPC : (ssize_t)o.len;
 }
 

@@ -61,6 +61,25 @@ int reqparse_head(const char *buf, size_t len, struct rp_head *ret);
  * Returns the length written, or -ENOSPC when out (size cap) is too small. */
 ssize_t reqparse_emit_head(const struct rp_head *h, const char *peer, char *out, size_t cap);
 
+/* A bounded writer for re-serialized heads: once cap would be exceeded, full is set and
+ * nothing more is written. */
+struct rp_out {
+        char *p;
+        size_t len, cap;
+        bool full;
+};
+void rp_put(struct rp_out *o, const char *s, size_t n);
+void rp_puts(struct rp_out *o, const char *s);
+/* A hop-by-hop field or Paddock-Peer: never passed on. */
+bool reqparse_hop_field(const struct rp_field *f);
+/* The canonical head up to, not including, the closing blank line: the request line, every
+ * field but hop-by-hop ones and those keep() refuses (keep may write a field of its own
+ * instead; NULL keeps all), then our own framing fields as reqparse_emit_head describes. The
+ * one serializer of both the engine's heads and the ingress's (ingress.c). */
+typedef bool (*rp_keep_fn)(struct rp_out *o, const struct rp_field *f, void *data);
+void reqparse_emit_canonical(struct rp_out *o, const struct rp_head *h, rp_keep_fn keep,
+                             void *data);
+
 /* Upper bound of reqparse_emit_head's output for a head of head_len bytes. */
 #define RP_EMIT_MAX(head_len) ((head_len) + 256)
 
