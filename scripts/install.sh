@@ -140,6 +140,14 @@ do_uninstall() {
                             "environment exists: start it, or add --force"
                 fi
         fi
+        # the systemd scope the environments live in (pure cgroup v2), asked before the stop
+        local scope=""
+        if [ "$PURGE" = 1 ] && [ -z "$DESTDIR" ]; then
+                local cli=$BIN/paddock
+                [ -x "$cli" ] || cli=$BUILD/paddock
+                scope=$(env -u PADDOCK_HOST -u PADDOCK_TOKEN "$cli" --socket "$SOCKET" system --json \
+                        2>/dev/null | sed -n 's/.*"cgroup_scope": *"\([^"]*\)".*/\1/p')
+        fi
         if have_systemd; then
                 systemctl disable --now paddockd 2>/dev/null || true
         fi
@@ -164,6 +172,10 @@ do_uninstall() {
                         umount -l "$m" || true
                 done
                 rm -rf --one-file-system "$DESTDIR$STATE"
+                # with no environment left, only its holder process keeps the scope
+                if [ -n "$scope" ] && have_systemd; then
+                        systemctl stop "${scope##*/}" 2>/dev/null || true
+                fi
                 [ -n "$DESTDIR" ] || rm -rf /var/lib/paddock-uids
                 if [ "$group_made" = 1 ] && [ -z "$DESTDIR" ] && getent group paddock >/dev/null; then
                         groupdel paddock || true

@@ -32,6 +32,8 @@ struct engine_config {
         struct storage *storage;
         const char *apt_dir;      /* the host's apt configuration: image build's mirror, proxy */
         struct lxcfs *lxcfs;      /* the virtualized /proc files (daemon/lxcfs.h), or NULL */
+        const char *cgroup_scope; /* the systemd scope environments are in (sdscope.h), or NULL */
+        const char *cgroup_scope_error; /* why there is none where systemd wanted one, or NULL */
 };
 
 /* What an idle environment becomes: IDLE_DEFAULT is pause for a sandbox, stop for a computer. */

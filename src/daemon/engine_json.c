@@ -143,9 +143,17 @@ json_t *engine_env_json_listed(struct engine *e, struct env *v)
 
 /* What this host's kernel or set-up makes the daemon do instead of the best way (item 6 of the
  * operations issue): one sentence each, [] when none. */
-static json_t *fallbacks_json(const struct storage_info *si)
+static json_t *fallbacks_json(const struct engine *e, const struct storage_info *si)
 {
         json_t *a = json_array();
+        char buf[768];
+        if (e->cfg.cgroup_scope_error) {
+                snprintf(buf, sizeof(buf),
+                         "no systemd scope for the environments (%s): they run below the "
+                         "daemon's own cgroup, and systemd before 254 cannot restart the service "
+                         "while any runs", e->cfg.cgroup_scope_error);
+                json_array_append_new(a, json_string(buf));
+        }
         if (!strcmp(si->driver, "btrfs") && !strcmp(si->quota, "qgroups"))
                 json_array_append_new(a, json_string(
                     "btrfs qgroups instead of simple quotas (kernel before 6.7): accounting "
@@ -155,7 +163,6 @@ static json_t *fallbacks_json(const struct storage_info *si)
                     "no idmapped mounts: each environment's files are chowned to its id range "
                     "when it is created"));
         int abi = landlock_abi();
-        char buf[256];
         if (abi <= 0) {
                 json_array_append_new(a, json_string(
                     "no Landlock: sandboxes are confined by their mounts and seccomp only"));
@@ -192,7 +199,12 @@ json_t *engine_system_json(struct engine *e)
         if (j)
                 json_object_set_new(j, "lxcfs", json_string(lxcfs_status(e->cfg.lxcfs)));
         if (j)
-                json_object_set_new(j, "fallbacks", fallbacks_json(&si));
+                json_object_set_new(j, "fallbacks", fallbacks_json(e, &si));
+        /* where environments' cgroups are made: a systemd scope, else the daemon's own group */
+        if (j)
+                json_object_set_new(j, "cgroup_scope", e->cfg.cgroup_scope
+                                                           ? json_string(e->cfg.cgroup_scope)
+                                                           : json_null());
         /* idle stop since the daemon started (engine_idle.c) */
         if (j)
                 json_object_set_new(j, "idle",

@@ -8,6 +8,7 @@
 #include "daemon/http.h"
 #include "daemon/log.h"
 #include "daemon/sdnotify.h"
+#include "daemon/sdscope.h"
 #include "daemon/tokens.h"
 #include "daemon/lxcfs.h"
 #include "daemon/loop.h"
@@ -657,9 +658,23 @@ static void on_signal(struct loop_source *s, int fd, uint32_t events, void *data
         }
 }
 
+/* paddockd's path for the scope holder; " (deleted)" after an upgrade replaced the file: the
+ * new one at the same path is started then. */
+static void own_exe(char *buf, size_t size)
+{
+        ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+        buf[n > 0 ? n : 0] = 0;
+        size_t len = strlen(buf), dl = strlen(" (deleted)");
+        if (len > dl && !strcmp(buf + len - dl, " (deleted)"))
+                buf[len - dl] = 0;
+}
+
 int main(int argc, char **argv)
 {
         struct options o = {0};
+        /* The process that keeps the environments' systemd scope alive (sdscope.c). */
+        if (argc == 3 && !strcmp(argv[1], "--cgroup-holder"))
+                return sdscope_holder_main(argv[2]);
         sd_notify_init();
         if (parse_options(argc, argv, &o) < 0)
                 return 2;
@@ -726,7 +741,21 @@ int main(int argc, char **argv)
                 return 1;
         }
         struct cgroup_manager *cg = NULL;
-        if ((r = cgroup_manager_new("/sys/fs/cgroup", "/proc/self/cgroup", subtree, &cg)) < 0) {
+        char scope[512] = "", exe[4096], scope_err[600] = "";
+        own_exe(exe, sizeof(exe));
+        r = exe[0] ? sdscope_prepare(subtree, exe, scope, sizeof(scope), scope_err,
+                                     sizeof(scope_err))
+                   : 0;
+        if (r < 0) {
+                log_warn("a systemd scope for the environments: %s; they go below the daemon's "
+                         "own cgroup, where systemd before 254 cannot restart the service while "
+                         "any runs", scope_err);
+                scope[0] = 0;
+        }
+        r = scope[0] ? cgroup_manager_new_delegated("/sys/fs/cgroup", "/proc/self/cgroup", scope,
+                                                    subtree, &cg)
+                     : cgroup_manager_new("/sys/fs/cgroup", "/proc/self/cgroup", subtree, &cg);
+        if (r < 0) {
                 log_error("cgroups: %s", strerror(-r));
                 return 1;
         }
@@ -764,7 +793,9 @@ int main(int argc, char **argv)
                                    .state = state,
                                    .loop = loop,
                                    .storage = storage,
-                                   .apt_dir = o.apt_dir};
+                                   .apt_dir = o.apt_dir,
+                                   .cgroup_scope = scope[0] ? scope : NULL,
+                                   .cgroup_scope_error = scope_err[0] ? scope_err : NULL};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));

@@ -45,6 +45,11 @@ struct cgroup_manager;
  * self_cgroup: normally "/proc/self/cgroup"; subtree: name of the daemon's subtree. */
 int cgroup_manager_new(const char *sysfs_root, const char *self_cgroup, const char *subtree,
                        struct cgroup_manager **ret);
+/* The same on a pure cgroup-v2 host, with environments below `own` (a path below sysfs_root,
+ * "/paddock.slice/paddock-1234abcd.scope") instead of the daemon's own group: a group delegated
+ * to the daemon by someone else (a systemd scope, see the daemon's sdscope.c). */
+int cgroup_manager_new_delegated(const char *sysfs_root, const char *self_cgroup, const char *own,
+                                 const char *subtree, struct cgroup_manager **ret);
 void cgroup_manager_free(struct cgroup_manager *m);
 /* At shutdown: remove the daemon's subtree where no environment group is left in it. */
 void cgroup_manager_remove_if_empty(struct cgroup_manager *m);

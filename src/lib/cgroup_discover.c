@@ -185,6 +185,7 @@ struct discover_ctx {
         int rootfd;
         const char *root_real; /* canonical sysfs_root, for matching mount points */
         const char *mountinfo; /* NULL if unreadable */
+        const char *v2_own;    /* cgroup_manager_new_delegated: the group to use, else NULL */
 };
 
 /* The path comes from the kernel, but refuse ".." components rather than trust a test file. */
@@ -305,8 +306,9 @@ static int discover(struct cgroup_manager *m, const struct discover_ctx *c,
                 if (!u)
                         return -ENOENT;
                 /* A daemon that moved itself into <subtree>-daemon (see cgroup_v2.c) and was
-                 * restarted from there still owns the subtree next to that leaf. */
-                _cleanup_free_ char *own = strdup(u->path);
+                 * restarted from there still owns the subtree next to that leaf. A group
+                 * delegated to it elsewhere (a systemd scope) replaces its own. */
+                _cleanup_free_ char *own = strdup(c->v2_own ? c->v2_own : u->path);
                 if (!own)
                         return -ENOMEM;
                 char *slash = strrchr(own, '/');
@@ -368,10 +370,11 @@ static int discover(struct cgroup_manager *m, const struct discover_ctx *c,
         return 0;
 }
 
-int cgroup_manager_new(const char *sysfs_root, const char *self_cgroup, const char *subtree,
-                       struct cgroup_manager **ret)
+static int manager_new(const char *sysfs_root, const char *self_cgroup, const char *v2_own,
+                       const char *subtree, struct cgroup_manager **ret)
 {
-        if (!sysfs_root || !self_cgroup || !cg_name_valid(subtree))
+        if (!sysfs_root || !self_cgroup || !cg_name_valid(subtree) ||
+            (v2_own && v2_own[0] != '/'))
                 return -EINVAL;
         _cleanup_close_ int rootfd = open(sysfs_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (rootfd < 0)
@@ -403,7 +406,11 @@ int cgroup_manager_new(const char *sysfs_root, const char *self_cgroup, const ch
         /* Mount points only matter for the real tree; a test directory has none. */
         if (m->real && cg_read_all(AT_FDCWD, "/proc/self/mountinfo", &mountinfo) < 0)
                 mountinfo = NULL;
-        r = discover(m, &(struct discover_ctx){rootfd, root_real, mountinfo}, e, n);
+        if (v2_own && m->mode != CGROUP_V2) {
+                r = -EINVAL;
+                goto fail;
+        }
+        r = discover(m, &(struct discover_ctx){rootfd, root_real, mountinfo, v2_own}, e, n);
         if (r < 0)
                 goto fail;
 
@@ -418,6 +425,18 @@ fail:
         release_own_fds(m, true);
         cgroup_manager_free(m);
         return r;
+}
+
+int cgroup_manager_new(const char *sysfs_root, const char *self_cgroup, const char *subtree,
+                       struct cgroup_manager **ret)
+{
+        return manager_new(sysfs_root, self_cgroup, NULL, subtree, ret);
+}
+
+int cgroup_manager_new_delegated(const char *sysfs_root, const char *self_cgroup, const char *own,
+                                 const char *subtree, struct cgroup_manager **ret)
+{
+        return manager_new(sysfs_root, self_cgroup, own, subtree, ret);
 }
 
 void cgroup_manager_remove_if_empty(struct cgroup_manager *m)

@@ -312,6 +312,44 @@ static void test_cgroup_v2__delegation(void)
         tmp_teardown();
 }
 
+/* A scope delegated to the daemon elsewhere (systemd): environments go below it, the daemon's
+ * own group (a systemd service's) is not written at all, so systemd may start a new main
+ * process there; and only on v2. */
+static void test_cgroup_v2__delegated_elsewhere(void)
+{
+        int r;
+        tmp_setup();
+        layout_v2();
+        put("p.slice/s.scope/cgroup.controllers", "cpu io memory pids\n");
+        put("p.slice/s.scope/cgroup.subtree_control", "");
+        put("p.slice/s.scope/cgroup.procs", "");
+        put("p.slice/s.scope/" SUB "/cgroup.subtree_control", "");
+        struct cgroup_manager *m = NULL;
+        r = cgroup_manager_new_delegated(tmp_root, pathf("self"), "/p.slice/s.scope", SUB, &m);
+        CHECK_EQ_INT(r, 0);
+        CHECK(exists("p.slice/s.scope/" SUB));
+        cgroup_manager_free(m);
+        CHECK_EQ_STR(get("p.slice/s.scope/cgroup.subtree_control"), "+cpu +memory +pids +io");
+        CHECK_EQ_STR(get("agent/x/cgroup.subtree_control"), "");
+        CHECK(!exists("agent/x/" SUB "-daemon"));
+
+        m = (struct cgroup_manager *)0x1;
+        CHECK_EQ_INT(cgroup_manager_new_delegated(tmp_root, pathf("self"), "p.slice", SUB, &m),
+                     -EINVAL);
+        CHECK_EQ_INT(cgroup_manager_new_delegated(tmp_root, pathf("self"), "/p.slice/../agent",
+                                                  SUB, &m),
+                     -EINVAL);
+        tmp_teardown();
+
+        tmp_setup();
+        layout_v1();
+        m = (struct cgroup_manager *)0x1;
+        CHECK_EQ_INT(cgroup_manager_new_delegated(tmp_root, pathf("self"), "/p.slice/s.scope",
+                                                  SUB, &m),
+                     -EINVAL);
+        tmp_teardown();
+}
+
 static void test_cgroup_v2__limits(void)
 {
         int r;
@@ -974,6 +1012,7 @@ int main(void)
         RUN(test_cgroup_detect__modes);
         RUN(test_cgroup_names__rejected);
         RUN(test_cgroup_v2__delegation);
+        RUN(test_cgroup_v2__delegated_elsewhere);
         RUN(test_cgroup_v2__limits);
         RUN(test_cgroup_v2__stats);
         RUN(test_cgroup_v2__attach_freeze_destroy);

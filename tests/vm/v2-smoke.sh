@@ -6,12 +6,13 @@
 #
 # paddockd runs as a delegated transient systemd unit (Delegate=yes, KillMode=process), the way a
 # packaged daemon would, and the test checks what only a real v2 host can show: cgroup mode, the
-# env groups below the unit's group, memory.max / pids.max / cpu.max, OOM kill accounting, the
+# env groups in the daemon's delegated systemd scope (not the unit's group), memory.max / pids.max / cpu.max, OOM kill accounting, the
 # pids limit against a fork bomb, exec timeouts killing a whole per-exec sub-group
 # (cgroup.kill), live limit updates, stop/start, and re-adoption after the daemon is SIGKILLed.
 # If systemd cannot start the daemon in its unit again after the SIGKILL, that is a FAIL; to still
 # check the daemon's own re-adoption, paddockd is then started by hand in <unit>/<subtree>-daemon
-# (the leaf it moves itself into), and those checks are tagged "[paddockd started by hand ...]".
+# (the leaf an older layout moved it into), and those checks are tagged "[paddockd started by
+# hand ...]".
 #
 # Prints one "PASS: ..." or "FAIL: ..." line per check; exits 1 if any check failed (and prints
 # the daemon's journal), 0 otherwise. Everything it makes lives in /var/tmp/pdk-smoke and the
@@ -49,11 +50,16 @@ inspect_field() { pd inspect "$1" 2>/dev/null | jfield "$2"; }
 
 unit_cgroup() { echo "$CG$(systemctl show -p ControlGroup --value "$UNIT.service" 2>/dev/null)"; }
 UNIT_CG_SAVED=
-# The env's group: <unit group>/paddock-XXXXXXXX/<env> (exactly one)
+# Where environments' groups are made: the systemd scope `paddock system` names
+# (/paddock.slice/paddock-XXXXXXXX.scope), else the unit's group.
+SCOPE=
+envs_base() { if [ -n "$SCOPE" ]; then echo "$CG$SCOPE"; else echo "${UNIT_CG_SAVED:-$(unit_cgroup)}"; fi; }
+# The env's group: <base>/paddock-XXXXXXXX/env-<env> (exactly one)
 env_cgroup() {
-        local u=${UNIT_CG_SAVED:-$(unit_cgroup)}
+        local u
+        u=$(envs_base)
         local found
-        found=$(find "$u" -mindepth 2 -maxdepth 2 -type d -name "$1" 2>/dev/null)
+        found=$(find "$u" -mindepth 2 -maxdepth 2 -type d -name "env-$1" 2>/dev/null)
         [ "$(printf '%s\n' "$found" | grep -c .)" = 1 ] && printf '%s\n' "$found"
 }
 keyed() { sed -n "s/^$2 //p" "$1" 2>/dev/null | head -1; } # keyed FILE KEY
@@ -177,7 +183,9 @@ cleanup() {
                 for _ in $(seq 1 40); do kill -0 "$HANDPID" 2>/dev/null || break; sleep 0.25; done
                 kill -0 "$HANDPID" 2>/dev/null && kill -KILL "$HANDPID"
         fi
-        # Anything of ours still alive in the unit's group (e.g. after a failed re-adoption)
+        # The environments' scope (the holder and anything left), then anything of ours still
+        # alive in the unit's group (e.g. after a failed re-adoption)
+        [ -z "$SCOPE" ] || systemctl stop "${SCOPE##*/}" 2>/dev/null
         local u=${UNIT_CG_SAVED:-}
         if [ -n "$u" ] && [ -d "$u" ]; then
                 [ -e "$u/cgroup.kill" ] && echo 1 > "$u/cgroup.kill" 2>/dev/null
@@ -213,8 +221,14 @@ else
         printf '%s\n' "$sys" | sed 's/^/     /'
 fi
 
-out=$(pd image import base "$RFS" 2>&1)
-check "image import base ($RFS)" test $? = 0 || printf '%s\n' "$out" | sed 's/^/     /'
+SCOPE=$(pd system --json 2>/dev/null | sed -n 's/.*"cgroup_scope": *"\([^"]*\)".*/\1/p')
+check "paddock system names a systemd scope for the environments (${SCOPE:-none})" test -n "$SCOPE"
+if [ -n "$SCOPE" ]; then
+        check "the scope ${SCOPE##*/} is active with Delegate=yes" \
+                test "$(systemctl show -p ActiveState --value "${SCOPE##*/}")/$(systemctl show -p Delegate --value "${SCOPE##*/}")" = active/yes
+fi
+out=$(pd image import default "$RFS" 2>&1)
+check "image import default ($RFS)" test $? = 0 || printf '%s\n' "$out" | sed 's/^/     /'
 
 # ----------------------------------------------------------------------------- create, exec
 
@@ -237,10 +251,12 @@ done
 SBCG=$(env_cgroup "$SB")
 PCCG=$(env_cgroup "$PC")
 info "sandbox group: ${SBCG:-<none>}; computer group: ${PCCG:-<none>}"
-check "sandbox cgroup exists below $UNIT_CG_SAVED/paddock-*/" test -n "$SBCG" -a -d "$SBCG"
-check "computer cgroup exists below $UNIT_CG_SAVED/paddock-*/" test -n "$PCCG" -a -d "$PCCG"
-case $SBCG in "$UNIT_CG_SAVED"/paddock-*/"$SB") ok=1 ;; *) ok= ;; esac
-check "sandbox group path is <unit>/paddock-XXXXXXXX/$SB" test -n "$ok"
+EB=$(envs_base)
+check "sandbox cgroup exists below $EB/paddock-*/" test -n "$SBCG" -a -d "$SBCG"
+check "computer cgroup exists below $EB/paddock-*/" test -n "$PCCG" -a -d "$PCCG"
+case $SBCG in "$EB"/paddock-*/"env-$SB") ok=1 ;; *) ok= ;; esac
+check "sandbox group path is <scope>/paddock-XXXXXXXX/env-$SB" test -n "$ok"
+check "the unit's own group hands no controller down" test -z "$(cat "$UNIT_CG_SAVED/cgroup.subtree_control" 2>/dev/null)"
 SBCG=${SBCG:-/nonexistent}
 PCCG=${PCCG:-/nonexistent}
 
@@ -451,7 +467,7 @@ fi
 if [ -n "$restarted" ]; then
         out=$(pd rm -f "$SB" "$PC" 2>&1)
         check "${tag}rm -f both environments" test $? = 0 || printf '%s\n' "$out" | sed 's/^/     /'
-        left=$(find "$UNIT_CG_SAVED" -mindepth 2 -maxdepth 2 -type d \( -name "$SB" -o -name "$PC" \) 2>/dev/null)
+        left=$(find "$(envs_base)" -mindepth 2 -maxdepth 2 -type d \( -name "env-$SB" -o -name "env-$PC" \) 2>/dev/null)
         check "${tag}their cgroups are gone (${left:-none left})" test -z "$left"
         n=$(pd ls 2>/dev/null | grep -c -e "$SB" -e "$PC")
         check "${tag}paddock ls lists neither" test "$n" = 0
