@@ -2,7 +2,8 @@
 # cgroup-v2 smoke test of Paddock on a systemd host. Runs INSIDE a QEMU guest
 # (Debian 12, systemd, pure cgroup v2), as root, from a copy of the source tree that
 # holds a prebuilt build/ (paddockd, paddock, paddock-init). From the host, use
-# tests/vm/run-v2-smoke.sh, which stages the tree with build/ and a static busybox and runs this.
+# `tests/vm/run.sh tests/vm/v2-smoke.sh --fresh`, which stages the tree with build/ and a static
+# busybox and runs this.
 #
 # paddockd runs as a delegated transient systemd unit (Delegate=yes, KillMode=process), the way a
 # packaged daemon would, and the test checks what only a real v2 host can show: cgroup mode, the
