@@ -631,6 +631,8 @@ void api_env_action(struct request *r, struct engine *e, struct env *v, const ch
 {
         if (!strcmp(action, "pause") || !strcmp(action, "resume")) {
                 int rc = engine_pause(e, v, action[0] == 'p');
+                if (rc >= 0 && action[0] == 'p')
+                        engine_idle_keep(e, v); /* paused by the idle timer: now by the caller */
                 if (rc == -EBUSY)
                         http_reply_error(r, 409, "conflict", "%s is not running", env_name(v));
                 else if (rc < 0)
@@ -667,6 +669,8 @@ void api_env_action(struct request *r, struct engine *e, struct env *v, const ch
                 return;
         }
         *c = (struct action_ctx){.req = r, .eng = e, .restart = !strcmp(action, "restart")};
+        if (!c->restart)
+                engine_idle_keep(e, v); /* stopped by the idle timer: now by the caller */
         req_on_free(r, on_request_gone, c);
         http_defer(r);
         engine_stop(e, v, (unsigned)timeout, on_stopped, c);

@@ -16,13 +16,16 @@ static bool has_prefix(const char *s, const char *prefix)
 
 /* Working inside it (exec, a shell, files, archives) wakes it; its background processes'
  * routes are activity (an agent reading their output) but do not need it running. Listing,
- * inspecting, PATCH, ports, snapshots and the like are neither. */
+ * inspecting, PATCH, ports, snapshots and the like are neither. E2B's envd /files (e2b.c
+ * wakes it; here it is activity again at its end, as the native files routes are). */
 static enum idle_kind route_kind(const char *pattern)
 {
         static const char *const wake[] = {"/v1/envs/{name}/exec", "/v1/envs/{name}/files",
                                            "/v1/envs/{name}/archive"};
         if (!pattern)
                 return IDLE_NONE;
+        if (!strcmp(pattern, "/files"))
+                return IDLE_WAKE;
         for (size_t i = 0; i < sizeof(wake) / sizeof(wake[0]); i++)
                 if (has_prefix(pattern, wake[i]))
                         return IDLE_WAKE;

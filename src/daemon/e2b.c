@@ -29,13 +29,33 @@ void e2b_reply_error(struct request *r, unsigned status, const char *fmt, ...)
         http_reply_json(r, status, j);
 }
 
+/* Work in the sandbox is activity for idle stop, and wakes it when the idle timer paused or
+ * stopped it, as the native API's exec and files routes do (api_idle.c): the caller only sees
+ * a slower first answer. /health does neither: it answers 204 for an idle sandbox too (the
+ * next request will be served), so a client that polls it keeps nothing awake. */
+static bool envd_wake(struct request *r, struct engine *e, struct env *v)
+{
+        if (!strcmp(req_path(r), "/health"))
+                return true;
+        engine_idle_touch(e, v);
+        if (!env_idled(v))
+                return true;
+        char err[512] = "";
+        int rc = engine_idle_wake(e, v, err, sizeof(err));
+        if (rc == -EBUSY)
+                e2b_reply_error(r, 409, "%s", err);
+        else if (rc < 0)
+                e2b_reply_error(r, 502, "sandbox %s could not be woken: %s", env_name(v), err);
+        return rc >= 0;
+}
+
 bool e2b_handle(struct request *r, struct engine *e)
 {
         const char *path = req_path(r);
         if (!req_header(r, "E2b-Sandbox-Id"))
                 return e2b_api_handle(r, e);
         struct e2b_target t;
-        if (e2b_envd_target(r, e, &t) < 0)
+        if (e2b_envd_target(r, e, &t) < 0 || !envd_wake(r, e, t.env))
                 return true;
         if (!strncmp(path, "/process.Process/", 17) ||
             !strncmp(path, "/filesystem.Filesystem/", 23)) {
@@ -144,7 +164,9 @@ static bool user_name_ok(const char *u)
 
 /* The sandbox id is the environment's name. A request through the gateway must carry one of
  * the sandbox's access tokens (X-Access-Token); on the local socket the administrator may
- * address any running environment, and a token given there is checked all the same. */
+ * address any running environment, and a token given there is checked all the same. One the
+ * idle timer paused or stopped counts as running: e2b_handle wakes it once the request is
+ * known to be allowed. */
 int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
 {
         const char *id = req_header(r, "E2b-Sandbox-Id");
@@ -157,7 +179,8 @@ int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
                 free(b.metadata);
         /* Through the gateway an environment that is not an E2B sandbox answers like a missing
          * one: nobody can probe other tenants' environment names. */
-        if (!v || !env_running(v) || env_paused(v) || (remote && !known)) {
+        bool up = v && ((env_running(v) && !env_paused(v)) || env_idled(v));
+        if (!up || (remote && !known)) {
                 e2b_reply_error(r, 502, "sandbox %s is not running", id ? id : "");
                 return -ENOENT;
         }

@@ -107,9 +107,11 @@ static bool find_sandbox(struct request *r, struct engine *e, const char *id, st
         return false;
 }
 
+/* One the idle timer paused or stopped is running for E2B: its envd requests are answered (they
+ * wake it) and its deadline runs. */
 static const char *sbx_state(const struct env *v)
 {
-        return env_running(v) && !env_paused(v) ? "running" : "paused";
+        return (env_running(v) && !env_paused(v)) || env_idled(v) ? "running" : "paused";
 }
 
 static int64_t expires_ms(struct engine *e, struct env *v)
@@ -568,7 +570,8 @@ static int set_ttl(struct engine *e, struct env *v, uint64_t ttl_s, char *err, s
 }
 
 /* connect (and the older resume): running -> the deadline only grows, 200; paused -> thawed
- * with deadline now+timeout, 201. Either way one more access token. */
+ * with deadline now+timeout, 201. Either way one more access token. Paused or stopped by the
+ * idle timer is running for E2B (sbx_state): woken, and answered as running (resume: 201). */
 static void sandbox_connect(struct request *r, struct engine *e, const char *id, bool resume)
 {
         json_t *body = req_json_object(r);
@@ -581,7 +584,14 @@ static void sandbox_connect(struct request *r, struct engine *e, const char *id,
                 goto out;
         unsigned status = 200;
         int rc = 0;
-        if (!env_running(s.v)) {
+        if (env_idled(s.v)) {
+                rc = engine_idle_wake(e, s.v, err, sizeof(err));
+                if (rc == -EBUSY) {
+                        e2b_reply_error(r, 409, "%s", err);
+                        goto out;
+                }
+                status = resume ? 201 : 200;
+        } else if (!env_running(s.v)) {
                 struct quota_ask q = {.env = s.v, .running = true, .limits = *env_limits(s.v)};
                 if (!api_quota_ok(r, e, &q))
                         goto out;
@@ -665,7 +675,7 @@ static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
         if (!json_is_integer(json_object_get(body, "timeout"))) {
                 e2b_reply_error(r, 400, "timeout: required, whole seconds");
         } else if (timeout_of(r, body, &t) && find_sandbox(r, e, id, &s)) {
-                if (env_paused(s.v)) /* it applies from the resume */
+                if (env_paused(s.v) && !env_idled(s.v)) /* it applies from the resume */
                         http_reply_data(r, 204, NULL, NULL, 0, NULL);
                 else if (set_ttl(e, s.v, t, err, sizeof(err)) < 0)
                         e2b_reply_error(r, 500, "%s", err);
@@ -676,7 +686,8 @@ static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
         json_decref(body);
 }
 
-/* pause = Paddock's pause (every process frozen); the deadline becomes E2B_PAUSED_KEEP. */
+/* pause = Paddock's pause (every process frozen); the deadline becomes E2B_PAUSED_KEEP. One
+ * the idle timer paused or stopped stays so, but as E2B's pause: requests no longer wake it. */
 static void sandbox_pause(struct request *r, struct engine *e, const char *id)
 {
         struct sbx s = {0};
@@ -684,11 +695,14 @@ static void sandbox_pause(struct request *r, struct engine *e, const char *id)
         if (!find_sandbox(r, e, id, &s))
                 return;
         sbx_clear(&s);
-        if (!env_running(s.v) || env_paused(s.v)) {
+        bool idled = env_idled(s.v);
+        if (!idled && (!env_running(s.v) || env_paused(s.v))) {
                 e2b_reply_error(r, 409, "sandbox %s is already paused", id);
                 return;
         }
-        int rc = engine_pause(e, s.v, true);
+        int rc = idled ? 0 : engine_pause(e, s.v, true);
+        if (rc >= 0)
+                engine_idle_keep(e, s.v);
         if (rc >= 0) /* the running deadline stops; a paused sandbox is kept a week */
                 rc = set_ttl(e, s.v, E2B_PAUSED_KEEP, err, sizeof(err));
         if (rc < 0)

@@ -142,6 +142,9 @@ bool env_idle_stop(const struct env *v);
 /* Undo what the idle timer did (resume or start): 1 woken, 0 nothing to do, < 0 failed
  * (err says why; -EBUSY while its idle stop is still under way). */
 int engine_idle_wake(struct engine *e, struct env *v, char *err, size_t errlen);
+/* An explicit pause or stop of what the idle timer paused or stopped: it is the caller's now,
+ * and no request or connection wakes it. */
+void engine_idle_keep(struct engine *e, struct env *v);
 /* paddock_idle_total{action=...} and paddock_idle_watched, Prometheus text, for /metrics. */
 void engine_idle_metrics(const struct engine *e, FILE *f);
 

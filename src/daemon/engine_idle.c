@@ -22,7 +22,22 @@
  *
  * The next request that needs the environment running wakes it before its handler runs:
  * resume (paused) or start (stopped); the caller only sees a slower first answer. An explicit
- * pause or stop is never undone by a request: only what the idle timer did. */
+ * pause or stop is never undone by a request: only what the idle timer did (and an explicit
+ * pause or stop of an idle one makes it the caller's, engine_idle_keep).
+ *
+ * An inbound TCP connection wakes an environment with a published port that the idle timer
+ * paused (on that port or any other). Frozen processes do not run, but the kernel of the
+ * environment's network namespace still does: it answers the SYN of a listening socket,
+ * completes the handshake and queues the connection for accept(), counting it in that
+ * namespace's Tcp PassiveOpens (/proc/PID/net/snmp). A paused environment keeps a heap entry
+ * that looks at that count every IDLE_WAKE_STEP_MS and resumes it when it moved: the client's
+ * connect() succeeded at once, and its first bytes wait in the socket's buffer until the
+ * process runs again. PassiveOpens and not the veth's packet counters: those also move with
+ * ARP and neighbour discovery, a SYN to a port nobody listens on, and the retransmits and
+ * keepalives the frozen environment's own kernel sends, none of which is anybody asking for it.
+ * Cost: one read of a 1.5 KiB procfs file (~35 us) per such paused environment per second;
+ * environments without a published port are not looked at. A stopped computer has no network
+ * namespace to count anything: see docs/operations.md. */
 #include "daemon/engine_internal.h"
 #include "daemon/events.h"
 #include "daemon/log.h"
@@ -31,14 +46,19 @@
 #include "lib/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define IDLE_STOP_GRACE_S 10 /* SIGTERM, then SIGKILL after this long */
 /* Pauses and stops per timer callback: when many come due at once (a fleet created together),
  * the rest wait for the next turn of the loop, so requests are served in between. */
 #define IDLE_ACTIONS_PER_TURN 16
+/* How often an idle-paused environment's accepted connections are looked at: the longest a
+ * client that connected to it waits for its first answer, beyond the resume itself. */
+#define IDLE_WAKE_STEP_MS 1000
 
 static uint64_t step_ms(const struct env *v)
 {
@@ -56,6 +76,58 @@ static uint64_t packets(struct engine *e, struct env *v)
         struct link_stats s;
         metrics_env_net(e, v, false, &s);
         return s.rx_packets + s.tx_packets;
+}
+
+/* TCP connections accepted by listening sockets in the network namespace of v's PID 1: the
+ * PassiveOpens column of the "Tcp:" lines of /proc/PID/net/snmp. */
+static int passive_opens(const struct env *v, uint64_t *ret)
+{
+        char path[64], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%lld/net/snmp", (long long)v->row.pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        /* The pidfd pins the process: if it is still alive, the pid was not reused. */
+        if (sys_pidfd_send_signal(v->pidfd, 0, 0) < 0)
+                return -ESRCH;
+        size_t n = 0;
+        for (;;) {
+                ssize_t k = read(fd, buf + n, sizeof(buf) - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0 || (n += (size_t)k) == sizeof(buf) - 1)
+                        break;
+        }
+        buf[n] = 0;
+        const char *head = strstr(buf, "\nTcp: ");
+        const char *vals = head ? strstr(head + 1, "\nTcp: ") : NULL;
+        if (!vals)
+                return -EBADMSG;
+        /* the column of PassiveOpens in the header line, the same column in the values line */
+        unsigned col = 0;
+        const char *p = head + 6;
+        for (; *p != '\n'; col++) {
+                p += strspn(p, " ");
+                size_t len = strcspn(p, " \n");
+                if (len == 12 && !strncmp(p, "PassiveOpens", 12))
+                        break;
+                p += len;
+        }
+        if (*p == '\n')
+                return -EBADMSG;
+        p = vals + 6;
+        for (unsigned i = 0; i < col && *p && *p != '\n'; i++) {
+                p += strspn(p, " ");
+                p += strcspn(p, " \n");
+        }
+        char *end;
+        unsigned long long x = strtoull(p, &end, 10);
+        if (end == p)
+                return -EBADMSG;
+        *ret = x;
+        return 0;
 }
 
 /* ---- the heap: e->idle_heap[0 .. e->idle_n), ordered by idle_due; v->idle_slot = index+1 */
@@ -148,6 +220,23 @@ static bool watched(const struct env *v)
         return v->idle_timeout_s && v->pidfd >= 0 && !v->paused && !v->stopping;
 }
 
+/* Paused by the idle timer with a published port: an inbound connection wakes it. */
+static bool wake_watched(struct engine *e, const struct env *v)
+{
+        return v->idled_at && v->paused && v->pidfd >= 0 && !v->stopping && has_net(e, v) &&
+               env_has_ports(e, v);
+}
+
+/* Keep looking at v's accepted connections while it is paused, from the count *opens (read
+ * before the freeze, so a connection in between is not missed). */
+static void watch_connections(struct engine *e, struct env *v, uint64_t opens)
+{
+        v->idle_opens = opens;
+        v->idle_due = now_ms() + IDLE_WAKE_STEP_MS;
+        if (heap_push(e, v) < 0)
+                log_warn("%s: no memory to watch its connections while idle", v->row.name);
+}
+
 static uint64_t next_due(struct engine *e, const struct env *v, uint64_t now)
 {
         uint64_t at = v->active_ms + v->idle_timeout_s * 1000;
@@ -170,6 +259,8 @@ static void go_idle(struct engine *e, struct env *v)
                 engine_stop(e, v, IDLE_STOP_GRACE_S, NULL, NULL);
                 return;
         }
+        uint64_t opens = 0;
+        bool counted = has_net(e, v) && env_has_ports(e, v) && passive_opens(v, &opens) >= 0;
         int r = engine_pause(e, v, true); /* records idled_at with the state */
         if (r < 0) {
                 log_warn("%s: pausing the idle environment: %s", v->row.name, strerror(-r));
@@ -180,6 +271,21 @@ static void go_idle(struct engine *e, struct env *v)
                 return;
         }
         e->idle_paused++;
+        if (counted)
+                watch_connections(e, v, opens);
+}
+
+/* An idle-paused environment accepted a connection: resume it. */
+static void wake_on_connection(struct engine *e, struct env *v)
+{
+        char err[256] = "";
+        log_info("%s: an inbound connection while idle", v->row.name);
+        int r = engine_idle_wake(e, v, err, sizeof(err)); /* re-arms it */
+        if (r < 0) {
+                log_warn("%s: waking it for a connection: %s", v->row.name, err);
+                v->idle_due = now_ms() + IDLE_WAKE_STEP_MS;
+                heap_push(e, v);
+        }
 }
 
 static void on_idle_timer(struct loop_timer *t, void *data)
@@ -191,6 +297,18 @@ static void on_idle_timer(struct loop_timer *t, void *data)
         /* Bounded: each entry is either dropped, idled, or moved to a later time. */
         while (e->idle_n && e->idle_heap[0]->idle_due <= now && actions < IDLE_ACTIONS_PER_TURN) {
                 struct env *v = e->idle_heap[0];
+                uint64_t opens;
+                if (wake_watched(e, v)) {
+                        if (passive_opens(v, &opens) >= 0 && opens != v->idle_opens) {
+                                actions++;
+                                heap_remove(e, v);
+                                wake_on_connection(e, v);
+                                continue;
+                        }
+                        v->idle_due = now + IDLE_WAKE_STEP_MS;
+                        heap_down(e, 0);
+                        continue;
+                }
                 if (!watched(v)) {
                         heap_remove(e, v);
                         continue;
@@ -217,9 +335,19 @@ static void on_idle_timer(struct loop_timer *t, void *data)
 
 /* ---- the engine's hooks */
 
+void engine_idle_watch(struct engine *e, struct env *v)
+{
+        uint64_t opens;
+        if (wake_watched(e, v) && !v->idle_slot && passive_opens(v, &opens) >= 0) {
+                watch_connections(e, v, opens);
+                rearm(e);
+        }
+}
+
 void engine_idle_arm(struct engine *e, struct env *v)
 {
         if (!watched(v)) {
+                engine_idle_watch(e, v);
                 return; /* dropped from the heap, if it is there, when it comes due */
         }
         uint64_t now = now_ms();
@@ -286,6 +414,16 @@ void engine_idle_hold(struct engine *e, const char *name, bool hold)
         v->active_ms = now_ms();
 }
 
+void engine_idle_keep(struct engine *e, struct env *v)
+{
+        if (!v->idled_at)
+                return;
+        v->idled_at = 0; /* its connection watch is dropped when it comes due */
+        int r = env_save(e, v);
+        if (r < 0)
+                log_warn("%s: recording the pause: %s", v->row.name, strerror(-r));
+}
+
 bool env_idled(const struct env *v)
 {
         return v->idled_at != 0;
@@ -330,7 +468,8 @@ void engine_idle_metrics(const struct engine *e, FILE *f)
                 (unsigned long long)e->idle_stopped);
         fprintf(f, "paddock_idle_total{action=\"wake\"} %llu\n",
                 (unsigned long long)e->idle_woken);
-        fputs("# HELP paddock_idle_watched Running environments whose idle clock runs.\n"
+        fputs("# HELP paddock_idle_watched Running environments whose idle clock runs, and "
+              "idle-paused ones with a published port whose connections are watched.\n"
               "# TYPE paddock_idle_watched gauge\n", f);
         fprintf(f, "paddock_idle_watched %zu\n", e->idle_n);
 }

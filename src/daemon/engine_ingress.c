@@ -185,9 +185,24 @@ static int admit(struct engine *e, json_t *msg, const char *name, struct env **r
                                      "cookie, or e2b-traffic-access-token)";
                 return 401;
         }
+        /* Paused by the idle timer: this request wakes it (engine_idle.c), and the connection is
+         * made to the resumed processes. Stopped by it (a computer): not, because nothing would
+         * listen there: a start runs paddock-init alone, the servers went with the stop. */
+        if (env_idled(v) && env_paused(v)) {
+                char err[256] = "";
+                int r = engine_idle_wake(e, v, err, sizeof(err));
+                if (r < 0) {
+                        log_warn("ingress: %s", err);
+                        *code = "bad_gateway";
+                        *message = "the environment could not be woken";
+                        return 502;
+                }
+        }
         if (!env_running(v) || env_paused(v)) {
                 *code = "bad_gateway";
-                *message = env_paused(v) ? "the environment is paused" : "the environment is not running";
+                *message = env_paused(v)  ? "the environment is paused"
+                           : env_idled(v) ? "the environment was stopped when idle: start it"
+                                          : "the environment is not running";
                 return 502;
         }
         if (!engine_has_network(e) || v->net.mode == NET_NONE || !v->addr.s_addr) {

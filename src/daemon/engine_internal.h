@@ -50,6 +50,7 @@ struct env {
         uint64_t active_ms;      /* monotonic ms of its last activity */
         uint64_t idle_due;       /* monotonic ms when its heap entry comes due */
         uint64_t idle_packets;   /* rx + tx packets at the last look */
+        uint64_t idle_opens;     /* paused by it: TCP connections accepted, at the last look */
         unsigned idle_holds;     /* running exec and shell sessions */
         size_t idle_slot;        /* index + 1 in the engine's idle heap, 0 = not in it */
         struct env *next, *prev; /* the engine's list, in creation order */
@@ -152,11 +153,15 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
                size_t errlen);
 void reapply_linked(struct engine *e, struct env *v);
 int write_resolv_conf(struct engine *e, const char *dir, char *path, size_t len);
+bool env_has_ports(struct engine *e, const struct env *v); /* any published port */
 
 /* engine_idle.c */
 /* (Re)start its idle clock if it has a timeout and runs unpaused: create, start, resume,
- * PATCH, adoption. */
+ * PATCH, adoption. Else engine_idle_watch. */
 void engine_idle_arm(struct engine *e, struct env *v);
+/* Paused by the idle timer with a published port (after a daemon restart, or a port published
+ * since): watch its connections, unless that is being done already. */
+void engine_idle_watch(struct engine *e, struct env *v);
 void engine_idle_forget(struct engine *e, struct env *v); /* leaving the engine */
 void engine_idle_free(struct engine *e);
 void engine_idle_start(struct engine *e); /* after reconcile: every environment */

@@ -142,6 +142,13 @@ static int env_ports(struct engine *e, const struct env *v, const struct port_ro
         return 0;
 }
 
+bool env_has_ports(struct engine *e, const struct env *v)
+{
+        const struct port_row *rows;
+        size_t n = 0;
+        return env_ports(e, v, &rows, &n) >= 0 && n > 0;
+}
+
 /* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
 int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
                size_t errlen)
@@ -272,7 +279,9 @@ int engine_port_add(struct engine *e, struct env *v, const char *proto, uint16_t
         if (r < 0) {
                 state_port_delete(e->cfg.state, proto, host_port);
                 snprintf(err, errlen, "firewall: %s", strerror(-r));
+                return r;
         }
+        engine_idle_watch(e, v); /* idle-paused: its connections wake it from now on */
         return r;
 }
 

@@ -1,7 +1,10 @@
 """Idle stop and wake-up (docs/operations.md, "Idle environments"): an environment with an idle
 timeout and no activity for that long is paused (sandbox) or stopped (computer); the next exec
 or file request wakes it transparently; activity (a running exec, API work in it, background
-output, network traffic) postpones it; the setting survives a daemon restart."""
+output, network traffic) postpones it; the setting survives a daemon restart. E2B's envd
+requests and connect wake it too; a preview URL request or a TCP connection to a published
+port wakes a paused one; a pause or stop asked for is never undone, also when asked for while
+the environment was already idle."""
 import json
 import time
 
@@ -158,3 +161,145 @@ def test_operations_md_examples(daemon):
     assert (d.inspect("job7")["idle_timeout"], d.inspect("job7")["idle_action"]) == (600, "pause")
     e = d.inspect("dev1")
     assert (e["idle_timeout"], e["idle_action"]) == (1800, "pause")
+
+
+# --------------------------------------------------------------------------- E2B and connections
+
+def e2b_files(d, sid, path):
+    """E2B envd's GET /files on the local socket (the administrator may address any sandbox)."""
+    return d.api("GET", "/files?path=" + path, headers={"E2b-Sandbox-Id": sid})
+
+
+def e2b_state(d, sid):
+    r = d.api("GET", "/sandboxes/" + sid)
+    assert r.status == 200, r
+    return r.json["state"]
+
+
+def test_e2b_requests_wake_an_idle_sandbox(daemon):
+    d = daemon
+    r = d.api("POST", "/v2/sandboxes", {"templateID": "base", "timeout": 300})
+    assert r.status == 201, r
+    sid = r.json["sandboxID"]
+    d.sh(sid, "echo kept > /tmp/note")
+    r = d.api("PATCH", "/v1/envs/" + sid, {"idle_timeout": "2s", "idle_action": "pause"})
+    assert r.status == 200, r
+    wait_for(lambda: state(d, sid)[0] == "paused", timeout=10, what="idle pause")
+    # For E2B it is running: its deadline runs and envd answers. /health does not wake it.
+    assert e2b_state(d, sid) == "running"
+    assert d.api("GET", "/health", headers={"E2b-Sandbox-Id": sid}).status == 204
+    assert state(d, sid)[0] == "paused"
+    # setTimeout applies at once, as for a running sandbox (a paused one: from its resume)
+    end = d.api("GET", "/sandboxes/" + sid).json["endAt"]
+    assert d.api("POST", "/sandboxes/%s/timeout" % sid, {"timeout": 120}).status == 204
+    assert d.api("GET", "/sandboxes/" + sid).json["endAt"] < end
+    assert state(d, sid)[0] == "paused"
+    # an envd request wakes it; the caller sees only the answer
+    r = e2b_files(d, sid, "/tmp/note")
+    assert r.status == 200 and r.body == b"kept\n", r
+    assert state(d, sid) == ("running", None)
+
+    # connect wakes it too, and answers as for a running sandbox
+    wait_for(lambda: state(d, sid)[0] == "paused", timeout=10, what="second idle pause")
+    r = d.api("POST", "/v2/sandboxes/%s/connect" % sid, {"timeout": 300})
+    assert r.status == 200 and r.json["state"] == "running", r
+    assert state(d, sid) == ("running", None)
+    # and the older SDKs' resume
+    wait_for(lambda: state(d, sid)[0] == "paused", timeout=10, what="idle pause")
+    assert d.api("POST", "/sandboxes/%s/resume" % sid, {"timeout": 300}).status == 201
+    assert state(d, sid) == ("running", None)
+
+    # E2B's own pause of an idle-paused sandbox is a pause on purpose: nothing wakes it
+    wait_for(lambda: state(d, sid)[0] == "paused", timeout=10, what="third idle pause")
+    assert d.api("POST", "/sandboxes/%s/pause" % sid, {}).status == 204
+    assert state(d, sid) == ("paused", None)
+    assert e2b_state(d, sid) == "paused"
+    assert e2b_files(d, sid, "/tmp/note").status == 502
+    assert state(d, sid)[0] == "paused"
+    r = d.api("POST", "/v2/sandboxes/%s/connect" % sid, {"timeout": 300})
+    assert r.status == 201, r  # resumed, as any paused sandbox
+
+
+def test_e2b_request_starts_an_idle_stopped_computer(daemon):
+    d = daemon
+    d.create("dev", "--computer", "--idle-timeout", "2s")
+    d.sh("dev", "echo disk > /root/f")
+    wait_for(lambda: state(d, "dev")[0] == "stopped", timeout=20, what="idle stop")
+    r = d.api("POST", "/filesystem.Filesystem/Stat", raw=b'{"path":"/root/f"}',
+              headers={"E2b-Sandbox-Id": "dev", "Content-Type": "application/json",
+                       "Connect-Protocol-Version": "1"})
+    assert r.status == 200 and r.json["entry"]["size"] == "5", r
+    assert state(d, "dev") == ("running", None)
+    # stopped on purpose (also after the idle timer did): no request starts it
+    wait_for(lambda: state(d, "dev")[0] == "stopped", timeout=20, what="second idle stop")
+    d.cli("stop", "dev")
+    assert state(d, "dev") == ("stopped", None)
+    assert e2b_files(d, "dev", "/root/f").status == 502
+    assert d.api("POST", "/v1/envs/dev/exec", {"cmd": ["true"]}).status == 409
+    assert state(d, "dev")[0] == "stopped"
+
+
+def test_inbound_connection_and_preview_wake_an_idle_paused_environment(make_daemon):
+    from test_ingress import PLAIN, get, host, raw, start_httpd, token
+    d = make_daemon(loopback=True, extra_args=["--listen-plain", "127.0.0.1:%d" % PLAIN,
+                                               "--domain", "preview.test"])
+    e = d.create("web", "--computer", "--idle-timeout", "2s", "--idle-action", "pause")
+    if e["network"]["mode"] == "none":
+        return  # a daemon without networking
+    start_httpd(d, "web", 8000, "web")
+    req = b"GET / HTTP/1.0\r\nHost: x\r\n\r\n"
+    wait_for(lambda: state(d, "web")[0] == "paused", timeout=15, what="idle pause")
+    # a port published while it is idle-paused: a connection to it wakes it
+    assert d.api("POST", "/v1/envs/web/ports", {"host_port": 8085, "port": 8000}).status == 201
+    assert state(d, "web")[0] == "paused"
+    out = raw(d, req, port=8085, timeout=10)
+    assert b"hello from web" in out, out
+    assert state(d, "web") == ("running", None)
+
+    wait_for(lambda: state(d, "web")[0] == "paused", timeout=15, what="idle pause")
+    # its own quiet (and ours) does not wake it: nothing moves while nobody connects
+    time.sleep(3.5)
+    assert state(d, "web")[0] == "paused"
+    # a connection to the published port is accepted by its frozen kernel, and answered once
+    # the idle watch (every second) saw it and resumed it
+    t0 = time.monotonic()
+    out = raw(d, req, port=8085, timeout=10)
+    assert out.startswith(b"HTTP/1.") and b"hello from web" in out, out
+    assert time.monotonic() - t0 < 5
+    assert state(d, "web") == ("running", None)
+    assert d.api("GET", "/v1/system").json["idle"]["woken"] >= 1
+
+    # a daemon restarted meanwhile watches it again
+    wait_for(lambda: state(d, "web")[0] == "paused", timeout=15, what="idle pause")
+    d.restart()
+    out = raw(d, req, port=8085, timeout=10)
+    assert b"hello from web" in out, out
+    assert state(d, "web") == ("running", None)
+
+    # a preview URL request wakes it at once
+    adm = token(d, "adm", True)
+    wait_for(lambda: state(d, "web")[0] == "paused", timeout=15, what="second idle pause")
+    st, _, body = get(d, host(8000, "web"), secret=adm)
+    assert st == 200 and b"hello from web" in body, (st, body)
+    assert state(d, "web") == ("running", None)
+
+    # paused on purpose (also after the idle timer did): a connection does not wake it
+    wait_for(lambda: state(d, "web")[0] == "paused", timeout=15, what="third idle pause")
+    assert d.api("POST", "/v1/envs/web/pause").status == 200
+    assert state(d, "web") == ("paused", None)
+    try:
+        out = raw(d, req, port=8085, timeout=3)
+    except OSError:
+        out = b""
+    assert out == b"", out
+    assert state(d, "web")[0] == "paused"
+    st, _, body = get(d, host(8000, "web"), secret=adm)
+    assert st == 502 and b"paused" in body, (st, body)
+    assert d.api("POST", "/v1/envs/web/exec", {"cmd": ["true"]}).status == 409
+
+    # stopped by the timer: its servers are gone, a preview request says so and starts nothing
+    d.create("comp", "--computer", "--idle-timeout", "2s")
+    wait_for(lambda: state(d, "comp")[0] == "stopped", timeout=20, what="idle stop")
+    st, _, body = get(d, host(8000, "comp"), secret=adm)
+    assert st == 502 and b"stopped when idle" in body, (st, body)
+    assert state(d, "comp")[0] == "stopped"
