@@ -7,6 +7,9 @@
 # tests/vm/service-after-reboot.sh (the service and the --autostart computer came back), and
 # powers the instance off. PADDOCK_VM_KERNEL=stock runs it on Debian 12's 6.1. Build first.
 set -euo pipefail
+# Classic interface names: the guest's network is configured for eth0, and a late rename to
+# enp0s1 (a udev race, seen after reboots) leaves it without ssh.
+export PADDOCK_VM_APPEND=${PADDOCK_VM_APPEND:-net.ifnames=0}
 HERE=$(cd "$(dirname "$0")" && pwd)
 VM=${PADDOCK_VM_SCRIPTS:-}
 [ -n "$VM" ] && [ -x "$VM/vm.sh" ] || { echo "set PADDOCK_VM_SCRIPTS to the directory of vm.sh" >&2; exit 2; }

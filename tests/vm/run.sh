@@ -5,6 +5,9 @@
 # PADDOCK_VM_SCRIPTS names the directory of the VM runner (run-in-vm.sh); it is not part of this
 # repository. Build first (make): this script does not build.
 set -euo pipefail
+# Classic interface names: the guest's network is configured for eth0, and a late rename to
+# enp0s1 (a udev race, seen after reboots) leaves it without ssh.
+export PADDOCK_VM_APPEND=${PADDOCK_VM_APPEND:-net.ifnames=0}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
 SCRIPT=${1:?usage: tests/vm/run.sh tests/vm/NAME.sh [runner options]}
 shift
