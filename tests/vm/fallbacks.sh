@@ -48,7 +48,8 @@ case $kernel in
         check "6.1: Landlock ABI 2 named as a fallback" grep -q 'Landlock ABI 2' <<<"$sys"
         ;;
 *)
-        check "newer kernel: no qgroups fallback" sh -c "! grep -q 'qgroups instead' <<<'$sys'"
+        no_qgroups() { ! grep -q 'qgroups instead' <<<"$sys"; }
+        check "newer kernel: no qgroups fallback" no_qgroups
         ;;
 esac
 check "image import" sh -c "timeout 300 $BUILD/paddock --socket $SOCK image import default $BASE/rootfs >/dev/null 2>&1"
