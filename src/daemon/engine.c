@@ -70,6 +70,16 @@ unsigned env_next_exec_id(struct env *v)
         return ++v->exec_seq;
 }
 
+struct exec_slot *env_exec_slot(const struct env *v)
+{
+        return v->exec_slot;
+}
+
+void env_set_exec_slot(struct env *v, struct exec_slot *slot)
+{
+        v->exec_slot = slot;
+}
+
 static size_t name_hash(const char *s)
 {
         return fnv1a(FNV1A_INIT, s);

@@ -259,6 +259,9 @@ struct cgroup_manager *engine_cgroups(struct engine *e);
 int env_pidfd(const struct env *v);
 const char *env_cgroup(const struct env *v); /* its cgroup directory name */
 unsigned env_next_exec_id(struct env *v);
+/* The warm exec slot exec.c keeps for the environment, or NULL. */
+struct exec_slot *env_exec_slot(const struct env *v);
+void env_set_exec_slot(struct env *v, struct exec_slot *slot);
 /* The environment's base variables (PATH, HOSTNAME, its env) as a NULL-terminated
  * malloc'd array of "K=V" strings, with extra (an object) merged over them. */
 char **env_build_envp(const struct env *v, json_t *extra);

@@ -43,6 +43,7 @@ struct env {
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;
+        struct exec_slot *exec_slot; /* exec.c's warm helper for the next exec, or NULL */
         /* Idle stop (engine_idle.c). Stored in the spec: the timeout, the action, idled_at. */
         uint64_t idle_timeout_s; /* 0 = none */
         bool idle_stop;          /* stop when idle (else pause) */

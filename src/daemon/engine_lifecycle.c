@@ -206,6 +206,7 @@ void env_mark_stopped(struct engine *e, struct env *v)
         /* Commands exec'd into it are our children (CLONE_PARENT): the pid namespace's end
          * killed them; reap them so the cgroup can empty. */
         exec_reap_env(v->row.name, 1000);
+        exec_slot_discard(v);
         events_env_stopped(e, v); /* reads the OOM count: before the cgroup goes */
         int r = cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
         if (r < 0 && r != -ENOENT)

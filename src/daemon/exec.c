@@ -22,6 +22,30 @@
 static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
+/* Warm exec slots (join.h): after an exec into an environment the next exec's helper is forked
+ * at once and waits, joined to its per-exec cgroup and the environment's namespaces; the next
+ * exec hands it the command and skips the fork and the cgroup join (on cgroup v1 an RCU grace
+ * period, the larger part of an exec's cost, more so on an idle machine). One per environment,
+ * discarded when the environment stops or after SLOT_IDLE_MS unused, so environments nobody
+ * execs into hold no extra process. */
+#define SLOT_IDLE_MS 30000
+
+struct exec_slot {
+        struct join_slot js;
+        char sub[32];
+        struct engine *eng;
+        struct env *env;
+        uint64_t born; /* now_ms() */
+        struct exec_slot *next;
+};
+
+static struct exec_slot *slots; /* every slot: the sweep and exec_slots_shutdown */
+/* One timer for all slots, while there are any: a timer per slot would make every turn of the
+ * loop scan as many timers as there are environments with a slot. */
+static struct loop_timer *sweep_timer;
+
+static void after_exec(struct exec_session *s);
+
 struct exec_session {
         struct engine *eng;
         char env[NAME_BUF_SIZE];
@@ -148,6 +172,7 @@ static void on_command_exit(void *data, const struct supervise_exit *x)
         events_exec_exited(s->eng, s->env, s->sub, s->res.exit_code, s->res.duration_ms);
         if (s->cb && s->cb->done)
                 s->cb->done(s->data, &s->res);
+        after_exec(s);
         session_free(s);
 }
 
@@ -483,6 +508,123 @@ int exec_stdin_close(struct exec_session *s)
         return 0;
 }
 
+/* used: the slot ran a command (its cgroup is the command's now); else kill it and remove its
+ * group. */
+static void slot_free(struct exec_slot *sl, bool used)
+{
+        for (struct exec_slot **p = &slots; *p; p = &(*p)->next)
+                if (*p == sl) {
+                        *p = sl->next;
+                        break;
+                }
+        env_set_exec_slot(sl->env, NULL);
+        if (!used) {
+                join_slot_discard(&sl->js);
+                int r = cgroup_env_destroy(engine_cgroups(sl->eng), env_cgroup(sl->env), sl->sub);
+                if (r < 0 && r != -ENOENT)
+                        log_debug("%s: removing the exec slot's group %s: %s", env_name(sl->env),
+                                  sl->sub, strerror(-r));
+        }
+        free(sl);
+}
+
+static void on_sweep(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct engine *e = data;
+        sweep_timer = NULL;
+        uint64_t now = now_ms();
+        for (struct exec_slot *sl = slots, *next; sl; sl = next) {
+                next = sl->next;
+                if (now - sl->born >= SLOT_IDLE_MS)
+                        slot_free(sl, false);
+        }
+        if (slots)
+                sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
+}
+
+/* A slot for v in its existing, empty per-exec group sub. */
+static bool slot_prepare(struct engine *e, struct env *v, const char *sub)
+{
+        struct exec_slot *sl = calloc(1, sizeof(*sl));
+        if (!sl)
+                return false;
+        *sl = (struct exec_slot){.eng = e, .env = v, .js = {.sock = -EBADF}};
+        snprintf(sl->sub, sizeof(sl->sub), "%s", sub);
+        struct join_config jc = {.env_pidfd = env_pidfd(v), .cgroups = engine_cgroups(e),
+                                 .cgroup_name = env_cgroup(v), .cgroup_sub = sl->sub};
+        int r = join_slot_start(&jc, &sl->js);
+        if (r < 0) {
+                log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
+                free(sl);
+                return false;
+        }
+        sl->born = now_ms();
+        if (!sweep_timer)
+                sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
+        sl->next = slots;
+        slots = sl;
+        env_set_exec_slot(v, sl);
+        return true;
+}
+
+/* After an exec has answered: its per-exec group, left without processes, becomes the
+ * environment's next slot (no rmdir now and no mkdir for the next exec; on cgroup v1 each
+ * waits for RCU grace periods, and the rmdir used to hold up the answer by 7-20 ms);
+ * otherwise it is removed. From a timer, so that the answer is sent first. */
+struct after_exec {
+        struct engine *eng;
+        char env[NAME_BUF_SIZE];
+        char cg[80];
+        char sub[32];
+};
+
+static void on_after_exec(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct after_exec *a = data;
+        struct cgroup_manager *m = engine_cgroups(a->eng);
+        struct env *v = engine_find(a->eng, a->env);
+        bool reuse = v && !env_exec_slot(v) && env_running(v) && !env_paused(v) &&
+                     !strcmp(env_cgroup(v), a->cg) && cgroup_env_busy(m, a->cg, a->sub) == 0;
+        if (!reuse || !slot_prepare(a->eng, v, a->sub)) {
+                int r = cgroup_env_prune(m, a->cg, a->sub);
+                if (r < 0 && r != -ENOENT)
+                        log_debug("%s: removing cgroup %s: %s", a->env, a->sub, strerror(-r));
+        }
+        free(a);
+}
+
+static void after_exec(struct exec_session *s)
+{
+        struct after_exec *a = calloc(1, sizeof(*a));
+        if (a) {
+                a->eng = s->eng;
+                snprintf(a->env, sizeof(a->env), "%s", s->env);
+                snprintf(a->cg, sizeof(a->cg), "%s", s->cg);
+                snprintf(a->sub, sizeof(a->sub), "%s", s->sub);
+                if (loop_add_timer(engine_loop(s->eng), 0, on_after_exec, a))
+                        return;
+                free(a);
+        }
+        (void)cgroup_env_prune(engine_cgroups(s->eng), s->cg, s->sub);
+}
+
+void exec_slot_discard(struct env *v)
+{
+        struct exec_slot *sl = env_exec_slot(v);
+        if (sl)
+                slot_free(sl, false);
+}
+
+void exec_slots_shutdown(void)
+{
+        while (slots)
+                slot_free(slots, false);
+        loop_cancel_timer(sweep_timer);
+        sweep_timer = NULL;
+}
+
 int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
                size_t errlen)
@@ -572,7 +714,25 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 .rows = rq->rows,
         };
         pid_t pid = -1;
-        int r = envp ? env_join_exec(&jc, &pid, err, errlen) : -ENOMEM;
+        int r = -ENOMEM;
+        struct exec_slot *slot = envp ? env_exec_slot(v) : NULL;
+        if (slot) {
+                char fresh[sizeof(s->sub)];
+                snprintf(fresh, sizeof(fresh), "%s", s->sub);
+                snprintf(s->sub, sizeof(s->sub), "%s", slot->sub);
+                r = join_slot_run(&slot->js, &jc, &pid, err, errlen);
+                if (r == 0) {
+                        slot_free(slot, true);
+                } else {
+                        if (r != -E2BIG) {
+                                log_debug("%s: exec slot: %s", s->env, err);
+                                slot_free(slot, false);
+                        }
+                        snprintf(s->sub, sizeof(s->sub), "%s", fresh);
+                }
+        }
+        if (envp && (!slot || r < 0))
+                r = env_join_exec(&jc, &pid, err, errlen);
         for (size_t i = 0; envp && envp[i]; i++)
                 free(envp[i]);
         free(envp);
@@ -605,6 +765,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                                       .cgroups = engine_cgroups(e),
                                       .cgroup_name = s->cg,
                                       .cgroup_sub = s->sub,
+                                      .keep_cgroup = true, /* after_exec */
                                       .timeout_ms = rq->timeout_ms,
                                       .ops = &command_ops,
                                       .data = s};

@@ -81,6 +81,10 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
 /* PID 1 of env is gone, so every exec in it is dying: collect those processes now (waiting up
  * to wait_ms in all), so that no zombie keeps the environment's cgroup busy. */
 void exec_reap_env(const char *env, unsigned wait_ms);
+/* Kill the environment's warm exec slot, if it has one (before its cgroup goes). */
+void exec_slot_discard(struct env *v);
+/* At daemon shutdown: kill every slot (environments keep running without them). */
+void exec_slots_shutdown(void);
 /* Signal the command process (not its children: they get it from it, as with kill(1)); in a
  * tty session, the terminal's foreground process group (as Ctrl-C does). */
 int exec_signal(struct exec_session *s, int sig);

@@ -7,6 +7,7 @@
 #include "daemon/ingress.h"
 #include "daemon/http.h"
 #include "daemon/log.h"
+#include "daemon/exec.h"
 #include "daemon/sdnotify.h"
 #include "daemon/sdscope.h"
 #include "daemon/tokens.h"
@@ -853,6 +854,7 @@ int main(int argc, char **argv)
         http_server_stop(http);
         close(lfd);
         unlink(o.socket);
+        exec_slots_shutdown();
         engine_free(engine);
         storage_free(storage);
         network_free(net);

@@ -14,7 +14,7 @@ struct supervise {
         char *label;
         struct cgroup_manager *cgroups;
         char *cg, *sub;
-        bool collect_data;
+        bool collect_data, keep_cgroup;
         unsigned *count;
         const struct supervise_ops *ops;
         void *data;
@@ -182,7 +182,7 @@ static void on_exit_ready(struct loop_source *src, int fd, uint32_t events, void
                 loop_remove(s->data_src); /* a parked reader is woken below */
                 s->data_src = NULL;
         }
-        if (s->cgroups) {
+        if (s->cgroups && (!s->keep_cgroup || s->abandoned)) {
                 int r = cgroup_env_prune(s->cgroups, s->cg, s->sub);
                 if (r < 0 && r != -ENOENT)
                         log_debug("%s: removing cgroup %s: %s", s->label, s->sub, strerror(-r));
@@ -249,6 +249,7 @@ int supervise_start(const struct supervise_spec *spec, const struct supervise_ch
         *s = (struct supervise){.loop = spec->loop,
                                 .cgroups = spec->cgroups,
                                 .collect_data = spec->collect_data,
+                                .keep_cgroup = spec->keep_cgroup,
                                 .files_status = spec->files_status,
                                 .ops = spec->ops,
                                 .data = spec->data,

@@ -84,6 +84,7 @@ struct supervise_spec {
         struct cgroup_manager *cgroups;
         const char *cgroup_name, *cgroup_sub;
         uint64_t timeout_ms; /* 0: no deadline */
+        bool keep_cgroup;    /* not removed after the exit: the owner reuses or removes it */
         bool collect_data;   /* read the data pipe from the loop (ops->data), not supervise_read */
         bool files_status;   /* status messages are lib/files.h's: parsed, ops->files_status */
         unsigned *count;     /* incremented while the helper or its owner lives, or NULL */

@@ -575,6 +575,16 @@ int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
         return rmdir_everywhere(m, env, sub);
 }
 
+int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub)
+{
+        if (!names_valid(env, sub))
+                return -EINVAL;
+        struct pid_set s = {0};
+        int r = collect_all(m, env, sub, &s);
+        free(s.p);
+        return r < 0 ? r : s.n > 0;
+}
+
 int cgroup_env_freeze(struct cgroup_manager *m, const char *env, bool frozen)
 {
         if (!names_valid(env, NULL))

@@ -72,6 +72,9 @@ int cgroup_env_freeze(struct cgroup_manager *m, const char *env, bool frozen);
 int cgroup_env_stats(struct cgroup_manager *m, const char *env, struct cgroup_stats *ret);
 /* Remove env/sub only if no process is left in it (never kills). Missing is fine. */
 int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub);
+/* 1 if env/sub (sub may be NULL) holds a process in any hierarchy, 0 if none, -ENOENT if it
+ * does not exist. */
+int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub);
 /* List env groups present in the subtree (for cleanup after a crash). Caller frees each
  * string and the array. */
 int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n);

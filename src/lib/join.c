@@ -1,4 +1,5 @@
 #include "lib/join.h"
+#include "lib/join_internal.h"
 #include "lib/pty.h"
 #include "lib/util.h"
 
@@ -15,12 +16,6 @@
 #include <sys/wait.h>
 
 extern char **environ;
-
-struct helper_report {
-        int err;
-        pid_t pid;
-        char msg[200];
-};
 
 static bool parse_id(const char *s, size_t len, unsigned *ret)
 {
@@ -168,7 +163,7 @@ static void become_terminal_session(const struct join_config *c)
 }
 
 /* The command process: inside every namespace, still with full caps in the userns. */
-static _Noreturn void command_main(const struct join_config *c)
+_Noreturn void join_command_main(const struct join_config *c)
 {
         uid_t uid;
         gid_t gid;
@@ -244,7 +239,7 @@ static _Noreturn void command_main(const struct join_config *c)
                  e == ENOENT ? "command not found" : strerror(e));
 }
 
-static _Noreturn void helper_fail(int fd, int err, const char *what)
+_Noreturn void join_helper_fail(int fd, int err, const char *what)
 {
         struct helper_report rep = {.err = err};
         snprintf(rep.msg, sizeof(rep.msg), "%s: %s", what, strerror(-err));
@@ -259,24 +254,24 @@ static _Noreturn void helper_main(const struct join_config *c, int report_fd)
         prctl(PR_SET_DUMPABLE, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
-                helper_fail(report_fd, r, "join cgroup");
+                join_helper_fail(report_fd, r, "join cgroup");
         int keep[] = {c->env_pidfd, c->stdin_fd, c->stdout_fd, c->stderr_fd, report_fd,
                       c->pty_sock};
         close_fds_from(3, keep, ELEMENTSOF(keep) - (c->pty_sock >= 0 ? 0 : 1));
         if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
                                         CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
-                helper_fail(report_fd, -errno, "enter namespaces");
+                join_helper_fail(report_fd, -errno, "enter namespaces");
         if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
-                helper_fail(report_fd, -errno, "enter user namespace");
+                join_helper_fail(report_fd, -errno, "enter user namespace");
         /* CLONE_PARENT: the daemon, not this helper, becomes the parent and reaps it. */
         struct clone_args args = {.flags = CLONE_PARENT};
         pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
         if (pid < 0)
-                helper_fail(report_fd, -errno, "clone");
+                join_helper_fail(report_fd, -errno, "clone");
         if (pid == 0) {
                 close(report_fd);
                 close(c->env_pidfd);
-                command_main(c);
+                join_command_main(c);
         }
         struct helper_report rep = {.pid = pid};
         (void)!write(report_fd, &rep, sizeof(rep));

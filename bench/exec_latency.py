@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""Exec latency of one or more builds of paddockd, side by side.
+
+    sudo bench/exec_latency.py                          # this tree's build/
+    sudo BENCH_BUILDS="now=build before=/tmp/old/build" bench/exec_latency.py
+
+For each build it starts a private paddockd (tests/conftest.py's Daemon: own root, socket, uid
+registry, network namespace) with one sandbox and one computer, then times
+POST /v1/envs/NAME/exec {"cmd":["true"]} over the raw unix socket, keep-alive: back to back,
+and with 100 ms of idle before each run (an agent thinking between commands). The builds'
+runs are interleaved in shuffled blocks so that load from other work on the machine skews
+them alike. Prints medians and p90 in a Markdown table; BENCH_RUNS (default 200) per row.
+"""
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import conftest  # noqa: E402
+
+RUNS = int(os.environ.get("BENCH_RUNS", "200"))
+BLOCK = 10
+GAPS = (0.0, 0.1)
+
+
+def builds():
+    spec = os.environ.get("BENCH_BUILDS", "now=" + os.path.join(REPO, "build"))
+    out = []
+    for item in spec.split():
+        name, _, path = item.partition("=")
+        out.append((name, os.path.abspath(path)))
+    return out
+
+
+def exec_once(conn, env):
+    body = json.dumps({"cmd": ["true"]}).encode()
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/envs/%s/exec" % env, body, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    data = r.read()
+    dt = time.perf_counter() - t0
+    if r.status != 200 or json.loads(data)["exit_code"] != 0:
+        raise SystemExit("exec failed: %d %s" % (r.status, data[:200]))
+    return dt
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("bench/exec_latency.py runs as root")
+    img = tempfile.mkdtemp(prefix="paddock-execlat-", dir="/var/tmp")
+    rootfs = os.path.join(img, "rootfs")
+    subprocess.run([os.path.join(REPO, "scripts", "busybox-rootfs.sh"), rootfs], check=True,
+                   stdout=subprocess.DEVNULL)
+    daemons = {}
+    try:
+        for name, path in builds():
+            # the harness starts PADDOCKD and runs PADDOCK (module globals)
+            conftest.BUILD = path
+            conftest.PADDOCKD = os.path.join(path, "paddockd")
+            conftest.PADDOCK = os.path.join(path, "paddock")
+            d = conftest.Daemon(rootfs)
+            for env, kind in (("s", "sandbox"), ("c", "computer")):
+                r = d.api("POST", "/v1/envs", {"name": env, "kind": kind, "image": "base"})
+                assert r.status == 201, r
+            daemons[name] = (d, conftest.UnixHTTPConnection(d.sock))
+        rows = [(b, env, gap) for b in daemons for env in ("s", "c") for gap in GAPS]
+        times = {row: [] for row in rows}
+        for row in rows:  # warm-up
+            exec_once(daemons[row[0]][1], row[1])
+        while min(len(v) for v in times.values()) < RUNS:
+            random.shuffle(rows)
+            for row in rows:
+                b, env, gap = row
+                for _ in range(BLOCK):
+                    if gap:
+                        time.sleep(gap)
+                    times[row].append(exec_once(daemons[b][1], env))
+        load = os.getloadavg()[0]
+        print("exec `true`, raw HTTP keep-alive, %d runs per row, %s, load %.1f" % (
+            RUNS, time.strftime("%Y-%m-%d"), load))
+        print()
+        print("| build | environment | idle before each | median | p90 |")
+        print("|---|---|---|---|---|")
+        for row in sorted(times):
+            b, env, gap = row
+            v = sorted(times[row])
+            print("| %s | %s | %s | %.2f ms | %.2f ms |" % (
+                b, "sandbox" if env == "s" else "computer", "%d ms" % (gap * 1000),
+                statistics.median(v) * 1000, v[int(len(v) * 0.9)] * 1000))
+    finally:
+        for d, _ in daemons.values():
+            d.teardown()
+        subprocess.run(["rm", "-rf", img])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+/* Warm exec slots: the exec helper of join.c, forked ahead of time (see join.h).
+ *
+ * The slot joins its per-exec cgroup (on cgroup v1 the first cgroup.procs write waits for an
+ * RCU grace period: milliseconds, more on an idle machine) and every namespace of PID 1 but the
+ * user namespace, then blocks reading one message from its socket: the command (argv, envp,
+ * working directory, user, terminal size, profile) with its stdin/stdout/stderr (and the pty
+ * socket) as SCM_RIGHTS. Only then does it enter the user namespace and clone the command, the
+ * same way join.c's helper does. While it waits it is host root in the initial user namespace,
+ * not dumpable and outside the environment's pid namespace: nothing in the environment can see,
+ * trace or signal it. */
+#include "lib/join.h"
+#include "lib/join_internal.h"
+#include "lib/util.h"
+
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#define SLOT_MAGIC 0x70646b73u /* "pdks" */
+/* argv + envp + strings: well above what the API accepts in practice; a bigger command goes
+ * through join.c's helper instead (join_slot_run answers -E2BIG before touching the slot). */
+#define SLOT_BLOB_MAX (96u * 1024u)
+#define SLOT_MAX_STRINGS 8192u
+/* How long join_slot_run waits for the slot's answer: it may still be joining its cgroup. */
+#define SLOT_ANSWER_MS 10000
+
+static _Noreturn void slot_main(const struct join_config *c, int sock);
+
+struct slot_head {
+        uint32_t magic;
+        int32_t profile;
+        uint32_t argc, envc, blob_len;
+        uint32_t cols, rows;
+        uint8_t login_env, has_pty, has_cwd, has_user, has_fallback;
+};
+
+/* ------------------------------------------------------------------ the caller's side */
+
+static bool put_str(char *blob, size_t *off, const char *s)
+{
+        size_t n = strlen(s) + 1;
+        if (n > SLOT_BLOB_MAX - *off)
+                return false;
+        memcpy(blob + *off, s, n);
+        *off += n;
+        return true;
+}
+
+/* Head and blob for c; -E2BIG when it does not fit a slot message. */
+static int encode(const struct join_config *c, struct slot_head *h, char *blob)
+{
+        size_t off = 0;
+        *h = (struct slot_head){.magic = SLOT_MAGIC, .profile = (int32_t)c->profile,
+                                .cols = c->cols, .rows = c->rows, .login_env = c->login_env,
+                                .has_pty = c->pty_sock >= 0, .has_cwd = c->cwd != NULL,
+                                .has_user = c->user != NULL,
+                                .has_fallback = c->user_fallback_for != NULL};
+        if ((c->cwd && !put_str(blob, &off, c->cwd)) || (c->user && !put_str(blob, &off, c->user)) ||
+            (c->user_fallback_for && !put_str(blob, &off, c->user_fallback_for)))
+                return -E2BIG;
+        for (; c->argv[h->argc]; h->argc++)
+                if (h->argc >= SLOT_MAX_STRINGS || !put_str(blob, &off, c->argv[h->argc]))
+                        return -E2BIG;
+        for (; c->envp[h->envc]; h->envc++)
+                if (h->argc + h->envc >= SLOT_MAX_STRINGS ||
+                    !put_str(blob, &off, c->envp[h->envc]))
+                        return -E2BIG;
+        h->blob_len = (uint32_t)off;
+        return 0;
+}
+
+int join_slot_start(const struct join_config *c, struct join_slot *ret)
+{
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0) {
+                int e = -errno;
+                close(sp[0]);
+                close(sp[1]);
+                return e;
+        }
+        if (pid == 0) {
+                close(sp[0]);
+                slot_main(c, sp[1]);
+        }
+        close(sp[1]);
+        *ret = (struct join_slot){.pid = pid, .sock = sp[0]};
+        return 0;
+}
+
+void join_slot_discard(struct join_slot *slot)
+{
+        if (slot->pid <= 0)
+                return;
+        kill(slot->pid, SIGKILL);
+        while (waitpid(slot->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        close(slot->sock);
+        slot->pid = 0;
+        slot->sock = -EBADF;
+}
+
+int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *ret_pid,
+                  char *errbuf, size_t errlen)
+{
+        struct slot_head h;
+        _cleanup_free_ char *blob = malloc(SLOT_BLOB_MAX);
+        if (!blob)
+                return -ENOMEM;
+        int r = encode(c, &h, blob);
+        if (r < 0)
+                return r; /* the slot stays as it was */
+        int fds[4] = {c->stdin_fd, c->stdout_fd, c->stderr_fd, c->pty_sock};
+        size_t nfds = h.has_pty ? 4 : 3;
+        char ctl[CMSG_SPACE(sizeof(fds))] = {0};
+        struct iovec iov[2] = {{&h, sizeof(h)}, {blob, h.blob_len}};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl,
+                             .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+        ssize_t n;
+        while ((n = sendmsg(slot->sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+                ;
+        /* A slot that failed has written its report and gone: read that rather than the send's
+         * EPIPE. */
+        struct helper_report rep = {.err = -EIO};
+        struct pollfd p = {.fd = slot->sock, .events = POLLIN};
+        int pr;
+        while ((pr = poll(&p, 1, SLOT_ANSWER_MS)) < 0 && errno == EINTR)
+                ;
+        ssize_t got = pr > 0 ? recv(slot->sock, &rep, sizeof(rep), 0) : -1;
+        bool answered = got == (ssize_t)sizeof(rep);
+        if (!answered) {
+                kill(slot->pid, SIGKILL); /* stuck (a frozen group) or broken */
+                rep.err = pr == 0 ? -ETIMEDOUT : -EIO;
+                snprintf(rep.msg, sizeof(rep.msg), "exec slot: %s", strerror(-rep.err));
+        }
+        while (waitpid(slot->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        close(slot->sock);
+        slot->pid = 0;
+        slot->sock = -EBADF;
+        if (n < 0 && answered && rep.err == 0)
+                rep.err = -EIO; /* cannot happen: it answered a command it never got */
+        if (rep.err < 0 || rep.pid <= 0) {
+                rep.msg[sizeof(rep.msg) - 1] = 0;
+                snprintf(errbuf, errlen, "%s", rep.msg[0] ? rep.msg : "exec slot failed");
+                return -ESTALE;
+        }
+        *ret_pid = rep.pid;
+        return 0;
+}
+
+/* ------------------------------------------------------------------ the slot */
+
+/* One command message into cmd (pointers into blob) and its fds. 0 at EOF (discarded). */
+static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
+{
+        struct slot_head h;
+        int fds[4];
+        char ctl[CMSG_SPACE(sizeof(fds))];
+        struct iovec iov[2] = {{&h, sizeof(h)}, {blob, SLOT_BLOB_MAX}};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl,
+                             .msg_controllen = sizeof(ctl)};
+        ssize_t n;
+        while ((n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+                ;
+        if (n == 0)
+                return 0;
+        if (n < 0)
+                return -errno;
+        size_t nfds = 0;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+            cm->cmsg_len >= CMSG_LEN(0)) {
+                nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                if (nfds > 4)
+                        return -EBADMSG;
+                memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
+        }
+        if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n < sizeof(h) ||
+            h.magic != SLOT_MAGIC || h.blob_len != (size_t)n - sizeof(h) ||
+            h.argc == 0 || h.argc + h.envc > SLOT_MAX_STRINGS || nfds != (h.has_pty ? 4u : 3u))
+                return -EBADMSG;
+        if (h.blob_len == 0 || blob[h.blob_len - 1] != 0)
+                return -EBADMSG;
+        /* Every string NUL-terminated inside the blob, exactly as many as announced. */
+        size_t want = h.has_cwd + h.has_user + h.has_fallback + h.argc + h.envc, k = 0;
+        for (size_t off = 0; off < h.blob_len; off += strlen(blob + off) + 1) {
+                if (k == want)
+                        return -EBADMSG;
+                strs[k++] = blob + off;
+        }
+        if (k != want)
+                return -EBADMSG;
+        k = 0;
+        cmd->cwd = h.has_cwd ? strs[k++] : NULL;
+        cmd->user = h.has_user ? strs[k++] : NULL;
+        cmd->user_fallback_for = h.has_fallback ? strs[k++] : NULL;
+        /* argv and envp: the strings in place, each list ended by the NULL after it. */
+        char **argv = strs + want + 1, **envp = argv + h.argc + 1;
+        memmove(argv, strs + k, h.argc * sizeof(char *));
+        argv[h.argc] = NULL;
+        memmove(envp, strs + k + h.argc, h.envc * sizeof(char *));
+        envp[h.envc] = NULL;
+        cmd->argv = argv;
+        cmd->envp = envp;
+        cmd->profile = (enum confine_profile)h.profile;
+        cmd->login_env = h.login_env;
+        cmd->cols = h.cols;
+        cmd->rows = h.rows;
+        cmd->stdin_fd = fds[0];
+        cmd->stdout_fd = fds[1];
+        cmd->stderr_fd = fds[2];
+        cmd->pty_sock = h.has_pty ? fds[3] : -EBADF;
+        return 1;
+}
+
+static _Noreturn void slot_main(const struct join_config *c, int sock)
+{
+        int r;
+        prctl(PR_SET_DUMPABLE, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
+                join_helper_fail(sock, r, "join cgroup");
+        int keep[] = {c->env_pidfd, sock};
+        close_fds_from(3, keep, ELEMENTSOF(keep));
+        if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+                                        CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
+                join_helper_fail(sock, -errno, "enter namespaces");
+        /* Forked from the daemon: its heap is ours to use, nothing else runs here. */
+        char *blob = malloc(SLOT_BLOB_MAX);
+        char **strs = calloc(2 * SLOT_MAX_STRINGS + 8, sizeof(char *));
+        if (!blob || !strs)
+                join_helper_fail(sock, -ENOMEM, "exec slot");
+        struct join_config cmd = {.env_pidfd = -EBADF};
+        r = receive(sock, &cmd, blob, strs);
+        if (r == 0)
+                _exit(0);
+        if (r < 0)
+                join_helper_fail(sock, r, "exec slot message");
+        if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
+                join_helper_fail(sock, -errno, "enter user namespace");
+        /* CLONE_PARENT: the daemon, not this slot, becomes the parent and reaps it. */
+        struct clone_args args = {.flags = CLONE_PARENT};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid < 0)
+                join_helper_fail(sock, -errno, "clone");
+        if (pid == 0) {
+                close(sock);
+                close(c->env_pidfd);
+                join_command_main(&cmd);
+        }
+        struct helper_report rep = {.pid = pid};
+        (void)!write(sock, &rep, sizeof(rep));
+        _exit(0);
+}
