@@ -31,15 +31,20 @@ that kind (a computer is networked, "network":{"mode":"open"}) are
   - created one after another on one keep-alive connection (creates/s serial), then, after
     BENCH_SETTLE seconds: the host's memory per environment (the fall of MemAvailable in
     /proc/meminfo, i.e. everything the kernel spent too: namespaces, page tables, slab, the
-    veths; not only the memcg), their memcg usage per environment (paddock_env_memory_bytes),
-    paddockd's RSS and open fds;
-  - destroyed one after another (DELETE ?force=1; destroys/s serial);
+    veths; not only the memcg), the kernel's own part of it (SUnreclaim + KernelStack +
+    PageTables), their memcg usage per environment (paddock_env_memory_bytes), paddockd's RSS
+    and open fds, and paddockd's own CPU time per create (its single loop does the creates
+    one at a time: 1 / that is what any number of clients could reach);
+  - destroyed one after another (DELETE ?force=1; destroys/s serial), and after BENCH_SETTLE
+    seconds the same two memory readings again (what the destroys gave back: a second
+    figure for the same thing);
   - created again by 4 clients at once (threads, a connection each, a quarter of the names
     each; creates/s parallel), and destroyed by 4 clients at once (destroys/s parallel);
   - paddockd's RSS and fds once they are all gone (what a create/destroy cycle leaves behind).
 
-MemAvailable is the whole machine's: other work on it moves the figure (it is the difference
-of two readings BENCH_SETTLE s apart around the creates, and the machine's load is printed).
+MemAvailable is the whole machine's: other work on it moves the figure (each is the difference
+of two readings around the creates or the destroys; when the two disagree, other work moved
+it; the kernel's part moves much less; the machine's load is printed).
 
 Prints Markdown tables and removes everything it made (the Daemon's teardown: every
 environment, the daemon by its pid, cgroups, mounts, the netns, the directories).
@@ -198,12 +203,19 @@ def stall(d, c, path):
     return turn, (max(during) - (med(idle) or 0) if during else None)
 
 
-def mem_available():
+KERNEL_MEM = ("SUnreclaim", "KernelStack", "PageTables")
+
+
+def meminfo():
+    """(MemAvailable, SUnreclaim + KernelStack + PageTables) in bytes: the second is what the
+    kernel keeps for namespaces, mounts, cgroups, sockets and processes, and moves less with
+    other work on the machine than MemAvailable (page cache)."""
+    vals = {}
     with open("/proc/meminfo") as f:
         for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
+            k, v = line.split(":", 1)
+            vals[k] = int(v.split()[0]) * 1024
+    return vals["MemAvailable"], sum(vals.get(k, 0) for k in KERNEL_MEM)
 
 
 def daemon_rss_fds(d):
@@ -213,6 +225,13 @@ def daemon_rss_fds(d):
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) * 1024
     return rss, len(os.listdir("/proc/%d/fd" % d.pid))
+
+
+def daemon_cpu(d):
+    """paddockd's own CPU time (user + system), in seconds."""
+    with open("/proc/%d/stat" % d.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def memcg_sum(c, names):
@@ -267,21 +286,28 @@ def density(d, c, kind, n):
     time.sleep(SETTLE)
     with open("/proc/loadavg") as f:
         row["load"] = f.read().split()[0]
-    mem0 = mem_available()
+    avail0, kern0 = meminfo()
     row["rss0"], row["fds0"] = daemon_rss_fds(d)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), daemon_cpu(d)
     for name in names:
         c.request("POST", "/v1/envs", create_body(name, kind), (201,))
     row["create_serial"] = n / (time.perf_counter() - t0)
+    row["cpu_create"] = (daemon_cpu(d) - cpu0) / n
     row["rss1"], row["fds1"] = daemon_rss_fds(d)
     time.sleep(SETTLE)
-    row["mem_per_env"] = (mem0 - mem_available()) / n
+    avail1, kern1 = meminfo()
+    row["avail_create"] = (avail0 - avail1) / n
+    row["kern_create"] = (kern1 - kern0) / n
     row["memcg_per_env"] = memcg_sum(c, names) / n
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), daemon_cpu(d)
     for name in names:
         c.request("DELETE", "/v1/envs/%s?force=1" % name)
     row["destroy_serial"] = n / (time.perf_counter() - t0)
+    row["cpu_destroy"] = (daemon_cpu(d) - cpu0) / n
     time.sleep(SETTLE)
+    avail2, kern2 = meminfo()
+    row["avail_destroy"] = (avail2 - avail1) / n
+    row["kern_destroy"] = (kern1 - kern2) / n
     took = in_parallel(d.sock, "POST", [("/v1/envs", create_body(x, kind)) for x in names],
                        (201,))
     row["create_parallel"] = n / took
@@ -303,16 +329,20 @@ def print_density(rows):
         return
     print()
     print("| environments | creates/s serial | creates/s %d clients | destroys/s serial "
-          "| destroys/s %d clients | host memory per environment (MemAvailable) "
+          "| destroys/s %d clients | paddockd's CPU per create / destroy (serial) | host memory per environment: MemAvailable fell by "
+          "(rose by, at their destroy) | kernel memory per environment, %s: grew by (fell by) "
           "| memcg per environment | paddockd RSS before → with them → after | paddockd fds "
-          "before → with them → after | load at start |" % (CLIENTS, CLIENTS))
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "before → with them → after | load at start |" % (CLIENTS, CLIENTS, " + ".join(KERNEL_MEM)))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         what = "%d %s" % (r["n"], "sandboxes" if r["kind"] == "sandbox"
                           else "networked computers")
-        print("| %s | %.0f | %.0f | %.0f | %.0f | %s | %s | %s → %s → %s | %d → %d → %d | %s |" % (
+        print("| %s | %.0f | %.0f | %.0f | %.0f | %.1f / %.1f ms | %s (%s) | %s (%s) | %s | %s → %s → %s "
+              "| %d → %d → %d | %s |" % (
             what, r["create_serial"], r["create_parallel"], r["destroy_serial"],
-            r["destroy_parallel"], mib(r["mem_per_env"]), mib(r["memcg_per_env"]),
+            r["destroy_parallel"], r["cpu_create"] * 1e3, r["cpu_destroy"] * 1e3,
+            mib(r["avail_create"]), mib(r["avail_destroy"]),
+            mib(r["kern_create"]), mib(r["kern_destroy"]), mib(r["memcg_per_env"]),
             mib(r["rss0"]), mib(r["rss1"]), mib(r["rss3"]), r["fds0"], r["fds1"], r["fds3"], r["load"]))
 
 
@@ -402,14 +432,18 @@ def main():
 
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    print("%s, kernel %s, %d cores, cgroup %s, load %s; N environments = %s; "
-          "ls/metrics median of %d, inspect/exec of %d, create/destroy/c-e-d of %d" % (
-              time.strftime("%Y-%m-%d"), platform.release(), os.cpu_count(), cgroup_mode(),
-              load, "half open computers, half sandboxes" if NET else "sandboxes",
-              LIST_RUNS, RUNS, CREATE_RUNS))
+    print("%s, kernel %s, %d cores, cgroup %s, load %s" % (
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), platform.release(), os.cpu_count(),
+        cgroup_mode(), load), end="")
     if not rows:
+        print("; density only (%s), %d parallel clients, readings %.0f s after the creates" % (
+            " ".join("%s:%d" % x for x in DENSITY), CLIENTS, SETTLE))
         print_density(drows)
         return
+    print("; N environments = %s; "
+          "ls/metrics median of %d, inspect/exec of %d, create/destroy/c-e-d of %d" % (
+              "half open computers, half sandboxes" if NET else "sandboxes",
+              LIST_RUNS, RUNS, CREATE_RUNS))
     print()
     print("| N | ls | inspect | exec | create sandbox | create computer | destroy sandbox "
           "| create→exec→destroy | /metrics | loop's longest turn (probe's worst wait) during "
