@@ -24,7 +24,29 @@ network; BENCH_SCALE_NET=0: all sandboxes) and measures over the raw unix socket
   - restart:  SIGTERM, start again, until GET /v1/system answers (every environment re-adopted);
               BENCH_RESTART=0 skips it
 
-Prints a Markdown table and removes everything it made (the Daemon's teardown: every
+Density (BENCH_DENSITY, e.g. "sandbox:200 sandbox:1000 computer:200"; default none): for each
+KIND:N, from the population above (run it alone with BENCH_SCALE_N=""), N more environments of
+that kind (a computer is networked, "network":{"mode":"open"}) are
+
+  - created one after another on one keep-alive connection (creates/s serial), then, after
+    BENCH_SETTLE seconds: the host's memory per environment (the fall of MemAvailable in
+    /proc/meminfo, i.e. everything the kernel spent too: namespaces, page tables, slab, the
+    veths; not only the memcg), the kernel's own part of it (SUnreclaim + KernelStack +
+    PageTables), their memcg usage per environment (paddock_env_memory_bytes), paddockd's RSS
+    and open fds, and paddockd's own CPU time per create (its single loop does the creates
+    one at a time: 1 / that is what any number of clients could reach);
+  - destroyed one after another (DELETE ?force=1; destroys/s serial), and after BENCH_SETTLE
+    seconds the same two memory readings again (what the destroys gave back: a second
+    figure for the same thing);
+  - created again by 4 clients at once (threads, a connection each, a quarter of the names
+    each; creates/s parallel), and destroyed by 4 clients at once (destroys/s parallel);
+  - paddockd's RSS and fds once they are all gone (what a create/destroy cycle leaves behind).
+
+MemAvailable is the whole machine's: other work on it moves the figure (each is the difference
+of two readings around the creates or the destroys; when the two disagree, other work moved
+it; the kernel's part moves much less; the machine's load is printed).
+
+Prints Markdown tables and removes everything it made (the Daemon's teardown: every
 environment, the daemon by its pid, cgroups, mounts, the netns, the directories).
 
     make && sudo bench/scale.py                      # N = 0 100 1000
@@ -55,6 +77,10 @@ LIST_RUNS = int(os.environ.get("BENCH_LIST_RUNS", "7"))
 RUNS = int(os.environ.get("BENCH_RUNS", "41"))
 CREATE_RUNS = int(os.environ.get("BENCH_CREATE_RUNS", "11"))
 RESTART = os.environ.get("BENCH_RESTART", "1") != "0"
+DENSITY = [(k, int(n)) for k, n in (x.split(":") for x in
+                                    os.environ.get("BENCH_DENSITY", "").split())]
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
+SETTLE = float(os.environ.get("BENCH_SETTLE", "5"))
 
 
 class Conn:
@@ -177,6 +203,149 @@ def stall(d, c, path):
     return turn, (max(during) - (med(idle) or 0) if during else None)
 
 
+KERNEL_MEM = ("SUnreclaim", "KernelStack", "PageTables")
+
+
+def meminfo():
+    """(MemAvailable, SUnreclaim + KernelStack + PageTables) in bytes: the second is what the
+    kernel keeps for namespaces, mounts, cgroups, sockets and processes, and moves less with
+    other work on the machine than MemAvailable (page cache)."""
+    vals = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":", 1)
+            vals[k] = int(v.split()[0]) * 1024
+    return vals["MemAvailable"], sum(vals.get(k, 0) for k in KERNEL_MEM)
+
+
+def daemon_rss_fds(d):
+    rss = None
+    with open("/proc/%d/status" % d.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+    return rss, len(os.listdir("/proc/%d/fd" % d.pid))
+
+
+def daemon_cpu(d):
+    """paddockd's own CPU time (user + system), in seconds."""
+    with open("/proc/%d/stat" % d.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memcg_sum(c, names):
+    """Σ paddock_env_memory_bytes over names (their memcg usage, as the daemon reads it)."""
+    want = set(names)
+    total = 0
+    for line in c.request("GET", "/metrics")[1].decode().splitlines():
+        if line.startswith("paddock_env_memory_bytes{"):
+            env = line.split('env="', 1)[1].split('"', 1)[0]
+            if env in want:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def in_parallel(sock, method, paths_bodies, expect):
+    """paths_bodies split among CLIENTS threads, each with its own keep-alive connection;
+    returns the wall time from the first request to the last answer."""
+    import threading
+    parts = [paths_bodies[i::CLIENTS] for i in range(CLIENTS)]
+    errors = []
+    go = threading.Barrier(CLIENTS + 1)
+
+    def client(part):
+        conn = Conn(sock)
+        try:
+            go.wait()
+            for path, body in part:
+                conn.request(method, path, body, expect)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(p,)) for p in parts]
+    for t in threads:
+        t.start()
+    go.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return took
+
+
+def density(d, c, kind, n):
+    """Creates/s and destroys/s serial and with CLIENTS clients, memory per environment,
+    paddockd's RSS and fds, for n environments of kind."""
+    names = ["d%s%d" % (kind[0], i) for i in range(n)]
+    row = {"kind": kind, "n": n}
+    time.sleep(SETTLE)
+    with open("/proc/loadavg") as f:
+        row["load"] = f.read().split()[0]
+    avail0, kern0 = meminfo()
+    row["rss0"], row["fds0"] = daemon_rss_fds(d)
+    t0, cpu0 = time.perf_counter(), daemon_cpu(d)
+    for name in names:
+        c.request("POST", "/v1/envs", create_body(name, kind), (201,))
+    row["create_serial"] = n / (time.perf_counter() - t0)
+    row["cpu_create"] = (daemon_cpu(d) - cpu0) / n
+    row["rss1"], row["fds1"] = daemon_rss_fds(d)
+    time.sleep(SETTLE)
+    avail1, kern1 = meminfo()
+    row["avail_create"] = (avail0 - avail1) / n
+    row["kern_create"] = (kern1 - kern0) / n
+    row["memcg_per_env"] = memcg_sum(c, names) / n
+    t0, cpu0 = time.perf_counter(), daemon_cpu(d)
+    for name in names:
+        c.request("DELETE", "/v1/envs/%s?force=1" % name)
+    row["destroy_serial"] = n / (time.perf_counter() - t0)
+    row["cpu_destroy"] = (daemon_cpu(d) - cpu0) / n
+    time.sleep(SETTLE)
+    avail2, kern2 = meminfo()
+    row["avail_destroy"] = (avail2 - avail1) / n
+    row["kern_destroy"] = (kern1 - kern2) / n
+    took = in_parallel(d.sock, "POST", [("/v1/envs", create_body(x, kind)) for x in names],
+                       (201,))
+    row["create_parallel"] = n / took
+    row["rss2"], row["fds2"] = daemon_rss_fds(d)
+    took = in_parallel(d.sock, "DELETE", [("/v1/envs/%s?force=1" % x, None) for x in names],
+                       (200,))
+    row["destroy_parallel"] = n / took
+    time.sleep(SETTLE)
+    row["rss3"], row["fds3"] = daemon_rss_fds(d)
+    return row
+
+
+def mib(b):
+    return "%.2f MiB" % (b / 2**20)
+
+
+def print_density(rows):
+    if not rows:
+        return
+    print()
+    print("| environments | creates/s serial | creates/s %d clients | destroys/s serial "
+          "| destroys/s %d clients | paddockd's CPU per create / destroy (serial) | host memory per environment: MemAvailable fell by "
+          "(rose by, at their destroy) | kernel memory per environment, %s: grew by (fell by) "
+          "| memcg per environment | paddockd RSS before → with them → after | paddockd fds "
+          "before → with them → after | load at start |" % (CLIENTS, CLIENTS, " + ".join(KERNEL_MEM)))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        what = "%d %s" % (r["n"], "sandboxes" if r["kind"] == "sandbox"
+                          else "networked computers")
+        print("| %s | %.0f | %.0f | %.0f | %.0f | %.1f / %.1f ms | %s (%s) | %s (%s) | %s | %s → %s → %s "
+              "| %d → %d → %d | %s |" % (
+            what, r["create_serial"], r["create_parallel"], r["destroy_serial"],
+            r["destroy_parallel"], r["cpu_create"] * 1e3, r["cpu_destroy"] * 1e3,
+            mib(r["avail_create"]), mib(r["avail_destroy"]),
+            mib(r["kern_create"]), mib(r["kern_destroy"]), mib(r["memcg_per_env"]),
+            mib(r["rss0"]), mib(r["rss1"]), mib(r["rss3"]), r["fds0"], r["fds1"], r["fds3"], r["load"]))
+
+
 def measure(d, c, n):
     row = {"n": n}
     row["ls"] = med([c.request("GET", "/v1/envs")[0] for _ in range(LIST_RUNS)])
@@ -223,6 +392,7 @@ def main():
                    stdout=subprocess.DEVNULL)
     d = None
     rows = []
+    drows = []
     try:
         d = conftest.Daemon(rootfs)
         c = Conn(d.sock)
@@ -243,6 +413,13 @@ def main():
                 "%s %s" % (k, "/".join(fmt(x) for x in v) if isinstance(v, tuple) else fmt(v))
                 for k, v in row.items() if k != "n")),
                 file=sys.stderr, flush=True)
+        for kind, n in DENSITY:
+            row = density(d, c, kind, n)
+            drows.append(row)
+            print("density %s:%d: %s" % (kind, n, ", ".join(
+                "%s %s" % (k, ("%.0f" % v) if isinstance(v, float) else v)
+                for k, v in row.items() if k not in ("kind", "n"))),
+                file=sys.stderr, flush=True)
         c.close()
     finally:
         if d is not None:
@@ -255,10 +432,17 @@ def main():
 
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    print("%s, kernel %s, %d cores, cgroup %s, load %s; N environments = %s; "
+    print("%s, kernel %s, %d cores, cgroup %s, load %s" % (
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), platform.release(), os.cpu_count(),
+        cgroup_mode(), load), end="")
+    if not rows:
+        print("; density only (%s), %d parallel clients, readings %.0f s after the creates" % (
+            " ".join("%s:%d" % x for x in DENSITY), CLIENTS, SETTLE))
+        print_density(drows)
+        return
+    print("; N environments = %s; "
           "ls/metrics median of %d, inspect/exec of %d, create/destroy/c-e-d of %d" % (
-              time.strftime("%Y-%m-%d"), platform.release(), os.cpu_count(), cgroup_mode(),
-              load, "half open computers, half sandboxes" if NET else "sandboxes",
+              "half open computers, half sandboxes" if NET else "sandboxes",
               LIST_RUNS, RUNS, CREATE_RUNS))
     print()
     print("| N | ls | inspect | exec | create sandbox | create computer | destroy sandbox "
@@ -270,6 +454,7 @@ def main():
             "%s (%s)" % (fmt(r[k][0]), fmt(r[k][1])) if isinstance(r[k], tuple) else fmt(r[k])
             for k in ("ls", "inspect", "exec", "create_s", "create_c", "destroy", "ced",
                       "metrics", "stall_metrics", "stall_ls", "restart"))))
+    print_density(drows)
 
 
 if __name__ == "__main__":

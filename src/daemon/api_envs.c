@@ -450,7 +450,8 @@ void api_envs_list(struct request *r, struct engine *e)
         l->n_labels = req_query_all(r, "label", l->labels, ELEMENTSOF(l->labels));
         api_caller(r, &l->c);
         struct engine_pass *p;
-        int rr = engine_pass_start(e, listing_each, listing_done, l, &p);
+        int rr = engine_pass_start(e, l->c.admin ? NULL : l->c.token, listing_each, listing_done,
+                                   l, &p);
         if (rr < 0) {
                 listing_free(l);
                 http_reply_errno(r, rr, "listing");

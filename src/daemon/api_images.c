@@ -496,15 +496,12 @@ void api_system(struct request *r, struct engine *e)
         struct caller c;
         api_caller(r, &c);
         if (!c.admin) {
-                /* An agent counts only its own environments (others' are not its business). */
-                json_int_t n = 0, running = 0;
-                for (struct env *v = engine_next(e, NULL); v; v = engine_next(e, v))
-                        if (caller_sees_env(&c, v)) {
-                                n++;
-                                running += env_running(v);
-                        }
-                json_object_set_new(j, "envs", json_integer(n));
-                json_object_set_new(j, "running", json_integer(running));
+                /* An agent counts only its own environments (others' are not its business):
+                 * the counts the engine keeps per owner. */
+                size_t n = 0, running = 0;
+                engine_counts(e, c.token, &n, &running);
+                json_object_set_new(j, "envs", json_integer((json_int_t)n));
+                json_object_set_new(j, "running", json_integer((json_int_t)running));
         }
         json_object_set_new(j, "gateway", gateway_system_json());
         http_reply_json(r, 200, j);

@@ -277,7 +277,8 @@ void api_metrics(struct request *r, struct engine *e)
         s->r = r;
         api_caller(r, &s->c);
         struct engine_pass *p;
-        int rr = engine_pass_start(e, scrape_each, scrape_done, s, &p);
+        int rr = engine_pass_start(e, s->c.admin ? NULL : s->c.token, scrape_each, scrape_done,
+                                   s, &p);
         if (rr < 0) {
                 scrape_free(s);
                 http_reply_errno(r, rr, "metrics");

@@ -215,6 +215,8 @@ bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q
         const struct token_row *t = c.token[0] ? tokens_find(engine_tokens(e), c.token) : NULL;
         if (!t)
                 return true; /* the local administrator has no quotas */
+        if (!t->max_envs && !t->max_cpus && !t->max_memory && !t->max_disk)
+                return true; /* nothing to count: not even the token's own environments */
         uint64_t n = 0, cpus = 0, mem = 0, disk = 0;
         /* Only the token's own environments (the engine keeps a list per owner). */
         for (struct env *o = engine_next_owned(e, t->name, NULL); o;

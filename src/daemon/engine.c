@@ -11,6 +11,8 @@
 #include "lib/util.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <strings.h>
 #include <time.h>
 
 /* ---- small accessors ------------------------------------------------------------------- */
@@ -80,9 +82,16 @@ void env_set_exec_slot(struct env *v, struct exec_slot *slot)
         v->exec_slot = slot;
 }
 
+/* FNV-1a of the name with its letters lowercased: names that differ only in case share a
+ * bucket, so that engine_find_nocase looks in one bucket too. */
 static size_t name_hash(const char *s)
 {
-        return fnv1a(FNV1A_INIT, s);
+        uint32_t h = FNV1A_INIT;
+        for (; *s; s++) {
+                h ^= (uint8_t)tolower((unsigned char)*s);
+                h *= 16777619u;
+        }
+        return h;
 }
 
 struct env *engine_find(struct engine *e, const char *name)
@@ -97,6 +106,22 @@ struct env *engine_find(struct engine *e, const char *name)
                 if (strcmp(v->row.name, name) == 0)
                         return v;
         return NULL;
+}
+
+struct env *engine_find_nocase(struct engine *e, const char *name)
+{
+        struct env *v = engine_find(e, name), *found = NULL;
+        if (v)
+                return v;
+        v = e->n_buckets ? e->by_name[name_hash(name) & (e->n_buckets - 1)] : e->envs;
+        for (; v; v = e->n_buckets ? v->hnext : v->next) {
+                if (strcasecmp(v->row.name, name) != 0)
+                        continue;
+                if (found)
+                        return NULL; /* ambiguous */
+                found = v;
+        }
+        return found;
 }
 
 struct env *engine_next(struct engine *e, struct env *prev)
@@ -329,8 +354,11 @@ static void addr_unhash(struct engine *e, struct env *v)
 
 void env_addr_set(struct engine *e, struct env *v)
 {
-        if (!env_listed(e, v) || !e->n_buckets || !v->addr.s_addr)
-                return; /* env_append hashes it */
+        if (!env_listed(e, v) || !v->addr.s_addr)
+                return; /* env_append hashes and marks it */
+        addr_mark(e, v->addr, true);
+        if (!e->n_buckets)
+                return;
         addr_unhash(e, v);
         size_t i = addr_hash(v->addr) & (e->n_buckets - 1);
         v->anext = e->by_addr[i];
@@ -383,6 +411,7 @@ static void owner_drop(struct engine *e, struct env *v)
                 v->onext->oprev = v->oprev;
         v->onext = v->oprev = NULL;
         v->owner = NULL;
+        o->n_running -= v->pidfd >= 0;
         if (--o->n == 0) {
                 for (struct owner **p = &e->owners; *p; p = &(*p)->next)
                         if (*p == o) {
@@ -405,6 +434,75 @@ static void owner_add(struct engine *e, struct env *v)
                 o->envs->oprev = v;
         o->envs = v;
         o->n++;
+        o->n_running += v->pidfd >= 0;
+}
+
+void engine_counts(struct engine *e, const char *owner, size_t *ret_n, size_t *ret_running)
+{
+        if (!owner) {
+                *ret_n = e->n_envs;
+                *ret_running = e->n_running;
+                return;
+        }
+        size_t n = 0, running = 0, listed = 0;
+        for (struct owner *o = e->owners; o; o = o->next) {
+                listed += o->n;
+                if (!strcmp(o->name, owner)) {
+                        n = o->n;
+                        running = o->n_running;
+                }
+        }
+        if (listed < e->n_envs) /* some have no owner's list (out of memory): the slow way */
+                for (struct env *v = e->envs; v; v = v->next)
+                        if (!v->owner && !strcmp(v->row.owner, owner)) {
+                                n++;
+                                running += v->pidfd >= 0;
+                        }
+        *ret_n = n;
+        *ret_running = running;
+}
+
+void env_set_pidfd(struct engine *e, struct env *v, int fd)
+{
+        int delta = (fd >= 0) - (v->pidfd >= 0);
+        v->pidfd = fd;
+        if (!env_listed(e, v))
+                return; /* env_append counts it */
+        e->n_running += delta;
+        if (v->owner)
+                v->owner->n_running += delta;
+}
+
+/* ---- images in use ------------------------------------------------------------------------ */
+
+static void image_use_add(struct engine *e, struct env *v)
+{
+        struct image_use *u = e->images;
+        while (u && strcmp(u->name, v->row.image))
+                u = u->next;
+        if (!u) {
+                if (!(u = calloc(1, sizeof(*u))))
+                        return; /* engine_image_in_use counts the ones without the slow way */
+                snprintf(u->name, sizeof(u->name), "%s", v->row.image);
+                u->next = e->images;
+                e->images = u;
+        }
+        u->n++;
+        v->image_use = u;
+}
+
+static void image_use_drop(struct engine *e, struct env *v)
+{
+        struct image_use *u = v->image_use;
+        v->image_use = NULL;
+        if (!u || --u->n)
+                return;
+        for (struct image_use **p = &e->images; *p; p = &(*p)->next)
+                if (*p == u) {
+                        *p = u->next;
+                        break;
+                }
+        free(u);
 }
 
 struct env *engine_next_owned(struct engine *e, const char *owner, struct env *prev)
@@ -440,7 +538,11 @@ void env_unlink(struct engine *e, struct env *v)
                         }
         if (env_listed(e, v)) {
                 addr_unhash(e, v);
+                if (v->addr.s_addr && !engine_find_addr(e, v->addr))
+                        addr_mark(e, v->addr, false);
                 owner_drop(e, v);
+                image_use_drop(e, v);
+                e->n_running -= v->pidfd >= 0;
                 e->n_linking -= v->net.n_links > 0;
                 *(v->prev ? &v->prev->next : &e->envs) = v->next;
                 *(v->next ? &v->next->prev : &e->envs_tail) = v->prev;
@@ -472,6 +574,10 @@ void env_append(struct engine *e, struct env *v)
                 }
         }
         owner_add(e, v);
+        image_use_add(e, v);
+        e->n_running += v->pidfd >= 0;
+        if (v->addr.s_addr)
+                addr_mark(e, v->addr, true);
         env_expiry_set(e, v);
         e->n_linking += v->net.n_links > 0;
 }
@@ -585,6 +691,12 @@ void engine_free(struct engine *e)
                 e->owners = o->next;
                 free(o);
         }
+        while (e->images) {
+                struct image_use *u = e->images;
+                e->images = u->next;
+                free(u);
+        }
+        free(e->addr_used);
         free(e->ports);
         while (e->envs) {
                 struct env *v = e->envs;
@@ -630,8 +742,15 @@ struct state *engine_state(struct engine *e)
 bool engine_image_in_use(struct engine *e, const char *name, int *ret_count)
 {
         int n = 0;
-        for (struct env *v = e->envs; v; v = v->next)
-                n += strcmp(v->row.image, name) == 0;
+        for (struct image_use *u = e->images; u; u = u->next)
+                if (!strcmp(u->name, name))
+                        n = (int)u->n;
+        size_t counted = 0;
+        for (struct image_use *u = e->images; u; u = u->next)
+                counted += u->n;
+        if (counted < e->n_envs) /* some could not be counted (out of memory): the slow way */
+                for (struct env *v = e->envs; v; v = v->next)
+                        n += !v->image_use && strcmp(v->row.image, name) == 0;
         *ret_count = n;
         return n > 0;
 }
@@ -746,20 +865,47 @@ static void pass_turn(struct loop_timer *t, void *data)
         done(e, d);
 }
 
-int engine_pass_start(struct engine *e, engine_each_fn each, engine_pass_done_fn done,
-                      void *data, struct engine_pass **ret)
+/* The names a pass visits, in creation order: every environment's, or one owner's from its
+ * own list (newest first there, so filled from the end) when every environment is on an
+ * owner's list; a token's listing then costs what it owns, not what everyone owns. */
+static size_t pass_names(struct engine *e, const char *owner, char (*names)[NAME_BUF_SIZE],
+                         size_t cap)
+{
+        size_t n = 0, listed = 0;
+        struct owner *mine = NULL;
+        for (struct owner *o = owner ? e->owners : NULL; o; o = o->next) {
+                listed += o->n;
+                if (!strcmp(o->name, owner))
+                        mine = o;
+        }
+        if (owner && listed == e->n_envs) {
+                size_t k = mine && mine->n <= cap ? mine->n : 0;
+                for (struct env *v = mine ? mine->envs : NULL; v && n < k; v = v->onext)
+                        memcpy(names[k - 1 - n++], v->row.name, NAME_BUF_SIZE);
+                return n;
+        }
+        for (struct env *v = e->envs; v && n < cap; v = v->next)
+                if (!owner || !strcmp(v->row.owner, owner))
+                        memcpy(names[n++], v->row.name, NAME_BUF_SIZE);
+        return n;
+}
+
+int engine_pass_start(struct engine *e, const char *owner, engine_each_fn each,
+                      engine_pass_done_fn done, void *data, struct engine_pass **ret)
 {
         struct engine_pass *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
         *p = (struct engine_pass){.e = e, .each = each, .done = done, .data = data};
-        p->names = calloc(e->n_envs ? e->n_envs : 1, sizeof(*p->names));
+        size_t n = e->n_envs;
+        if (owner)
+                engine_counts(e, owner, &n, &(size_t){0});
+        p->names = calloc(n ? n : 1, sizeof(*p->names));
         if (!p->names) {
                 free(p);
                 return -ENOMEM;
         }
-        for (struct env *v = e->envs; v && p->n < e->n_envs; v = v->next)
-                memcpy(p->names[p->n++], v->row.name, NAME_BUF_SIZE);
+        p->n = pass_names(e, owner, p->names, n);
         if (pass_slice(p)) { /* small: all of it now, no turn of the loop in between */
                 pass_free(p);
                 *ret = NULL;

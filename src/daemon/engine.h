@@ -72,6 +72,12 @@ void engine_free(struct engine *e);
 int engine_reconcile(struct engine *e);
 
 struct env *engine_find(struct engine *e, const char *name);
+/* The environment of that name, else the only one whose name differs from it in case alone
+ * (NULL when none or several do); one hash bucket either way. */
+struct env *engine_find_nocase(struct engine *e, const char *name);
+/* How many environments there are and how many run: every one (owner NULL) or one owner's;
+ * kept counts, no walk. */
+void engine_counts(struct engine *e, const char *owner, size_t *ret_n, size_t *ret_running);
 /* Iterate: pass NULL to get the first. */
 struct env *engine_next(struct engine *e, struct env *prev);
 /* The same over the environments of one owner only (a token's name, "" = the administrator),
@@ -126,8 +132,10 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
 struct engine_pass;
 typedef void (*engine_each_fn)(struct engine *e, struct env *v, void *data);
 typedef void (*engine_pass_done_fn)(struct engine *e, void *data);
-int engine_pass_start(struct engine *e, engine_each_fn each, engine_pass_done_fn done,
-                      void *data, struct engine_pass **ret);
+/* owner: only that owner's environments (its own list: the cost of what it owns); NULL:
+ * every environment. */
+int engine_pass_start(struct engine *e, const char *owner, engine_each_fn each,
+                      engine_pass_done_fn done, void *data, struct engine_pass **ret);
 void engine_pass_cancel(struct engine_pass *p);
 /* Idle stop and wake-up (engine_idle.c). Activity: touch (one store), or hold while an exec
  * or shell session runs. */

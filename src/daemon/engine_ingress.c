@@ -77,23 +77,6 @@ static void read_policy(struct engine *e, const char *env, struct policy *ret)
         json_decref(j);
 }
 
-/* NAME as a Host spells it (lowercase): the environment of that name, else the one whose name
- * differs only in case (none when that is ambiguous). */
-static struct env *find_env(struct engine *e, const char *name)
-{
-        struct env *v = engine_find(e, name), *found = NULL;
-        if (v)
-                return v;
-        for (v = engine_next(e, NULL); v; v = engine_next(e, v)) {
-                if (strcasecmp(env_name(v), name) != 0)
-                        continue;
-                if (found)
-                        return NULL;
-                found = v;
-        }
-        return found;
-}
-
 struct pending {
         unsigned epoch;
         uint64_t id;
@@ -150,7 +133,9 @@ static int admit(struct engine *e, json_t *msg, const char *name, struct env **r
 {
         const char *secret = json_string_value(json_object_get(msg, "secret"));
         const char *traffic = json_string_value(json_object_get(msg, "traffic_token"));
-        struct env *v = find_env(e, name);
+        /* NAME as a Host spells it (lowercase): that environment, else the one whose name
+         * differs only in case (none when that is ambiguous); one hash bucket. */
+        struct env *v = engine_find_nocase(e, name);
         bool ok = false;
         if (v) {
                 struct policy pol;

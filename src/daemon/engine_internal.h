@@ -59,6 +59,7 @@ struct env {
         struct env *anext;       /* next in its by_addr bucket (only while it has an address) */
         struct env *onext, *oprev; /* its owner's list (struct owner) */
         struct owner *owner;
+        struct image_use *image_use; /* its image's count (struct image_use) */
 };
 
 /* The environments of one owner (a token, or "" for the administrator), so that a token's
@@ -66,8 +67,16 @@ struct env {
 struct owner {
         char name[NAME_BUF_SIZE];
         struct env *envs;
-        size_t n;
+        size_t n, n_running;
         struct owner *next;
+};
+
+/* How many environments use an image (few images: a short list), so that listing images and
+ * removing one do not walk every environment. */
+struct image_use {
+        char name[NAME_BUF_SIZE];
+        size_t n;
+        struct image_use *next;
 };
 
 /* The next computer's disk, made by a helper after a create (engine_storage.c). */
@@ -83,6 +92,7 @@ struct engine {
         struct env *envs;     /* in creation order (listings) */
         struct env *envs_tail;
         size_t n_envs;
+        size_t n_running; /* listed environments whose PID 1 runs (pidfd >= 0) */
         /* By name: chained hash buckets (env.hnext), a power of two, at least n_envs, so a
          * lookup costs the same with 10 or 4,000 environments. */
         struct env **by_name;
@@ -92,6 +102,14 @@ struct engine {
         struct env **by_addr;
         /* The owners with at least one environment (few: one per token in use). */
         struct owner *owners;
+        struct image_use *images; /* the images with at least one environment */
+        /* Addresses held, a bit per address from addr_first (the first after the gateway;
+         * 0 until the first allocation reads them from the list), so that the next address
+         * is found without a walk over every environment (engine_net.c). addr_hint: no word
+         * before it has a free bit. */
+        uint64_t *addr_used;
+        size_t addr_words, addr_hint;
+        uint32_t addr_first;
         /* No environment expires before this (unix s; 0: none has a time to live): the
          * one-second sweep looks at the list only once something may have expired. */
         int64_t next_expiry;
@@ -134,6 +152,8 @@ int env_save(struct engine *e, struct env *v);
 void env_free(struct env *v);
 void env_unlink(struct engine *e, struct env *v);
 void env_append(struct engine *e, struct env *v);
+/* PID 1's pidfd (or -EBADF when it is gone): keeps the running counts right. */
+void env_set_pidfd(struct engine *e, struct env *v, int fd);
 /* v got an address (ensure_addr) or a new expiry time (patch): keep the indexes right. */
 void env_addr_set(struct engine *e, struct env *v);
 void env_expiry_set(struct engine *e, struct env *v);
@@ -150,6 +170,8 @@ void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
 
 /* engine_net.c */
 int ensure_addr(struct engine *e, struct env *v);
+/* a is held (used) or given back: the address bitmap (nothing before its first allocation). */
+void addr_mark(struct engine *e, struct in_addr a, bool used);
 int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
                size_t errlen);
 void reapply_linked(struct engine *e, struct env *v);

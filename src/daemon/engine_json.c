@@ -177,9 +177,7 @@ static json_t *fallbacks_json(const struct engine *e, const struct storage_info 
 
 json_t *engine_system_json(struct engine *e)
 {
-        size_t running = 0;
-        for (struct env *v = e->envs; v; v = v->next)
-                running += v->pidfd >= 0;
+        size_t running = e->n_running; /* kept by env_set_pidfd: no walk per request */
         struct storage_info si = storage_info(e->cfg.storage);
         json_t *storage = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:s}", "driver", si.driver, "pool",
                                     si.pool, "backing", si.backing, "quota", si.quota, "size",

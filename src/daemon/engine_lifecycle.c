@@ -154,7 +154,7 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
                 return r;
         }
-        v->pidfd = res.pidfd;
+        env_set_pidfd(e, v, res.pidfd);
         v->is_child = true;
         v->row.pid = res.pid;
         v->row.pid_start = res.start_time;
@@ -198,7 +198,7 @@ void env_mark_stopped(struct engine *e, struct env *v)
                 loop_remove(v->exit_src);
                 v->exit_src = NULL;
                 close(v->pidfd);
-                v->pidfd = -EBADF;
+                env_set_pidfd(e, v, -EBADF);
         }
         loop_cancel_timer(v->kill_timer);
         v->kill_timer = NULL;

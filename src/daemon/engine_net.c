@@ -9,32 +9,90 @@
 
 #include <arpa/inet.h>
 
-/* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. The lowest
- * free one is among the first (environments + 1) candidates, so one pass over the environments
- * marks those in a bitmap: an allocation costs O(environments), not O(environments^2). */
+/* The gateway is subnet+1; environments take subnet+2 upwards, lowest free first. The engine
+ * keeps a bitmap of the addresses held (addr_used, a bit per address from addr_first), read
+ * from the list once at the first allocation and kept by env_append/env_unlink/ensure_addr
+ * since: an allocation looks at a word or two (addr_hint), not at every environment. */
+static int addr_bit(struct engine *e, struct in_addr a, size_t *ret)
+{
+        uint32_t h = ntohl(a.s_addr);
+        if (!e->addr_first || h < e->addr_first)
+                return -ERANGE;
+        *ret = h - e->addr_first;
+        return 0;
+}
+
+static int addr_grow(struct engine *e, size_t bit)
+{
+        if (bit / 64 < e->addr_words)
+                return 0;
+        size_t words = e->addr_words ? e->addr_words : 16;
+        while (words <= bit / 64)
+                words *= 2;
+        uint64_t *w = realloc(e->addr_used, words * sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        memset(w + e->addr_words, 0, (words - e->addr_words) * sizeof(*w));
+        e->addr_used = w;
+        e->addr_words = words;
+        return 0;
+}
+
+void addr_mark(struct engine *e, struct in_addr a, bool used)
+{
+        size_t bit;
+        if (addr_bit(e, a, &bit) < 0)
+                return; /* not read yet (or not one of ours) */
+        if (used) {
+                if (addr_grow(e, bit) < 0) {
+                        e->addr_first = 0; /* out of memory: read the list again next time */
+                        return;
+                }
+                e->addr_used[bit / 64] |= 1ull << (bit % 64);
+        } else if (bit / 64 < e->addr_words) {
+                e->addr_used[bit / 64] &= ~(1ull << (bit % 64));
+                if (bit / 64 < e->addr_hint)
+                        e->addr_hint = bit / 64;
+        }
+}
+
+static int addr_read(struct engine *e)
+{
+        free(e->addr_used);
+        e->addr_used = NULL;
+        e->addr_words = e->addr_hint = 0;
+        e->addr_first = ntohl(network_gateway(e->net).s_addr) + 1;
+        if (addr_grow(e, e->n_envs) < 0) {
+                e->addr_first = 0;
+                return -ENOMEM;
+        }
+        for (struct env *v = e->envs; v && e->addr_first; v = v->next)
+                if (v->addr.s_addr)
+                        addr_mark(e, v->addr, true);
+        return e->addr_first ? 0 : -ENOMEM;
+}
+
 static int alloc_addr(struct engine *e, struct in_addr *ret)
 {
-        uint32_t first = ntohl(network_gateway(e->net).s_addr) + 1;
-        size_t limit = e->n_envs + 1;
-        _cleanup_free_ uint64_t *used = calloc((limit + 63) / 64, sizeof(uint64_t));
-        if (!used)
-                return -ENOMEM;
-        for (struct env *v = e->envs; v; v = v->next) {
-                uint32_t h = ntohl(v->addr.s_addr);
-                if (v->addr.s_addr && h >= first && h - first < limit)
-                        used[(h - first) / 64] |= 1ull << ((h - first) % 64);
+        if (!e->addr_first) {
+                int r = addr_read(e);
+                if (r < 0)
+                        return r;
         }
-        for (size_t i = 0; i < limit; i++) {
-                if (used[i / 64] & (1ull << (i % 64)))
-                        continue;
-                struct in_addr a = {.s_addr = htonl(first + (uint32_t)i)};
-                struct in_addr next = {.s_addr = htonl(first + (uint32_t)i + 1)};
-                if (!network_in_subnet(e->net, a) || !network_in_subnet(e->net, next))
-                        return -ENOSPC; /* i+1 outside means i is the broadcast address */
-                *ret = a;
-                return 0;
-        }
-        return -ENOSPC;
+        size_t w = e->addr_hint;
+        while (w < e->addr_words && e->addr_used[w] == UINT64_MAX)
+                w++;
+        e->addr_hint = w;
+        size_t bit = w * 64;
+        if (w < e->addr_words)
+                bit += (size_t)__builtin_ctzll(~e->addr_used[w]);
+        struct in_addr a = {.s_addr = htonl(e->addr_first + (uint32_t)bit)};
+        struct in_addr next = {.s_addr = htonl(e->addr_first + (uint32_t)bit + 1)};
+        if (bit >= UINT32_MAX - e->addr_first || !network_in_subnet(e->net, a) ||
+            !network_in_subnet(e->net, next))
+                return -ENOSPC; /* bit+1 outside means bit is the broadcast address */
+        *ret = a;
+        return 0;
 }
 
 static bool policy_links(const struct env *v, const char *name)
@@ -59,7 +117,9 @@ static size_t link_addrs(struct engine *e, const struct env *v, struct in_addr *
         size_t n = 0;
         if (!e->n_linking && !v->net.n_links)
                 return 0; /* nobody links anybody (v may not be listed yet: its own count) */
-        for (struct env *o = e->envs; o && n < max; o = o->next)
+        /* links hold within one owner: its list, not every environment */
+        for (struct env *o = engine_next_owned(e, v->row.owner, NULL); o && n < max;
+             o = engine_next_owned(e, v->row.owner, o))
                 if (o != v && o->addr.s_addr && linked(v, o))
                         out[n++] = o->addr;
         return n;
@@ -188,7 +248,8 @@ void reapply_linked(struct engine *e, struct env *v)
 {
         if (!e->n_linking && !v->net.n_links)
                 return; /* nobody links anybody (v may be unlinked already: its own count) */
-        for (struct env *o = e->envs; o; o = o->next) {
+        for (struct env *o = engine_next_owned(e, v->row.owner, NULL); o;
+             o = engine_next_owned(e, v->row.owner, o)) {
                 if (o == v || o->pidfd < 0 || o->net.mode == NET_NONE)
                         continue;
                 if (!linked(o, v))

@@ -26,12 +26,12 @@ static int env_adopt(struct engine *e, struct env *v)
                 close(fd);
                 return -ESRCH;
         }
-        v->pidfd = fd;
+        env_set_pidfd(e, v, fd);
         v->is_child = false;
         int r = env_watch(e, v);
         if (r < 0) {
                 close(fd);
-                v->pidfd = -EBADF;
+                env_set_pidfd(e, v, -EBADF);
         }
         return r;
 }

@@ -191,6 +191,20 @@ def test_preview_url_unknown_stopped_closed_answer_502_at_once(preview):
     assert time.monotonic() - t0 < 3
 
 
+def test_preview_url_finds_a_name_in_another_case_unless_ambiguous(preview):
+    """A Host is lowercase: "Cased" is reached as 8000-cased; with both "Twin" and "TWIN"
+    there, 8000-twin names neither (the engine looks in one hash bucket, not at everyone)."""
+    d, adm, agent = preview
+    create(d, "Cased")
+    start_httpd(d, "Cased", 8000, "Cased")
+    st, _, body = get(d, host(8000, "cased"), secret=adm)
+    assert (st, body) == (200, b"hello from Cased\n"), body
+    create(d, "Twin", kind="sandbox")
+    create(d, "TWIN", kind="sandbox")
+    st, _, body = get(d, host(8000, "twin"), secret=adm)
+    assert st == 502 and b"no such environment" in body, body
+
+
 def test_api_with_ordinary_host_is_unaffected(preview):
     d, adm, agent = preview
     for h in ["127.0.0.1:%d" % PLAIN, DOMAIN, "web." + DOMAIN, "x8000-web." + DOMAIN]:

@@ -3,10 +3,14 @@ token's environments (quota checks), the environments by address (the resolver),
 expiry (the TTL sweep), and listings and scrapes taken a slice at a time while other clients
 are served. These tests check that the books stay right, not how fast anything is
 (bench/scale.py measures that)."""
+import os
 import re
+import signal
 import socket
 import threading
 import time
+
+from conftest import wait_for
 
 INFO = re.compile(r'^paddock_env_info\{env="([^"]+)",kind="(\w+)",state="(\w+)",image="[^"]*"\} 1$')
 SAMPLE = re.compile(r'^[a-z_]+(\{.*\})? [0-9.e+-]+$')
@@ -247,3 +251,106 @@ def test_the_longest_loop_turn_is_reported_and_starts_again(daemon):
     agent = make_token(d, "looker")
     text = d.api("GET", "/metrics", headers=agent).body.decode()
     assert "paddock_loop_turn_max_seconds" not in text  # daemon-wide: administrators only
+
+
+def counts(d, auth=None):
+    """(envs, running) from GET /v1/system, and the same counted from a listing."""
+    s = d.api("GET", "/v1/system", headers=auth).json
+    envs = d.api("GET", "/v1/envs", headers=auth).json["envs"]
+    return (s["envs"], s["running"]), (len(envs), sum(e["state"] in ("running", "paused")
+                                                     for e in envs))
+
+
+def test_system_counts_are_kept_through_starts_stops_exits_and_a_restart(daemon):
+    """GET /v1/system answers from counts the engine keeps (every environment's and each
+    token's), not from a walk over every environment: they follow creates, stops, starts,
+    a PID 1 that exits by itself, pauses, destroys of running environments and a restart;
+    a token's listing (its own list) keeps creation order."""
+    d = daemon
+    a = make_token(d, "counted")
+
+    def check(want_all, want_a):
+        got, listed = counts(d)
+        assert got == listed == want_all, (got, listed, want_all)
+        got, listed = counts(d, a)
+        assert got == listed == want_a, (got, listed, want_a)
+
+    check((0, 0), (0, 0))
+    for i in range(3):
+        assert d.api("POST", "/v1/envs", {"name": "s%d" % i, "kind": "sandbox"}).status == 201
+    for i in range(4):
+        assert create_as(d, a, "t%d" % i, kind="computer").status == 201
+    check((7, 7), (4, 4))
+    names = [e["name"] for e in d.api("GET", "/v1/envs", headers=a).json["envs"]]
+    assert names == ["t0", "t1", "t2", "t3"], names  # creation order
+    assert d.api("POST", "/v1/envs/t1/stop", headers=a).status == 200
+    assert d.api("POST", "/v1/envs/s0/stop").status == 200
+    check((7, 5), (4, 3))
+    assert d.api("POST", "/v1/envs/t1/start", headers=a).status == 200
+    check((7, 6), (4, 4))
+    assert d.api("POST", "/v1/envs/t2/pause", headers=a).status == 200
+    check((7, 6), (4, 4))  # paused still runs
+    # PID 1 exits by itself: the exit is seen and counted
+    pid = d.inspect("t3")["pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: d.inspect("t3")["state"] == "stopped", what="t3 seen stopped")
+    check((7, 5), (4, 3))
+    assert d.api("DELETE", "/v1/envs/t0?force=1", headers=a).status == 200  # was running
+    assert d.api("DELETE", "/v1/envs/t3?force=1", headers=a).status == 200  # was stopped
+    check((5, 4), (2, 2))
+    d.stop()
+    d.start()
+    check((5, 4), (2, 2))
+    assert d.api("POST", "/v1/envs/s0/start").status == 200
+    assert d.api("DELETE", "/v1/envs/s1?force=1").status == 200
+    check((4, 4), (2, 2))
+    names = [e["name"] for e in d.api("GET", "/v1/envs", headers=a).json["envs"]]
+    assert names == ["t1", "t2"], names
+
+
+def test_images_in_use_are_counted_without_a_walk(daemon):
+    """used_by in GET /v1/images and the refusal to remove an image in use come from counts
+    the engine keeps per image."""
+    d = daemon
+
+    def used_by():
+        return {i["name"]: i["used_by"] for i in d.api("GET", "/v1/images").json["images"]}
+
+    assert used_by()["base"] == 0
+    for i in range(3):
+        assert d.api("POST", "/v1/envs", {"name": "u%d" % i, "kind": "sandbox"}).status == 201
+    assert used_by()["base"] == 3
+    r = d.api("DELETE", "/v1/images/base")
+    assert r.status == 409 and "used by 3 environment" in r.json["error"]["message"], r
+    assert d.api("DELETE", "/v1/envs/u1?force=1").status == 200
+    assert used_by()["base"] == 2
+    d.stop()
+    d.start()
+    assert used_by()["base"] == 2
+
+
+def test_addresses_are_handed_out_lowest_free_first_across_a_restart(daemon):
+    """The engine keeps a bitmap of the addresses held: a freed address is the next one given,
+    also after a restart (the bitmap is read from the records again)."""
+    d = daemon
+    if d.api("GET", "/v1/system").json["network"] != "routed":
+        import pytest
+        pytest.skip("no networking on this daemon")
+    net = {"mode": "open"}
+
+    def mk(name):
+        r = d.api("POST", "/v1/envs", {"name": name, "kind": "sandbox", "network": net})
+        assert r.status == 201, r
+        return r.json["network"]["ip"]
+
+    ips = [mk("n%d" % i) for i in range(4)]
+    assert len(set(ips)) == 4
+    assert d.api("DELETE", "/v1/envs/n1?force=1").status == 200
+    assert d.api("DELETE", "/v1/envs/n2?force=1").status == 200
+    assert mk("m1") == ips[1]
+    d.stop()
+    d.start()
+    assert mk("m2") == ips[2]
+    assert mk("m3") not in ips
+    assert d.api("DELETE", "/v1/envs/n0?force=1").status == 200
+    assert mk("m0") == ips[0]
