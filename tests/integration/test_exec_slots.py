@@ -1,0 +1,85 @@
+"""Warm exec slots (docs/architecture.md, exec step 6): after an exec, the next exec's helper
+waits in the finished exec's group. An exec through a slot must behave exactly like one
+without: the same confinement, its timeout kills its own tree and nothing else, and the slot
+itself is invisible and unreachable from inside."""
+import os
+import time
+
+from conftest import wait_for
+
+
+def slots(daemon, env):
+    """Host pids of the daemon's children waiting in one of env's per-exec groups."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open("/proc/%s/cgroup" % pid) as f:
+                cg = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == daemon.pid and ("/env-%s/exec-" % env) in cg:
+            found.append(int(pid))
+    return found
+
+
+def test_an_exec_through_a_slot_is_confined_like_any(daemon):
+    daemon.create("sb")
+    before = daemon.sh("sb", "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status")
+    wait_for(lambda: slots(daemon, "sb"), 5, 0.05, "a slot after the first exec")
+    after = daemon.sh("sb", "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status")
+    assert after == before, (before, after)
+    assert "Seccomp:\t2" in after and "CapEff:\t0000000000000000" in after
+    # the user switch and working directory too
+    wait_for(lambda: slots(daemon, "sb"), 5, 0.05, "a slot again")
+    res = daemon.exec("sb", "id -u; pwd", user="1000")
+    assert res["exit_code"] == 0 and res["stdout"] == "1000\n/workspace\n", res
+
+
+def test_the_slot_cannot_be_seen_or_signalled_from_inside(daemon):
+    daemon.create("pc", "--computer")
+    # a process that, once the slot waits, lists every process it can see and signals every
+    # one it may (its own exec's group stays busy, so it never becomes the slot)
+    daemon.sh("pc", "(sleep 1.5; cat /proc/[0-9]*/comm > /root/seen 2>/dev/null; "
+                    "kill -9 -1 2>/dev/null) >/dev/null 2>&1 </dev/null &")
+    daemon.sh("pc", "true")  # its group becomes the slot
+    pid = wait_for(lambda: slots(daemon, "pc"), 5, 0.05, "a slot")[0]
+    # host root, not dumpable: the environment's root cannot trace it either
+    st = open("/proc/%d/status" % pid).read()
+    assert "\nUid:\t0\t0\t0\t0\n" in st, st
+    time.sleep(2.5)
+    assert os.path.exists("/proc/%d" % pid), "the slot was killed from inside"
+    assert slots(daemon, "pc") == [pid]
+    seen = daemon.sh("pc", "cat /root/seen")
+    assert seen and "paddockd" not in seen, seen
+    # and the next exec still works, through that slot
+    assert daemon.sh("pc", "echo ok") == "ok\n"
+
+
+def test_a_timeout_kills_its_own_tree_and_not_an_earlier_background_process(daemon):
+    daemon.create("t", "--computer")
+    # a background process that outlives its exec keeps that exec's group busy: the group must
+    # not become a slot, or the next exec's timeout would kill it
+    daemon.sh("t", "sleep 300 >/dev/null 2>&1 </dev/null & echo started")
+    time.sleep(0.3)
+    daemon.sh("t", "true")  # this one's group may become the slot
+    wait_for(lambda: slots(daemon, "t"), 5, 0.05, "a slot")
+    res = daemon.exec("t", "sleep 100 & sleep 100", timeout=2)
+    assert res["timed_out"] is True, res
+    ps = daemon.sh("t", "ps -o args")
+    assert "sleep 100" not in ps, ps
+    assert "sleep 300" in ps, ps
+
+
+def test_slots_go_with_a_stop_and_come_back_after_a_start(daemon):
+    daemon.create("st", "--computer")
+    daemon.sh("st", "true")
+    pid = wait_for(lambda: slots(daemon, "st"), 5, 0.05, "a slot")[0]
+    daemon.cli("stop", "st")
+    assert not os.path.exists("/proc/%d" % pid) or slots(daemon, "st") == []
+    daemon.cli("start", "st")
+    assert daemon.sh("st", "echo again") == "again\n"
+    assert daemon.sh("st", "echo and again") == "and again\n"
