@@ -13,8 +13,9 @@ creates one sandbox and then times, as whole processes:
               same exec over a raw unix-socket connection from this process
               (POST /v1/envs/sb/exec, a new connection each time: the daemon's share)
 
-Each binary's rows take turns with the other binaries' (A B A B ...; one warm-up run each
-first), so load that comes and goes on a shared machine hits them alike. Wall time is taken
+All rows take turns, one run each per round in a new shuffled order every round (one warm-up
+run each first), so load that comes and goes on a shared machine hits them alike, and no row
+always follows the same one: an exec soon after another is faster than one after a pause. Wall time is taken
 around posix_spawn + wait4, CPU time (user + sys) from wait4's rusage.
 
     make && sudo bench/cli.py                           # this build's CLI
@@ -22,8 +23,8 @@ around posix_spawn + wait4, CPU time (user + sys) from wait4's rusage.
     BENCH_RUNS=100 sudo bench/cli.py
 
 PADDOCK_BUILD selects the build (paddockd, paddock, paddock-init), as for the tests. Prints a
-Markdown table with medians and p90 (nearest rank), the ratio of each binary's medians to the
-first's, and the shared libraries each binary names (DT_NEEDED). Measures and reports; never
+Markdown table with medians and p90 (nearest rank), each binary against the first as the median
+of the ratios within each round (robust to load that drifts), and the shared libraries each binary names (DT_NEEDED). Measures and reports; never
 asserts a timing. Removes everything it made (the Daemon's teardown).
 """
 import argparse
@@ -31,6 +32,7 @@ import json
 import math
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -128,7 +130,12 @@ def main():
         jobs.append((("floor: exec over raw HTTP, new connection", None), lambda: raw_exec(S)))
         for key, fn in jobs:  # one warm-up run each
             fn()
+        rng = random.Random(1)
         for _ in range(a.runs):
+            # A new order each round: an exec right after another costs less than one after a
+            # pause (on cgroup v1 the first exec after idle waits for an RCU grace period), so
+            # no binary may always take the same place.
+            rng.shuffle(jobs)
             for key, fn in jobs:
                 wall, cpu, code = fn()
                 if code != 0:
@@ -143,44 +150,51 @@ def main():
 
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
-    print("%s UTC, %s, kernel %s, %d cores, load %s; %d runs per row, rows in turn, "
-          "1 warm-up each; wall around posix_spawn + wait4, CPU = user + sys from rusage" % (
+    print("%s UTC, %s, kernel %s, %d cores, load %s; %d runs per row, rows in turn "
+          "(shuffled each round), 1 warm-up each; wall around posix_spawn + wait4, CPU = user + sys from rusage" % (
               time.strftime("%Y-%m-%d %H:%M", time.gmtime()), platform.machine(),
               platform.release(), os.cpu_count(), load, a.runs))
     print()
     for i, c in enumerate(clis):
         print("- CLI %s: `%s` (DT_NEEDED: %s)" % ("ABCDEFGH"[i], c, needed(c)))
     print()
-    head = "| command | " + " | ".join(
-        "CLI %s wall median (p90) | CPU" % "ABCDEFGH"[i] for i in range(len(clis)))
-    if len(clis) > 1:
-        head += " | " + " | ".join("%s / A wall, CPU" % "ABCDEFGH"[i]
-                                   for i in range(1, len(clis)))
-    print(head + " |")
-    print("|" + "---|" * (head.count("|") - 1))
+    L = "ABCDEFGH"
+    cols = ["command"]
+    for i in range(len(clis)):
+        cols += ["CLI %s wall, median (p90)" % L[i], "CLI %s CPU" % L[i]]
+    cols += ["%s / A (wall, CPU; median of the rounds' ratios)" % L[i]
+             for i in range(1, len(clis))]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
     for verb, show in (("version", "`paddock --version`"), ("ls", "`paddock ls` (1 sandbox)"),
                        ("exec", "`paddock exec sb -- true`")):
-        cells = []
+        cells = [show]
         med = []
         for i in range(len(clis)):
             xs = rows.get((verb, i), [])
             w = [x[0] for x in xs]
             u = [x[1] for x in xs]
             med.append((statistics.median(w), statistics.median(u)))
-            cells.append("%s (%s) | %s" % (ms(med[-1][0]), ms(pctl(w, 0.9)), ms(med[-1][1])))
+            cells += ["%s (%s)" % (ms(med[-1][0]), ms(pctl(w, 0.9))), ms(med[-1][1])]
+        # The ratio within each round, then their median: robust to load that drifts.
+        base = rows.get((verb, 0), [])
         for i in range(1, len(clis)):
-            cells.append("%.2f, %.2f" % (med[i][0] / med[0][0],
-                                         med[i][1] / med[0][1] if med[0][1] else float("nan")))
-        print("| %s | %s |" % (show, " | ".join(cells)))
+            pairs = list(zip(rows.get((verb, i), []), base))
+            rw = [x[0] / y[0] for x, y in pairs if y[0] > 0]
+            rc = [x[1] / y[1] for x, y in pairs if y[1] > 0]
+            cells.append("%s, %s" % ("%.2f" % statistics.median(rw) if rw else "n/a",
+                                     "%.2f" % statistics.median(rc) if rc else "n/a"))
+        print("| " + " | ".join(cells) + " |")
     for key in rows:
         if key[1] is None:
             w = [x[0] for x in rows[key]]
-            print("| %s | %s (%s) |%s" % (key[0], ms(statistics.median(w)), ms(pctl(w, 0.9)),
-                                          " |" * (head.count("|") - 3)))
+            cells = [key[0], "%s (%s)" % (ms(statistics.median(w)), ms(pctl(w, 0.9)))]
+            cells += [""] * (len(cols) - len(cells))
+            print("| " + " | ".join(cells) + " |")
     if failures:
         print()
-        print("failed runs: %s" % ", ".join("%s %s: %d" % (k[0], "ABCDEFGH"[k[1]]
-                                                           if k[1] is not None else "", n)
+        print("failed runs: %s" % ", ".join("%s %s: %d" % (k[0], L[k[1]] if k[1] is not None
+                                                           else "", n)
                                             for k, n in failures.items()))
 
 
