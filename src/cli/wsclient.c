@@ -8,10 +8,10 @@
 #include <strings.h>
 
 /* One read of the handshake's answer; the head itself may be up to HTTP1_MAX_HEAD. */
-#define READ_SIZE            (16u << 10)
-#define MAX_ERROR_BODY       (64u << 10)
+#define READ_SIZE          (16u << 10)
+#define MAX_ERROR_BODY     (64u << 10)
 #define UPGRADE_TIMEOUT_MS 60000
-#define REFUSAL_TIMEOUT_MS      5000
+#define REFUSAL_TIMEOUT_MS 5000
 
 /* wslay hands our callbacks the user pointer of the session; the connection is found through
  * a per-process pointer, since there is only ever one in the CLI. Neither callback ever blocks:
@@ -22,8 +22,8 @@ static struct wsc *the_conn;
 
 static ssize_t io_failed(wslay_event_context_ptr ctx, ssize_t err)
 {
-        wslay_event_set_error(ctx, err == -EAGAIN ? WSLAY_ERR_WOULDBLOCK
-                                                  : WSLAY_ERR_CALLBACK_FAILURE);
+        wslay_event_set_error(ctx,
+                              err == -EAGAIN ? WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
         return -1;
 }
 
@@ -192,8 +192,8 @@ static int handshake(struct client *client, struct transport *conn, const char *
         return r < 0 ? -1 : 0;
 }
 
-int wsc_open(struct client *client, const char *path,
-             const struct wslay_event_callbacks *callbacks, void *user, struct wsc *ret)
+int wsc_open(struct client *client, const char *path, const struct wslay_event_callbacks *callbacks,
+             void *user, struct wsc *ret)
 {
         struct wsc w = {.conn.fd = -EBADF};
         if (client_connect(client, &w.conn) < 0)

@@ -45,22 +45,22 @@ typedef int (*http1_field_fn)(const char *name, size_t name_len, const char *val
 
 struct http1 {
         enum http1_state state;
-        bool head_request; /* set before feeding: the answer to HEAD has no body */
-        bool upgrade;      /* set before feeding: an Upgrade was asked for, a 101 is final */
+        bool head_request;       /* set before feeding: the answer to HEAD has no body */
+        bool upgrade;            /* set before feeding: an Upgrade was asked for, a 101 is final */
         http1_field_fn on_field; /* set before feeding, optional */
         void *field_data;
-        size_t used;       /* of the last http1_feed's bytes, how many were the response's */
-        int status;        /* of the final response, once its status line is in */
+        size_t used; /* of the last http1_feed's bytes, how many were the response's */
+        int status;  /* of the final response, once its status line is in */
         bool chunked, has_length, close; /* Transfer-Encoding, Content-Length, Connection: close */
-        bool saw_bytes;    /* anything at all arrived */
-        int http_minor;    /* HTTP/1.0 or HTTP/1.1 */
-        uint64_t length;   /* Content-Length */
-        uint64_t left;     /* of the body or the current chunk */
+        bool saw_bytes;                  /* anything at all arrived */
+        int http_minor;                  /* HTTP/1.0 or HTTP/1.1 */
+        uint64_t length;                 /* Content-Length */
+        uint64_t left;                   /* of the body or the current chunk */
         size_t head_bytes; /* of the head so far (interim responses included), or of the trailer */
         char *line;        /* the line being assembled, up to its CRLF */
         size_t line_len, line_cap;
-        const char *why;   /* what was wrong, after an error */
-        int error;         /* and the error returned */
+        const char *why; /* what was wrong, after an error */
+        int error;       /* and the error returned */
 };
 
 void http1_init(struct http1 *p);
