@@ -728,6 +728,7 @@ def cmd_suite(a):
     m["a_newconn"] = Cycle(S, False, "bench-an-")
     m["e_net_keepalive"] = Cycle(S, True, "bench-e-", extra={"network": {"mode": "open"}})
     m["b_cli_exec"] = Command([a.cli, "--socket", S, "exec", a.env, "--", "true"])
+    m["b_cli_start"] = Command([a.cli, "--version"])
     m["c_keepalive"] = HttpExec(S, a.env, True)
     m["c_newconn"] = HttpExec(S, a.env, False)
     m["c_gap"] = HttpExec(S, a.env, True, gap=a.gap)
@@ -957,6 +958,9 @@ def cmd_report(a):
     row("(a) … create part alone (POST /v1/envs → 201)", A and A.get("create"), "—", "")
     row("(b) exec `true` via CLI (`paddock exec NAME -- true`)", B, "≤ 5 ms",
         ratio(b_m, ce_m, "crun exec"))
+    Bs = load(W, "b_cli_start")
+    row("(b) … CLI start alone (`paddock --version`)", Bs, "≤ 2 ms",
+        ratio(med(Bs), med(load(W, "baseline_true")), "spawning `/bin/true`"))
     row("(c) exec `true` via raw HTTP (buffered, keep-alive)", C, "≤ 2 ms",
         ratio(c_m, ce_m, "crun exec") + ", " + ratio(c_m, ns_m, "nsenter"))
     if D:

@@ -274,6 +274,8 @@ else
                 --network open --out "$work/e_net_keepalive.json" || say "(e) failed"
         say "(b) paddock exec bench-exec -- true (CLI)"
         "$here/timecmd.sh" "$work/b_cli_exec.json" -- "$build/paddock" --socket "$sock" exec bench-exec -- true
+        say "(b) paddock --version (CLI start alone)"
+        "$here/timecmd.sh" "$work/b_cli_start.json" -- "$build/paddock" --version
         say "(c) exec true via raw HTTP, keep-alive"
         $py "$here/bench.py" http-exec --socket "$sock" "${R[@]}" --env bench-exec \
                 --out "$work/c_keepalive.json" || say "(c) failed"

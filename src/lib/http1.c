@@ -180,6 +180,12 @@ static int parse_field(struct http1 *p, const char *s, size_t len, bool trailer)
                 return fail(p, -EPROTO, "control character in a header value");
         if (trailer)
                 return 0;
+        /* Interim responses' fields are not the final response's. */
+        if (p->on_field && (p->status >= 200 || (p->status == 101 && p->upgrade))) {
+                int r = p->on_field(s, name_len, v, vlen, p->field_data);
+                if (r < 0)
+                        return fail(p, r, "the receiver stopped the transfer");
+        }
 #define NAME_IS(lit) (name_len == sizeof(lit) - 1 && strncasecmp(s, lit, name_len) == 0)
         if (NAME_IS("Content-Length"))
                 return parse_content_length(p, v, vlen);
@@ -200,6 +206,11 @@ static int parse_field(struct http1 *p, const char *s, size_t len, bool trailer)
  * body is framed (RFC 9112 §6.3). */
 static int end_of_head(struct http1 *p)
 {
+        if (p->status == 101 && p->upgrade) {
+                /* Switched: whatever follows is the new protocol's, however it is framed. */
+                p->state = HTTP1_DONE;
+                return 0;
+        }
         if (p->status < 200) {
                 if (p->status == 101)
                         return fail(p, -EPROTO, "unexpected 101 Switching Protocols");
@@ -344,6 +355,7 @@ int http1_feed(struct http1 *p, const char *data, size_t len, http1_body_fn on_b
                 return p->error;
         if (len > 0)
                 p->saw_bytes = true;
+        p->used = 0;
         while (len > 0 && p->state != HTTP1_DONE) {
                 size_t n;
                 int r;
@@ -379,6 +391,7 @@ int http1_feed(struct http1 *p, const char *data, size_t len, http1_body_fn on_b
                 }
                 data += n;
                 len -= n;
+                p->used += n;
         }
         return 0;
 }

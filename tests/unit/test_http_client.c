@@ -1,7 +1,8 @@
 /* The CLI's HTTP/1.1 client: the response parser (src/lib/http1.c) fed whole, byte by byte and
  * malformed; then client.c against a fake paddockd on a real unix socket (a forked child that
  * answers with canned bytes): chunked uploads, a daemon that closes mid-body, an early answer
- * to an upload it will not read, and signals arriving while the client waits.
+ * to an upload it will not read, and signals arriving while the client waits; then the
+ * WebSocket handshake (wsclient.c) against good, refusing and broken answers.
  *
  * The unit-test build links only libpaddock.a, and the client lives in the CLI, so its sources
  * are compiled into this file (as test_supervise.c does with daemon files). */
@@ -10,6 +11,7 @@
 #include "lib/http1.h"
 #include "../../src/cli/tls.c"
 #include "../../src/cli/transport.c"
+#include "../../src/cli/wsclient.c"
 
 #include "unit.h"
 
@@ -157,6 +159,85 @@ static void test_http1_interim(void)
                      "HTTP/1.1 200 OK\r\n\r\nuntil the end",
                      200, "until the end", true);
         FAILS("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", -EPROTO);
+}
+
+/* The fields an on_field function saw, as "name=value;" each. */
+struct fields {
+        char seen[512];
+        size_t len;
+        int count, stop_at; /* stop_at > 0: refuse that field */
+};
+
+static int record_field(const char *name, size_t name_len, const char *value, size_t value_len,
+                        void *userdata)
+{
+        struct fields *f = userdata;
+        int n = snprintf(f->seen + f->len, sizeof(f->seen) - f->len, "%.*s=%.*s;", (int)name_len,
+                         name, (int)value_len, value);
+        if (n > 0 && (size_t)n < sizeof(f->seen) - f->len)
+                f->len += (size_t)n;
+        if (++f->count == f->stop_at)
+                return -ECANCELED;
+        return 0;
+}
+
+/* With upgrade set, a 101 is the final answer and ends at its empty line: what follows is the
+ * new protocol's (used says where it starts). Interim fields are not reported. */
+static void test_http1_upgrade(void)
+{
+        static const char t[] = "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n"
+                                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                "Connection: Upgrade\r\nSec-WebSocket-Accept:  abc= \r\n\r\n"
+                                "\x81\x02hi";
+        static const size_t steps[] = {1, 2, 3, 5, 7, sizeof(t) - 1};
+        for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
+                struct http1 p;
+                http1_init(&p);
+                p.upgrade = true;
+                struct fields f = {};
+                p.on_field = record_field;
+                p.field_data = &f;
+                struct got g = {};
+                size_t off = 0, end = 0;
+                while (off < sizeof(t) - 1 && !http1_complete(&p)) {
+                        size_t n = sizeof(t) - 1 - off < steps[i] ? sizeof(t) - 1 - off : steps[i];
+                        CHECK_EQ_INT(http1_feed(&p, t + off, n, collect, &g), 0);
+                        end = off + p.used;
+                        off += n;
+                }
+                CHECK(http1_complete(&p));
+                CHECK_EQ_INT(p.status, 101);
+                CHECK_EQ_INT(end, sizeof(t) - 1 - 4);
+                CHECK_EQ_INT(g.len, 0);
+                CHECK_EQ_STR(f.seen, "Upgrade=websocket;Connection=Upgrade;"
+                                     "Sec-WebSocket-Accept=abc=;");
+                http1_done(&p);
+        }
+        /* Asked to switch, refused: an ordinary response, body and all. */
+        struct http1 p;
+        http1_init(&p);
+        p.upgrade = true;
+        struct got g = {};
+        const char *no = "HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\nno";
+        CHECK_EQ_INT(http1_feed(&p, no, strlen(no), collect, &g), 0);
+        CHECK(http1_complete(&p) && p.status == 403 && g.len == 2);
+        CHECK_EQ_INT(p.used, strlen(no));
+        http1_done(&p);
+        /* Still strict about what frames a body, and a field function can stop the parse. */
+        http1_init(&p);
+        p.upgrade = true;
+        const char *bad = "HTTP/1.1 101 Switching\r\nTransfer-Encoding: gzip\r\n\r\n";
+        CHECK_EQ_INT(http1_feed(&p, bad, strlen(bad), collect, &g), -EPROTO);
+        http1_done(&p);
+        http1_init(&p);
+        struct fields f = {.stop_at = 2};
+        p.on_field = record_field;
+        p.field_data = &f;
+        const char *ok = "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\nContent-Length: 0\r\n\r\n";
+        CHECK_EQ_INT(http1_feed(&p, ok, strlen(ok), collect, &g), -ECANCELED);
+        CHECK(!http1_complete(&p) && f.count == 2);
+        CHECK_EQ_INT(http1_feed(&p, "x", 1, collect, &g), -ECANCELED);
+        http1_done(&p);
 }
 
 static void test_http1_close_delimited(void)
@@ -383,6 +464,7 @@ struct script {
         const char *answer; /* then write this ... */
         size_t answer_len;  /* (0: strlen) */
         int delay_ms;       /* ... after this long */
+        bool ws_accept;     /* answer is a format: its %s is the Sec-WebSocket-Accept due */
 };
 
 /* A child that accepts one connection on sock_path, plays s, and exits; the request it read is
@@ -423,7 +505,32 @@ static pid_t fake_daemon(const struct script *s)
         }
         if (s->delay_ms)
                 usleep((useconds_t)s->delay_ms * 1000);
-        if (s->answer)
+        char *answer = NULL;
+        if (s->ws_accept) {
+                req[len < cap ? len : cap - 1] = 0;
+                const char *k = strstr(req, "\r\nSec-WebSocket-Key: ");
+                char key[WS_KEY_LEN + 1] = "", accept[WS_ACCEPT_LEN + 1];
+                if (k)
+                        snprintf(key, sizeof(key), "%s", k + 21);
+                ws_accept_for(key, accept);
+                /* Every "%s" of the answer becomes the accept value. */
+                answer = malloc(strlen(s->answer) * (WS_ACCEPT_LEN + 1) + 1);
+                if (!answer)
+                        _exit(1);
+                char *o = answer;
+                for (const char *a = s->answer; *a; a++) {
+                        if (a[0] == '%' && a[1] == 's') {
+                                o = stpcpy(o, accept);
+                                a++;
+                        } else {
+                                *o++ = *a;
+                        }
+                }
+                *o = 0;
+        }
+        if (answer)
+                write_all(fd, answer, strlen(answer));
+        else if (s->answer)
                 write_all(fd, s->answer, s->answer_len ? s->answer_len : strlen(s->answer));
         _exit(0);
 }
@@ -732,6 +839,78 @@ static void test_client_escape(void)
         free(e);
 }
 
+/* ---- the WebSocket handshake (wsclient.c) ------------------------------------------------- */
+
+static const struct wslay_event_callbacks no_callbacks;
+
+static void test_wsc_handshake(void)
+{
+        struct client c;
+        client_open(&c, sock_path);
+        /* Switched: the frame bytes that came with the head are read first. */
+        struct script s = {.until = "\r\n\r\n", .ws_accept = true,
+                           .answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                     "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n"
+                                     "\x81\x02hi"};
+        pid_t pid = fake_daemon(&s);
+        struct wsc w;
+        CHECK_EQ_INT(wsc_open(&c, "/v1/envs/a/exec/ws", &no_callbacks, NULL, &w), 0);
+        char buf[8] = "";
+        CHECK_EQ_INT(transport_read(&w.conn, buf, sizeof(buf), false), 4);
+        CHECK(memcmp(buf, "\x81\x02hi", 4) == 0);
+        wsc_close(&w);
+        reap(pid);
+        char *seen = request_seen();
+        CHECK(strstr(seen, "GET /v1/envs/a/exec/ws HTTP/1.1\r\n") == seen);
+        CHECK(strstr(seen, "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"));
+        free(seen);
+
+        /* Refusals and broken answers all fail, with a message. */
+        static const char *const bad[] = {
+            /* the daemon's refusal, chunked or not */
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 49\r\n\r\n"
+            "{\"error\":{\"code\":\"not_found\",\"message\":\"no env\"}}",
+            "HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "b\r\n{\"error\":{}\r\n1\r\n}\r\n0\r\n\r\n",
+            /* a refusal cut off mid-body */
+            "HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\nfffffff\r\nxxxx",
+            /* a wrong, missing, doubled or overlong accept; no Upgrade header */
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            "Sec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            "Sec-WebSocket-Accept: %sAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+            /* not HTTP, a bare LF, a cut head, nothing */
+            "SSH-2.0-OpenSSH_9.6\r\n",
+            "HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\n\n",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: webs",
+            "",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                s.answer = bad[i];
+                pid = fake_daemon(&s);
+                w = (struct wsc){};
+                CHECK_EQ_INT(wsc_open(&c, "/v1/envs/a/exec/ws", &no_callbacks, NULL, &w), -1);
+                CHECK(w.ctx == NULL);
+                reap(pid);
+        }
+        /* A head that never ends is cut off at the parser's limit. */
+        size_t big = HTTP1_MAX_HEAD + 1024;
+        char *huge = malloc(big + 1);
+        memcpy(huge, "HTTP/1.1 101 Switching Protocols\r\nX: ", 37);
+        memset(huge + 37, 'a', big - 37);
+        huge[big] = 0;
+        s = (struct script){.until = "\r\n\r\n", .answer = huge};
+        pid = fake_daemon(&s);
+        CHECK_EQ_INT(wsc_open(&c, "/v1/envs/a/exec/ws", &no_callbacks, NULL, &w), -1);
+        reap(pid);
+        free(huge);
+        client_close(&c);
+}
+
 /* ---- --host URLs and fingerprints (transport.c, hostkey.c) --------------------------------- */
 
 static void test_endpoint_parse(void)
@@ -804,6 +983,7 @@ int main(void)
         RUN(test_http1_chunked);
         RUN(test_http1_no_body);
         RUN(test_http1_interim);
+        RUN(test_http1_upgrade);
         RUN(test_http1_close_delimited);
         RUN(test_http1_bad_status_line);
         RUN(test_http1_bad_headers);
@@ -830,6 +1010,7 @@ int main(void)
         RUN(test_client_early_answer);
         RUN(test_client_eintr);
         RUN(test_client_escape);
+        RUN(test_wsc_handshake);
         unlink(sock_path);
         unlink(req_path);
         rmdir(sock_dir);
