@@ -28,9 +28,11 @@ test("npm pack, install, type-check and run the docs example and the agent loop"
   run("npm", ["install", "--offline", "--no-audit", "--no-fund", path.join(proj, packed[0].filename)], { cwd: proj });
 
   // the LangChain example needs @langchain/core in the project: the pinned one, from the
-  // npm cache that npm ci filled
+  // npm cache that npm ci filled where it can, else from the registry (npm ci caches the
+  // tarballs of the lockfile but not the registry's package documents that an install by
+  // version needs: on a machine with an empty cache --offline fails)
   const lc = JSON.parse(await fsp.readFile(path.join(sdk, "package.json"), "utf8")).devDependencies["@langchain/core"];
-  run("npm", ["install", "--offline", "--no-audit", "--no-fund", "@langchain/core@" + lc], { cwd: proj });
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "@langchain/core@" + lc], { cwd: proj });
 
   const doc = await fsp.readFile(path.join(repo, "docs/sdk-js.md"), "utf8");
   const blocks = [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
