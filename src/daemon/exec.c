@@ -22,12 +22,15 @@
 static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
-/* Warm exec slots (join.h): after an exec into an environment the next exec's helper is forked
- * at once and waits, joined to its per-exec cgroup and the environment's namespaces; the next
- * exec hands it the command and skips the fork and the cgroup join (on cgroup v1 an RCU grace
- * period, the larger part of an exec's cost, more so on an idle machine). One per environment,
- * discarded when the environment stops or after SLOT_IDLE_MS unused, so environments nobody
- * execs into hold no extra process. */
+/* Warm exec slots (join.h): after an exec into an environment a helper is forked at once into
+ * its finished, empty per-exec group and the environment's namespaces, and stays: each next exec
+ * hands it the command and skips the fork, the cgroup join (on cgroup v1 an RCU grace period,
+ * the larger part of an exec's cost, more so on an idle machine) and the copy of the daemon's
+ * address space. The slot is busy while its command runs (a second exec at the same time takes
+ * the slow path) and free again once its group holds only the slot; a command that leaves a
+ * process behind, or dies with its group killed, costs the slot. One per environment, discarded
+ * when the environment stops or after SLOT_IDLE_MS unused, so environments nobody execs into
+ * hold no extra process. */
 #define SLOT_IDLE_MS 30000
 
 struct exec_slot {
@@ -35,7 +38,8 @@ struct exec_slot {
         char sub[32];
         struct engine *eng;
         struct env *env;
-        uint64_t born; /* now_ms() */
+        uint64_t born; /* now_ms() when made or last freed */
+        bool busy;     /* its command runs, in the slot's group */
         struct exec_slot *next;
 };
 
@@ -72,6 +76,7 @@ struct exec_session {
         struct audit_exec *audit; /* written when the command ends */
         bool idle_hold;           /* keeps its environment from idling (engine_idle.c) */
         pid_t pid;                /* host pid of the command */
+        bool via_slot;            /* its environment's slot spawned it: after_exec frees it */
         bool stdin_keep, stdin_closing; /* interactive stdin pipe (exec_stdin_write) */
         struct exec_session *next;
 };
@@ -133,6 +138,8 @@ static void session_free(struct exec_session *s)
         if (s->idle_hold)
                 engine_idle_hold(s->eng, s->env, false);
         supervise_abandon(s->sv, true);
+        if (s->via_slot)
+                after_exec(s); /* a start that failed after the slot spawned the command */
         audit_exec_free(s->audit);
         close_src(&s->in_src, &s->in_fd);
         close_src(&s->out_src, &s->out_fd);
@@ -508,9 +515,8 @@ int exec_stdin_close(struct exec_session *s)
         return 0;
 }
 
-/* used: the slot ran a command (its cgroup is the command's now); else kill it and remove its
- * group. */
-static void slot_free(struct exec_slot *sl, bool used)
+/* Kill the slot; remove its group too unless a command of it may still run there. */
+static void slot_free(struct exec_slot *sl)
 {
         for (struct exec_slot **p = &slots; *p; p = &(*p)->next)
                 if (*p == sl) {
@@ -518,8 +524,8 @@ static void slot_free(struct exec_slot *sl, bool used)
                         break;
                 }
         env_set_exec_slot(sl->env, NULL);
-        if (!used) {
-                join_slot_discard(&sl->js);
+        join_slot_discard(&sl->js);
+        if (!sl->busy) {
                 int r = cgroup_env_destroy(engine_cgroups(sl->eng), env_cgroup(sl->env), sl->sub);
                 if (r < 0 && r != -ENOENT)
                         log_debug("%s: removing the exec slot's group %s: %s", env_name(sl->env),
@@ -536,8 +542,8 @@ static void on_sweep(struct loop_timer *t, void *data)
         uint64_t now = now_ms();
         for (struct exec_slot *sl = slots, *next; sl; sl = next) {
                 next = sl->next;
-                if (now - sl->born >= SLOT_IDLE_MS)
-                        slot_free(sl, false);
+                if (!sl->busy && now - sl->born >= SLOT_IDLE_MS)
+                        slot_free(sl);
         }
         if (slots)
                 sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
@@ -585,7 +591,20 @@ static void on_after_exec(struct loop_timer *t, void *data)
         struct after_exec *a = data;
         struct cgroup_manager *m = engine_cgroups(a->eng);
         struct env *v = engine_find(a->eng, a->env);
-        bool reuse = v && !env_exec_slot(v) && env_running(v) && !env_paused(v) &&
+        struct exec_slot *sl = v ? env_exec_slot(v) : NULL;
+        if (sl && sl->busy && !strcmp(sl->sub, a->sub)) {
+                /* The slot ran this command: free again if nothing else is left in its group. */
+                if (env_running(v) && !env_paused(v) && !strcmp(env_cgroup(v), a->cg) &&
+                    cgroup_env_holds_only(m, a->cg, a->sub, sl->js.pid) == 1) {
+                        sl->busy = false;
+                        sl->born = now_ms();
+                        free(a);
+                        return;
+                }
+                slot_free(sl); /* busy: the group stays for what is left in it */
+                sl = NULL;
+        }
+        bool reuse = v && !sl && env_running(v) && !env_paused(v) &&
                      !strcmp(env_cgroup(v), a->cg) && cgroup_env_busy(m, a->cg, a->sub) == 0;
         if (!reuse || !slot_prepare(a->eng, v, a->sub)) {
                 int r = cgroup_env_prune(m, a->cg, a->sub);
@@ -597,6 +616,7 @@ static void on_after_exec(struct loop_timer *t, void *data)
 
 static void after_exec(struct exec_session *s)
 {
+        s->via_slot = false;
         struct after_exec *a = calloc(1, sizeof(*a));
         if (a) {
                 a->eng = s->eng;
@@ -614,13 +634,13 @@ void exec_slot_discard(struct env *v)
 {
         struct exec_slot *sl = env_exec_slot(v);
         if (sl)
-                slot_free(sl, false);
+                slot_free(sl);
 }
 
 void exec_slots_shutdown(void)
 {
         while (slots)
-                slot_free(slots, false);
+                slot_free(slots);
         loop_cancel_timer(sweep_timer);
         sweep_timer = NULL;
 }
@@ -716,17 +736,20 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         pid_t pid = -1;
         int r = -ENOMEM;
         struct exec_slot *slot = envp ? env_exec_slot(v) : NULL;
+        if (slot && slot->busy)
+                slot = NULL;
         if (slot) {
                 char fresh[sizeof(s->sub)];
                 snprintf(fresh, sizeof(fresh), "%s", s->sub);
                 snprintf(s->sub, sizeof(s->sub), "%s", slot->sub);
                 r = join_slot_run(&slot->js, &jc, &pid, err, errlen);
                 if (r == 0) {
-                        slot_free(slot, true);
+                        slot->busy = true;
+                        s->via_slot = true;
                 } else {
                         if (r != -E2BIG) {
                                 log_debug("%s: exec slot: %s", s->env, err);
-                                slot_free(slot, false);
+                                slot_free(slot);
                         }
                         snprintf(s->sub, sizeof(s->sub), "%s", fresh);
                 }

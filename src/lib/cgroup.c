@@ -585,6 +585,17 @@ int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub)
         return r < 0 ? r : s.n > 0;
 }
 
+int cgroup_env_holds_only(struct cgroup_manager *m, const char *env, const char *sub, pid_t pid)
+{
+        if (!names_valid(env, sub) || pid <= 0)
+                return -EINVAL;
+        struct pid_set s = {0};
+        int r = collect_all(m, env, sub, &s);
+        bool only = r >= 0 && s.n == 1 && s.p[0] == pid;
+        free(s.p);
+        return r < 0 ? r : only;
+}
+
 int cgroup_env_freeze(struct cgroup_manager *m, const char *env, bool frozen)
 {
         if (!names_valid(env, NULL))

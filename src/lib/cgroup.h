@@ -75,6 +75,9 @@ int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
 /* 1 if env/sub (sub may be NULL) holds a process in any hierarchy, 0 if none, -ENOENT if it
  * does not exist. */
 int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub);
+/* 1 if pid is the only process in env/sub (and its descendants) in every hierarchy, else 0;
+ * -ENOENT if the group does not exist. */
+int cgroup_env_holds_only(struct cgroup_manager *m, const char *env, const char *sub, pid_t pid);
 /* List env groups present in the subtree (for cleanup after a crash). Caller frees each
  * string and the array. */
 int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n);

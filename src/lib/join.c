@@ -15,8 +15,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-extern char **environ;
-
 static bool parse_id(const char *s, size_t len, unsigned *ret)
 {
         if (len == 0 || len > 5)
@@ -212,7 +210,7 @@ _Noreturn void join_command_main(const struct join_config *c)
                 has_user |= strncmp(c->envp[n], "USER=", 5) == 0;
                 has_logname |= strncmp(c->envp[n], "LOGNAME=", 8) == 0;
         }
-        char **env = calloc(n + 4, sizeof(char *));
+        char **env = c->envp_room ? c->envp_room : calloc(n + 4, sizeof(char *));
         if (!env)
                 _exit(126);
         memcpy(env, c->envp, n * sizeof(char *));
@@ -232,8 +230,8 @@ _Noreturn void join_command_main(const struct join_config *c)
                 if (!has_logname && BUF_PRINTF(lognamevar, "LOGNAME=%s", uname) >= 0)
                         env[n++] = lognamevar;
         }
-        environ = env;
-        execvp(c->argv[0], c->argv);
+        env[n] = NULL; /* envp_room may hold a longer list from an earlier command */
+        execvpe(c->argv[0], c->argv, env);
         int e = errno;
         cmd_fail(e == ENOENT ? 127 : 126, c->argv[0],
                  e == ENOENT ? "command not found" : strerror(e));

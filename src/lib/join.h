@@ -33,27 +33,34 @@ struct join_config {
          * (and if that fails) its errors go to stderr_fd. */
         int pty_sock;
         unsigned cols, rows; /* initial window size; 0 = the kernel's default */
+        /* NULL, or room for envp's count + 4 pointers: the command's final environment is
+         * built there instead of on the heap (a warm slot's command shares the slot's memory
+         * until its execve, and must leave nothing allocated in it). */
+        char **envp_room;
 };
 
 /* Returns the host pid of the command process (a child of the caller). */
 int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, size_t errlen);
 
-/* A warm exec slot (join_slot.c): the helper above forked ahead of time. It joins its per-exec
- * cgroup (c->cgroup_sub) and every namespace of PID 1 except the user namespace, then waits for
- * one command; the fork and the cgroup join (an RCU grace period on cgroup v1) are then off the
- * exec's path. join_slot_start uses only c's env_pidfd and cgroup fields. */
+/* A warm exec slot (join_slot.c): the helper above forked ahead of time and kept. It joins
+ * its per-exec cgroup (c->cgroup_sub) and every namespace of PID 1 except the user namespace,
+ * then runs commands one at a time, each in that group; the fork and the cgroup join (an RCU
+ * grace period on cgroup v1) are off the exec's path, and its commands are spawned without
+ * copying the daemon's address space. join_slot_start uses only c's env_pidfd and cgroup
+ * fields. */
 struct join_slot {
-        pid_t pid; /* the slot, a child of the caller; 0 once used or discarded */
+        pid_t pid; /* the slot, a child of the caller; 0 once discarded */
         int sock;  /* the caller's end of its socket */
 };
 int join_slot_start(const struct join_config *c, struct join_slot *ret);
 /* Hand the slot c's command (argv, envp, cwd, user, profile, stdio, terminal; its cgroup is
- * the slot's). 0 with the command's host pid (a child of the caller); -E2BIG if the command is
- * too big for a slot (the slot is left as it was); -ESTALE if the slot failed (it is used up:
- * run the command with env_join_exec instead). */
+ * the slot's). 0 with the command's host pid (a child of the caller; the slot stays, in the
+ * command's group, for the next command); -E2BIG if the command is too big for a slot (the
+ * slot is left as it was); -ESTALE if the slot failed (it is discarded: run the command with
+ * env_join_exec instead). */
 int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *ret_pid,
                   char *errbuf, size_t errlen);
-/* Kill and reap an unused slot. */
+/* Kill and reap the slot (idempotent). */
 void join_slot_discard(struct join_slot *slot);
 
 /* Look up user in a passwd-format file (untrusted: bounded, never blocks, no NSS). */

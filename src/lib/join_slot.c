@@ -1,13 +1,19 @@
-/* Warm exec slots: the exec helper of join.c, forked ahead of time (see join.h).
+/* Warm exec slots: the exec helper of join.c, forked ahead of time and kept (see join.h).
  *
  * The slot joins its per-exec cgroup (on cgroup v1 the first cgroup.procs write waits for an
  * RCU grace period: milliseconds, more on an idle machine) and every namespace of PID 1 but the
- * user namespace, then blocks reading one message from its socket: the command (argv, envp,
- * working directory, user, terminal size, profile) with its stdin/stdout/stderr (and the pty
- * socket) as SCM_RIGHTS. Only then does it enter the user namespace and clone the command, the
- * same way join.c's helper does. While it waits it is host root in the initial user namespace,
- * not dumpable and outside the environment's pid namespace: nothing in the environment can see,
- * trace or signal it. */
+ * user namespace, then serves commands one at a time: it blocks reading one message from its
+ * socket (argv, envp, working directory, user, terminal size, profile, with stdin/stdout/stderr
+ * and the pty socket as SCM_RIGHTS), spawns the command and answers with its pid.
+ *
+ * The command is cloned with CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of the
+ * slot's page tables (a fork of the daemon) and nothing to tear down at its execve, which are
+ * most of a fork's cost. The slot sleeps until the command has exec'd or died; the command
+ * enters the user namespace itself, so the slot never does. While it waits the slot is host
+ * root in the initial user namespace, not dumpable and outside the environment's pid namespace:
+ * nothing in the environment can see, trace or signal it. Until its execve the command shares
+ * that non-dumpable memory; it touches only its own stack and the message's buffers, and
+ * allocates nothing that would outlive it in the slot's heap. */
 #include "lib/join.h"
 #include "lib/join_internal.h"
 #include "lib/util.h"
@@ -16,6 +22,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -26,8 +33,14 @@
  * through join.c's helper instead (join_slot_run answers -E2BIG before touching the slot). */
 #define SLOT_BLOB_MAX (96u * 1024u)
 #define SLOT_MAX_STRINGS 8192u
+/* Where the command's final environment goes in the slot's string table: after the strings,
+ * argv and envp that receive() lays out (at most 2 * (SLOT_MAX_STRINGS + 3) + 3 pointers). */
+#define SLOT_ENV_ROOM (2u * SLOT_MAX_STRINGS + 16u)
 /* How long join_slot_run waits for the slot's answer: it may still be joining its cgroup. */
 #define SLOT_ANSWER_MS 10000
+/* The command's stack until its execve: passwd_lookup's 64 KiB buffer and execvp's path
+ * buffer, with a wide margin. Untouched pages cost nothing. */
+#define SLOT_STACK_SIZE (1024u * 1024u)
 
 static _Noreturn void slot_main(const struct join_config *c, int sock);
 
@@ -141,18 +154,19 @@ int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *re
         ssize_t got = pr > 0 ? recv(slot->sock, &rep, sizeof(rep), 0) : -1;
         bool answered = got == (ssize_t)sizeof(rep);
         if (!answered) {
-                kill(slot->pid, SIGKILL); /* stuck (a frozen group) or broken */
-                rep.err = pr == 0 ? -ETIMEDOUT : -EIO;
+                rep.err = pr == 0 ? -ETIMEDOUT : -EIO; /* stuck (a frozen group) or broken */
+                rep.pid = 0;
                 snprintf(rep.msg, sizeof(rep.msg), "exec slot: %s", strerror(-rep.err));
         }
-        while (waitpid(slot->pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-        close(slot->sock);
-        slot->pid = 0;
-        slot->sock = -EBADF;
         if (n < 0 && answered && rep.err == 0)
                 rep.err = -EIO; /* cannot happen: it answered a command it never got */
         if (rep.err < 0 || rep.pid <= 0) {
+                /* A command that died before its execve (the user namespace refused it) is our
+                 * child all the same. */
+                if (answered && rep.pid > 0)
+                        while (waitpid(rep.pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                join_slot_discard(slot);
                 rep.msg[sizeof(rep.msg) - 1] = 0;
                 snprintf(errbuf, errlen, "%s", rep.msg[0] ? rep.msg : "exec slot failed");
                 return -ESTALE;
@@ -226,11 +240,45 @@ static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
         return 1;
 }
 
+/* What the command's clone shares with the slot (CLONE_VM): read by the slot once the command
+ * has exec'd or died. */
+struct spawn {
+        const struct join_config *cmd;
+        int env_pidfd, sock;
+        int err; /* set by the command if it could not enter the user namespace */
+};
+
+/* The command, on the slot's spare stack until its execve. */
+static int command_start(void *data)
+{
+        struct spawn *sp = data;
+        if (setns(sp->env_pidfd, CLONE_NEWUSER) < 0) {
+                sp->err = -errno;
+                _exit(126);
+        }
+        close(sp->sock);
+        close(sp->env_pidfd);
+        join_command_main(sp->cmd);
+}
+
+static void close_command_fds(const struct join_config *cmd)
+{
+        int fds[] = {cmd->stdin_fd, cmd->stdout_fd, cmd->stderr_fd, cmd->pty_sock};
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+}
+
 static _Noreturn void slot_main(const struct join_config *c, int sock)
 {
         int r;
         prctl(PR_SET_DUMPABLE, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* The daemon's handlers are still installed: none may run here, least of all on the
+         * command's stack. The command clears the mask and the handlers (reset_signals). */
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
                 join_helper_fail(sock, r, "join cgroup");
         int keep[] = {c->env_pidfd, sock};
@@ -238,30 +286,42 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
         if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
                                         CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
                 join_helper_fail(sock, -errno, "enter namespaces");
-        /* Forked from the daemon: its heap is ours to use, nothing else runs here. */
+        /* Forked from the daemon: its heap is ours to use, nothing else runs here. strs holds
+         * the message's strings, argv and envp, then room for the command's final environment
+         * (join_command_main adds up to 3 variables and may not allocate). */
         char *blob = malloc(SLOT_BLOB_MAX);
-        char **strs = calloc(2 * SLOT_MAX_STRINGS + 8, sizeof(char *));
-        if (!blob || !strs)
+        char **strs = calloc(SLOT_ENV_ROOM + SLOT_MAX_STRINGS + 16, sizeof(char *));
+        void *stack = mmap(NULL, SLOT_STACK_SIZE, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (!blob || !strs || stack == MAP_FAILED)
                 join_helper_fail(sock, -ENOMEM, "exec slot");
-        struct join_config cmd = {.env_pidfd = -EBADF};
-        r = receive(sock, &cmd, blob, strs);
-        if (r == 0)
-                _exit(0);
-        if (r < 0)
-                join_helper_fail(sock, r, "exec slot message");
-        if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
-                join_helper_fail(sock, -errno, "enter user namespace");
-        /* CLONE_PARENT: the daemon, not this slot, becomes the parent and reaps it. */
-        struct clone_args args = {.flags = CLONE_PARENT};
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-        if (pid < 0)
-                join_helper_fail(sock, -errno, "clone");
-        if (pid == 0) {
-                close(sock);
-                close(c->env_pidfd);
-                join_command_main(&cmd);
+        /* The lowest page stays unmapped: a guard against the stack running into the heap. */
+        if (mprotect(stack, 4096, PROT_NONE) < 0)
+                join_helper_fail(sock, -errno, "exec slot");
+        for (;;) {
+                struct join_config cmd = {.env_pidfd = -EBADF};
+                r = receive(sock, &cmd, blob, strs);
+                if (r == 0)
+                        _exit(0);
+                if (r < 0)
+                        join_helper_fail(sock, r, "exec slot message");
+                cmd.envp_room = strs + SLOT_ENV_ROOM;
+                struct spawn sp = {.cmd = &cmd, .env_pidfd = c->env_pidfd, .sock = sock};
+                /* CLONE_PARENT: the daemon, not this slot, becomes the parent and reaps it. */
+                pid_t pid = clone(command_start, (char *)stack + SLOT_STACK_SIZE,
+                                  CLONE_VM | CLONE_VFORK | CLONE_PARENT, &sp);
+                int e = errno;
+                close_command_fds(&cmd);
+                if (pid < 0)
+                        join_helper_fail(sock, -e, "clone");
+                struct helper_report rep = {.pid = pid, .err = sp.err};
+                if (sp.err < 0) {
+                        snprintf(rep.msg, sizeof(rep.msg), "enter user namespace: %s",
+                                 strerror(-sp.err));
+                        (void)!write(sock, &rep, sizeof(rep));
+                        _exit(1);
+                }
+                if (write(sock, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+                        _exit(1);
         }
-        struct helper_report rep = {.pid = pid};
-        (void)!write(sock, &rep, sizeof(rep));
-        _exit(0);
 }
