@@ -58,6 +58,12 @@ def test_one_slot_serves_the_execs_that_follow_and_carries_nothing_over(daemon):
     assert "LEFTOVER_" not in res["stdout"], res["stdout"]
     assert res["stdout"].endswith("\n0\n/workspace\n"), res["stdout"]
     assert "HOME=/root\n" in res["stdout"], res["stdout"]
+    # the command is looked up in the PATH the exec gives, not in the daemon's
+    daemon.sh("ser", "mkdir -p /tmp/own && printf '#!/bin/sh\\necho own\\n' > /tmp/own/mine "
+                     "&& chmod +x /tmp/own/mine")
+    res = daemon.exec("ser", ["mine"], env={"PATH": "/tmp/own:/bin"})
+    assert res["exit_code"] == 0 and res["stdout"] == "own\n", res
+    assert daemon.exec("ser", ["mine"])["exit_code"] == 127
     assert slots(daemon, "ser") == [pid]
 
 
