@@ -243,9 +243,6 @@ static void env_kill_sync(struct engine *e, struct env *v)
          * finishes exiting only once every process of the namespace is reaped, and the commands
          * exec'd into it are our children (CLONE_PARENT): reap them while waiting. */
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
-        /* The warm exec slot is not in the pid namespace and would go after PID 1
-         * (env_mark_stopped): killing and reaping it now overlaps with PID 1's end. */
-        exec_slot_discard(v);
         for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
                 exec_reap_env(v->row.name, 0);
                 struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
