@@ -144,8 +144,8 @@ int userns_create(uint32_t base, uint32_t count, int *ret_fd)
          * pause() on a stack of its own, so sharing is safe. Not CLONE_VFORK: we must run
          * while it lives. */
         static char stack[16384] __attribute__((aligned(16)));
-        pid_t pid = clone(userns_holder, stack + sizeof(stack), CLONE_VM | CLONE_NEWUSER | SIGCHLD,
-                          NULL);
+        pid_t pid =
+            clone(userns_holder, stack + sizeof(stack), CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
         if (pid < 0)
                 return -errno;
         int r = write_map(pid, "uid_map", base, count);
