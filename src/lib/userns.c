@@ -144,10 +144,17 @@ int userns_create(uint32_t base, uint32_t count, int *ret_fd)
          * pause() on a stack of its own, so sharing is safe. Not CLONE_VFORK: we must run
          * while it lives. */
         static char stack[16384] __attribute__((aligned(16)));
+        /* Blocked before the clone, so not even a signal arriving before the child's own
+         * sigprocmask runs a handler there. */
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
         pid_t pid =
             clone(userns_holder, stack + sizeof(stack), CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &old, NULL);
         if (pid < 0)
-                return -errno;
+                return -e;
         int r = write_map(pid, "uid_map", base, count);
         if (r >= 0)
                 r = write_map(pid, "gid_map", base, count);
