@@ -34,6 +34,7 @@ struct engine_config {
         struct lxcfs *lxcfs;      /* the virtualized /proc files (daemon/lxcfs.h), or NULL */
         const char *cgroup_scope; /* the systemd scope environments are in (sdscope.h), or NULL */
         const char *cgroup_scope_error; /* why there is none where systemd wanted one, or NULL */
+        unsigned long long nofile_at_start; /* RLIMIT_NOFILE soft limit paddockd was started with */
 };
 
 /* What an idle environment becomes: IDLE_DEFAULT is pause for a sandbox, stop for a computer. */

@@ -9,6 +9,7 @@
 #include "lib/util.h"
 
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <sys/sysmacros.h>
 
 static json_t *time_json(int64_t t)
@@ -141,6 +142,10 @@ json_t *engine_env_json_listed(struct engine *e, struct env *v)
         return env_json(e, v, true);
 }
 
+/* Open files the daemon wants for MAX_ENVS running environments (a pidfd each) with room for
+ * connections, execs and helpers; below it, a fallback is reported. */
+#define NOFILE_WANTED (MAX_ENVS + 1024)
+
 /* What this host's kernel or set-up makes the daemon do instead of the best way (item 6 of the
  * operations issue): one sentence each, [] when none. */
 static json_t *fallbacks_json(const struct engine *e, const struct storage_info *si)
@@ -162,6 +167,14 @@ static json_t *fallbacks_json(const struct engine *e, const struct storage_info 
                 json_array_append_new(a, json_string(
                     "no idmapped mounts: each environment's files are chowned to its id range "
                     "when it is created"));
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < NOFILE_WANTED) {
+                snprintf(buf, sizeof(buf),
+                         "open files limited to %llu (hard limit): fewer than %d environments "
+                         "may run at once; raise LimitNOFILE or the hard ulimit -n",
+                         (unsigned long long)rl.rlim_cur, MAX_ENVS);
+                json_array_append_new(a, json_string(buf));
+        }
         int abi = landlock_abi();
         if (abi <= 0) {
                 json_array_append_new(a, json_string(
@@ -203,6 +216,14 @@ json_t *engine_system_json(struct engine *e)
                 json_object_set_new(j, "cgroup_scope", e->cfg.cgroup_scope
                                                            ? json_string(e->cfg.cgroup_scope)
                                                            : json_null());
+        /* RLIMIT_NOFILE: its soft limit now (raised to the hard one at start, main.c), the hard
+         * one, and the soft one the daemon was started with */
+        struct rlimit rl;
+        if (j && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+                json_object_set_new(j, "open_files",
+                                    json_pack("{s:I,s:I,s:I}", "limit", (json_int_t)rl.rlim_cur,
+                                              "hard", (json_int_t)rl.rlim_max, "at_start",
+                                              (json_int_t)e->cfg.nofile_at_start));
         /* idle stop since the daemon started (engine_idle.c) */
         if (j)
                 json_object_set_new(j, "idle",

@@ -30,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -671,6 +672,31 @@ static void own_exe(char *buf, size_t size)
                 buf[len - dl] = 0;
 }
 
+/* Every running environment holds an fd (its PID 1's pidfd) for as long as it runs, and each
+ * request, exec and helper a few more: a daemon started by hand under the usual soft limit of
+ * 1,024 would fail creates with EMFILE long before MAX_ENVS. Raising the soft limit up to the
+ * hard one needs no privilege (the unit sets both, LimitNOFILE=65536: nothing to do there).
+ * Returns the soft limit at start; the API shows both (GET /v1/system, "open_files"). */
+static unsigned long long raise_nofile(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+                log_warn("open files limit: %s", strerror(errno));
+                return 0;
+        }
+        unsigned long long was = rl.rlim_cur;
+        if (rl.rlim_cur == rl.rlim_max)
+                return was;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warn("open files: cannot raise the soft limit %llu to the hard one %llu: %s",
+                         was, (unsigned long long)rl.rlim_max, strerror(errno));
+        else
+                log_info("open files: soft limit raised from %llu to the hard limit %llu", was,
+                         (unsigned long long)rl.rlim_max);
+        return was;
+}
+
 int main(int argc, char **argv)
 {
         struct options o = {0};
@@ -690,6 +716,7 @@ int main(int argc, char **argv)
         /* Not dumpable: no core file or /proc/PID/mem of a process that holds every token and
          * secret. Exec helpers also run in this memory and would set it anyway (join.c). */
         prctl(PR_SET_DUMPABLE, 0);
+        unsigned long long nofile_at_start = raise_nofile();
         int sr = seccomp_precompile();
         if (sr < 0) {
                 log_error("compiling the seccomp profiles: %s", strerror(-sr));
@@ -800,7 +827,8 @@ int main(int argc, char **argv)
                                    .storage = storage,
                                    .apt_dir = o.apt_dir,
                                    .cgroup_scope = scope[0] ? scope : NULL,
-                                   .cgroup_scope_error = scope_err[0] ? scope_err : NULL};
+                                   .cgroup_scope_error = scope_err[0] ? scope_err : NULL,
+                                   .nofile_at_start = nofile_at_start};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));
