@@ -34,6 +34,8 @@ struct network {
         struct nft_denied *denied;
         size_t n_denied;
         uint64_t denied_at_ms; /* 0: none yet */
+        /* /proc/sys/net/ipv4/conf of the daemon's namespace, opened once (see route_localnet) */
+        int conf_fd;
 };
 
 #define DENIED_CACHE_MS 1000
@@ -115,12 +117,14 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
                 return -ENOMEM;
         n->cfg = *c;
         n->envs = *envs;
+        n->conf_fd = open("/proc/sys/net/ipv4/conf", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         n->hash_seed = fnv1a(FNV1A_INIT, c->root);
         n->gateway.s_addr = htonl(ntohl(c->subnet.s_addr) + 1);
         int r = nft_open(c->table, c->subnet, c->prefix, n->gateway, c->ipv6 ? &c->subnet6 : NULL,
                          c->prefix6, &n->nft);
         if (r < 0) {
                 snprintf(err, errlen, "nftables table %s: %s", c->table, strerror(-r));
+                closep(&n->conf_fd);
                 free(n);
                 return r;
         }
@@ -129,6 +133,7 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
                 snprintf(err, errlen, "DNS resolver on %s:53: %s", inet_ntoa(n->gateway),
                          strerror(-r));
                 nft_close(n->nft);
+                closep(&n->conf_fd);
                 free(n);
                 return r;
         }
@@ -142,6 +147,7 @@ void network_free(struct network *n)
                 return;
         dns_resolver_stop(n->dns);
         nft_close(n->nft); /* the table stays: running environments keep their policy */
+        closep(&n->conf_fd);
         free(n->ports);
         free(n->denied);
         free(n);
@@ -154,9 +160,18 @@ void network_free(struct network *n)
  * veth accepts packets to or from 127.0.0.0/8, is closed by the firewall: the input chain drops
  * every new packet from a "pdk*" link except DNS to the resolver, and each environment's chain
  * drops any source but its own address (docs/network.md). */
-static int route_localnet(const char *ifname)
+/* Relative to conf_fd: every network namespace has its own "net", "ipv4" and "conf" dentries
+ * under the one /proc/sys, same name and parent, so looking them up by path compares against
+ * all of them (proc_sys_compare), a cost that grew with the number of environments (~0.6 ms at
+ * 300 networked ones). Below conf/ the names are this namespace's own. */
+static int route_localnet(struct network *n, const char *ifname)
 {
         char path[80];
+        if (n->conf_fd >= 0) {
+                if (BUF_PRINTF(path, "%s/route_localnet", ifname) < 0)
+                        return -ENAMETOOLONG;
+                return write_file_at(n->conf_fd, path, "1");
+        }
         if (BUF_PRINTF(path, "/proc/sys/net/ipv4/conf/%s/route_localnet", ifname) < 0)
                 return -ENAMETOOLONG;
         return write_file_at(AT_FDCWD, path, "1");
@@ -193,7 +208,7 @@ static int apply_policy(struct network *n, const char *env, struct in_addr addr,
         }
         if (p->mode == NET_NONE)
                 return 0;
-        r = route_localnet(ifname);
+        r = route_localnet(n, ifname);
         if (r < 0)
                 log_warn("%s: route_localnet on %s: %s (published ports will not answer on "
                          "127.0.0.1)", env, ifname, strerror(-r));

@@ -229,16 +229,23 @@ static int v1_kill_fast(struct cgroup_manager *m, const char *env, const char *s
 }
 
 /* Missing controller or file reads as 0, like on v2. */
+/* One file of the group, opened by "ENV/FILE" from the subtree (no open and close of the
+ * group's directory: a listing reads this for every environment). env is a checked name (no
+ * "/" or ".."); cgroupfs has no symlinks. A missing file or group reads as 0, like a missing
+ * file did (v1_stats has found the memory group before). */
 static int stat_u64(struct cgroup_manager *m, const char *controller, const char *env,
                     const char *file, const char *key, uint64_t *ret)
 {
-        _cleanup_close_ int fd = -EBADF;
-        int r = open_ctl_group(m, controller, env, NULL, &fd);
-        if (r == -EOPNOTSUPP)
+        const struct cg_hier *h = cg_find_hier(m, controller);
+        if (!h)
                 return 0;
-        if (r < 0)
-                return r;
-        r = key ? cg_read_keyed_u64(fd, file, key, ret) : cg_read_u64(fd, file, ret);
+        if (!cg_name_valid(env))
+                return -EINVAL;
+        char path[PATH_MAX];
+        if (BUF_PRINTF(path, "%s/%s", env, file) < 0)
+                return -ENAMETOOLONG;
+        int r = key ? cg_read_keyed_u64(h->subtree_fd, path, key, ret)
+                    : cg_read_u64(h->subtree_fd, path, ret);
         return r == -ENOENT || r == -ENODATA ? 0 : r;
 }
 

@@ -36,7 +36,7 @@
  *                         entry is dropped); to "pdk*" only established/related or DNATed (and
  *                         no IPv6 at all without a v6 subnet).
  *   chain env_<e>         per environment (comment "env:<name>"), see env_chain_rules().
- *   sets allow4_<e>       ipv4_addr, timeout: learned addresses, any port.
+ *   sets allow4_<e>       (allow policy only) ipv4_addr, timeout: learned addresses, any port.
  *        allowp4_<e>      ipv4_addr . inet_service, timeout: learned address + port pairs.
  *        allow6_<e>, allowp6_<e>  the same for IPv6 (only with a v6 subnet).
  *   counter denied_<e>    every drop of this environment's traffic, v4 and v6.
@@ -48,8 +48,10 @@
  * picture (an entry pointing elsewhere: EBUSY); nft_env_remove (orphans) always lists them, and
  * nft_env_list lists chain headers only. What remains per call is libnftables' own cache
  * refresh of the table's chains, sets and counters, which 1.0.6 redoes after every change
- * (~0.5 ms with a few environments, ~9 ms with 1,000: 1 chain, 4 sets and 1 counter each; no
- * anonymous sets, the constants are the shared sets tcp_udp and dns_ports). Re-applying many
+ * (~0.5 ms with a few environments, ~9 ms with 1,000 when each had 1 chain, 2 or 4 sets and 1
+ * counter; an open environment now has no sets, and there are no anonymous sets: the constants
+ * are the shared sets tcp_udp and dns_ports), and the kernel's validation of the whole table
+ * on a commit that adds a jump (nft_chain_validate, every environment's chain). Re-applying many
  * environments at once goes through nft_batch_begin/end (one refresh per BATCH_MAX). Counters
  * are read over netlink without libnftables (nft_env_denied: one get; nft_denied_all: one dump
  * of all), never by a "list", which would fetch every rule of the table.
@@ -824,6 +826,17 @@ static void env_sets(struct sbuf *b, const struct nft *n, const struct env_names
         }
 }
 
+/* Delete the environment's learned sets, all four (a daemon that ran with IPv6 before may have
+ * left the v6 ones); "add" before each "delete" makes deleting what is not there a no-op. */
+static void env_sets_delete(struct sbuf *b, const struct nft *n, const struct env_names *nm)
+{
+        env_sets(b, n, nm, false, true);
+        sb(b, "delete set inet %s %s\n", n->table, nm->allow4);
+        sb(b, "delete set inet %s %s\n", n->table, nm->allowp4);
+        sb(b, "delete set inet %s %s\n", n->table, nm->allow6);
+        sb(b, "delete set inet %s %s\n", n->table, nm->allowp6);
+}
+
 static int env_valid(const struct nft *n, const struct nft_env *e)
 {
         if (!ifname_valid(e->host_ifname) || !in_subnet(n, e->addr) || (e->n_links && !e->links) ||
@@ -950,10 +963,17 @@ static int env_apply(struct nft *n, const struct nft_env *e, const struct env_na
          * The chain is flushed and refilled in the same transaction, so no packet ever sees a
          * half-built or empty chain. */
         sb(&b, "add counter inet %s %s\n", t, nm->counter);
-        env_sets(&b, n, nm, e->flush_learned, false);
+        if (e->mode == NET_ALLOW)
+                env_sets(&b, n, nm, e->flush_learned, false);
         sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm->chain, nm->name);
         sb(&b, "flush chain inet %s %s\n", t, nm->chain);
         env_chain_rules(&b, n, nm, e);
+        /* An open environment learns nothing: no sets. Each set is one more object in the
+         * cache libnftables refetches on every change, for every environment (two or four of
+         * an environment's four to six objects). Those of an earlier allow policy (or of a
+         * daemon before this one) go here, after the flush above dropped the rules using them. */
+        if (e->mode == NET_OPEN)
+                env_sets_delete(&b, n, nm);
         if (listed) {
                 int r = drop_ifname_entries(n, &b, "envs", nm->chain, e->host_ifname);
                 if (r >= 0)
@@ -1004,11 +1024,7 @@ static void env_objects_delete(struct sbuf *b, const struct nft *n, const struct
 {
         const char *t = n->table;
         sb(b, "add chain inet %s %s\ndelete chain inet %s %s\n", t, nm->chain, t, nm->chain);
-        env_sets(b, n, nm, false, true);
-        sb(b, "delete set inet %s %s\n", t, nm->allow4);
-        sb(b, "delete set inet %s %s\n", t, nm->allowp4);
-        sb(b, "delete set inet %s %s\n", t, nm->allow6);
-        sb(b, "delete set inet %s %s\n", t, nm->allowp6);
+        env_sets_delete(b, n, nm);
         sb(b, "add counter inet %s %s\ndelete counter inet %s %s\n", t, nm->counter, t,
            nm->counter);
 }

@@ -642,6 +642,7 @@ NETNS_TEST(test_nft_open_mode__behaviour)
         dump_table("open environment \"box\"");
         CHECK(table_has("chain", "env_box"));
         CHECK(table_has("counter", "denied_box"));
+        CHECK(!table_has("set", "allow4_box")); /* open: nothing to learn, no sets */
         CHECK_EQ_INT(denied(n, "box"), 0);
 
         CHECK(reach(t.env, "198.51.100.1", 80, "net"));
@@ -750,9 +751,11 @@ NETNS_TEST(test_nft_allow_mode__behaviour)
         CHECK(!reach(t.env, "203.0.113.1", 80, "net"));
         CHECK(reach(t.env, "198.51.100.1", 80, "net"));
 
-        /* Switching to open in place. */
+        /* Switching to open in place: an open environment has no learned sets. */
         e.mode = NET_OPEN;
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK(!table_has("set", "allow4_box"));
+        CHECK(!table_has("set", "allowp4_box"));
         CHECK(reach(t.env, "203.0.113.1", 80, "net"));
         CHECK(!reach(t.env, "169.254.169.254", 80, "net"));
 out:
@@ -1130,6 +1133,7 @@ NETNS_TEST(test_nft_ipv6_then_ipv4_only__removes_v6_sets)
         if (!n)
                 return;
         struct nft_env e = env_open("box");
+        e.mode = NET_ALLOW; /* an open environment has no sets */
         e.addr6 = A6("fd77:a4d::2");
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
         CHECK(table_has("set", "allow6_box"));
