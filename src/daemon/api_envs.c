@@ -2,6 +2,7 @@
 #include "daemon/api.h"
 #include "daemon/api_io.h"
 #include "daemon/log.h"
+#include "lib/jsonwrite.h"
 #include "lib/paddock.h"
 #include "lib/parse.h"
 #include "lib/util.h"
@@ -378,7 +379,7 @@ struct listing {
          * environment), and stdio's locked fwrite per token was a fifth of a listing's time. */
         char *text;
         size_t len, cap, n;
-        bool oom;
+        bool oom; /* out of memory, or a value that could not be written: answer 500 */
         struct engine_pass *pass;
 };
 
@@ -437,7 +438,9 @@ static void listing_each(struct engine *e, struct env *v, void *data)
         json_t *j = engine_env_json_listed(e, v);
         if (j) {
                 listing_puts(l, l->n++ ? "," : "");
-                (void)json_dump_callback(j, listing_put, l, JSON_COMPACT | JSON_ENSURE_ASCII);
+                /* jansson's bytes without its per-value snprintf (lib/jsonwrite.h) */
+                if (json_write_compact(j, listing_put, l) < 0)
+                        l->oom = true;
         }
         json_decref(j);
 }
