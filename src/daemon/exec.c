@@ -48,7 +48,7 @@ static struct exec_slot *slots; /* every slot: the sweep and exec_slots_shutdown
  * loop scan as many timers as there are environments with a slot. */
 static struct loop_timer *sweep_timer;
 
-static void after_exec(struct exec_session *s);
+static void after_exec(struct exec_session *s, bool exited);
 
 struct exec_session {
         struct engine *eng;
@@ -139,7 +139,7 @@ static void session_free(struct exec_session *s)
                 engine_idle_hold(s->eng, s->env, false);
         supervise_abandon(s->sv, true);
         if (s->via_slot)
-                after_exec(s); /* a start that failed after the slot spawned the command */
+                after_exec(s, false); /* a start that failed after the slot spawned it */
         audit_exec_free(s->audit);
         close_src(&s->in_src, &s->in_fd);
         close_src(&s->out_src, &s->out_fd);
@@ -176,10 +176,9 @@ static void on_command_exit(void *data, const struct supervise_exit *x)
                 drain(s, 3);
         s->res.duration_ms = now_ms() - s->started;
         audit_exec_end(TAKE_PTR(s->audit), &s->res); /* before the client can see the end */
-        events_exec_exited(s->eng, s->env, s->sub, s->res.exit_code, s->res.duration_ms);
         if (s->cb && s->cb->done)
                 s->cb->done(s->data, &s->res);
-        after_exec(s);
+        after_exec(s, true); /* and the exec_exited event, once the answer is out */
         session_free(s);
 }
 
@@ -577,18 +576,24 @@ static bool slot_prepare(struct engine *e, struct env *v, const char *sub)
 /* After an exec has answered: its per-exec group, left without processes, becomes the
  * environment's next slot (no rmdir now and no mkdir for the next exec; on cgroup v1 each
  * waits for RCU grace periods, and the rmdir used to hold up the answer by 7-20 ms);
- * otherwise it is removed. From a timer, so that the answer is sent first. */
+ * otherwise it is removed. From a timer, so that the answer is sent first; the exec_exited
+ * event (which reads the environment's cgroup statistics for OOM kills) waits for it too. */
 struct after_exec {
         struct engine *eng;
         char env[NAME_BUF_SIZE];
         char cg[80];
         char sub[32];
+        bool exited;
+        int exit_code;
+        uint64_t duration_ms;
 };
 
 static void on_after_exec(struct loop_timer *t, void *data)
 {
         (void)t;
         struct after_exec *a = data;
+        if (a->exited)
+                events_exec_exited(a->eng, a->env, a->sub, a->exit_code, a->duration_ms);
         struct cgroup_manager *m = engine_cgroups(a->eng);
         struct env *v = engine_find(a->eng, a->env);
         struct exec_slot *sl = v ? env_exec_slot(v) : NULL;
@@ -614,12 +619,14 @@ static void on_after_exec(struct loop_timer *t, void *data)
         free(a);
 }
 
-static void after_exec(struct exec_session *s)
+static void after_exec(struct exec_session *s, bool exited)
 {
         s->via_slot = false;
         struct after_exec *a = calloc(1, sizeof(*a));
         if (a) {
-                a->eng = s->eng;
+                *a = (struct after_exec){.eng = s->eng, .exited = exited,
+                                         .exit_code = s->res.exit_code,
+                                         .duration_ms = s->res.duration_ms};
                 snprintf(a->env, sizeof(a->env), "%s", s->env);
                 snprintf(a->cg, sizeof(a->cg), "%s", s->cg);
                 snprintf(a->sub, sizeof(a->sub), "%s", s->sub);
@@ -627,6 +634,8 @@ static void after_exec(struct exec_session *s)
                         return;
                 free(a);
         }
+        if (exited)
+                events_exec_exited(s->eng, s->env, s->sub, s->res.exit_code, s->res.duration_ms);
         (void)cgroup_env_prune(engine_cgroups(s->eng), s->cg, s->sub);
 }
 

@@ -126,8 +126,13 @@ struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_
         if (!t)
                 return NULL;
         *t = (struct loop_timer){.loop = l, .deadline = now_ms() + after_ms, .fn = fn, .data = data};
-        t->next = l->timers;
-        l->timers = t;
+        /* At the tail: timers due in the same turn fire in the order they were added (an HTTP
+         * answer's flush before the clean-up its producer scheduled after it). next_timeout()
+         * walks the list every turn anyway. */
+        struct loop_timer **p = &l->timers;
+        while (*p)
+                p = &(*p)->next;
+        *p = t;
         return t;
 }
 

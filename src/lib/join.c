@@ -15,6 +15,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+extern char **environ;
+
 static bool parse_id(const char *s, size_t len, unsigned *ret)
 {
         if (len == 0 || len > 5)
@@ -231,7 +233,10 @@ _Noreturn void join_command_main(const struct join_config *c)
                         env[n++] = lognamevar;
         }
         env[n] = NULL; /* envp_room may hold a longer list from an earlier command */
-        execvpe(c->argv[0], c->argv, env);
+        /* execvp searches the PATH of environ (execvpe would search the daemon's). A slot's
+         * command shares environ with the slot, which never reads it. */
+        environ = env;
+        execvp(c->argv[0], c->argv);
         int e = errno;
         cmd_fail(e == ENOENT ? 127 : 126, c->argv[0],
                  e == ENOENT ? "command not found" : strerror(e));

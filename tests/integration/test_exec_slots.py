@@ -1,7 +1,8 @@
-"""Warm exec slots (docs/architecture.md, exec step 6): after an exec, the next exec's helper
-waits in the finished exec's group. An exec through a slot must behave exactly like one
-without: the same confinement, its timeout kills its own tree and nothing else, and the slot
-itself is invisible and unreachable from inside."""
+"""Warm exec slots (docs/architecture.md, exec step 6): after an exec, a helper waits in the
+finished exec's group and spawns the execs that follow, one at a time. An exec through a slot
+must behave exactly like one without: the same confinement, nothing carried over from the
+exec before, its timeout kills its own tree and nothing else, and the slot itself is invisible
+and unreachable from inside."""
 import os
 import time
 
@@ -37,6 +38,33 @@ def test_an_exec_through_a_slot_is_confined_like_any(daemon):
     wait_for(lambda: slots(daemon, "sb"), 5, 0.05, "a slot again")
     res = daemon.exec("sb", "id -u; pwd", user="1000")
     assert res["exit_code"] == 0 and res["stdout"] == "1000\n/workspace\n", res
+
+
+def test_one_slot_serves_the_execs_that_follow_and_carries_nothing_over(daemon):
+    daemon.create("ser")
+    daemon.sh("ser", "true")
+    pid = wait_for(lambda: slots(daemon, "ser"), 5, 0.05, "a slot")[0]
+    # a long environment, a user, a working directory, a failing and an unknown command: each
+    # spawned by the same slot, which survives them all
+    big = {"LEFTOVER_%d" % i: "x" * 50 for i in range(200)}
+    res = daemon.exec("ser", "env | grep -c LEFTOVER_", env=big, user="1000", cwd="/tmp")
+    assert res["exit_code"] == 0 and res["stdout"] == "200\n", res
+    assert daemon.exec("ser", ["no-such-command"])["exit_code"] == 127
+    assert daemon.exec("ser", "exit 3")["exit_code"] == 3
+    assert daemon.exec("ser", "true", user="nobody-here")["exit_code"] == 126
+    wait_for(lambda: slots(daemon, "ser") == [pid], 5, 0.05, "the same slot, free again")
+    res = daemon.exec("ser", "env; id -u; pwd")
+    assert res["exit_code"] == 0, res
+    assert "LEFTOVER_" not in res["stdout"], res["stdout"]
+    assert res["stdout"].endswith("\n0\n/workspace\n"), res["stdout"]
+    assert "HOME=/root\n" in res["stdout"], res["stdout"]
+    # the command is looked up in the PATH the exec gives, not in the daemon's
+    daemon.sh("ser", "mkdir -p /tmp/own && printf '#!/bin/sh\\necho own\\n' > /tmp/own/mine "
+                     "&& chmod +x /tmp/own/mine")
+    res = daemon.exec("ser", ["mine"], env={"PATH": "/tmp/own:/bin"})
+    assert res["exit_code"] == 0 and res["stdout"] == "own\n", res
+    assert daemon.exec("ser", ["mine"])["exit_code"] == 127
+    assert slots(daemon, "ser") == [pid]
 
 
 def test_the_slot_cannot_be_seen_or_signalled_from_inside(daemon):
