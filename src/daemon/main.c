@@ -27,6 +27,7 @@
 #include <grp.h>
 #include <libgen.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
@@ -686,6 +687,9 @@ int main(int argc, char **argv)
                 return 1;
         }
         signal(SIGPIPE, SIG_IGN);
+        /* Not dumpable: no core file or /proc/PID/mem of a process that holds every token and
+         * secret. Exec helpers also run in this memory and would set it anyway (join.c). */
+        prctl(PR_SET_DUMPABLE, 0);
         int sr = seccomp_precompile();
         if (sr < 0) {
                 log_error("compiling the seccomp profiles: %s", strerror(-sr));

@@ -5,14 +5,13 @@
 
 #include <ctype.h>
 #include <grp.h>
-#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/capability.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 extern char **environ;
@@ -250,11 +249,51 @@ _Noreturn void join_helper_fail(int fd, int err, const char *what)
         _exit(1);
 }
 
-/* The helper: host root, forked from the daemon. */
-static _Noreturn void helper_main(const struct join_config *c, int report_fd)
+/* The helper and its command run on these stacks, in the daemon's memory (see
+ * env_join_exec), one after the other's clone: never both in use by two execs at once, as the
+ * daemon waits for both. Mapped once; only the pages touched are ever backed. */
+#define HELPER_STACK_SIZE (1024u * 1024u)
+static char *helper_stacks;
+
+static int map_helper_stacks(void)
 {
-        int r;
-        prctl(PR_SET_DUMPABLE, 0);
+        if (helper_stacks)
+                return 0;
+        void *p = mmap(NULL, 2 * HELPER_STACK_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+                return -errno;
+        /* The lowest page of each stays unmapped: a guard against running into the other. */
+        if (mprotect(p, 4096, PROT_NONE) < 0 ||
+            mprotect((char *)p + HELPER_STACK_SIZE, 4096, PROT_NONE) < 0) {
+                int e = -errno;
+                munmap(p, 2 * HELPER_STACK_SIZE);
+                return e;
+        }
+        helper_stacks = p;
+        return 0;
+}
+
+struct helper_args {
+        const struct join_config *c;
+        int report_fd;
+};
+
+static int command_start(void *data)
+{
+        const struct helper_args *a = data;
+        close(a->report_fd);
+        close(a->c->env_pidfd);
+        join_command_main(a->c);
+}
+
+/* The helper: host root, cloned from the daemon. */
+static int helper_main(void *data)
+{
+        const struct helper_args *a = data;
+        const struct join_config *c = a->c;
+        int report_fd = a->report_fd, r;
+        prctl(PR_SET_DUMPABLE, 0); /* the daemon's memory: it is not dumpable anyway */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
                 join_helper_fail(report_fd, r, "join cgroup");
@@ -267,39 +306,57 @@ static _Noreturn void helper_main(const struct join_config *c, int report_fd)
         if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
                 join_helper_fail(report_fd, -errno, "enter user namespace");
         /* CLONE_PARENT: the daemon, not this helper, becomes the parent and reaps it. */
-        struct clone_args args = {.flags = CLONE_PARENT};
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        pid_t pid = clone(command_start, helper_stacks + 2 * HELPER_STACK_SIZE,
+                          CLONE_VM | CLONE_VFORK | CLONE_PARENT, (void *)a);
         if (pid < 0)
                 join_helper_fail(report_fd, -errno, "clone");
-        if (pid == 0) {
-                close(report_fd);
-                close(c->env_pidfd);
-                join_command_main(c);
-        }
         struct helper_report rep = {.pid = pid};
         (void)!write(report_fd, &rep, sizeof(rep));
         _exit(0);
 }
 
+/* The helper and the command are cloned with CLONE_VM | CLONE_VFORK, as posix_spawn does: no
+ * copy of the daemon's page tables and nothing to tear down, which were most of an exec's cost
+ * (and, for the helper's exit, held up the daemon's loop). The daemon sleeps until the helper
+ * has exited, the helper until the command has exec'd or died, so the three never run on the
+ * same memory at once. Nothing they do outlives them in it: the command's environment list is
+ * built in room allocated here, and environ (which the command points at it for execvp) is
+ * put back. Signals stay blocked until the command has reset every handler. */
 int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, size_t errlen)
 {
+        int r = map_helper_stacks();
+        if (r < 0)
+                return r;
+        size_t n = 0;
+        while (c->envp[n])
+                n++;
+        _cleanup_free_ char **room = calloc(n + 4, sizeof(char *));
+        if (!room)
+                return -ENOMEM;
+        struct join_config cc = *c;
+        cc.envp_room = room;
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
         _cleanup_close_ int rd = p[0], wr = p[1];
-        pid_t helper = fork();
+        struct helper_args args = {.c = &cc, .report_fd = wr};
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
+        char **saved_environ = environ;
+        pid_t helper = clone(helper_main, helper_stacks + HELPER_STACK_SIZE,
+                             CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+        int e = errno;
+        environ = saved_environ;
+        sigprocmask(SIG_SETMASK, &old, NULL);
         if (helper < 0)
-                return -errno;
-        if (helper == 0) {
-                close(rd);
-                helper_main(c, wr);
-        }
+                return -e;
         close(TAKE_FD(wr));
         struct helper_report rep = {.err = -EIO};
-        ssize_t n = read_full(rd, &rep, sizeof(rep));
+        ssize_t got = read_full(rd, &rep, sizeof(rep));
         while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
                 ;
-        if (n != (ssize_t)sizeof(rep)) {
+        if (got != (ssize_t)sizeof(rep)) {
                 snprintf(errbuf, errlen, "exec helper died");
                 return -EIO;
         }

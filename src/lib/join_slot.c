@@ -18,14 +18,12 @@
 #include "lib/join_internal.h"
 #include "lib/util.h"
 
-#include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #define SLOT_MAGIC 0x70646b73u /* "pdks" */
