@@ -548,12 +548,13 @@ static void on_sweep(struct loop_timer *t, void *data)
                 sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
 }
 
-/* A slot for v in its existing, empty per-exec group sub. */
-static bool slot_prepare(struct engine *e, struct env *v, const char *sub)
+/* A slot for v in its per-exec group sub (existing; empty, or busy with the command of the
+ * exec that made it). */
+static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const char *sub)
 {
         struct exec_slot *sl = calloc(1, sizeof(*sl));
         if (!sl)
-                return false;
+                return NULL;
         *sl = (struct exec_slot){.eng = e, .env = v, .js = {.sock = -EBADF}};
         snprintf(sl->sub, sizeof(sl->sub), "%s", sub);
         struct join_config jc = {.env_pidfd = env_pidfd(v), .cgroups = engine_cgroups(e),
@@ -562,7 +563,7 @@ static bool slot_prepare(struct engine *e, struct env *v, const char *sub)
         if (r < 0) {
                 log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
                 free(sl);
-                return false;
+                return NULL;
         }
         sl->born = now_ms();
         if (!sweep_timer)
@@ -570,7 +571,7 @@ static bool slot_prepare(struct engine *e, struct env *v, const char *sub)
         sl->next = slots;
         slots = sl;
         env_set_exec_slot(v, sl);
-        return true;
+        return sl;
 }
 
 /* After an exec has answered: its per-exec group, left without processes, becomes the
@@ -763,8 +764,20 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                         snprintf(s->sub, sizeof(s->sub), "%s", fresh);
                 }
         }
-        if (envp && (!slot || r < 0))
+        if (envp && (!slot || r < 0)) {
                 r = env_join_exec(&jc, &pid, err, errlen);
+                /* The environment's first exec (or the first since its slot went): its slot is
+                 * made now, while the command runs, and joins the command's group right after
+                 * the helper did (on cgroup v1 inside the same RCU grace period, so without a
+                 * wait of its own); it is free for the next exec once the command is done. */
+                if (r == 0 && !env_exec_slot(v)) {
+                        struct exec_slot *made = slot_prepare(e, v, s->sub);
+                        if (made) {
+                                made->busy = true;
+                                s->via_slot = true;
+                        }
+                }
+        }
         for (size_t i = 0; envp && envp[i]; i++)
                 free(envp[i]);
         free(envp);

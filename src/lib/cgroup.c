@@ -585,6 +585,15 @@ int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub)
         return r < 0 ? r : s.n > 0;
 }
 
+size_t cgroup_manager_fds(const struct cgroup_manager *m, int *fds, size_t max)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_hier && n < max; i++)
+                if (m->hier[i].subtree_fd >= 0)
+                        fds[n++] = m->hier[i].subtree_fd;
+        return n;
+}
+
 int cgroup_env_holds_only(struct cgroup_manager *m, const char *env, const char *sub, pid_t pid)
 {
         if (!names_valid(env, sub) || pid <= 0)

@@ -77,6 +77,10 @@ int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
 int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub);
 /* 1 if pid is the only process in env/sub (and its descendants) in every hierarchy, else 0;
  * -ENOENT if the group does not exist. */
+/* The directory fds the manager works through (at most max; CGROUP_MANAGER_MAX_FDS holds all):
+ * what a forked helper keeps when it closes everything else before it attaches itself. */
+#define CGROUP_MANAGER_MAX_FDS 16
+size_t cgroup_manager_fds(const struct cgroup_manager *m, int *fds, size_t max);
 int cgroup_env_holds_only(struct cgroup_manager *m, const char *env, const char *sub, pid_t pid);
 /* List env groups present in the subtree (for cleanup after a crash). Caller frees each
  * string and the array. */

@@ -1,12 +1,13 @@
 /* Running a command inside an existing environment ("exec").
  *
- * A forked helper (host root) joins the environment's cgroup (a per-exec child group, so the
- * exec's whole process tree can be killed on timeout), closes every fd it inherited from the
- * daemon, makes itself non-dumpable, enters all namespaces of PID 1 through its pidfd, user
- * namespace last, and clones the command process with CLONE_PARENT, so the daemon is its parent
- * and collects its exit status. The command process switches to the requested user, applies
- * exactly PID 1's confinement (for a terminal session it first makes the pty, see pty.h), changes to the working directory (resolved inside the
- * environment, after every host fd is gone) and executes. */
+ * A helper (host root, cloned into the daemon's own memory, see join.c) joins the environment's
+ * cgroup (a per-exec child group, so the exec's whole process tree can be killed on timeout),
+ * closes every fd it inherited from the daemon, enters all namespaces of PID 1 through its
+ * pidfd, user namespace last, and clones the command process with CLONE_PARENT, so the daemon
+ * is its parent and collects its exit status. The command process switches to the requested
+ * user, applies exactly PID 1's confinement (for a terminal session it first makes the pty,
+ * see pty.h), changes to the working directory (resolved inside the environment, after every
+ * host fd is gone) and executes. */
 #pragma once
 #include "lib/cgroup.h"
 #include "lib/confine.h"

@@ -277,10 +277,14 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
         sigset_t all;
         sigfillset(&all);
         sigprocmask(SIG_SETMASK, &all, NULL);
+        /* Forked from the daemon while other execs run: their pipes must not stay open here
+         * (a command would not see its stdin end) while the cgroup join below waits. */
+        int keep[2 + CGROUP_MANAGER_MAX_FDS] = {c->env_pidfd, sock};
+        size_t nkeep = 2 + cgroup_manager_fds(c->cgroups, keep + 2, CGROUP_MANAGER_MAX_FDS);
+        close_fds_from(3, keep, nkeep);
         if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
                 join_helper_fail(sock, r, "join cgroup");
-        int keep[] = {c->env_pidfd, sock};
-        close_fds_from(3, keep, ELEMENTSOF(keep));
+        close_fds_from(3, keep, 2);
         if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
                                         CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
                 join_helper_fail(sock, -errno, "enter namespaces");
