@@ -40,6 +40,7 @@ struct env {
         struct loop_source *exit_src;
         bool stopping;
         bool paused;
+        bool deleting; /* engine_destroy recorded "deleting": its stop records nothing */
         struct loop_timer *kill_timer;
         struct waiter *waiters;
         unsigned exec_seq;

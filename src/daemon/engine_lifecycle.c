@@ -216,6 +216,8 @@ void env_mark_stopped(struct engine *e, struct env *v)
         v->row.pid = 0;
         v->row.pid_start = 0;
         v->paused = false;
+        if (v->deleting)
+                return; /* the record says "deleting" and goes next: nothing to write */
         snprintf(v->row.status, sizeof(v->row.status), "stopped");
         r = env_save(e, v);
         if (r < 0)
@@ -343,8 +345,9 @@ void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
                 if (r < 0)
                         log_warn("%s: removing %s: %s", name, dir, strerror(-r));
         }
-        if (uid_base)
-                idrange_release(e->cfg.uid_registry, uid_base);
+        char owner[4200];
+        if (uid_base && owner_note(e, name, owner, sizeof(owner)) >= 0)
+                idrange_release_owned(e->cfg.uid_registry, owner, uid_base);
 }
 
 static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
@@ -438,8 +441,12 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                 env_free(v);
                 return r;
         }
-        /* Journal first: a crash from here on is rolled back at the next start. */
-        r = state_env_insert(e->cfg.state, &v->row);
+        /* Journal first: a crash from here on is rolled back at the next start. The row need
+         * not be on disk yet: until the synced save of "running" (env_spawn_now, before the
+         * answer) a crash may lose it, and the next start then removes what it left as
+         * orphans (cgroup with PID 1 in it, directory, id claim: engine_reconcile.c), which is
+         * the same roll-back. */
+        r = state_env_insert_unsynced(e->cfg.state, &v->row);
         if (r < 0) {
                 snprintf(err, errlen, "record: %s", strerror(-r));
                 idrange_release(e->cfg.uid_registry, v->row.uid_base);
@@ -477,17 +484,26 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
 
 int engine_destroy(struct engine *e, struct env *v, bool force)
 {
-        if (v->pidfd >= 0) {
-                if (!force)
-                        return -EBUSY;
-                env_kill_sync(e, v);
-        }
+        if (v->pidfd >= 0 && !force)
+                return -EBUSY;
+        if (v->paused)
+                engine_pause(e, v, false); /* records "running": before "deleting" below */
+        /* One synced write for the whole destroy: "deleting" is the journal entry (a crash
+         * from here on finishes the delete at the next start, PID 1 killed through its
+         * cgroup), so stopping records nothing (v->deleting), and the row's removal need not
+         * wait for the disk: lost in a crash, it is done again from "deleting" (the id range
+         * is released again only if still claimed for this name: idrange_release_owned). */
         snprintf(v->row.status, sizeof(v->row.status), "deleting");
         env_save(e, v);
+        v->deleting = true;
+        if (v->pidfd >= 0) {
+                env_kill_sync(e, v);
+                snprintf(v->row.status, sizeof(v->row.status), "deleting");
+        }
         /* Its firewall chain and published ports went with its network when it stopped
          * (env_mark_stopped); the port rows go with the record (ON DELETE CASCADE). */
         env_remove_artifacts(e, v->row.name, v->row.uid_base);
-        int r = state_env_delete(e->cfg.state, v->row.name);
+        int r = state_env_delete_unsynced(e->cfg.state, v->row.name);
         if (r < 0)
                 log_error("%s: deleting record: %s", v->row.name, strerror(-r));
         log_info("%s: destroyed", v->row.name);

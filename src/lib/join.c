@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <linux/sched.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 extern char **environ;
@@ -173,8 +175,8 @@ _Noreturn void join_command_main(const struct join_config *c)
         reset_signals();
         if (dup2(c->stdin_fd, 0) < 0 || dup2(c->stdout_fd, 1) < 0 || dup2(c->stderr_fd, 2) < 0)
                 _exit(126);
-        int keep[] = {c->pty_sock};
-        close_fds_from(3, keep, c->pty_sock >= 0 ? 1 : 0);
+        int keep[] = {c->pty_sock, c->exec_fd};
+        close_fds_from(3, keep, ELEMENTSOF(keep));
         const char *user = c->user;
         r = resolve_user(user, &uid, &gid, home, sizeof(home));
         if (r == -ENOENT && user && c->user_fallback_for && !strcmp(user, c->user_fallback_for)) {
@@ -249,28 +251,26 @@ _Noreturn void join_helper_fail(int fd, int err, const char *what)
         _exit(1);
 }
 
-/* The helper and its command run on these stacks, in the daemon's memory (see
- * env_join_exec), one after the other's clone: never both in use by two execs at once, as the
- * daemon waits for both. Mapped once; only the pages touched are ever backed. */
-#define HELPER_STACK_SIZE (1024u * 1024u)
-static char *helper_stacks;
+/* The helper runs on this stack, in the daemon's memory (see env_join_exec). Mapped once;
+ * only the pages touched are ever backed. */
+#define HELPER_STACK_SIZE (256u * 1024u)
+static char *helper_stack;
 
-static int map_helper_stacks(void)
+static int map_helper_stack(void)
 {
-        if (helper_stacks)
+        if (helper_stack)
                 return 0;
-        void *p = mmap(NULL, 2 * HELPER_STACK_SIZE, PROT_READ | PROT_WRITE,
+        void *p = mmap(NULL, HELPER_STACK_SIZE, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
                 return -errno;
-        /* The lowest page of each stays unmapped: a guard against running into the other. */
-        if (mprotect(p, 4096, PROT_NONE) < 0 ||
-            mprotect((char *)p + HELPER_STACK_SIZE, 4096, PROT_NONE) < 0) {
+        /* The lowest page stays unmapped: a guard against running into the heap. */
+        if (mprotect(p, 4096, PROT_NONE) < 0) {
                 int e = -errno;
-                munmap(p, 2 * HELPER_STACK_SIZE);
+                munmap(p, HELPER_STACK_SIZE);
                 return e;
         }
-        helper_stacks = p;
+        helper_stack = p;
         return 0;
 }
 
@@ -278,14 +278,6 @@ struct helper_args {
         const struct join_config *c;
         int report_fd;
 };
-
-static int command_start(void *data)
-{
-        const struct helper_args *a = data;
-        close(a->report_fd);
-        close(a->c->env_pidfd);
-        join_command_main(a->c);
-}
 
 /* The helper: host root, cloned from the daemon. */
 static int helper_main(void *data)
@@ -305,49 +297,46 @@ static int helper_main(void *data)
                 join_helper_fail(report_fd, -errno, "enter namespaces");
         if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
                 join_helper_fail(report_fd, -errno, "enter user namespace");
-        /* CLONE_PARENT: the daemon, not this helper, becomes the parent and reaps it. */
-        pid_t pid = clone(command_start, helper_stacks + 2 * HELPER_STACK_SIZE,
-                          CLONE_VM | CLONE_VFORK | CLONE_PARENT, (void *)a);
+        /* A copy of the memory (not CLONE_VM): the environment can stop the command before
+         * its execve (it is in the environment's pid namespace, its own user soon), and the
+         * daemon, asleep until this helper exits, must never wait for that. CLONE_PARENT: the
+         * daemon, not this helper, becomes the parent and reaps it. */
+        struct clone_args args = {.flags = CLONE_PARENT};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
         if (pid < 0)
                 join_helper_fail(report_fd, -errno, "clone");
+        if (pid == 0) {
+                close(report_fd);
+                close(c->env_pidfd);
+                join_command_main(c);
+        }
         struct helper_report rep = {.pid = pid};
         (void)!write(report_fd, &rep, sizeof(rep));
         _exit(0);
 }
 
-/* The helper and the command are cloned with CLONE_VM | CLONE_VFORK, as posix_spawn does: no
- * copy of the daemon's page tables and nothing to tear down, which were most of an exec's cost
- * (and, for the helper's exit, held up the daemon's loop). The daemon sleeps until the helper
- * has exited, the helper until the command has exec'd or died, so the three never run on the
- * same memory at once. Nothing they do outlives them in it: the command's environment list is
- * built in room allocated here, and environ (which the command points at it for execvp) is
- * put back. Signals stay blocked until the command has reset every handler. */
+/* The helper is cloned with CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of the
+ * daemon's page tables and nothing to tear down at its exit, which held up the daemon's loop.
+ * The daemon sleeps until it has exited; it never waits on anything the environment controls
+ * (it joins a cgroup, enters namespaces, clones the command and reports). It only touches its
+ * own stack and the daemon's memory it is handed; signals stay blocked in it, so no handler
+ * of the daemon's runs there. */
 int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, size_t errlen)
 {
-        int r = map_helper_stacks();
+        int r = map_helper_stack();
         if (r < 0)
                 return r;
-        size_t n = 0;
-        while (c->envp[n])
-                n++;
-        _cleanup_free_ char **room = calloc(n + 4, sizeof(char *));
-        if (!room)
-                return -ENOMEM;
-        struct join_config cc = *c;
-        cc.envp_room = room;
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
         _cleanup_close_ int rd = p[0], wr = p[1];
-        struct helper_args args = {.c = &cc, .report_fd = wr};
+        struct helper_args args = {.c = c, .report_fd = wr};
         sigset_t all, old;
         sigfillset(&all);
         sigprocmask(SIG_SETMASK, &all, &old);
-        char **saved_environ = environ;
-        pid_t helper = clone(helper_main, helper_stacks + HELPER_STACK_SIZE,
+        pid_t helper = clone(helper_main, helper_stack + HELPER_STACK_SIZE,
                              CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
         int e = errno;
-        environ = saved_environ;
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (helper < 0)
                 return -e;

@@ -38,6 +38,9 @@ struct join_config {
          * built there instead of on the heap (a warm slot's command shares the slot's memory
          * until its execve, and must leave nothing allocated in it). */
         char **envp_room;
+        /* > 2: an O_CLOEXEC fd the command keeps until its execve, so that whoever shares its
+         * memory learns when it may touch it again (0: none). */
+        int exec_fd;
 };
 
 /* Returns the host pid of the command process (a child of the caller). */

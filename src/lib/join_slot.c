@@ -6,10 +6,11 @@
  * socket (argv, envp, working directory, user, terminal size, profile, with stdin/stdout/stderr
  * and the pty socket as SCM_RIGHTS), spawns the command and answers with its pid.
  *
- * The command is cloned with CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of the
- * slot's page tables (a fork of the daemon) and nothing to tear down at its execve, which are
- * most of a fork's cost. The slot sleeps until the command has exec'd or died; the command
- * enters the user namespace itself, so the slot never does. While it waits the slot is host
+ * The command is cloned with CLONE_VM, as posix_spawn does: no copy of the slot's page tables
+ * (a fork of the daemon) and nothing to tear down at its execve, which are most of a fork's
+ * cost. The slot answers at once and then waits, without touching the shared memory, until
+ * the command has exec'd or died; the command enters the user namespace itself, so the slot
+ * never does. While it waits the slot is host
  * root in the initial user namespace, not dumpable and outside the environment's pid namespace:
  * nothing in the environment can see, trace or signal it. Until its execve the command shares
  * that non-dumpable memory; it touches only its own stack and the message's buffers, and
@@ -238,25 +239,23 @@ static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
         return 1;
 }
 
-/* What the command's clone shares with the slot (CLONE_VM): read by the slot once the command
- * has exec'd or died. */
+/* What the command's clone reads from the slot's memory (CLONE_VM) until its execve. */
 struct spawn {
         const struct join_config *cmd;
         int env_pidfd, sock;
-        int err; /* set by the command if it could not enter the user namespace */
 };
 
 /* The command, on the slot's spare stack until its execve. */
 static int command_start(void *data)
 {
-        struct spawn *sp = data;
+        const struct spawn *sp = data;
         if (setns(sp->env_pidfd, CLONE_NEWUSER) < 0) {
-                sp->err = -errno;
+                dprintf(sp->cmd->stderr_fd, "paddock: enter user namespace: %s\n", strerror(errno));
                 _exit(126);
         }
         close(sp->sock);
         close(sp->env_pidfd);
-        join_command_main(sp->cmd);
+        join_command_main(sp->cmd); /* its exec_fd (O_CLOEXEC) closes at the execve */
 }
 
 static void close_command_fds(const struct join_config *cmd)
@@ -308,22 +307,31 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
                 if (r < 0)
                         join_helper_fail(sock, r, "exec slot message");
                 cmd.envp_room = strs + SLOT_ENV_ROOM;
+                int ep[2];
+                if (pipe2(ep, O_CLOEXEC) < 0)
+                        join_helper_fail(sock, -errno, "exec slot");
+                cmd.exec_fd = ep[1];
                 struct spawn sp = {.cmd = &cmd, .env_pidfd = c->env_pidfd, .sock = sock};
-                /* CLONE_PARENT: the daemon, not this slot, becomes the parent and reaps it. */
+                /* CLONE_PARENT: the daemon, not this slot, becomes the parent and reaps it. No
+                 * CLONE_VFORK: the environment can stop the command before its execve (it is
+                 * in the environment's pid namespace, its own user soon), and then only this
+                 * slot may wait, never the daemon for the answer below. */
                 pid_t pid = clone(command_start, (char *)stack + SLOT_STACK_SIZE,
-                                  CLONE_VM | CLONE_VFORK | CLONE_PARENT, &sp);
+                                  CLONE_VM | CLONE_PARENT, &sp);
                 int e = errno;
+                close(ep[1]);
                 close_command_fds(&cmd);
                 if (pid < 0)
                         join_helper_fail(sock, -e, "clone");
-                struct helper_report rep = {.pid = pid, .err = sp.err};
-                if (sp.err < 0) {
-                        snprintf(rep.msg, sizeof(rep.msg), "enter user namespace: %s",
-                                 strerror(-sp.err));
-                        (void)!write(sock, &rep, sizeof(rep));
-                        _exit(1);
-                }
-                if (write(sock, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+                struct helper_report rep = {.pid = pid};
+                bool sent = write(sock, &rep, sizeof(rep)) == (ssize_t)sizeof(rep);
+                /* The command runs on this memory until its execve (or death) closes its end:
+                 * nothing here may touch cmd, the strings or the stack before. */
+                char b;
+                while (read(ep[0], &b, 1) < 0 && errno == EINTR)
+                        ;
+                close(ep[0]);
+                if (!sent)
                         _exit(1);
         }
 }

@@ -340,6 +340,35 @@ int state_env_delete(struct state *s, const char *name)
         return delete_by_name(s, "DELETE FROM envs WHERE name=?1", name);
 }
 
+/* synchronous=FULL is the connection's setting; back to it after one unsynced write. Setting
+ * the pragma touches no file (it can fail only for lack of memory); its error is returned. */
+static int unsynced_begin(struct state *s)
+{
+        return exec_sql(s->db, "PRAGMA synchronous=NORMAL");
+}
+
+static int unsynced_end(struct state *s, int r)
+{
+        int q = exec_sql(s->db, "PRAGMA synchronous=FULL");
+        return r < 0 ? r : q;
+}
+
+int state_env_insert_unsynced(struct state *s, const struct env_row *e)
+{
+        int r = unsynced_begin(s);
+        if (r < 0)
+                return r;
+        return unsynced_end(s, state_env_insert(s, e));
+}
+
+int state_env_delete_unsynced(struct state *s, const char *name)
+{
+        int r = unsynced_begin(s);
+        if (r < 0)
+                return r;
+        return unsynced_end(s, state_env_delete(s, name));
+}
+
 static int env_fill(sqlite3_stmt *st, void *row)
 {
         struct env_row *e = row;

@@ -65,6 +65,13 @@ void state_close(struct state *s);
 int state_env_insert(struct state *s, const struct env_row *e); /* -EEXIST on duplicate name */
 int state_env_update(struct state *s, const struct env_row *e);
 int state_env_delete(struct state *s, const char *name);
+/* The same two writes without waiting for the disk: the commit is in the WAL, visible at once,
+ * but not synced (synchronous=NORMAL for this one commit; a synced one costs an fdatasync,
+ * about 0.4 ms here). The next synced commit or checkpoint makes it durable (the WAL is written
+ * in order); a crash before that loses it and never anything else. Only for journal steps
+ * whose loss the next start repairs on its own (see engine_lifecycle.c). */
+int state_env_insert_unsynced(struct state *s, const struct env_row *e);
+int state_env_delete_unsynced(struct state *s, const char *name);
 /* All rows, ordered by creation; free with state_env_rows_free. */
 int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n);
 void state_env_rows_free(struct env_row *rows, size_t n);

@@ -92,6 +92,24 @@ int idrange_release(const char *dir, uint32_t base)
         return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
 }
 
+int idrange_release_owned(const char *dir, const char *owner, uint32_t base)
+{
+        char path[4096];
+        int r = slot_path(dir, base, path, sizeof(path));
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *cur = NULL;
+        r = read_file_at(AT_FDCWD, path, 4096, &cur);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        if (strcmp(cur, owner) != 0)
+                return 0;
+        /* Between the read and the unlink only this daemon acts on a range it owns. */
+        return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
 static int write_map(pid_t pid, const char *file, uint32_t base, uint32_t count)
 {
         char path[64], map[64];
@@ -102,19 +120,41 @@ static int write_map(pid_t pid, const char *file, uint32_t base, uint32_t count)
         return write_file_at(AT_FDCWD, path, map);
 }
 
+/* The throw-away child only waits to be killed. It shares the daemon's memory: no signal
+ * handler may run in it (they are the daemon's), and it never returns or allocates. */
+static int userns_holder(void *arg)
+{
+        (void)arg;
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+        for (;;)
+                pause();
+        return 0;
+}
+
 int userns_create(uint32_t base, uint32_t count, int *ret_fd)
 {
         /* A throw-away child enters a fresh user namespace; we write its maps from outside
          * (as host root no setgroups=deny is needed), keep an fd to the namespace, and kill the
-         * child. The namespace lives on as long as the fd or a member does. */
-        struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+         * child. The namespace lives on as long as the fd or a member does.
+         * CLONE_VM: the child shares our memory instead of getting a copy of it. A fork of the
+         * daemon copies its page tables and leaves every anonymous page copy-on-write until
+         * the child is gone (about 0.5 ms per create on a 15 MB daemon); this child runs only
+         * pause() on a stack of its own, so sharing is safe. Not CLONE_VFORK: we must run
+         * while it lives. */
+        static char stack[16384] __attribute__((aligned(16)));
+        /* Blocked before the clone, so not even a signal arriving before the child's own
+         * sigprocmask runs a handler there. */
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
+        pid_t pid =
+            clone(userns_holder, stack + sizeof(stack), CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &old, NULL);
         if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                for (;;)
-                        pause();
-        }
+                return -e;
         int r = write_map(pid, "uid_map", base, count);
         if (r >= 0)
                 r = write_map(pid, "gid_map", base, count);

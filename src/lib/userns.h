@@ -15,6 +15,10 @@ int idrange_claim(const char *registry_dir, const char *owner, uint32_t *ret_bas
 /* Re-claim a known base (after reboot the file is still there: ok if it is ours). */
 int idrange_reclaim(const char *registry_dir, const char *owner, uint32_t base);
 int idrange_release(const char *registry_dir, uint32_t base);
+/* The same, only if the range is still claimed by owner: a release repeated after a crash
+ * (a delete whose record was not yet on disk is finished again at the next start) must not
+ * free a range another environment or daemon has claimed since. 0 if it is not (any more). */
+int idrange_release_owned(const char *registry_dir, const char *owner, uint32_t base);
 
 /* Create a user namespace mapping 0..count-1 to base..base+count-1 for uids and gids and
  * return an fd to it. Costs one short-lived clone. */

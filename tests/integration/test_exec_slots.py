@@ -111,3 +111,41 @@ def test_slots_go_with_a_stop_and_come_back_after_a_start(daemon):
     daemon.cli("start", "st")
     assert daemon.sh("st", "echo again") == "again\n"
     assert daemon.sh("st", "echo and again") == "and again\n"
+
+
+def test_an_environment_that_stops_every_new_process_cannot_stall_the_daemon(daemon):
+    """An exec's command is in the environment's pid namespace from its clone on, and until
+    its execve it runs our code on memory it may share with its spawner: an environment that
+    stops it there (SIGSTOP cannot be blocked) must only hold up that exec, never the daemon."""
+    daemon.create("hostile", "--computer")
+    daemon.create("calm")
+    stopper = ("while :; do for p in /proc/[0-9]*; do p=${p#/proc/}; "
+               "[ \"$p\" = 1 ] || [ \"$p\" = $$ ] || kill -STOP \"$p\" 2>/dev/null; done; done")
+    daemon.sh("hostile", "sh -c '%s' >/dev/null 2>&1 </dev/null &" % stopper.replace("'", "'\\''"))
+    results, errors = [], []
+
+    def execs():
+        try:
+            for _ in range(12):
+                r = daemon.api("POST", "/v1/envs/hostile/exec", {"cmd": ["true"], "timeout": 1},
+                               timeout=60)
+                results.append(r.status)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    import threading
+    t = threading.Thread(target=execs)
+    t.start()
+    worst = 0.0
+    while t.is_alive():
+        t0 = time.monotonic()
+        r = daemon.api("GET", "/v1/envs/calm", timeout=60)
+        worst = max(worst, time.monotonic() - t0)
+        assert r.status == 200, r
+        time.sleep(0.02)
+    t.join()
+    assert not errors, errors
+    assert results and all(s == 200 for s in results), results
+    # a stalled daemon answers nothing for seconds (or at all); a busy one within a fraction
+    assert worst < 3, "the daemon stalled for %.1f s" % worst
+    assert daemon.sh("calm", "echo fine") == "fine\n"

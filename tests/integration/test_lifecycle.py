@@ -323,3 +323,24 @@ def test_stop_while_an_exec_runs(daemon):
     assert not [p for p in sleepers if pid_alive(p)], sleepers
     daemon.cli("start", "busy")
     assert daemon.sh("busy", "echo ok") == "ok\n"
+
+
+def test_rm_force_of_a_paused_sandbox_and_the_same_name_again(daemon):
+    """A destroy records one synced "deleting" and no "stopped" on the way: a paused sandbox
+    (with a warm exec slot from its first exec) goes entirely, and its name, id range and
+    cgroup are free for the next create at once."""
+    daemon.create("again", "--sandbox")
+    assert daemon.sh("again", "echo one") == "one\n"
+    pid1 = daemon.inspect("again")["pid"]
+    assert daemon.cli("pause", "again").returncode == 0
+    r = daemon.api("DELETE", "/v1/envs/again?force=1")
+    assert r.status == 200, r
+    assert daemon.api("GET", "/v1/envs/again").status == 404
+    assert not pid_alive(pid1)
+    assert daemon.cgroup_dirs("again") == []
+    assert daemon.uid_claims() == []
+    assert not os.path.exists(daemon.env_dir("again"))
+    daemon.create("again", "--sandbox")
+    assert daemon.sh("again", "echo two") == "two\n"
+    daemon.cli("rm", "-f", "again")
+    assert daemon.uid_claims() == []

@@ -117,6 +117,33 @@ def test_half_done_operations_are_rolled_back_at_start(daemon):
     daemon.create("halfmade")
 
 
+def test_finishing_a_delete_frees_only_its_own_id_range(daemon):
+    """A destroy's last step (the row's removal) is not synced: after a crash it can come back
+    as "deleting" and is finished again at the next start. By then its id range may have been
+    claimed by another daemon of the host: that claim stays."""
+    daemon.create("keep")
+    daemon.stop()
+    base = 0x100000 + 65536 * 1002
+    spec = json.dumps({"limits": {}, "env": {}, "labels": {}, "ttl": 0})
+    db = sqlite3.connect(os.path.join(daemon.root, "paddock.db"))
+    with db:
+        db.execute("INSERT INTO envs (name, kind, image, status, uid_base, pid, pid_start, "
+                   "created_at, expires_at, autostart, spec) VALUES (?,?,?,?,?,0,0,?,0,0,?)",
+                   ("gone", "sandbox", "base", "deleting", base, int(time.time()), spec))
+    db.close()
+    claim = os.path.join(daemon.uids, str(base))
+    with open(claim, "w") as f:
+        f.write("/var/lib/another-paddock\tgone")
+    try:
+        daemon.start()
+        assert set(daemon.envs()) == {"keep"}
+        assert daemon.api("GET", "/v1/envs/gone").status == 404
+        with open(claim) as f:
+            assert f.read() == "/var/lib/another-paddock\tgone"
+    finally:
+        os.unlink(claim)
+
+
 def test_sandbox_ttl_expires(daemon):
     e = daemon.create("short", "--ttl", "3s")
     pid = e["pid"]

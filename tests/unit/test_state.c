@@ -402,6 +402,37 @@ static void test_state_env__survives_reopen(void)
         tmp_teardown();
 }
 
+/* The unsynced writes are the same writes: visible at once, same errors, on disk after close. */
+static void test_state_env__unsynced_writes(void)
+{
+        tmp_setup();
+        const char *db = pathf("state.db");
+        struct state *s = open_or_die(db);
+        struct env_row a = env("alpha", 1000), b = env("bravo", 1001);
+        CHECK_EQ_INT(state_env_insert_unsynced(s, &a), 0);
+        CHECK_EQ_INT(state_env_insert_unsynced(s, &a), -EEXIST);
+        CHECK_EQ_INT(state_env_insert(s, &b), 0); /* a synced one after an unsynced one */
+        CHECK_EQ_INT(state_env_delete_unsynced(s, "nope"), -ENOENT);
+        CHECK_EQ_INT(state_env_delete_unsynced(s, "bravo"), 0);
+        struct env_row *rows = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(state_env_list(s, &rows, &n), 0);
+        CHECK_EQ_INT(n, 1);
+        if (n == 1)
+                check_env_eq(&rows[0], &a);
+        state_env_rows_free(rows, n);
+        state_close(s);
+
+        s = open_or_die(db);
+        CHECK_EQ_INT(state_env_list(s, &rows, &n), 0);
+        CHECK_EQ_INT(n, 1);
+        if (n == 1)
+                check_env_eq(&rows[0], &a);
+        state_env_rows_free(rows, n);
+        state_close(s);
+        tmp_teardown();
+}
+
 /* ---------------------------------------------------------------- state: images */
 
 static void test_state_image__insert_list_delete(void)
@@ -498,6 +529,25 @@ static void test_userns_idrange__claim_and_release(void)
         CHECK_EQ_STR(slurp(slot_file(dir, b4)), "env-d");
         /* releasing what is not claimed is fine */
         CHECK_EQ_INT(idrange_release(dir, UID_RANGE_FIRST + 100 * UID_RANGE_SIZE), 0);
+        tmp_teardown();
+}
+
+/* A release repeated after a crash frees the range only while it is still this owner's. */
+static void test_userns_idrange__release_owned(void)
+{
+        tmp_setup();
+        const char *dir = pathf("ids");
+        uint32_t b1 = 0, b2 = 0;
+        CHECK_EQ_INT(idrange_claim(dir, "root\tenv-a", &b1), 0);
+        CHECK_EQ_INT(idrange_release_owned(dir, "root\tenv-a", b1), 0);
+        CHECK(!exists(slot_file(dir, b1)));
+        CHECK_EQ_INT(idrange_release_owned(dir, "root\tenv-a", b1), 0); /* again: nothing */
+        /* claimed by someone else since: stays */
+        CHECK_EQ_INT(idrange_claim(dir, "other\tenv-a", &b2), 0);
+        CHECK_EQ_INT(b2, b1);
+        CHECK_EQ_INT(idrange_release_owned(dir, "root\tenv-a", b1), 0);
+        CHECK_EQ_STR(slurp(slot_file(dir, b2)), "other\tenv-a");
+        CHECK_EQ_INT(idrange_release_owned(dir, "root\tenv-a", 12345), -EINVAL);
         tmp_teardown();
 }
 
@@ -682,8 +732,10 @@ int main(void)
         RUN(test_state_env__insert_list_update_delete);
         RUN(test_state_env__duplicates_and_missing);
         RUN(test_state_env__survives_reopen);
+        RUN(test_state_env__unsynced_writes);
         RUN(test_state_image__insert_list_delete);
         RUN(test_userns_idrange__claim_and_release);
+        RUN(test_userns_idrange__release_owned);
         RUN(test_userns_idrange__owners_never_share);
         RUN(test_userns_idrange__concurrent_claims_unique);
         RUN(test_userns_idrange__reclaim);
