@@ -35,11 +35,20 @@ LIB_CFLAGS    := $(shell pkg-config --cflags $(PKGS_LIB))
 LIB_LIBS      := $(shell pkg-config --libs $(PKGS_LIB)) $(LIBS_WS)
 DAEMON_CFLAGS := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_DAEMON))
 DAEMON_LIBS   := $(LIB_LIBS) $(shell pkg-config --libs $(PKGS_DAEMON))
-GNUTLS_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir gnutls)/libgnutls.so 2>/dev/null | \
-                   awk '$$1 == "SONAME" { print $$2 }')
+# The CLI loads GnuTLS (src/cli/tls.c), libwslay and libnettle (src/cli/lazylib.c) with dlopen
+# when first needed, by the sonames of the libraries it was built against.
+soname = $(shell objdump -p $(1) 2>/dev/null | awk '$$1 == "SONAME" { print $$2 }')
+GNUTLS_SONAME := $(call soname,$(shell pkg-config --variable=libdir gnutls)/libgnutls.so)
+WSLAY_SONAME  := $(call soname,$(shell $(CC) -print-file-name=libwslay.so))
+NETTLE_SONAME := $(call soname,$(shell pkg-config --variable=libdir nettle)/libnettle.so)
 CLI_CFLAGS    := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_CLI)) \
-                 $(if $(GNUTLS_SONAME),-DGNUTLS_SONAME='"$(GNUTLS_SONAME)"')
-CLI_LIBS      := $(LIB_LIBS)
+                 $(if $(GNUTLS_SONAME),-DGNUTLS_SONAME='"$(GNUTLS_SONAME)"') \
+                 $(if $(WSLAY_SONAME),-DWSLAY_SONAME='"$(WSLAY_SONAME)"') \
+                 $(if $(NETTLE_SONAME),-DNETTLE_SONAME='"$(NETTLE_SONAME)"')
+# What every start of the CLI loads is what `ls` or `exec` runs on: libjansson and libc
+# (bench/README.md "CLI start-up"). Not libwslay or libnettle, which the first WebSocket or
+# TLS connection loads, so a call of theirs that lazylib.c does not forward fails the link.
+CLI_LIBS      := $(filter-out $(LIBS_WS) -lnettle,$(LIB_LIBS))
 GATEWAY_CFLAGS := $(shell pkg-config --cflags $(PKGS_GATEWAY))
 GATEWAY_LIBS   := $(shell pkg-config --libs $(PKGS_GATEWAY)) -lm
 

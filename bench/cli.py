@@ -9,9 +9,12 @@ creates one sandbox and then times, as whole processes:
   - version:  `paddock --version`             (start-up alone: loading, no socket)
   - ls:       `paddock --socket S ls`         (one small request, a table printed)
   - exec:     `paddock --socket S exec sb -- true`
-  - floors:   /bin/true spawned the same way (what starting any process costs here), and the
+  - floors:   /bin/true spawned the same way (what starting any process costs here), the
               same exec over a raw unix-socket connection from this process
-              (POST /v1/envs/sb/exec, a new connection each time: the daemon's share)
+              (POST /v1/envs/sb/exec, a new connection each time: the daemon's share), and
+              the same exec by bench/cli_floor.c, a minimal C client (libc only, the CLI's
+              request, no JSON), spawned the same way: the least a process can do for it, so
+              the CLI's own cost is its exec row minus this one (skipped if cc fails)
 
 All rows take turns, one run each per round in a new shuffled order every round (one warm-up
 run each first), so load that comes and goes on a shared machine hits them alike, and no row
@@ -128,6 +131,11 @@ def main():
                 jobs.append(((verb, i), lambda argv=[c] + args: spawn_time(argv)))
         jobs.append((("floor: /bin/true spawned", None), lambda: spawn_time(["/bin/true"])))
         jobs.append((("floor: exec over raw HTTP, new connection", None), lambda: raw_exec(S)))
+        floor = os.path.join(img, "cli_floor")
+        if subprocess.run(["cc", "-O2", "-o", floor, os.path.join(HERE, "cli_floor.c")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+            jobs.append((("floor: exec by a minimal C client (bench/cli_floor.c)", None),
+                         lambda: spawn_time([floor, S, ENV])))
         for key, fn in jobs:  # one warm-up run each
             fn()
         rng = random.Random(1)

@@ -7,9 +7,11 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 static const struct subverb verbs[] = {
     {"create", cmd_create},   {"ls", cmd_ls},
@@ -147,6 +149,16 @@ static int parse_global(struct cli *cli, int argc, char **argv, int *ret_verb_in
         return -1;
 }
 
+/* jansson seeds the hash of its objects (against inputs that collide on purpose) the first time
+ * it makes one, by opening, reading and closing /dev/urandom; one getrandom call does it here
+ * instead. If that fails, jansson still seeds itself. */
+static void seed_json(void)
+{
+        uint32_t seed;
+        if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == sizeof(seed) && seed != 0)
+                json_object_seed(seed);
+}
+
 int main(int argc, char **argv)
 {
         struct cli cli = {};
@@ -178,6 +190,7 @@ int main(int argc, char **argv)
         const struct subverb *v = find_verb(name);
         if (!v)
                 return global_usage_error("unknown command", name);
+        seed_json();
 
         r = v->run(&cli, argc - vi, argv + vi);
         if (cli.client_open)

@@ -1,5 +1,6 @@
 #include "cli/tls.h"
 #include "cli/hostkey.h"
+#include "cli/lazylib.h"
 #include "lib/util.h"
 
 #include <arpa/inet.h>
@@ -80,6 +81,9 @@ static int load_gnutls(void)
         }
         GNUTLS_FUNCS(LOAD)
 #undef LOAD
+        /* hostkey.c's SHA-256; GnuTLS links libnettle, so this only looks it up. */
+        if (lazy_nettle() < 0)
+                return -1;
         p_gnutls_free = (gnutls_free_function *)dlsym(h, "gnutls_free");
         if (!p_gnutls_free) {
                 fprintf(stderr, "paddock: %s lacks gnutls_free\n", GNUTLS_SONAME);

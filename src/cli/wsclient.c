@@ -1,5 +1,6 @@
 #include "cli/wsclient.h"
 #include "cli/client.h"
+#include "cli/lazylib.h"
 #include "lib/http1.h"
 #include "lib/websocket.h"
 #include "lib/util.h"
@@ -196,7 +197,8 @@ int wsc_open(struct client *client, const char *path, const struct wslay_event_c
              void *user, struct wsc *ret)
 {
         struct wsc w = {.conn.fd = -EBADF};
-        if (client_connect(client, &w.conn) < 0)
+        /* Both libraries before connecting: one that is missing is said before any request. */
+        if (lazy_wslay() < 0 || lazy_nettle() < 0 || client_connect(client, &w.conn) < 0)
                 return -1;
         if (handshake(client, &w.conn, path) < 0)
                 goto fail;
