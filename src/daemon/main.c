@@ -717,6 +717,7 @@ int main(int argc, char **argv)
          * secret. Exec helpers also run in this memory and would set it anyway (join.c). */
         prctl(PR_SET_DUMPABLE, 0);
         unsigned long long nofile_at_start = raise_nofile();
+        child_nofile_set(nofile_at_start);
         int sr = seccomp_precompile();
         if (sr < 0) {
                 log_error("compiling the seccomp profiles: %s", strerror(-sr));

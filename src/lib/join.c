@@ -173,6 +173,7 @@ _Noreturn void join_command_main(const struct join_config *c)
         int r;
 
         reset_signals();
+        child_nofile_apply();
         if (dup2(c->stdin_fd, 0) < 0 || dup2(c->stdout_fd, 1) < 0 || dup2(c->stderr_fd, 2) < 0)
                 _exit(126);
         int keep[] = {c->pty_sock, c->exec_fd};

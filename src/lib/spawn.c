@@ -54,6 +54,7 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
 
         /* Die with the daemon only while setting up; once paddock-init runs we are independent. */
         reset_signals();
+        child_nofile_apply();
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1)
                 _exit(1);

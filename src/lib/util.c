@@ -5,6 +5,7 @@
 #include <linux/close_range.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -317,6 +318,23 @@ int close_fds_from(int from, const int *keep, size_t n_keep)
                         return 0;
                 lo = next_keep + 1;
         }
+}
+
+static unsigned long long child_nofile;
+
+void child_nofile_set(unsigned long long soft)
+{
+        child_nofile = soft;
+}
+
+void child_nofile_apply(void)
+{
+        struct rlimit rl;
+        if (child_nofile == 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
+            child_nofile >= (unsigned long long)rl.rlim_cur)
+                return;
+        rl.rlim_cur = (rlim_t)child_nofile;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 uint64_t now_ms(void)

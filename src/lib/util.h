@@ -132,6 +132,12 @@ bool dirent_is_dir(int dirfd, const struct dirent *de);
 /* Close every fd >= from except those listed (close_range with a /proc fallback). */
 int close_fds_from(int from, const int *keep, size_t n_keep);
 
+/* The RLIMIT_NOFILE soft limit environments' processes start with. The daemon raises its own
+ * (it holds fds for every environment), not theirs: PID 1 and every exec'd command put back
+ * the one the daemon was started with (0, the default: keep what they inherit). */
+void child_nofile_set(unsigned long long soft);
+void child_nofile_apply(void);
+
 /* Monotonic and wall clock in milliseconds. */
 uint64_t now_ms(void);
 int64_t wall_s(void);

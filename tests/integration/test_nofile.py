@@ -34,6 +34,12 @@ def test_soft_limit_raised_to_hard(make_daemon):
     if low < hard:
         assert "soft limit raised from %d to the hard limit %d" % (low, hard) in d.log()
     assert any(x.startswith("open files limited") for x in s["fallbacks"]) == (hard < WANTED), s
+    # the environments' processes start with the limit the daemon was started with, not its own
+    d.create("nf")
+    assert d.sh("nf", "ulimit -n") == "%d\n" % low
+    assert d.sh("nf", "ulimit -n") == "%d\n" % low  # through the warm slot too
+    pid1 = d.sh("nf", "grep 'Max open files' /proc/1/limits").split()
+    assert pid1[3:5] == [str(low), str(hard)], pid1
 
 
 def test_low_hard_limit_is_a_fallback(daemon):
