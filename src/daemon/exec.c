@@ -746,8 +746,16 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         pid_t pid = -1;
         int r = -ENOMEM;
         struct exec_slot *slot = envp ? env_exec_slot(v) : NULL;
-        if (slot && slot->busy)
-                slot = NULL;
+        if (slot && slot->busy) {
+                slot = NULL; /* another exec's command runs in its group: a helper, below */
+        } else if (!slot && envp) {
+                /* The environment's first exec (or the first since its slot went): its slot is
+                 * made now, in a group of its own, and runs this command as it will the next;
+                 * one fork instead of a helper's and then a slot's. */
+                char sub[sizeof(s->sub)];
+                snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
+                slot = slot_prepare(e, v, sub);
+        }
         if (slot) {
                 char fresh[sizeof(s->sub)];
                 snprintf(fresh, sizeof(fresh), "%s", s->sub);
@@ -764,20 +772,8 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                         snprintf(s->sub, sizeof(s->sub), "%s", fresh);
                 }
         }
-        if (envp && (!slot || r < 0)) {
+        if (envp && (!slot || r < 0))
                 r = env_join_exec(&jc, &pid, err, errlen);
-                /* The environment's first exec (or the first since its slot went): its slot is
-                 * made now, while the command runs, and joins the command's group right after
-                 * the helper did (on cgroup v1 inside the same RCU grace period, so without a
-                 * wait of its own); it is free for the next exec once the command is done. */
-                if (r == 0 && !env_exec_slot(v)) {
-                        struct exec_slot *made = slot_prepare(e, v, s->sub);
-                        if (made) {
-                                made->busy = true;
-                                s->via_slot = true;
-                        }
-                }
-        }
         for (size_t i = 0; envp && envp[i]; i++)
                 free(envp[i]);
         free(envp);
