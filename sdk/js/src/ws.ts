@@ -22,8 +22,31 @@ export class WebSocketClient {
   private sentClose = false;
   /** Close code the server sent (null: none, or the connection dropped). */
   closeCode: number | null = null;
-  onMessage: (m: WsMessage) => void = () => {};
-  onClose: (err?: Error) => void = () => {};
+  private messageHandler: ((m: WsMessage) => void) | null = null;
+  private closeHandler: ((err?: Error) => void) | null = null;
+  /** Messages, and the end, that came before their handler was set: frames can arrive in the
+   * same read as the handshake's answer, before the caller has had a turn to listen. */
+  private early: WsMessage[] = [];
+  private endedEarly: { err?: Error } | null = null;
+
+  set onMessage(fn: (m: WsMessage) => void) {
+    this.messageHandler = fn;
+    for (let m = this.early.shift(); m; m = this.early.shift()) fn(m);
+  }
+
+  set onClose(fn: (err?: Error) => void) {
+    this.closeHandler = fn;
+    if (this.endedEarly) {
+      const { err } = this.endedEarly;
+      this.endedEarly = null;
+      fn(err);
+    }
+  }
+
+  private deliver(m: WsMessage): void {
+    if (this.messageHandler) this.messageHandler(m);
+    else this.early.push(m);
+  }
 
   private constructor(private readonly sock: Duplex, head: Buffer) {
     this.buf = head;
@@ -56,7 +79,8 @@ export class WebSocketClient {
     if (this.closed) return;
     this.closed = true;
     this.sock.destroy();
-    this.onClose(err);
+    if (this.closeHandler) this.closeHandler(err);
+    else this.endedEarly = { err };
   }
 
   private parse(): void {
@@ -107,7 +131,7 @@ export class WebSocketClient {
         if (fin) {
           const data = Buffer.concat(this.frags);
           this.frags = [];
-          this.onMessage({ opcode: this.fragOpcode as 1 | 2, data });
+          this.deliver({ opcode: this.fragOpcode as 1 | 2, data });
         }
       } else {
         return this.fail("unknown opcode " + opcode);

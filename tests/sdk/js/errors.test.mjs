@@ -4,6 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import * as http from "node:http";
+import { createHash } from "node:crypto";
 import * as path from "node:path";
 import {
   Paddock, PaddockError, Unauthorized, Forbidden, QuotaExceeded, RateLimited, NotFound,
@@ -28,6 +29,18 @@ before(async () => {
     res.writeHead(status, { "Content-Type": typeof body === "string" ? "text/html" : "application/json", ...headers });
     res.end(typeof body === "string" ? body : JSON.stringify(body));
   });
+  // A terminal whose whole session (output, exit, close) comes in the same write as the
+  // handshake's answer, as a fast command's can.
+  server.on("upgrade", (req, socket) => {
+    const accept = createHash("sha1").update(req.headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
+    const frame = (op, payload) => Buffer.concat([Buffer.from([0x80 | op, payload.length]), payload]);
+    socket.end(Buffer.concat([
+      Buffer.from("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + "\r\n\r\n"),
+      frame(2, Buffer.from("early\r\n")),
+      frame(1, Buffer.from(JSON.stringify({ exit_code: 3, duration_ms: 1 }))),
+      frame(8, Buffer.from([0x03, 0xe8])),
+    ]));
+  });
   await new Promise((r) => server.listen(sockPath, r));
 });
 after(() => server.close());
@@ -50,6 +63,14 @@ test("error codes map to classes with the server's message", async () => {
   e = await get("zz");
   assert.ok(e instanceof NotFound);
   assert.ok(seen.every((s) => s.auth === "Bearer pdk_test"), JSON.stringify(seen));
+  p.close();
+});
+
+test("a terminal keeps what came with the handshake's answer", async () => {
+  const p = new Paddock({ socketPath: sockPath });
+  const t = await p.envs.ref("w").terminal({ cmd: "echo early" });
+  assert.match(await t.readUntil((s) => s.includes("early")), /early\r\n/);
+  assert.equal((await t.wait()).exitCode, 3);
   p.close();
 });
 
