@@ -548,6 +548,12 @@ static void on_sweep(struct loop_timer *t, void *data)
                 sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
 }
 
+/* The confinement of the environment's PID 1, which every exec gets too. */
+static enum confine_profile exec_profile(struct env *v)
+{
+        return env_kind(v) == KIND_SANDBOX ? PROFILE_SANDBOX : PROFILE_COMPUTER;
+}
+
 /* A slot for v in its per-exec group sub (existing; empty, or busy with the command of the
  * exec that made it). */
 static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const char *sub)
@@ -557,8 +563,9 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
                 return NULL;
         *sl = (struct exec_slot){.eng = e, .env = v, .js = {.sock = -EBADF}};
         snprintf(sl->sub, sizeof(sl->sub), "%s", sub);
-        struct join_config jc = {.env_pidfd = env_pidfd(v), .cgroups = engine_cgroups(e),
-                                 .cgroup_name = env_cgroup(v), .cgroup_sub = sl->sub};
+        struct join_config jc = {.env_pidfd = env_pidfd(v), .profile = exec_profile(v),
+                                 .cgroups = engine_cgroups(e), .cgroup_name = env_cgroup(v),
+                                 .cgroup_sub = sl->sub};
         int r = join_slot_start(&jc, &sl->js);
         if (r < 0) {
                 log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
@@ -724,7 +731,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         char **envp = env_build_envp(v, rq->env);
         struct join_config jc = {
                 .env_pidfd = env_pidfd(v),
-                .profile = env_kind(v) == KIND_SANDBOX ? PROFILE_SANDBOX : PROFILE_COMPUTER,
+                .profile = exec_profile(v),
                 .cgroups = engine_cgroups(e),
                 .cgroup_name = s->cg,
                 .cgroup_sub = s->sub,

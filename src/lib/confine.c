@@ -10,7 +10,11 @@
  *    other setuid/file-capability programs must keep working), so the filter can only be
  *    loaded while CAP_SYS_ADMIN is still effective, i.e. before caps_apply() reduces the set
  *    to Docker's list. caps_apply() then runs under the filter, which allows everything it
- *    uses (capget, capset, prctl). */
+ *    uses (capget, capset, prctl).
+ *  - A spawner (an exec slot, join_slot.c) keeps its capabilities to switch each command's
+ *    user, so it loads only what its children inherit unchanged, once: the Landlock domain and
+ *    the seccomp filter, legal through CAP_SYS_ADMIN in the user namespace. Each child then
+ *    applies the rest; the result is the same set of restrictions, in a different order. */
 #include "lib/confine.h"
 #include "lib/util.h"
 
@@ -43,6 +47,38 @@ static int confine_computer(const char **ret_step)
         if (r < 0)
                 return r;
         return step("capabilities", caps_apply(PROFILE_COMPUTER), ret_step);
+}
+
+int confine_apply_spawner(enum confine_profile p, const char **ret_step)
+{
+        int r;
+        switch (p) {
+        case PROFILE_SANDBOX:
+                r = landlock_apply_sandbox();
+                if (r < 0 && r != -EOPNOTSUPP)
+                        return step("landlock", r, ret_step);
+                return step("seccomp", seccomp_apply(PROFILE_SANDBOX), ret_step);
+        case PROFILE_COMPUTER:
+                return step("seccomp", seccomp_apply(PROFILE_COMPUTER), ret_step);
+        }
+        return step("profile", -EINVAL, ret_step);
+}
+
+int confine_apply_spawned(enum confine_profile p, const char **ret_step)
+{
+        switch (p) {
+        case PROFILE_SANDBOX: {
+                int r = step("capabilities", caps_apply(PROFILE_SANDBOX), ret_step);
+                if (r < 0)
+                        return r;
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                        return step("no_new_privs", -errno, ret_step);
+                return 0;
+        }
+        case PROFILE_COMPUTER:
+                return step("capabilities", caps_apply(PROFILE_COMPUTER), ret_step);
+        }
+        return step("profile", -EINVAL, ret_step);
 }
 
 int confine_apply(enum confine_profile p, const char **ret_step)

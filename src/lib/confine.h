@@ -47,3 +47,10 @@ int confine_export_pfc(enum confine_profile p, int fd);
 int confine_apply(enum confine_profile p, const char **ret_step);
 /* Same, with exec_fd (a file outside the root that is executed next) exempt from Landlock. */
 int confine_apply_exec(enum confine_profile p, int exec_fd, const char **ret_step);
+/* Split in two for a process that spawns the environment's commands and must keep its
+ * capabilities to switch their user (an exec slot): confine_apply_spawner() loads, once, what
+ * children inherit unchanged (sandbox: Landlock and seccomp; computer: seccomp; needs
+ * CAP_SYS_ADMIN in the user namespace); confine_apply_spawned() applies the rest in each
+ * child (sandbox: caps -> no_new_privs; computer: caps). Together: exactly confine_apply(). */
+int confine_apply_spawner(enum confine_profile p, const char **ret_step);
+int confine_apply_spawned(enum confine_profile p, const char **ret_step);

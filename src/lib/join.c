@@ -196,7 +196,8 @@ _Noreturn void join_command_main(const struct join_config *c)
                 cmd_fail(126, "new session", strerror(errno));
         if ((r = raise_effective()) < 0)
                 cmd_fail(126, "capabilities", strerror(-r));
-        if ((r = confine_apply(c->profile, &step)) < 0)
+        r = c->confined ? confine_apply_spawned(c->profile, &step) : confine_apply(c->profile, &step);
+        if (r < 0)
                 cmd_fail(126, step, strerror(-r));
         const char *cwd = c->cwd && *c->cwd ? c->cwd : home;
         if (chdir(cwd) < 0) {

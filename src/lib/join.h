@@ -41,24 +41,28 @@ struct join_config {
         /* > 2: an O_CLOEXEC fd the command keeps until its execve, so that whoever shares its
          * memory learns when it may touch it again (0: none). */
         int exec_fd;
+        /* The caller already applied confine_apply_spawner(profile) (a warm slot): the command
+         * inherits the Landlock domain and the seccomp filter and applies only the rest. */
+        bool confined;
 };
 
 /* Returns the host pid of the command process (a child of the caller). */
 int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, size_t errlen);
 
 /* A warm exec slot (join_slot.c): the helper above forked ahead of time and kept. It joins
- * its per-exec cgroup (c->cgroup_sub) and every namespace of PID 1 except the user namespace,
- * then runs commands one at a time, each in that group; the fork and the cgroup join (an RCU
- * grace period on cgroup v1) are off the exec's path, and its commands are spawned without
- * copying the daemon's address space. join_slot_start uses only c's env_pidfd and cgroup
+ * its per-exec cgroup (c->cgroup_sub) and every namespace of PID 1, loads the part of the
+ * confinement its commands inherit (confine_apply_spawner), then runs commands one at a time,
+ * each in that group; the fork, the cgroup join (an RCU grace period on cgroup v1) and the
+ * filter's load are off the exec's path, and its commands are spawned without copying the
+ * daemon's address space. join_slot_start uses only c's env_pidfd, profile and cgroup
  * fields. */
 struct join_slot {
         pid_t pid; /* the slot, a child of the caller; 0 once discarded */
         int sock;  /* the caller's end of its socket */
 };
 int join_slot_start(const struct join_config *c, struct join_slot *ret);
-/* Hand the slot c's command (argv, envp, cwd, user, profile, stdio, terminal; its cgroup is
- * the slot's). 0 with the command's host pid (a child of the caller; the slot stays, in the
+/* Hand the slot c's command (argv, envp, cwd, user, stdio, terminal; its cgroup and profile
+ * are the slot's). 0 with the command's host pid (a child of the caller; the slot stays, in the
  * command's group, for the next command); -E2BIG if the command is too big for a slot (the
  * slot is left as it was); -ESTALE if the slot failed (it is discarded: run the command with
  * env_join_exec instead). */

@@ -1,20 +1,24 @@
 /* Warm exec slots: the exec helper of join.c, forked ahead of time and kept (see join.h).
  *
  * The slot joins its per-exec cgroup (on cgroup v1 the first cgroup.procs write waits for an
- * RCU grace period: milliseconds, more on an idle machine) and every namespace of PID 1 but the
- * user namespace, then serves commands one at a time: it blocks reading one message from its
- * socket (argv, envp, working directory, user, terminal size, profile, with stdin/stdout/stderr
- * and the pty socket as SCM_RIGHTS), spawns the command and answers with its pid.
+ * RCU grace period: milliseconds, more on an idle machine) and every namespace of PID 1, user
+ * namespace last, and loads the environment's seccomp filter (and a sandbox's Landlock domain)
+ * once, for its commands to inherit: the kernel checks and compiles a filter of ~350 rules at
+ * every load, about 0.2 ms a command. It keeps its capabilities in the user namespace, to switch
+ * each command's user; the command drops them (confine_apply_spawned), so it ends exactly as
+ * confined as PID 1. Then the slot serves commands one at a time: it blocks reading one message
+ * from its socket (argv, envp, working directory, user, terminal size, profile, with
+ * stdin/stdout/stderr and the pty socket as SCM_RIGHTS), spawns the command and answers with
+ * its pid.
  *
  * The command is cloned with CLONE_VM, as posix_spawn does: no copy of the slot's page tables
  * (a fork of the daemon) and nothing to tear down at its execve, which are most of a fork's
  * cost. The slot answers at once and then waits, without touching the shared memory, until
- * the command has exec'd or died; the command enters the user namespace itself, so the slot
- * never does. While it waits the slot is host
- * root in the initial user namespace, not dumpable and outside the environment's pid namespace:
- * nothing in the environment can see, trace or signal it. Until its execve the command shares
- * that non-dumpable memory; it touches only its own stack and the message's buffers, and
- * allocates nothing that would outlive it in the slot's heap. */
+ * the command has exec'd or died. Nothing in the environment can see, trace or signal the slot:
+ * it stays outside the environment's pid namespace, and it is not dumpable, with memory that
+ * belongs to the initial user namespace (ptrace would need CAP_SYS_PTRACE there). Until its
+ * execve the command shares that memory; it touches only its own stack and the message's
+ * buffers, and allocates nothing that would outlive it in the slot's heap. */
 #include "lib/join.h"
 #include "lib/join_internal.h"
 #include "lib/util.h"
@@ -242,19 +246,14 @@ static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
 /* What the command's clone reads from the slot's memory (CLONE_VM) until its execve. */
 struct spawn {
         const struct join_config *cmd;
-        int env_pidfd, sock;
+        int sock;
 };
 
 /* The command, on the slot's spare stack until its execve. */
 static int command_start(void *data)
 {
         const struct spawn *sp = data;
-        if (setns(sp->env_pidfd, CLONE_NEWUSER) < 0) {
-                dprintf(sp->cmd->stderr_fd, "paddock: enter user namespace: %s\n", strerror(errno));
-                _exit(126);
-        }
         close(sp->sock);
-        close(sp->env_pidfd);
         join_command_main(sp->cmd); /* its exec_fd (O_CLOEXEC) closes at the execve */
 }
 
@@ -287,6 +286,12 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
         if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
                                         CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
                 join_helper_fail(sock, -errno, "enter namespaces");
+        if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
+                join_helper_fail(sock, -errno, "enter user namespace");
+        close(c->env_pidfd);
+        const char *step;
+        if ((r = confine_apply_spawner(c->profile, &step)) < 0)
+                join_helper_fail(sock, r, step);
         /* Forked from the daemon: its heap is ours to use, nothing else runs here. strs holds
          * the message's strings, argv and envp, then room for the command's final environment
          * (join_command_main adds up to 3 variables and may not allocate). */
@@ -300,10 +305,12 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
         if (mprotect(stack, 4096, PROT_NONE) < 0)
                 join_helper_fail(sock, -errno, "exec slot");
         for (;;) {
-                struct join_config cmd = {.env_pidfd = -EBADF};
+                struct join_config cmd = {.env_pidfd = -EBADF, .confined = true};
                 r = receive(sock, &cmd, blob, strs);
                 if (r == 0)
                         _exit(0);
+                if (r > 0 && cmd.profile != c->profile)
+                        r = -EBADMSG; /* the filter loaded here is another profile's */
                 if (r < 0)
                         join_helper_fail(sock, r, "exec slot message");
                 cmd.envp_room = strs + SLOT_ENV_ROOM;
@@ -311,7 +318,7 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
                 if (pipe2(ep, O_CLOEXEC) < 0)
                         join_helper_fail(sock, -errno, "exec slot");
                 cmd.exec_fd = ep[1];
-                struct spawn sp = {.cmd = &cmd, .env_pidfd = c->env_pidfd, .sock = sock};
+                struct spawn sp = {.cmd = &cmd, .sock = sock};
                 /* CLONE_PARENT: the daemon, not this slot, becomes the parent and reaps it. No
                  * CLONE_VFORK: the environment can stop the command before its execve (it is
                  * in the environment's pid namespace, its own user soon), and then only this
