@@ -1,6 +1,7 @@
 #include "cli/client.h"
 #include "lib/http1.h"
 #include "cli/transport.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 
 #include <signal.h>
@@ -82,19 +83,13 @@ static int buffer_append(struct transfer *t, const char *data, size_t len)
                 t->too_large = true;
                 return -EFBIG;
         }
-        if (r->len + len + 1 > t->body_cap) {
-                size_t cap = t->body_cap ? t->body_cap : 4096;
-                while (cap < r->len + len + 1)
-                        cap *= 2;
-                char *n = realloc(r->body, cap);
-                if (!n)
-                        return -ENOMEM;
-                r->body = n;
-                t->body_cap = cap;
-        }
-        memcpy(r->body + r->len, data, len);
-        r->len += len;
-        r->body[r->len] = 0;
+        /* The response keeps the bytes; the transfer, how much room they have. */
+        struct strbuf b = {.data = r->body, .len = r->len, .cap = t->body_cap};
+        if (strbuf_add(&b, data, len) < 0)
+                return -ENOMEM;
+        r->body = b.data;
+        r->len = b.len;
+        t->body_cap = b.cap;
         return 0;
 }
 

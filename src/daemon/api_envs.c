@@ -5,6 +5,7 @@
 #include "lib/jsonwrite.h"
 #include "lib/paddock.h"
 #include "lib/parse.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 
 #include <ctype.h>
@@ -377,8 +378,8 @@ struct listing {
          * is made, so the end of the pass has no big document to dump). A plain growing
          * buffer, not a FILE: jansson hands its writer every token on its own (tens per
          * environment), and stdio's locked fwrite per token was a fifth of a listing's time. */
-        char *text;
-        size_t len, cap, n;
+        struct strbuf text;
+        size_t n;
         bool oom; /* out of memory, or a value that could not be written: answer 500 */
         struct engine_pass *pass;
 };
@@ -386,31 +387,20 @@ struct listing {
 static void listing_free(struct listing *l)
 {
         engine_pass_cancel(l->pass);
-        free(l->text);
+        strbuf_free(&l->text);
         free(l);
 }
 
-/* Append to the answer; doubling, so a listing of thousands reallocates a few dozen times. */
+/* Append to the answer (the buffer doubles: a listing of thousands grows a few dozen times). */
 static int listing_put(const char *s, size_t k, void *data)
 {
         struct listing *l = data;
         if (l->oom)
                 return -1;
-        if (l->cap - l->len < k + 1) {
-                size_t cap = l->cap ? l->cap : 16384;
-                while (cap - l->len < k + 1)
-                        cap *= 2;
-                char *t = realloc(l->text, cap);
-                if (!t) {
-                        l->oom = true;
-                        return -1;
-                }
-                l->text = t;
-                l->cap = cap;
+        if (strbuf_add(&l->text, s, k) < 0) {
+                l->oom = true;
+                return -1;
         }
-        memcpy(l->text + l->len, s, k);
-        l->len += k;
-        l->text[l->len] = 0;
         return 0;
 }
 
@@ -457,7 +447,7 @@ static void listing_done(struct engine *e, void *data)
         if (l->oom)
                 http_reply_errno(r, -ENOMEM, "listing");
         else
-                http_reply_text(r, 200, "application/json", TAKE_PTR(l->text), l->len);
+                http_reply_text(r, 200, "application/json", TAKE_PTR(l->text.data), l->text.len);
         listing_free(l);
 }
 

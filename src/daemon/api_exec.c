@@ -6,34 +6,12 @@
 #include "daemon/log.h"
 #include "daemon/procs.h"
 #include "lib/base64.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 
 #include <limits.h>
 
 #define MAX_ARGS 4096
-
-struct buf {
-        char *data;
-        size_t len, cap;
-};
-
-static bool buf_add(struct buf *b, const char *p, size_t n)
-{
-        if (b->len + n + 1 > b->cap) {
-                size_t cap = b->cap ? b->cap : 4096;
-                while (cap < b->len + n + 1)
-                        cap *= 2;
-                char *nd = realloc(b->data, cap);
-                if (!nd)
-                        return false;
-                b->data = nd;
-                b->cap = cap;
-        }
-        memcpy(b->data + b->len, p, n);
-        b->len += n;
-        b->data[b->len] = 0;
-        return true;
-}
 
 /* Text as a JSON string, or base64 when it is not valid UTF-8. */
 static json_t *text_or_base64(const char *p, size_t n, bool b64)
@@ -56,8 +34,8 @@ struct exec_ctx {
         bool done;
         int refs; /* the session and the HTTP response each hold one */
         struct exec_session *session;
-        struct buf out, err; /* buffered mode: collected output */
-        struct buf pending;  /* stream mode: NDJSON not yet sent */
+        struct strbuf out, err; /* buffered mode: collected output */
+        struct strbuf pending; /* stream mode: NDJSON not yet sent */
         size_t pending_off;
         char carry[2][4];    /* stream mode: an incomplete UTF-8 tail per stream */
         size_t carry_len[2];
@@ -67,9 +45,9 @@ static void ctx_unref(struct exec_ctx *c)
 {
         if (--c->refs > 0)
                 return;
-        free(c->out.data);
-        free(c->err.data);
-        free(c->pending.data);
+        strbuf_free(&c->out);
+        strbuf_free(&c->err);
+        strbuf_free(&c->pending);
         free(c);
 }
 
@@ -79,8 +57,8 @@ static void append_line(struct exec_ctx *c, json_t *j)
         json_decref(j);
         if (!line)
                 return;
-        buf_add(&c->pending, line, strlen(line));
-        buf_add(&c->pending, "\n", 1);
+        strbuf_add(&c->pending, line, strlen(line));
+        strbuf_add(&c->pending, "\n", 1);
         free(line);
         http_stream_wake(c->req);
 }
@@ -125,7 +103,7 @@ static void on_output(void *data, int stream, const char *p, size_t n)
                         n -= k;
                 }
         } else {
-                buf_add(stream == 1 ? &c->out : &c->err, p, n);
+                strbuf_add(stream == 1 ? &c->out : &c->err, p, n);
         }
 }
 

@@ -15,6 +15,7 @@
 #include "lib/files.h"
 #include "lib/paddock.h"
 #include "lib/parse.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 
 #define FILES_MAX_ACTIVE       64
@@ -35,8 +36,7 @@ struct files_job {
         char path[FILES_PATH_MAX], to[FILES_PATH_MAX];
         struct files_status done;
         bool has_done;
-        char *data; /* list/stat records */
-        size_t data_len, data_cap;
+        struct strbuf data; /* list/stat records */
         bool data_overflow;
 };
 
@@ -54,7 +54,7 @@ static bool is_record_op(enum files_op op)
 static void job_free(struct files_job *j, bool kill)
 {
         supervise_abandon(j->sv, kill);
-        free(j->data);
+        strbuf_free(&j->data);
         free(j);
 }
 
@@ -130,7 +130,7 @@ static json_t *records_json(struct files_job *j, bool full, size_t *ret_n)
         struct files_entry e;
         const char *name, *target;
         int r;
-        while ((r = files_entry_next(j->data, j->data_len, &off, &e, &name, &target)) > 0)
+        while ((r = files_entry_next(j->data.data, j->data.len, &off, &e, &name, &target)) > 0)
                 n++;
         if (r < 0)
                 return NULL;
@@ -139,7 +139,7 @@ static json_t *records_json(struct files_job *j, bool full, size_t *ret_n)
                 return NULL;
         off = 0;
         for (size_t i = 0; i < n; i++)
-                files_entry_next(j->data, j->data_len, &off, &recs[i].e, &recs[i].name,
+                files_entry_next(j->data.data, j->data.len, &off, &recs[i].e, &recs[i].name,
                                  &recs[i].target);
         qsort(recs, n, sizeof(*recs), rec_cmp);
         json_t *arr = json_array();
@@ -292,24 +292,9 @@ static bool on_records(void *data, int fd)
         for (;;) {
                 ssize_t n = read(fd, buf, sizeof(buf));
                 if (n > 0) {
-                        if (j->data_overflow || j->data_len + (size_t)n > FILES_MAX_RECORD_BYTES) {
+                        if (j->data_overflow || j->data.len + (size_t)n > FILES_MAX_RECORD_BYTES ||
+                            strbuf_add(&j->data, buf, (size_t)n) < 0)
                                 j->data_overflow = true;
-                                continue;
-                        }
-                        if (j->data_len + (size_t)n > j->data_cap) {
-                                size_t cap = j->data_cap ? j->data_cap * 2 : 65536;
-                                while (cap < j->data_len + (size_t)n)
-                                        cap *= 2;
-                                char *nd = realloc(j->data, cap);
-                                if (!nd) {
-                                        j->data_overflow = true;
-                                        continue;
-                                }
-                                j->data = nd;
-                                j->data_cap = cap;
-                        }
-                        memcpy(j->data + j->data_len, buf, (size_t)n);
-                        j->data_len += (size_t)n;
                         continue;
                 }
                 if (n < 0 && errno == EINTR)

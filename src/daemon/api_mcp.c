@@ -27,6 +27,7 @@
 #include "lib/http1.h"
 #include "lib/jsonutil.h"
 #include "lib/mcp.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 
 #include <stdio.h>
@@ -79,8 +80,7 @@ struct mcp_job {
         char *out;
         size_t out_len, out_off;
         struct http1 parser;
-        char *body;
-        size_t body_len, body_cap;
+        struct strbuf body;
         struct loop_timer *timer;
 };
 
@@ -222,22 +222,20 @@ static void request_over(struct mcp_job *j, int result, const char *why)
         free(j->out);
         j->out = NULL;
         if (result >= 0) {
-                char *body = j->body ? j->body : strdup("");
+                char *body = j->body.data ? j->body.data : strdup("");
                 *j->resp = (struct mcp_response){
                     .status = j->parser.status,
                     .body = body,
-                    .len = j->body_len,
-                    .json = body ? json_loadb(body, j->body_len, 0, NULL) : NULL,
+                    .len = j->body.len,
+                    .json = body ? json_loadb(body, j->body.len, 0, NULL) : NULL,
                 };
                 if (!body) {
                         result = -1;
                         why = "out of memory";
                 }
-        } else {
-                free(j->body);
+                j->body = (struct strbuf){0}; /* the answer's now */
         }
-        j->body = NULL;
-        j->body_len = j->body_cap = 0;
+        strbuf_free(&j->body);
         http1_done(&j->parser);
         j->result = result;
         if (result < 0) {
@@ -250,21 +248,10 @@ static void request_over(struct mcp_job *j, int result, const char *why)
 static int take_body(const char *data, size_t len, void *userdata)
 {
         struct mcp_job *j = userdata;
-        if (j->body_len + len > ANSWER_MAX)
+        if (j->body.len + len > ANSWER_MAX)
                 return -E2BIG;
-        if (j->body_len + len + 1 > j->body_cap) {
-                size_t cap = j->body_cap ? j->body_cap * 2 : 4096;
-                while (cap < j->body_len + len + 1)
-                        cap *= 2;
-                char *grown = realloc(j->body, cap);
-                if (!grown)
-                        return -ENOMEM;
-                j->body = grown;
-                j->body_cap = cap;
-        }
-        memcpy(j->body + j->body_len, data, len);
-        j->body_len += len;
-        j->body[j->body_len] = 0;
+        if (strbuf_add(&j->body, data, len) < 0)
+                return -ENOMEM;
         return 0;
 }
 

@@ -466,6 +466,7 @@ void env_set_pidfd(struct engine *e, struct env *v, int fd)
 {
         int delta = (fd >= 0) - (v->pidfd >= 0);
         v->pidfd = fd;
+        v->counters_at_ms = 0; /* a new PID 1 (or none): its counters start again */
         if (!env_listed(e, v))
                 return; /* env_append counts it */
         e->n_running += delta;

@@ -24,6 +24,14 @@ struct waiter {
         struct waiter *next;
 };
 
+/* What a listing, an inspect and a scrape read of a running environment besides its record. */
+struct env_counters {
+        bool cg_ok; /* cg was read */
+        struct cgroup_stats cg;
+        bool disk_ok; /* disk was read (computers) */
+        uint64_t disk; /* bytes its disk uses */
+};
+
 struct env {
         struct engine *eng;
         struct env_row row;
@@ -45,6 +53,8 @@ struct env {
         struct waiter *waiters;
         unsigned exec_seq;
         struct exec_slot *exec_slot; /* exec.c's warm helper for the next exec, or NULL */
+        struct env_counters counters; /* as last read (engine_env_counters) */
+        uint64_t counters_at_ms;      /* monotonic ms of that read, 0 = none */
         /* Idle stop (engine_idle.c). Stored in the spec: the timeout, the action, idled_at. */
         uint64_t idle_timeout_s; /* 0 = none */
         bool idle_stop;          /* stop when idle (else pause) */
@@ -161,6 +171,11 @@ void env_expiry_set(struct engine *e, struct env *v);
 /* The environment holding address a (running or not), or NULL. */
 struct env *engine_find_addr(struct engine *e, struct in_addr a);
 void envp_free(char **arr);
+
+/* engine_json.c: v's counters (cgroups only while it runs), read now; or, listed (part of a listing or a
+ * scrape of many), as read within the last second: agents that poll the list, and Prometheus,
+ * ask the kernel once a second, not once a request. */
+void engine_env_counters(struct engine *e, struct env *v, bool listed, struct env_counters *ret);
 
 /* engine_lifecycle.c */
 int env_watch(struct engine *e, struct env *v);

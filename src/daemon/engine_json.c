@@ -37,6 +37,27 @@ json_t *env_io_json(const struct cgroup_limits *l, bool shown)
         return j;
 }
 
+#define COUNTERS_FRESH_MS 1000
+
+void engine_env_counters(struct engine *e, struct env *v, bool listed, struct env_counters *ret)
+{
+        uint64_t now = now_ms();
+        if (listed && v->counters_at_ms && now - v->counters_at_ms < COUNTERS_FRESH_MS) {
+                *ret = v->counters;
+                return;
+        }
+        struct env_counters c = {0};
+        c.cg_ok = v->pidfd >= 0 && /* a stopped environment has no groups */
+                  cgroup_env_stats(e->cfg.cgroups, v->cgname, &c.cg) >= 0;
+        char dir[4096];
+        c.disk_ok = v->kind == KIND_COMPUTER &&
+                    env_dir(e, v->row.name, NULL, dir, sizeof(dir)) >= 0 &&
+                    e->cfg.storage->ops->usage(e->cfg.storage, dir, &c.disk) >= 0;
+        v->counters = c;
+        v->counters_at_ms = now;
+        *ret = c;
+}
+
 /* listed: part of a listing of many environments, where counters may be a second old (one
  * read serves all of them) instead of read for this one alone. */
 static json_t *env_json(struct engine *e, struct env *v, bool listed)
@@ -50,9 +71,11 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
                                    limit_json(v->limits.pids));
         json_t *usage = json_null();
         json_int_t ooms = 0;
+        struct env_counters cnt;
+        engine_env_counters(e, v, listed, &cnt); /* a stopped computer's disk too */
         if (v->pidfd >= 0) {
-                struct cgroup_stats st;
-                if (cgroup_env_stats(e->cfg.cgroups, v->cgname, &st) >= 0) {
+                const struct cgroup_stats st = cnt.cg;
+                if (cnt.cg_ok) {
                         struct link_stats ns;
                         metrics_env_net(e, v, listed, &ns);
                         usage = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "memory",
@@ -71,12 +94,7 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
         json_t *disk_limit = v->kind == KIND_SANDBOX ? json_integer((json_int_t)v->tmp_bytes)
                              : v->disk_bytes         ? json_integer((json_int_t)v->disk_bytes)
                                                      : json_null();
-        json_t *disk_used = json_null();
-        char dir[4096];
-        uint64_t used;
-        if (v->kind == KIND_COMPUTER && env_dir(e, v->row.name, NULL, dir, sizeof(dir)) >= 0 &&
-            e->cfg.storage->ops->usage(e->cfg.storage, dir, &used) >= 0)
-                disk_used = json_integer((json_int_t)used);
+        json_t *disk_used = cnt.disk_ok ? json_integer((json_int_t)cnt.disk) : json_null();
         const char *state = v->stopping ? "stopping" : v->row.status;
         json_t *net = netpolicy_json(&v->net);
         json_object_set_new(net, "ip", v->addr.s_addr ? json_string(v->row.ip) : json_null());

@@ -145,13 +145,13 @@ static void check_oom(struct engine *e, const struct env *v, bool forget)
 {
         struct oom_seen **p = oom_find(env_name(v));
         uint64_t before = *p ? (*p)->kills : 0;
-        struct cgroup_stats st = {0};
-        if (cgroup_env_stats(engine_cgroups(e), env_cgroup(v), &st) >= 0 && st.oom_kills > before) {
-                events_env("oom", v, json_pack("{s:I}", "oom_kills", (json_int_t)st.oom_kills));
+        uint64_t kills = 0;
+        if (cgroup_env_oom_kills(engine_cgroups(e), env_cgroup(v), &kills) >= 0 && kills > before) {
+                events_env("oom", v, json_pack("{s:I}", "oom_kills", (json_int_t)kills));
                 if (!forget && !*p && (*p = calloc(1, sizeof(**p))))
                         snprintf((*p)->env, sizeof((*p)->env), "%s", env_name(v));
                 if (!forget && *p)
-                        (*p)->kills = st.oom_kills;
+                        (*p)->kills = kills;
         }
         if (forget && *p) {
                 struct oom_seen *gone = *p;

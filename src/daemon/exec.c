@@ -581,11 +581,12 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
         return sl;
 }
 
-/* After an exec has answered: its per-exec group, left without processes, becomes the
- * environment's next slot (no rmdir now and no mkdir for the next exec; on cgroup v1 each
- * waits for RCU grace periods, and the rmdir used to hold up the answer by 7-20 ms);
- * otherwise it is removed. From a timer, so that the answer is sent first; the exec_exited
- * event (which reads the environment's cgroup statistics for OOM kills) waits for it too. */
+/* After an exec has answered: the slot that ran it is free again when its group holds
+ * nothing but the slot (no rmdir now and no mkdir for the next exec; on cgroup v1 each waits
+ * for RCU grace periods, and the rmdir used to hold up the answer by 7-20 ms); any other exec
+ * group is removed (what is left in it stays until it exits: prune). From a timer, so that the
+ * answer is sent first; the exec_exited event (which reads the environment's cgroup
+ * statistics for OOM kills) waits for it too. */
 struct after_exec {
         struct engine *eng;
         char env[NAME_BUF_SIZE];
@@ -615,15 +616,11 @@ static void on_after_exec(struct loop_timer *t, void *data)
                         return;
                 }
                 slot_free(sl); /* busy: the group stays for what is left in it */
-                sl = NULL;
         }
-        bool reuse = v && !sl && env_running(v) && !env_paused(v) &&
-                     !strcmp(env_cgroup(v), a->cg) && cgroup_env_busy(m, a->cg, a->sub) == 0;
-        if (!reuse || !slot_prepare(a->eng, v, a->sub)) {
-                int r = cgroup_env_prune(m, a->cg, a->sub);
-                if (r < 0 && r != -ENOENT)
-                        log_debug("%s: removing cgroup %s: %s", a->env, a->sub, strerror(-r));
-        }
+        /* A helper's exec group goes (the next exec without a slot makes one, exec_start). */
+        int r = cgroup_env_prune(m, a->cg, a->sub);
+        if (r < 0 && r != -ENOENT)
+                log_debug("%s: removing cgroup %s: %s", a->env, a->sub, strerror(-r));
         free(a);
 }
 

@@ -210,16 +210,17 @@ static bool sample_value(const struct sample *s, enum env_family fam, char *buf,
 static void take_sample(struct engine *e, struct env *v, struct sample *s)
 {
         *s = (struct sample){.v = v};
-        if (v->pidfd >= 0 && cgroup_env_stats(e->cfg.cgroups, v->cgname, &s->cg) >= 0) {
+        struct env_counters c;
+        engine_env_counters(e, v, true, &c);
+        if (v->pidfd >= 0 && c.cg_ok) {
+                s->cg = c.cg;
                 s->running = true;
                 metrics_env_net(e, v, true, &s->net);
                 if (e->net && v->net.mode != NET_NONE)
                         s->denied = network_env_denied(e->net, v->row.name, true);
         }
-        char dir[4096];
-        if (v->kind == KIND_COMPUTER && env_dir(e, v->row.name, NULL, dir, sizeof(dir)) >= 0 &&
-            e->cfg.storage->ops->usage(e->cfg.storage, dir, &s->disk) >= 0)
-                s->has_disk = true;
+        s->disk = c.disk;
+        s->has_disk = c.disk_ok;
 }
 
 void metrics_envs_free(struct metrics_envs *m)

@@ -580,16 +580,6 @@ int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
         return rmdir_everywhere(m, env, sub);
 }
 
-int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub)
-{
-        if (!names_valid(env, sub))
-                return -EINVAL;
-        struct pid_set s = {0};
-        int r = collect_all(m, env, sub, &s);
-        free(s.p);
-        return r < 0 ? r : s.n > 0;
-}
-
 size_t cgroup_manager_fds(const struct cgroup_manager *m, int *fds, size_t max)
 {
         size_t n = 0;
@@ -626,6 +616,18 @@ int cgroup_env_stats(struct cgroup_manager *m, const char *env, struct cgroup_st
         if (r < 0)
                 return r;
         *ret = st;
+        return 0;
+}
+
+int cgroup_env_oom_kills(struct cgroup_manager *m, const char *env, uint64_t *ret)
+{
+        if (!names_valid(env, NULL) || !ret)
+                return -EINVAL;
+        uint64_t n = 0;
+        int r = m->ops->oom_kills(m, env, &n);
+        if (r < 0)
+                return r;
+        *ret = n;
         return 0;
 }
 

@@ -70,11 +70,10 @@ int cgroup_env_destroy(struct cgroup_manager *m, const char *env, const char *su
 /* Freeze / thaw the whole env (freezer on v1, cgroup.freeze on v2/hybrid). */
 int cgroup_env_freeze(struct cgroup_manager *m, const char *env, bool frozen);
 int cgroup_env_stats(struct cgroup_manager *m, const char *env, struct cgroup_stats *ret);
+/* Only the stats' oom_kills: one file (v2; on v1 the memory group and its exec sub-groups). */
+int cgroup_env_oom_kills(struct cgroup_manager *m, const char *env, uint64_t *ret);
 /* Remove env/sub only if no process is left in it (never kills). Missing is fine. */
 int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub);
-/* 1 if env/sub (sub may be NULL) holds a process in any hierarchy, 0 if none, -ENOENT if it
- * does not exist. */
-int cgroup_env_busy(struct cgroup_manager *m, const char *env, const char *sub);
 /* 1 if pid is the only process in env/sub (and its descendants) in every hierarchy, else 0;
  * -ENOENT if the group does not exist. */
 /* The directory fds the manager works through (at most max; CGROUP_MANAGER_MAX_FDS holds all):

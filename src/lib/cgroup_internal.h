@@ -49,6 +49,8 @@ struct cgroup_ops {
         /* Kill env/sub with one cgroup.kill write; -EOPNOTSUPP where the kernel lacks it. */
         int (*kill_fast)(struct cgroup_manager *m, const char *env, const char *sub);
         int (*stats)(struct cgroup_manager *m, const char *env, struct cgroup_stats *ret);
+        /* stats' oom_kills alone (read after every exec). */
+        int (*oom_kills)(struct cgroup_manager *m, const char *env, uint64_t *ret);
 };
 
 struct cgroup_manager {

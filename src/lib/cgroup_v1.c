@@ -305,10 +305,20 @@ static int v1_stats(struct cgroup_manager *m, const char *env, struct cgroup_sta
         return mem >= 0 ? sum_oom_kills(mem, &ret->oom_kills, 0) : 0;
 }
 
+static int v1_oom_kills(struct cgroup_manager *m, const char *env, uint64_t *ret)
+{
+        _cleanup_close_ int mem = -EBADF;
+        int r = open_ctl_group(m, "memory", env, NULL, &mem);
+        if (r == -EOPNOTSUPP)
+                return 0;
+        return r < 0 ? r : sum_oom_kills(mem, ret, 0);
+}
+
 const struct cgroup_ops cgroup_v1_ops = {
         .setup = v1_setup,
         .set_limits = v1_set_limits,
         .freeze = v1_freeze,
         .kill_fast = v1_kill_fast,
         .stats = v1_stats,
+        .oom_kills = v1_oom_kills,
 };

@@ -229,10 +229,18 @@ static int v2_stats(struct cgroup_manager *m, const char *env, struct cgroup_sta
         return 0;
 }
 
+static int v2_oom_kills(struct cgroup_manager *m, const char *env, uint64_t *ret)
+{
+        _cleanup_close_ int fd = -EBADF;
+        int r = cg_open_group(&m->hier[0], env, NULL, false, &fd);
+        return r < 0 ? r : stat_u64(fd, "memory.events", "oom_kill", ret);
+}
+
 const struct cgroup_ops cgroup_v2_ops = {
         .setup = v2_setup,
         .set_limits = v2_set_limits,
         .freeze = v2_freeze,
         .kill_fast = v2_kill_fast,
         .stats = v2_stats,
+        .oom_kills = v2_oom_kills,
 };

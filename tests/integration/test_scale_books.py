@@ -226,6 +226,20 @@ def test_the_resolver_knows_an_address_given_again(daemon):
     assert listed["net_tx_bytes"] > 0 and listed["net_rx_bytes"] > 0, listed
 
 
+def test_a_listing_reads_counters_once_a_second_and_inspect_reads_them_now(daemon):
+    """A listing (and a scrape) reuses an environment's counters read within the last second,
+    so agents polling `ls` do not make the daemon read every cgroup each time; inspect always
+    reads them now, and a listing catches up within the second."""
+    d = daemon
+    d.create("cnt")
+    before = d.envs()["cnt"]["usage"]["memory"]  # read, and kept for a listing
+    d.sh("cnt", "head -c 25165824 /dev/zero > /dev/shm/fill")  # 24 MiB, charged to its memcg
+    grown = before + (20 << 20)
+    assert d.inspect("cnt")["usage"]["memory"] >= grown, (before, d.inspect("cnt")["usage"])
+    wait_for(lambda: d.envs()["cnt"]["usage"]["memory"] >= grown, 5, 0.1,
+             "a listing that shows the new memory use")
+
+
 def loop_turn_max(d):
     for line in d.api("GET", "/metrics").body.decode().splitlines():
         if line.startswith("paddock_loop_turn_max_seconds "):

@@ -442,6 +442,10 @@ static void test_cgroup_v2__stats(void)
         CHECK_EQ_INT(st.memory_peak, 2097152);
         CHECK_EQ_INT(st.pids_current, 3);
         CHECK_EQ_INT(cgroup_env_stats(m, "nope", &st), -ENOENT);
+        uint64_t kills = 0;
+        CHECK_EQ_INT(cgroup_env_oom_kills(m, "e1", &kills), 0);
+        CHECK_EQ_INT(kills, 2);
+        CHECK_EQ_INT(cgroup_env_oom_kills(m, "nope", &kills), -ENOENT);
 out:
         cgroup_manager_free(m);
         tmp_teardown();
@@ -604,6 +608,9 @@ static void test_cgroup_v1__stats(void)
             "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
         CHECK_EQ_INT(cgroup_env_stats(m, "e1", &st), 0);
         CHECK_EQ_INT(st.oom_kills, 7);
+        uint64_t kills = 0;
+        CHECK_EQ_INT(cgroup_env_oom_kills(m, "e1", &kills), 0);
+        CHECK_EQ_INT(kills, 7);
 out:
         cgroup_manager_free(m);
         tmp_teardown();

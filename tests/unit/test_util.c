@@ -9,6 +9,7 @@
  * run in a forked child that reports through its exit status. */
 #include "lib/base64.h"
 #include "lib/join.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 #include "unit.h"
 
@@ -1101,9 +1102,34 @@ static void test_util_format_rfc3339__utc(void)
         CHECK_EQ_STR(format_rfc3339(1796166663, ts), "2026-12-01T23:11:03Z");
 }
 
+/* Built piece by piece across many doublings: every byte where it was put, always ended. */
+static void test_strbuf__grows_and_stays_terminated(void)
+{
+        struct strbuf b = {0};
+        CHECK_EQ_INT(strbuf_add(&b, "", 0), 0);
+        CHECK(b.data && b.len == 0 && b.data[0] == 0);
+        char piece[777];
+        size_t total = 0;
+        for (int i = 0; i < 100; i++) {
+                memset(piece, 'a' + i % 26, sizeof(piece));
+                CHECK_EQ_INT(strbuf_add(&b, piece, sizeof(piece) - (size_t)i), 0);
+                total += sizeof(piece) - (size_t)i;
+        }
+        CHECK_EQ_INT(b.len, total);
+        CHECK(b.cap > b.len && b.data[b.len] == 0 && strlen(b.data) == b.len);
+        CHECK(b.data[0] == 'a' && b.data[sizeof(piece)] == 'b' && b.data[b.len - 1] == 'v');
+        /* a size that cannot fit leaves it as it was */
+        char *before = b.data;
+        CHECK_EQ_INT(strbuf_add(&b, piece, (size_t)-1 / 2), -ENOMEM);
+        CHECK(b.data == before && b.len == total);
+        strbuf_free(&b);
+        CHECK(b.data == NULL && b.len == 0 && b.cap == 0);
+}
+
 int main(void)
 {
         RUN(test_util_buf_printf__truncation_is_an_error);
+        RUN(test_strbuf__grows_and_stays_terminated);
         RUN(test_util_path_join__one_slash);
         RUN(test_util_take_pending__drains_in_pieces);
         RUN(test_util_format_rfc3339__utc);
