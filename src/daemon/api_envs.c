@@ -230,6 +230,33 @@ static bool parse_idle(struct request *r, json_t *body, bool *has_timeout, uint6
         return true;
 }
 
+/* A create waiting for its PID 1 (engine_create_async). */
+struct create_wait {
+        struct request *r;
+        struct env_creating *creating;
+        char name[NAME_BUF_SIZE];
+};
+
+static void created(struct engine *e, struct env *v, int rc, const char *err, void *data)
+{
+        struct create_wait *w = data;
+        req_on_free(w->r, NULL, NULL);
+        if (rc < 0) {
+                log_warn("create %s failed: %s", w->name, err);
+                http_reply_errno(w->r, rc, "%s", err);
+        } else {
+                http_reply_json(w->r, 201, engine_env_json(e, v));
+        }
+        free(w);
+}
+
+static void create_gone(void *data) /* the client hung up first: the create goes on */
+{
+        struct create_wait *w = data;
+        engine_create_forget(w->creating);
+        free(w);
+}
+
 void api_envs_create(struct request *r, struct engine *e)
 {
         static const char *const fields[] = {"name", "kind", "image", "cpus", "memory", "swap",
@@ -341,8 +368,8 @@ void api_envs_create(struct request *r, struct engine *e)
         struct caller c;
         api_caller(r, &c);
         spec.owner = c.token;
-        /* Checked and spent in this same step: engine_create lists the environment before it
-         * returns, so the next request counts it. */
+        /* Checked and spent in this same step: from here on the next request counts this
+         * environment (listed, or a create in progress: engine_next_creating). */
         struct quota_ask q = {.new_env = true,
                               .running = true, /* a new environment starts at once */
                               .computer = spec.kind == KIND_COMPUTER,
@@ -351,16 +378,25 @@ void api_envs_create(struct request *r, struct engine *e)
         if (!api_quota_ok(r, e, &q))
                 goto out;
         char err[512] = "";
-        struct env *v;
-        int rc = engine_create(e, &spec, &v, err, sizeof(err));
+        struct create_wait *w = calloc(1, sizeof(*w));
+        if (!w) {
+                http_reply_errno(r, -ENOMEM, "create");
+                goto out;
+        }
+        w->r = r;
+        snprintf(w->name, sizeof(w->name), "%s", spec.name);
+        /* Answered once PID 1 runs; the loop serves other clients meanwhile. */
+        int rc = engine_create_async(e, &spec, created, w, &w->creating, err, sizeof(err));
         spec.net.rules = NULL; /* moved into the environment, or freed with it */
         spec.net.links = NULL;
         if (rc < 0) {
+                free(w);
                 log_warn("create %s failed: %s", spec.name, err);
                 http_reply_errno(r, rc, "%s", err);
                 goto out;
         }
-        http_reply_json(r, 201, engine_env_json(e, v));
+        http_defer(r);
+        req_on_free(r, create_gone, w);
 out:
         netpolicy_clear(&spec.net);
         json_decref(body);

@@ -231,6 +231,16 @@ bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q
                 }
                 disk += env_kind(o) == KIND_COMPUTER ? env_disk_bytes(o) : 0;
         }
+        /* Creates still starting count as running environments already. */
+        for (struct env *o = engine_next_creating(e, NULL); o; o = engine_next_creating(e, o)) {
+                if (strcmp(env_owner(o), t->name) != 0)
+                        continue;
+                n++;
+                const struct cgroup_limits *l = env_limits(o);
+                cpus += l->cpu_millis == CG_UNLIMITED ? 0 : l->cpu_millis;
+                mem += l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes;
+                disk += env_kind(o) == KIND_COMPUTER ? env_disk_bytes(o) : 0;
+        }
         char a[32], b[32], d[32];
         if (q->new_env && t->max_envs && n + 1 > t->max_envs)
                 return refuse(r, "max-envs", "token %s: max-envs %llu reached (%llu environments)",

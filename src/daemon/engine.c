@@ -680,6 +680,7 @@ void engine_free(struct engine *e)
 {
         if (!e)
                 return;
+        engine_creating_abandon(e);
         loop_cancel_timer(e->sweep);
         engine_idle_free(e);
         engine_image_helpers_release(e);
@@ -752,6 +753,8 @@ bool engine_image_in_use(struct engine *e, const char *name, int *ret_count)
         if (counted < e->n_envs) /* some could not be counted (out of memory): the slow way */
                 for (struct env *v = e->envs; v; v = v->next)
                         n += !v->image_use && strcmp(v->row.image, name) == 0;
+        for (struct env *v = engine_next_creating(e, NULL); v; v = engine_next_creating(e, v))
+                n += strcmp(v->row.image, name) == 0; /* its PID 1 may be mounting it now */
         *ret_count = n;
         return n > 0;
 }

@@ -97,6 +97,26 @@ bool env_has_label(const struct env *v, const char *key, const char *value);
 
 int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
                   size_t errlen);
+/* The same without waiting for PID 1's setup (milliseconds, far more on a busy host or on
+ * cgroup v1, whose first cgroup join of a process waits for an RCU grace period): the daemon
+ * serves other clients meanwhile, and done answers once PID 1 has exec'd (v listed) or the
+ * create failed and was rolled back (v NULL, r and err). Until then the name is taken
+ * (engine_creating_find) and the environment counts toward MAX_ENVS and quotas
+ * (engine_next_creating). Returns < 0 with err when it failed at once (done is then never
+ * called); otherwise done is called exactly once, never from inside this call. */
+struct env_creating;
+typedef void (*engine_created_fn)(struct engine *e, struct env *v, int r, const char *err,
+                                  void *data);
+int engine_create_async(struct engine *e, const struct env_spec *spec, engine_created_fn done,
+                        void *data, struct env_creating **ret, char *err, size_t errlen);
+/* The caller no longer wants the answer (its client hung up): the create goes on. */
+void engine_create_forget(struct env_creating *c);
+/* A create in progress under that name: its environment (not listed yet), else NULL. */
+struct env *engine_creating_find(struct engine *e, const char *name);
+/* The creates in progress, one after another (prev NULL: the first). */
+struct env *engine_next_creating(struct engine *e, struct env *prev);
+/* At shutdown: every create in progress is stopped and rolled back. */
+void engine_creating_abandon(struct engine *e);
 int engine_start(struct engine *e, struct env *v, char *err, size_t errlen);
 /* Asynchronous stop: SIGTERM, then SIGKILL to the whole cgroup after timeout_s. done runs
  * once the environment is stopped (at once if it already is). */

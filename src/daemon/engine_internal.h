@@ -103,6 +103,10 @@ struct engine {
         struct env *envs;     /* in creation order (listings) */
         struct env *envs_tail;
         size_t n_envs;
+        /* Creates whose PID 1 is still setting up (engine_create_async): not listed yet, but
+         * their names are taken and they count toward the limits. */
+        struct env_creating *creating;
+        size_t n_creating;
         size_t n_running; /* listed environments whose PID 1 runs (pidfd >= 0) */
         /* By name: chained hash buckets (env.hnext), a power of two, at least n_envs, so a
          * lookup costs the same with 10 or 4,000 environments. */

@@ -85,7 +85,9 @@ static int env_write_cpu_online(struct engine *e, const struct env *v, uint64_t 
         return 0;
 }
 
-static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
+/* PID 1's child cloned (its cgroups, user namespace and disk made); it sets up on its own. */
+static int env_spawn_begin(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
+                           size_t errlen)
 {
         char dir[4096], image[4096], resolv[4200];
         int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
@@ -147,9 +149,19 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 snprintf(err, errlen, "storage: %s", strerror(-r));
                 return r;
         }
-        struct spawn_result res;
-        r = env_spawn(&sc, &res, err, errlen);
+        r = env_spawn_start(&sc, p, err, errlen);
         envp_free(envp);
+        if (r < 0)
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
+        return r;
+}
+
+/* PID 1 exec'd (waiting up to timeout_ms for its report): record it, bring up its network. */
+static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pending *p,
+                              int timeout_ms, char *err, size_t errlen)
+{
+        struct spawn_result res;
+        int r = env_spawn_finish(p, timeout_ms, &res, err, errlen);
         if (r < 0) {
                 cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
                 return r;
@@ -174,6 +186,13 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
                 sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
         }
         return r;
+}
+
+static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
+{
+        struct spawn_pending p;
+        int r = env_spawn_begin(e, v, &p, err, errlen);
+        return r < 0 ? r : env_spawn_complete(e, v, &p, SPAWN_SETUP_MS, err, errlen);
 }
 
 static void notify_waiters(struct env *v)
@@ -377,14 +396,26 @@ static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
         return r;
 }
 
-int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
-                  size_t errlen)
+/* A create that failed, or was abandoned at shutdown: its disk, directory, id range and
+ * record go (PID 1's child and cgroups are already gone). */
+static void create_roll_back(struct engine *e, struct env *v)
 {
-        if (engine_find(e, spec->name)) {
+        env_remove_artifacts(e, v->row.name, v->row.uid_base);
+        state_env_delete(e->cfg.state, v->row.name);
+        env_free(v);
+}
+
+/* Everything of a create before PID 1's own setup (which takes milliseconds more, and more
+ * on a busy host): the checks, the record, the disk, PID 1's clone. On failure nothing is
+ * left. */
+static int create_start(struct engine *e, const struct env_spec *spec, struct env **ret,
+                        struct spawn_pending *p, char *err, size_t errlen)
+{
+        if (engine_find(e, spec->name) || engine_creating_find(e, spec->name)) {
                 snprintf(err, errlen, "an environment named %s already exists", spec->name);
                 return -EEXIST;
         }
-        if (e->n_envs >= MAX_ENVS) {
+        if (e->n_envs + e->n_creating >= MAX_ENVS) {
                 snprintf(err, errlen, "too many environments (limit %d)", MAX_ENVS);
                 return -EAGAIN;
         }
@@ -462,11 +493,23 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
         else if (r < 0)
                 snprintf(err, errlen, "environment disk: %s", strerror(-r));
         else
-                r = env_spawn_now(e, v, err, errlen);
+                r = env_spawn_begin(e, v, p, err, errlen);
         if (r < 0) {
-                env_remove_artifacts(e, v->row.name, v->row.uid_base);
-                state_env_delete(e->cfg.state, v->row.name);
-                env_free(v);
+                create_roll_back(e, v);
+                return r;
+        }
+        *ret = v;
+        return 0;
+}
+
+/* After PID 1's report (waiting up to timeout_ms for it): its start recorded, the environment
+ * listed; or everything rolled back. */
+static int create_finish(struct engine *e, struct env *v, struct spawn_pending *p,
+                         int timeout_ms, char *err, size_t errlen)
+{
+        int r = env_spawn_complete(e, v, p, timeout_ms, err, errlen);
+        if (r < 0) {
+                create_roll_back(e, v);
                 return r;
         }
         env_append(e, v);
@@ -478,8 +521,145 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
                                            "image", v->row.image));
         events_env("started", v, NULL);
         engine_idle_arm(e, v);
-        *ret = v;
         return 0;
+}
+
+int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
+                  size_t errlen)
+{
+        struct env *v;
+        struct spawn_pending p;
+        int r = create_start(e, spec, &v, &p, err, errlen);
+        if (r >= 0)
+                r = create_finish(e, v, &p, SPAWN_SETUP_MS, err, errlen);
+        if (r >= 0)
+                *ret = v;
+        return r;
+}
+
+/* ---- creates that answer once PID 1 runs (engine_create_async) ----------------------------- */
+
+struct env_creating {
+        struct engine *eng;
+        struct env *v; /* not listed yet: found by engine_creating_find */
+        struct spawn_pending p;
+        struct loop_source *src; /* PID 1's report pipe */
+        struct loop_timer *timer; /* its setup's time limit */
+        engine_created_fn done;  /* NULL once the caller forgot it */
+        void *data;
+        struct env_creating *next;
+};
+
+static void creating_end(struct env_creating *c, int timeout_ms)
+{
+        struct engine *e = c->eng;
+        loop_remove(c->src);
+        loop_cancel_timer(c->timer);
+        for (struct env_creating **pp = &e->creating; *pp; pp = &(*pp)->next)
+                if (*pp == c) {
+                        *pp = c->next;
+                        break;
+                }
+        e->n_creating--;
+        char err[512] = "";
+        char name[NAME_BUF_SIZE];
+        snprintf(name, sizeof(name), "%s", c->v->row.name);
+        int r = create_finish(e, c->v, &c->p, timeout_ms, err, sizeof(err));
+        if (c->done)
+                c->done(e, r < 0 ? NULL : c->v, r, err, c->data);
+        else if (r < 0)
+                log_warn("create %s failed: %s", name, err);
+        free(c);
+}
+
+static void on_creating_report(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        (void)s;
+        (void)fd;
+        (void)events;
+        creating_end(data, 0);
+}
+
+static void on_creating_timeout(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct env_creating *c = data;
+        c->timer = NULL; /* firing: it frees itself */
+        creating_end(c, 0);
+}
+
+int engine_create_async(struct engine *e, const struct env_spec *spec, engine_created_fn done,
+                        void *data, struct env_creating **ret, char *err, size_t errlen)
+{
+        struct env_creating *c = calloc(1, sizeof(*c));
+        if (!c) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        *c = (struct env_creating){.eng = e, .done = done, .data = data};
+        int r = create_start(e, spec, &c->v, &c->p, err, errlen);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
+        r = loop_add_fd(e->cfg.loop, c->p.report_fd, EPOLLIN, on_creating_report, c, &c->src);
+        c->timer = r < 0 ? NULL : loop_add_timer(e->cfg.loop, SPAWN_SETUP_MS, on_creating_timeout, c);
+        if (r < 0 || !c->timer) {
+                loop_remove(c->src);
+                loop_cancel_timer(c->timer);
+                env_spawn_abandon(&c->p);
+                cgroup_env_destroy(e->cfg.cgroups, c->v->cgname, NULL);
+                create_roll_back(e, c->v);
+                free(c);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        c->next = e->creating;
+        e->creating = c;
+        e->n_creating++;
+        if (ret)
+                *ret = c;
+        return 0;
+}
+
+void engine_create_forget(struct env_creating *c)
+{
+        if (c)
+                c->done = NULL;
+}
+
+struct env *engine_creating_find(struct engine *e, const char *name)
+{
+        for (struct env_creating *c = e->creating; c; c = c->next)
+                if (!strcmp(c->v->row.name, name))
+                        return c->v;
+        return NULL;
+}
+
+struct env *engine_next_creating(struct engine *e, struct env *prev)
+{
+        struct env_creating *c = e->creating;
+        if (prev)
+                for (; c && c->v != prev; c = c->next)
+                        ;
+        if (prev && c)
+                c = c->next;
+        return c ? c->v : NULL;
+}
+
+void engine_creating_abandon(struct engine *e)
+{
+        while (e->creating) {
+                struct env_creating *c = e->creating;
+                e->creating = c->next;
+                e->n_creating--;
+                loop_remove(c->src);
+                loop_cancel_timer(c->timer);
+                env_spawn_abandon(&c->p);
+                cgroup_env_destroy(e->cfg.cgroups, c->v->cgname, NULL);
+                create_roll_back(e, c->v);
+                free(c);
+        }
 }
 
 int engine_destroy(struct engine *e, struct env *v, bool force)

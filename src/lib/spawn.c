@@ -102,7 +102,8 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
         _exit(1);
 }
 
-int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errbuf, size_t errlen)
+int env_spawn_start(const struct spawn_config *c, struct spawn_pending *ret, char *errbuf,
+                    size_t errlen)
 {
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -118,29 +119,46 @@ int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errb
         };
         pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
         if (pid < 0) {
-                snprintf(errbuf, errlen, "clone3: %s", strerror(errno));
-                return -errno;
+                int e = -errno;
+                snprintf(errbuf, errlen, "clone3: %s", strerror(-e));
+                return e;
         }
         if (pid == 0) {
                 close(rd);
                 child_main(c, wr);
         }
-        _cleanup_close_ int pfd = pidfd;
-        close(TAKE_FD(wr));
+        *ret = (struct spawn_pending){.pid = pid, .pidfd = pidfd, .report_fd = TAKE_FD(rd)};
+        return 0;
+}
 
-        /* Wait for EOF (exec done) or an error message; setup takes milliseconds. */
+void env_spawn_abandon(struct spawn_pending *p)
+{
+        if (p->pid <= 0)
+                return;
+        sys_pidfd_send_signal(p->pidfd, SIGKILL, 0);
+        while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        close(p->pidfd);
+        close(p->report_fd);
+        *p = (struct spawn_pending){.pidfd = -EBADF, .report_fd = -EBADF};
+}
+
+int env_spawn_finish(struct spawn_pending *p, int timeout_ms, struct spawn_result *ret,
+                     char *errbuf, size_t errlen)
+{
+        /* EOF (exec done) or an error message (then the child exits); setup takes ms. */
         char msg[256];
         size_t got = 0;
         for (;;) {
-                struct pollfd p = {.fd = rd, .events = POLLIN};
-                int n = poll(&p, 1, 30000);
+                struct pollfd pf = {.fd = p->report_fd, .events = POLLIN};
+                int n = poll(&pf, 1, timeout_ms);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
                         snprintf(errbuf, errlen, "environment setup timed out");
                         goto kill_child;
                 }
-                ssize_t k = read(rd, msg + got, sizeof(msg) - 1 - got);
+                ssize_t k = read(p->report_fd, msg + got, sizeof(msg) - 1 - got);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k <= 0)
@@ -148,6 +166,7 @@ int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errb
                 got += (size_t)k;
                 if (got == sizeof(msg) - 1)
                         break;
+                timeout_ms = SPAWN_REPORT_END_MS; /* the rest of the message, then EOF */
         }
         if (got > 0) {
                 msg[got] = 0;
@@ -155,19 +174,24 @@ int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errb
                 goto kill_child;
         }
         uint64_t st;
-        int r = proc_start_time(pid, &st);
+        int r = proc_start_time(p->pid, &st);
         if (r < 0) {
                 snprintf(errbuf, errlen, "environment exited during start");
                 goto kill_child;
         }
-        ret->pid = pid;
-        ret->pidfd = TAKE_FD(pfd);
-        ret->start_time = st;
+        close(p->report_fd);
+        *ret = (struct spawn_result){.pid = p->pid, .pidfd = p->pidfd, .start_time = st};
+        *p = (struct spawn_pending){.pidfd = -EBADF, .report_fd = -EBADF};
         return 0;
 
 kill_child:
-        sys_pidfd_send_signal(pfd, SIGKILL, 0);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        env_spawn_abandon(p);
         return -EIO;
+}
+
+int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errbuf, size_t errlen)
+{
+        struct spawn_pending p;
+        int r = env_spawn_start(c, &p, errbuf, errlen);
+        return r < 0 ? r : env_spawn_finish(&p, SPAWN_SETUP_MS, ret, errbuf, errlen);
 }

@@ -34,8 +34,29 @@ struct spawn_result {
         uint64_t start_time;
 };
 
-/* errbuf receives a one-line reason on failure. Blocks until the child has exec'd (~ms). */
+/* errbuf receives a one-line reason on failure. Blocks until the child has exec'd (~ms; at
+ * most SPAWN_SETUP_MS). env_spawn_start + env_spawn_finish. */
 int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errbuf, size_t errlen);
+
+#define SPAWN_SETUP_MS 30000
+/* How long finish waits for the rest of an error message and the EOF after its first bytes. */
+#define SPAWN_REPORT_END_MS 1000
+
+/* The same in two steps, so that a caller with other work (the daemon's loop) need not wait
+ * for the child's setup: start clones it (c may go once it returns: the child has a copy);
+ * its report_fd becomes readable with an error message or at EOF, the exec. */
+struct spawn_pending {
+        pid_t pid;
+        int pidfd, report_fd;
+};
+int env_spawn_start(const struct spawn_config *c, struct spawn_pending *ret, char *errbuf,
+                    size_t errlen);
+/* Waits up to timeout_ms for the report (0: it is readable now), then: 0 with ret (p is
+ * emptied), or -EIO with errbuf after killing and reaping the child (p is closed). */
+int env_spawn_finish(struct spawn_pending *p, int timeout_ms, struct spawn_result *ret,
+                     char *errbuf, size_t errlen);
+/* Kill, reap and close a child that is still setting up (p->pid 0: nothing to do). */
+void env_spawn_abandon(struct spawn_pending *p);
 
 /* Bring "lo" up in the current network namespace. */
 int loopback_up(void);
