@@ -1,9 +1,9 @@
 /* Starting PID 1 of an environment.
  *
- * The daemon clones one child into new mount, pid, uts, ipc, net and cgroup namespaces while
- * it is still host root, so those namespaces belong to the host's user namespace: the
- * environment's root can never change its own mounts, interfaces or routes. The child joins
- * the env's cgroups, builds and enters the root filesystem, sets the hostname, brings up
+ * The daemon clones one child into a new pid namespace; the child, still host root, joins the
+ * env's cgroups and makes new mount, uts, ipc, net and cgroup namespaces, so they belong to
+ * the host's user namespace: the environment's root can never change its own mounts,
+ * interfaces or routes. The child builds and enters the root filesystem, sets the hostname, brings up
  * loopback, and only then joins the environment's user namespace (uid 0 = its host range),
  * confines itself and executes paddock-init from an fd opened on the host (so nothing of
  * Paddock needs to be inside the image).
