@@ -404,13 +404,24 @@ static int mount_cgroup_v1(int cg_fd, const char *controllers)
  * the files belong to host root anyway. */
 static int mount_cgroup_view(int root_fd)
 {
-        FILE *f = fopen("/proc/self/cgroup", "re");
-        if (!f)
+        /* Read with plain syscalls into the stack, not stdio: this runs in spawn.c's child,
+         * which shares the daemon's memory and must not allocate. The child is in the cgroup
+         * namespace rooted at its own groups, so every line is short ("4:memory:/"). */
+        char text[4096], v1[8][128];
+        _cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
                 return -errno;
-        char line[512], v1[8][128];
+        ssize_t len = read_full(fd, text, sizeof(text) - 1);
+        if (len < 0)
+                return (int)len;
+        if ((size_t)len == sizeof(text) - 1)
+                return -EFBIG;
+        text[len] = 0;
         size_t n_v1 = 0;
         bool unified = false;
-        while (fgets(line, sizeof(line), f)) {
+        char *save_line = NULL;
+        for (char *line = strtok_r(text, "\n", &save_line); line;
+             line = strtok_r(NULL, "\n", &save_line)) {
                 char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
                 if (!a || !b)
                         continue;
@@ -422,7 +433,6 @@ static int mount_cgroup_view(int root_fd)
                          strlen(ctl) < sizeof(v1[0]))
                         snprintf(v1[n_v1++], sizeof(v1[0]), "%s", ctl);
         }
-        fclose(f);
         unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
         if (!n_v1)
                 return unified ? mount_fs_at(root_fd, "sys/fs/cgroup", "cgroup2", NULL, ro) : 0;
