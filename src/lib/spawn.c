@@ -166,7 +166,9 @@ int env_spawn(const struct spawn_config *c, struct spawn_result *ret, char *errb
          * up after 30 s. The child shares errno (TLS) too: the daemon reads errno below only
          * after its own failed calls, and has no signal handlers (signalfd) to interrupt poll.
          * Signals are blocked across the clone so no daemon handler runs in the child before
-         * child_main resets them. */
+         * child_main resets them. An OOM kill of a process sharing our memory would take the
+         * daemon with it (the kernel kills every user of the victim's mm): the child's cgroup
+         * is new and empty, at least 8 MiB, and setup charges it only some kernel memory. */
         struct child_args args = {.c = c, .rd = rd, .wr = wr};
         int pidfd = -1;
         int flags = CLONE_VM | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
