@@ -103,9 +103,15 @@ $(BUILD)/paddock-gateway: $(GATEWAY_OBJ)
 	$(CC) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(GATEWAY_LIBS)
 
 # PID 1 inside every environment: static, tiny, no sanitizers (it runs in an empty root).
+# Built against musl (Debian: musl-tools) when there is one: a static glibc program runs dozens
+# of CPUID instructions at start (cache geometry for memcpy), each a VM exit under a
+# hypervisor, ~1.2 ms of CPU per environment start against ~0.07 ms with musl. Without
+# musl-gcc it falls back to the system compiler and says so. INIT_CC= overrides.
+INIT_CC ?= $(shell command -v musl-gcc 2>/dev/null)
 $(BUILD)/paddock-init: $(INIT_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -Wall -Wextra $(WERROR) -D_GNU_SOURCE -Isrc -MMD -MP -static -o $@ $(INIT_SRC)
+	@[ -n "$(INIT_CC)" ] || echo "  NOTE    musl-gcc not found (apt install musl-tools): paddock-init uses glibc, ~1 ms more CPU per environment start"
+	$(or $(INIT_CC),$(CC)) -std=gnu11 -O2 -Wall -Wextra $(WERROR) -D_GNU_SOURCE -Isrc -MMD -MP -static -o $@ $(INIT_SRC)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libpaddock.a
 	@mkdir -p $(dir $@)

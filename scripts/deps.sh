@@ -3,7 +3,7 @@
 set -eu
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libsqlite3-dev libjansson-dev
       libarchive-dev nettle-dev libmicrohttpd-dev libcurl4-openssl-dev libmnl-dev libnftables-dev
-      libwslay-dev libgnutls28-dev
+      libwslay-dev libgnutls28-dev musl-tools
       busybox-static iproute2 util-linux mmdebstrap btrfs-progs e2fsprogs
       tar curl lxcfs"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs python3 python3-pytest nftables tmux docker-registry skopeo umoci zstd

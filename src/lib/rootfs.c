@@ -218,8 +218,11 @@ static const char *const readonly_paths[] = {
  * environment (whose root has capabilities only in its own user namespace) can never unmount
  * or remount it. Were it ever to create a mount namespace of its own (seccomp forbids that),
  * the kernel would copy these mounts locked (MNT_LOCKED) and refuse a fresh procfs or sysfs
- * there, since the existing ones are not fully visible (mount_too_revealing). */
-static int mask_one(int root_fd, const char *rel)
+ * there, since the existing ones are not fully visible (mount_too_revealing).
+ * The masked directories share one empty tmpfs: the first is a fresh superblock, the others
+ * are clones of its mount (*empty_dir), read-only like it. A superblock costs its creation
+ * here and its shutdown when the environment ends (~10 mask-free superblocks otherwise). */
+static int mask_one(int root_fd, const char *rel, int *empty_dir)
 {
         _cleanup_close_ int target = open_in_root(root_fd, rel, O_PATH);
         if (target == -ENOENT)
@@ -229,23 +232,29 @@ static int mask_one(int root_fd, const char *rel)
         struct stat st;
         if (fstat(target, &st) < 0)
                 return -errno;
+        const unsigned attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC |
+                               (S_ISDIR(st.st_mode) ? MOUNT_ATTR_NODEV : 0);
         _cleanup_close_ int t = -EBADF;
-        if (S_ISDIR(st.st_mode)) {
+        if (S_ISDIR(st.st_mode) && *empty_dir < 0) {
                 const char *const o[] = {"size", "0", "nr_inodes", "1", "mode", "0555", NULL};
-                t = new_fs("tmpfs", o,
-                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                   MOUNT_ATTR_NOEXEC);
+                t = new_fs("tmpfs", o, attrs);
                 if (t < 0)
                         return t;
-        } else {
-                t = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-                if (t < 0)
-                        return -errno;
-                struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                   MOUNT_ATTR_NOEXEC};
-                if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
-                        return -errno;
+                int r = attach(t, target);
+                if (r < 0)
+                        return r;
+                /* Still the (now attached) mount: the next directories clone it. */
+                *empty_dir = TAKE_FD(t);
+                return 0;
         }
+        t = S_ISDIR(st.st_mode)
+                    ? open_tree(*empty_dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+                    : open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (t < 0)
+                return -errno;
+        struct mount_attr a = {.attr_set = attrs};
+        if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return -errno;
         return attach(t, target);
 }
 
@@ -269,9 +278,10 @@ static int readonly_one(int root_fd, const char *rel)
 
 static int mask_proc(int root_fd)
 {
+        _cleanup_close_ int empty_dir = -EBADF;
         int r;
         for (size_t i = 0; masked_paths[i]; i++)
-                if ((r = mask_one(root_fd, masked_paths[i])) < 0)
+                if ((r = mask_one(root_fd, masked_paths[i], &empty_dir)) < 0)
                         return r;
         for (size_t i = 0; readonly_paths[i]; i++)
                 if ((r = readonly_one(root_fd, readonly_paths[i])) < 0)
@@ -404,13 +414,23 @@ static int mount_cgroup_v1(int cg_fd, const char *controllers)
  * the files belong to host root anyway. */
 static int mount_cgroup_view(int root_fd)
 {
-        FILE *f = fopen("/proc/self/cgroup", "re");
-        if (!f)
+        /* One read into the stack. The child is in the cgroup namespace rooted at its own
+         * groups, so every line is short ("4:memory:/"). */
+        char text[4096], v1[8][128];
+        _cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
                 return -errno;
-        char line[512], v1[8][128];
+        ssize_t len = read_full(fd, text, sizeof(text) - 1);
+        if (len < 0)
+                return (int)len;
+        if ((size_t)len == sizeof(text) - 1)
+                return -EFBIG;
+        text[len] = 0;
         size_t n_v1 = 0;
         bool unified = false;
-        while (fgets(line, sizeof(line), f)) {
+        char *save_line = NULL;
+        for (char *line = strtok_r(text, "\n", &save_line); line;
+             line = strtok_r(NULL, "\n", &save_line)) {
                 char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
                 if (!a || !b)
                         continue;
@@ -422,7 +442,6 @@ static int mount_cgroup_view(int root_fd)
                          strlen(ctl) < sizeof(v1[0]))
                         snprintf(v1[n_v1++], sizeof(v1[0]), "%s", ctl);
         }
-        fclose(f);
         unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
         if (!n_v1)
                 return unified ? mount_fs_at(root_fd, "sys/fs/cgroup", "cgroup2", NULL, ro) : 0;
