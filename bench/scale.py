@@ -77,6 +77,7 @@ LIST_RUNS = int(os.environ.get("BENCH_LIST_RUNS", "7"))
 RUNS = int(os.environ.get("BENCH_RUNS", "41"))
 CREATE_RUNS = int(os.environ.get("BENCH_CREATE_RUNS", "11"))
 RESTART = os.environ.get("BENCH_RESTART", "1") != "0"
+GROW_WINDOW = 20  # creates per median in the growth figures
 DENSITY = [(k, int(n)) for k, n in (x.split(":") for x in
                                     os.environ.get("BENCH_DENSITY", "").split())]
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
@@ -398,11 +399,14 @@ def main():
         c = Conn(d.sock)
         c.request("POST", "/v1/envs", create_body("probe", "sandbox"), (201,))
         have = 0
+        grown = []  # each networked computer's create while growing, in order
         for n in NS:
             t0 = time.perf_counter()
             for i in range(have, n):
                 kind = "computer" if NET and i % 2 == 0 else "sandbox"
-                c.request("POST", "/v1/envs", create_body("e%d" % i, kind), (201,))
+                took = c.request("POST", "/v1/envs", create_body("e%d" % i, kind), (201,))[0]
+                if kind == "computer":
+                    grown.append(took)
             grow = time.perf_counter() - t0
             have = max(have, n)
             envs = json.loads(c.request("GET", "/v1/envs")[1])["envs"]
@@ -454,7 +458,27 @@ def main():
             "%s (%s)" % (fmt(r[k][0]), fmt(r[k][1])) if isinstance(r[k], tuple) else fmt(r[k])
             for k in ("ls", "inspect", "exec", "create_s", "create_c", "destroy", "ced",
                       "metrics", "stall_metrics", "stall_ls", "restart"))))
+    print_growth(grown)
     print_density(drows)
+
+
+def print_growth(grown):
+    """The creates of networked computers while the population grew: the first GROW_WINDOW,
+    the last GROW_WINDOW, and every 500th computer's neighbourhood (the issue's measure: the
+    2,000th create within 1.5x the first)."""
+    if len(grown) < 2 * GROW_WINDOW:
+        return
+    w = GROW_WINDOW
+    marks = [(1, med(grown[:w]))]
+    for k in range(500, len(grown) - w + 1, 500):
+        marks.append((k, med(grown[k - w:k])))
+    if marks[-1][0] != len(grown):
+        marks.append((len(grown), med(grown[-w:])))
+    print()
+    print("Networked computers created while growing (every other environment; median of %d "
+          "creates around the k-th computer): %s; last / first = %.2f" % (
+              w, ", ".join("k=%d: %s" % (k, fmt(v)) for k, v in marks),
+              marks[-1][1] / marks[0][1]))
 
 
 if __name__ == "__main__":
