@@ -8,23 +8,32 @@ order, with no firewall and no daemon:
 
   child (paddockd's clone3; here a fork that unshares the same namespaces):
     unshare    CLONE_NEWNS|NEWPID|NEWUTS|NEWIPC|NEWNET (setup_net of a new network namespace)
-    sysctl     /proc/sys/net/ipv4/ip_unprivileged_port_start = 0 and ping_group_range, by path
-               (the new namespace's first /proc/sys/net lookups)
+    sysctl     /proc/sys/net/ipv4/ip_unprivileged_port_start = 0 and ping_group_range (the
+               new namespace's first /proc/sys/net lookup)
     mounts     / private (recursive), a new procfs and a new read-only sysfs (the sysfs
                superblock of the new namespace: sget over every sysfs superblock)
     lo up      SIOCSIFFLAGS
   daemon side (paddockd's netlink_veth_create, apply_policy without nftables):
-    env open   setns into the environment's namespace, its five IPv6 knobs by path
-               (default+all disable_ipv6, default addr_gen_mode, accept_ra, autoconf), an
-               rtnetlink socket there, setns back
+    env open   setns into the environment's namespace, its five IPv6 knobs (default+all
+               disable_ipv6, default addr_gen_mode, accept_ra, autoconf), an rtnetlink socket
+               there, setns back
     env lo     RTM_GETLINK lo, RTM_SETLINK up (inside)
     veth       RTM_NEWLINK veth "pdkfN", its peer "eth0" born in the environment's namespace
                (IFLA_NET_NS_FD), MTU 1500 both
-    host side  the four IPv6 knobs of the host end by path, RTM_GETLINK, 10.x gateway/32,
+    host side  the four IPv6 knobs of the host end, RTM_GETLINK, 10.x gateway/32,
                fe80::1/64 NODAD, up, route to the environment /32 (prefsrc gateway), its /128
     env side   RTM_GETLINK eth0, address /32, v6 /128 NODAD, up, route to the gateway /32,
                default route via it, v6 default via fe80::1
     localnet   route_localnet = 1 of the host end, relative to a conf/ directory fd opened once
+
+The /proc/sys/net knobs are written two ways, one run each (FLOOR_SYSCTL, default "path
+dirfd"): "path", each by its full path (what paddockd did before 2026-12-02: 11 lookups of
+/proc/sys/net per environment, and each lookup compares against every namespace's "net"
+dentry under /proc/sys, so it grows with the number of namespaces); "dirfd", each namespace's
+/proc/sys/net looked up once by whoever writes in it (the child for ipv4, the daemon for the
+IPv6 knobs) and the host end's knobs relative to a directory fd opened once: 2 lookups, the
+fewest that the kernel's interfaces allow for this split of the work (paddockd now does 3:
+spawn.c's child still writes its two knobs by path).
 
 Not done here: paddockd's cgroups, user namespace, overlay/idmapped root, /dev, /tmp, the
 environment's init process (it is the other helper's and the engine's part), tc (a link

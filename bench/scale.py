@@ -23,6 +23,10 @@ network; BENCH_SCALE_NET=0: all sandboxes) and measures over the raw unix socket
               small machine)
   - restart:  SIGTERM, start again, until GET /v1/system answers (every environment re-adopted);
               BENCH_RESTART=0 skips it
+  - growth:   each networked computer's create while the population grows (every other
+              environment), as medians of 20: the first 20, around every 500th, the last 20, and
+              last / first (the issue's "the 2,000th create within 1.5x the first"); compare
+              with bench/netns_floor.py, the kernel's own share of the same growth
 
 Density (BENCH_DENSITY, e.g. "sandbox:200 sandbox:1000 computer:200"; default none): for each
 KIND:N, from the population above (run it alone with BENCH_SCALE_N=""), N more environments of

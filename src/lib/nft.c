@@ -41,6 +41,16 @@
  *        allow6_<e>, allowp6_<e>  the same for IPv6 (only with a v6 subnet).
  *   counter denied_<e>    every drop of this environment's traffic, v4 and v6.
  *
+ *   chain tmpl_open,      the template of an open environment's chain (address: the subnet's
+ *   counter tmpl_denied   last; v6: the v6 subnet's last), refilled by nft_open; nothing jumps
+ *                         to it. nft_fast.c reads its rules back and sends them, with each open
+ *                         environment's addresses and counter put in, as that one's chain.
+ *
+ * Fast path: an open environment without links (the common create and destroy) goes through
+ * nft_fast.c as raw nf_tables netlink, one batch, without libnftables and so without its cache
+ * refresh; when the kernel refuses that batch (an entry pointing elsewhere, something else
+ * referring to the chain), the same change is made here the libnftables way below.
+ *
  * Costs: one netlink batch per call, and no listing on the common paths: nft_env_apply re-adds
  * the environment's map entries (a no-op when they are there) and nft_env_remove_known deletes
  * exactly what the caller says it added (adding each element first, so deleting what is gone
