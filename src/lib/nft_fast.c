@@ -109,7 +109,9 @@ static struct nlmsghdr *nft_msg(struct nft_fast *f, int type, uint16_t flags)
         return msg(f, (uint16_t)((NFNL_SUBSYS_NFTABLES << 8) | type), flags | NLM_F_ACK, 0);
 }
 
-/* Send the batch; the first error of its messages, or 0. */
+/* Send the batch; the first error of its messages, or 0. The kernel handles a batch inside
+ * the send: every answer is queued before sendto() returns, so reading never waits (a batch
+ * refused as a whole answers only its first message: no answer for the last one is -EIO). */
 static int batch_run(struct nft_fast *f)
 {
         uint32_t last = f->last_seq;
@@ -123,10 +125,12 @@ static int batch_run(struct nft_fast *f)
                 return -ENOMEM;
         int first = 0;
         for (;;) {
-                ssize_t n = mnl_socket_recvfrom(f->nl, rb, FAST_RECV_SIZE);
+                ssize_t n = recv(mnl_socket_get_fd(f->nl), rb, FAST_RECV_SIZE, MSG_DONTWAIT);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                return first ? first : -EIO;
                         return first ? first : negative_errno();
                 }
                 int len = (int)n;
@@ -215,7 +219,8 @@ static void tmpl_check(const struct nft_fast *f, const void *expr, size_t len,
                         const struct nlattr *o[NFTA_OBJREF_MAX + 1];
                         const char *on;
                         if (parse_nest(tb[NFTA_EXPR_DATA], o, NFTA_OBJREF_MAX) < 0 ||
-                            !(on = str_attr(o[NFTA_OBJREF_IMM_NAME])) || o[NFTA_OBJREF_SET_NAME] ||
+                            !(on = str_attr(o[NFTA_OBJREF_IMM_NAME])) || !o[NFTA_OBJREF_IMM_TYPE] ||
+                            o[NFTA_OBJREF_SET_NAME] ||
                             o[NFTA_OBJREF_SET_ID] || strcmp(on, f->tmpl_counter) != 0)
                                 c->bad++;
                         else
