@@ -23,6 +23,10 @@ network; BENCH_SCALE_NET=0: all sandboxes) and measures over the raw unix socket
               small machine)
   - restart:  SIGTERM, start again, until GET /v1/system answers (every environment re-adopted);
               BENCH_RESTART=0 skips it
+  - growth:   each networked computer's create while the population grows (every other
+              environment), as medians of 20: the first 20, around every 500th, the last 20, and
+              last / first (the issue's "the 2,000th create within 1.5x the first"); compare
+              with bench/netns_floor.py, the kernel's own share of the same growth
 
 Density (BENCH_DENSITY, e.g. "sandbox:200 sandbox:1000 computer:200"; default none): for each
 KIND:N, from the population above (run it alone with BENCH_SCALE_N=""), N more environments of
@@ -77,6 +81,7 @@ LIST_RUNS = int(os.environ.get("BENCH_LIST_RUNS", "7"))
 RUNS = int(os.environ.get("BENCH_RUNS", "41"))
 CREATE_RUNS = int(os.environ.get("BENCH_CREATE_RUNS", "11"))
 RESTART = os.environ.get("BENCH_RESTART", "1") != "0"
+GROW_WINDOW = 20  # creates per median in the growth figures
 DENSITY = [(k, int(n)) for k, n in (x.split(":") for x in
                                     os.environ.get("BENCH_DENSITY", "").split())]
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
@@ -398,11 +403,17 @@ def main():
         c = Conn(d.sock)
         c.request("POST", "/v1/envs", create_body("probe", "sandbox"), (201,))
         have = 0
+        grown = []  # each networked computer's create while growing, in order
+        grown_cpu = []  # the same creates' CPU time of paddockd's main thread
         for n in NS:
             t0 = time.perf_counter()
             for i in range(have, n):
                 kind = "computer" if NET and i % 2 == 0 else "sandbox"
-                c.request("POST", "/v1/envs", create_body("e%d" % i, kind), (201,))
+                cpu0 = loop_cpu(d)
+                took = c.request("POST", "/v1/envs", create_body("e%d" % i, kind), (201,))[0]
+                if kind == "computer":
+                    grown.append(took)
+                    grown_cpu.append(loop_cpu(d) - cpu0)
             grow = time.perf_counter() - t0
             have = max(have, n)
             envs = json.loads(c.request("GET", "/v1/envs")[1])["envs"]
@@ -454,7 +465,38 @@ def main():
             "%s (%s)" % (fmt(r[k][0]), fmt(r[k][1])) if isinstance(r[k], tuple) else fmt(r[k])
             for k in ("ls", "inspect", "exec", "create_s", "create_c", "destroy", "ced",
                       "metrics", "stall_metrics", "stall_ls", "restart"))))
+    print_growth(grown, grown_cpu)
     print_density(drows)
+
+
+def print_growth(grown, grown_cpu):
+    """The creates of networked computers while the population grew: the first GROW_WINDOW,
+    the last GROW_WINDOW, and every 500th computer's neighbourhood (the issue's measure: the
+    2,000th create within 1.5x the first); wall time and paddockd's main thread's CPU time
+    (its event loop: steadier than wall time on a shared machine; without the environment's
+    own setup process)."""
+    if len(grown) < 2 * GROW_WINDOW:
+        return
+    w = GROW_WINDOW
+    print()
+    for what, xs in (("wall", grown), ("paddockd's loop CPU", grown_cpu)):
+        marks = [(1, med(xs[:w]))]
+        for k in range(500, len(xs) - w + 1, 500):
+            marks.append((k, med(xs[k - w:k])))
+        if marks[-1][0] != len(xs):
+            marks.append((len(xs), med(xs[-w:])))
+        print("Networked computers created while growing (every other environment; median of "
+              "%d creates around the k-th computer), %s: %s; last / first = %.2f" % (
+                  w, what, ", ".join("k=%d: %s" % (k, fmt(v)) for k, v in marks),
+                  marks[-1][1] / marks[0][1]))
+        print()
+
+
+def loop_cpu(d):
+    """CPU time of paddockd's main thread (the event loop), in seconds: /proc/PID/schedstat's
+    nanoseconds (not the 10 ms ticks of /proc/PID/stat)."""
+    with open("/proc/%d/schedstat" % d.pid) as f:
+        return int(f.read().split()[0]) / 1e9
 
 
 if __name__ == "__main__":

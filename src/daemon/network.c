@@ -34,8 +34,9 @@ struct network {
         struct nft_denied *denied;
         size_t n_denied;
         uint64_t denied_at_ms; /* 0: none yet */
-        /* /proc/sys/net/ipv4/conf of the daemon's namespace, opened once (see route_localnet) */
-        int conf_fd;
+        /* /proc/sys/net/ipv4/conf and ipv6/conf of the daemon's namespace, opened once (see
+         * route_localnet) */
+        int conf_fd, conf6_fd;
 };
 
 #define DENIED_CACHE_MS 1000
@@ -118,6 +119,8 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
         n->cfg = *c;
         n->envs = *envs;
         n->conf_fd = open("/proc/sys/net/ipv4/conf", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        n->conf6_fd = c->ipv6 ? open("/proc/sys/net/ipv6/conf", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                              : -EBADF;
         n->hash_seed = fnv1a(FNV1A_INIT, c->root);
         n->gateway.s_addr = htonl(ntohl(c->subnet.s_addr) + 1);
         int r = nft_open(c->table, c->subnet, c->prefix, n->gateway, c->ipv6 ? &c->subnet6 : NULL,
@@ -125,6 +128,7 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
         if (r < 0) {
                 snprintf(err, errlen, "nftables table %s: %s", c->table, strerror(-r));
                 closep(&n->conf_fd);
+                closep(&n->conf6_fd);
                 free(n);
                 return r;
         }
@@ -134,6 +138,7 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
                          strerror(-r));
                 nft_close(n->nft);
                 closep(&n->conf_fd);
+                closep(&n->conf6_fd);
                 free(n);
                 return r;
         }
@@ -148,6 +153,7 @@ void network_free(struct network *n)
         dns_resolver_stop(n->dns);
         nft_close(n->nft); /* the table stays: running environments keep their policy */
         closep(&n->conf_fd);
+        closep(&n->conf6_fd);
         free(n->ports);
         free(n->denied);
         free(n);
@@ -232,7 +238,8 @@ int network_env_up(struct network *n, const char *env, int netns_fd, struct in_a
                                  .env_ifname = "eth0",
                                  .env_netns_fd = netns_fd,
                                  .gateway = n->gateway,
-                                 .addr = addr};
+                                 .addr = addr,
+                                 .host_conf6_fd = n->conf6_fd > 0 ? n->conf6_fd : 0};
         vc.ipv6 = network_addr6(n, addr, &vc.addr6);
         int r = netlink_veth_create(&vc);
         if (r < 0) {

@@ -27,6 +27,8 @@ struct veth_config {
         unsigned mtu;            /* 0 = default (1500) */
         bool ipv6;               /* also configure addr6 and the v6 default route */
         struct in6_addr addr6;   /* the environment's IPv6 address (only with ipv6) */
+        int host_conf6_fd;       /* /proc/sys/net/ipv6/conf of the caller's namespace, opened
+                                  * once (cheaper than a path per knob); 0 (unset): by path */
 };
 
 /* The host side's IPv6 address on every veth: the environments' v6 default gateway. */

@@ -41,6 +41,16 @@
  *        allow6_<e>, allowp6_<e>  the same for IPv6 (only with a v6 subnet).
  *   counter denied_<e>    every drop of this environment's traffic, v4 and v6.
  *
+ *   chain tmpl_open,      the template of an open environment's chain (address: the subnet's
+ *   counter tmpl_denied   last; v6: the v6 subnet's last), refilled by nft_open; nothing jumps
+ *                         to it. nft_fast.c reads its rules back and sends them, with each open
+ *                         environment's addresses and counter put in, as that one's chain.
+ *
+ * Fast path: an open environment without links (the common create and destroy) goes through
+ * nft_fast.c as raw nf_tables netlink, one batch, without libnftables and so without its cache
+ * refresh; when the kernel refuses that batch (an entry pointing elsewhere, something else
+ * referring to the chain), the same change is made here the libnftables way below.
+ *
  * Costs: one netlink batch per call, and no listing on the common paths: nft_env_apply re-adds
  * the environment's map entries (a no-op when they are there) and nft_env_remove_known deletes
  * exactly what the caller says it added (adding each element first, so deleting what is gone
@@ -66,6 +76,7 @@
  * the generators side by side. Split, each half would need the other's names and layout. */
 #include "lib/jsonutil.h"
 #include "lib/nft.h"
+#include "lib/nft_fast.h"
 #include "lib/paddock.h"
 #include "lib/util.h"
 
@@ -106,7 +117,14 @@ struct nft {
         bool batching;          /* nft_batch_begin: queue applies and port adds */
         struct batch_item *batch;
         size_t n_batch;
+        struct nft_fast *fast;  /* open environments without libnftables; NULL: not here */
+        unsigned long n_fast;   /* changes made through it */
 };
+
+/* The template of an open environment's chain (nft_fast.c copies its rules): names outside
+ * the environments' ("env_", "denied_"), so no listing takes them for an environment. */
+#define TMPL_CHAIN   "tmpl_open"
+#define TMPL_COUNTER "tmpl_denied"
 
 /* One queued transaction (see nft_batch_begin): its commands, self-contained, and for an
  * environment's apply its name and interface (to redo it the listing way if it is refused). */
@@ -577,6 +595,33 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
 #undef RULE_FO
 }
 
+static void env_chain_rules(struct sbuf *b, const struct nft *n, const struct env_names *nm,
+                            const struct nft_env *e);
+
+/* The template's made-up environment: the subnet's last address (never one of the pool's) and
+ * the v6 subnet's, which no other constant of the chain can equal. */
+static void tmpl_env(const struct nft *n, struct nft_env *ret)
+{
+        *ret = (struct nft_env){.name = "tmpl", .host_ifname = VETH_PREFIX "tmpl",
+                                .addr = {htonl(n->subnet | ~n->mask)}, .mode = NET_OPEN};
+        ret->addr6 = n->subnet6;
+        for (unsigned bit = n->prefix6; n->ipv6 && bit < 128; bit++)
+                ret->addr6.s6_addr[bit / 8] |= (uint8_t)(0x80 >> (bit % 8));
+}
+
+/* Chain TMPL_CHAIN and counter TMPL_COUNTER, refilled like the base chains. Nothing jumps to
+ * the chain: its rules are only ever read. */
+static void tmpl_ruleset(struct sbuf *b, const struct nft *n)
+{
+        struct env_names nm = {.name = "tmpl", .chain = TMPL_CHAIN, .counter = TMPL_COUNTER};
+        struct nft_env e;
+        tmpl_env(n, &e);
+        sb(b, "add counter inet %s %s\n", n->table, TMPL_COUNTER);
+        sb(b, "add chain inet %s %s\n", n->table, TMPL_CHAIN);
+        sb(b, "flush chain inet %s %s\n", n->table, TMPL_CHAIN);
+        env_chain_rules(b, n, &nm, &e);
+}
+
 int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in_addr resolver,
              const struct in6_addr *subnet6, uint8_t prefix6, struct nft **ret)
 {
@@ -617,12 +662,20 @@ int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in
                 snprintf(subnet6_s, sizeof(subnet6_s), "%s/%u", ip6(&n->subnet6, net6), n->prefix6);
         struct sbuf b = {0};
         base_ruleset(&b, n->table, subnet_s, ip4(resolver, res), n->ipv6 ? subnet6_s : NULL);
+        tmpl_ruleset(&b, n);
         int r = run_sbuf(n, &b);
         sbuf_done(&b);
         if (r < 0) {
                 nft_close(n);
                 return r;
         }
+        /* Without it (an older kernel, a template that does not check out) every change goes
+         * through libnftables, as before: slower with many environments, the same rules. */
+        struct nft_env t;
+        tmpl_env(n, &t);
+        if (nft_fast_open(n->table, TMPL_CHAIN, TMPL_COUNTER, t.addr, n->ipv6 ? &t.addr6 : NULL,
+                          &n->fast) < 0)
+                n->fast = NULL;
         *ret = n;
         return 0;
 }
@@ -635,6 +688,7 @@ void nft_close(struct nft *n)
                 nft_ctx_free(n->ctx);
         if (n->nl)
                 mnl_socket_close(n->nl);
+        nft_fast_free(n->fast);
         for (size_t i = 0; i < n->n_batch; i++)
                 free(n->batch[i].text);
         free(n->batch);
@@ -993,6 +1047,18 @@ static int env_apply(struct nft *n, const struct nft_env *e, const struct env_na
         return r;
 }
 
+static struct nft_fast_env fast_env(const struct env_names *nm, const char *comment,
+                                    const char *ifname)
+{
+        return (struct nft_fast_env){
+            .chain = nm->chain,
+            .counter = nm->counter,
+            .comment = comment,
+            .sets = {nm->allow4, nm->allowp4, nm->allow6, nm->allowp6},
+            .ifname = ifname,
+        };
+}
+
 /* Fast path without any listing: re-adding a map entry with the same data is a no-op, so
  * nothing has to be looked up when the interface keeps its entry (re-apply) or has none (new).
  * The kernel refuses (EBUSY) only when the interface's entry points elsewhere: then the maps
@@ -1013,6 +1079,22 @@ int nft_env_apply(struct nft *n, const struct nft_env *e)
         r = env_valid(n, e);
         if (r < 0)
                 return r;
+        if (n->fast && !n->batching && e->mode == NET_OPEN && e->n_links == 0 &&
+            e->n_links6 == 0) {
+                char comment[ENV_NAME_MAX + 5];
+                snprintf(comment, sizeof(comment), "env:%s", nm.name);
+                struct nft_fast_env fe = fast_env(&nm, comment, e->host_ifname);
+                fe.addr = e->addr;
+                fe.addr6 = n->ipv6 ? &e->addr6 : NULL;
+                r = nft_fast_apply(n->fast, &fe);
+                set_error(n, r < 0 ? strerror(-r) : NULL);
+                if (r >= 0) {
+                        n->n_fast++;
+                        return r;
+                }
+                /* refused as a whole: the same through libnftables, which lists the maps
+                 * when an entry of the interface points elsewhere */
+        }
         r = env_apply(n, e, &nm, false);
         if (r == -EBUSY || r == -EEXIST)
                 r = env_apply(n, e, &nm, true);
@@ -1074,6 +1156,18 @@ int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifnam
                 return r;
         if (!ifname_valid(host_ifname))
                 return nft_env_remove(n, name);
+        /* Without published ports: the map entries of the interface, the chain, the sets and
+         * the counter, each if there, in one netlink batch (no libnftables, no cache). Refused
+         * when something else still refers to the chain or counter: the listing way below. */
+        if (n->fast && n_ports == 0) {
+                struct nft_fast_env fe = fast_env(&nm, "", host_ifname);
+                r = nft_fast_remove(n->fast, &fe);
+                set_error(n, r < 0 ? strerror(-r) : NULL);
+                if (r >= 0) {
+                        n->n_fast++;
+                        return r;
+                }
+        }
         const char *t = n->table;
         struct sbuf b = {0};
         sb(&b, "add chain inet %s %s\n", t, nm.chain);
@@ -1419,4 +1513,9 @@ int nft_port_remove(struct nft *n, const char *proto, uint16_t host_port)
         int r = run_sbuf(n, &b);
         sbuf_done(&b);
         return r;
+}
+
+unsigned long nft_fast_changes(const struct nft *n)
+{
+        return n ? n->n_fast : 0;
 }

@@ -114,5 +114,7 @@ const struct nft_denied *nft_denied_find(const struct nft_denied *all, size_t n,
 int nft_port_add(struct nft *n, const char *env, const char *proto, uint16_t host_port,
                  struct in_addr addr, uint16_t port);
 int nft_port_remove(struct nft *n, const char *proto, uint16_t host_port);
+/* How many environment changes went through raw netlink instead of libnftables (tests). */
+unsigned long nft_fast_changes(const struct nft *n);
 /* Names of environments that have chains in the table (for orphan cleanup). */
 int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n);

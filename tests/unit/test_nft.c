@@ -1149,6 +1149,89 @@ NETNS_TEST(test_nft_ipv6_then_ipv4_only__removes_v6_sets)
         nft_close(n);
 }
 
+/* The text of "list chain" of our table's chain (malloc'd), names of env qqq1 read as qqq2. */
+static char *chain_text(const char *chain)
+{
+        struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
+        nft_ctx_buffer_output(c);
+        nft_ctx_buffer_error(c);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "list chain inet %s %s", table, chain);
+        char *out = NULL;
+        if (nft_run_cmd_from_buffer(c, cmd) == 0)
+                out = strdup(nft_ctx_get_output_buffer(c));
+        nft_ctx_free(c);
+        for (char *p = out; p && (p = strstr(p, "qqq1")); p += 4)
+                p[3] = '2';
+        return out;
+}
+
+/* An open environment applied and removed through raw netlink (nft_fast.c) gets exactly the
+ * chain, counter and map entries that libnftables writes for one (batched applies take the
+ * libnftables way), with IPv6 and without. */
+static void fast_same_as_text(const struct in6_addr *sub6)
+{
+        struct nft *n = NULL;
+        CHECK_EQ_INT(nft_open(table, A("10.77.0.0"), 16, A("10.77.0.1"), sub6, 64, &n), 0);
+        if (!n)
+                return;
+        struct nft_env fast = env_open("qqq1"), text = env_open("qqq2");
+        text.host_ifname = "pdktest2";
+        if (sub6) {
+                fast.addr6 = A6("fd77:a4d::2");
+                text.addr6 = fast.addr6;
+        }
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
+        CHECK_EQ_INT((int)nft_fast_changes(n), 1);
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0); /* again: flushed and refilled */
+        CHECK_EQ_INT(nft_batch_begin(n), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &text), 0);
+        CHECK_EQ_INT(nft_batch_end(n), 0);
+        CHECK_EQ_INT((int)nft_fast_changes(n), 2);
+        char *a = chain_text("env_qqq1"), *b = chain_text("env_qqq2");
+        CHECK(a && b && strcmp(a, b) == 0);
+        if (a && b && strcmp(a, b) != 0)
+                fprintf(stderr, "  raw netlink:\n%s  libnftables:\n%s", a, b);
+        free(a);
+        free(b);
+        CHECK(table_has("counter", "denied_qqq1"));
+        CHECK_EQ_INT(elems("map", "envs"), 2);
+        CHECK_EQ_INT(elems("map", "envctr"), 2);
+        CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
+        CHECK_EQ_INT((int)nft_fast_changes(n), 3);
+        CHECK(!table_has("chain", "env_qqq1"));
+        CHECK(!table_has("counter", "denied_qqq1"));
+        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK_EQ_INT(elems("map", "envctr"), 1);
+        /* gone already: still fine */
+        CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
+        /* the chain still referred to by another entry: refused, then the listing way */
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
+        struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
+        nft_ctx_buffer_error(c);
+        char cmd[160];
+        snprintf(cmd, sizeof(cmd), "add element inet %s envs { \"pdkother\" : jump env_qqq1 }",
+                 table);
+        CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
+        nft_ctx_free(c);
+        CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
+        CHECK(!table_has("chain", "env_qqq1"));
+        CHECK_EQ_INT(elems("map", "envs"), 1);
+        nft_destroy_table(n);
+        nft_close(n);
+}
+
+NETNS_TEST(test_nft_fast__same_as_libnftables)
+{
+        fast_same_as_text(NULL);
+}
+
+NETNS_TEST(test_nft_fast__same_as_libnftables_ipv6)
+{
+        struct in6_addr sub6 = A6("fd77:a4d::");
+        fast_same_as_text(&sub6);
+}
+
 int main(void)
 {
         if (geteuid() != 0) {
@@ -1165,5 +1248,7 @@ int main(void)
         RUN(test_nft_remove_known__falls_back);
         RUN(test_nft_ipv6_then_ipv4_only__removes_v6_sets);
         RUN(test_nft_batch__queues_then_applies);
+        RUN(test_nft_fast__same_as_libnftables);
+        RUN(test_nft_fast__same_as_libnftables_ipv6);
         UNIT_EXIT();
 }
