@@ -7,9 +7,9 @@
 Starts a private paddockd the way the integration tests do (tests/conftest.py's Daemon: own
 root, socket, uid registry and network namespace) with the busybox image, grows the population
 to BENCH_MIX_N environments (half networked computers, "network":{"mode":"open"}, half
-sandboxes; BENCH_MIX_NET=0: all sandboxes), then measures client A: POST /v1/envs/probe/exec
-{"cmd":["true"]} back to back on one keep-alive connection into a sandbox, for
-BENCH_MIX_SECONDS in each of four phases:
+sandboxes; BENCH_MIX_NET=0: all sandboxes), times `GET /v1/envs` alone (median of 7), then
+measures client A: POST /v1/envs/probe/exec {"cmd":["true"]} back to back on one keep-alive
+connection into a sandbox, for BENCH_MIX_SECONDS in each of four phases:
 
   - alone;
   - while client B lists every environment (GET /v1/envs, the whole answer read) back to back;
@@ -150,15 +150,23 @@ def main():
         probe = conftest.UnixHTTPConnection(d.sock)
         for _ in range(20):  # warm: the probe's slot, the connection
             request(probe, "POST", "/v1/envs/probe/exec", EXEC_TRUE)
+        ls = []
+        for _ in range(7):  # `paddock ls` alone: the whole answer, read
+            t0 = time.perf_counter()
+            status, _ = request(admin, "GET", "/v1/envs")
+            ls.append(time.perf_counter() - t0)
+            if status != 200:
+                raise SystemExit("list: %d" % status)
         rows = [("alone", False, False), ("while B lists", True, False),
                 ("while C creates, execs, deletes", False, True), ("while B and C run", True, True)]
         results = [(label, phase(d, admin, probe, b, c)) for label, b, c in rows]
         idle = results[0][1]
         print("Exec `true` into a sandbox (client A, raw HTTP keep-alive) with %d other "
-              "environments (%s); %.0f s a phase; %s, load %.1f; population grown in %.0f s" % (
+              "environments (%s); %.0f s a phase; %s, load %.1f; population grown in %.0f s; "
+              "GET /v1/envs alone: median of 7 %.1f ms" % (
                   N, "half of them networked computers" if NET else "all sandboxes", SECONDS,
                   time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()[0],
-                  grown))
+                  grown, statistics.median(ls) * 1e3))
         print()
         print("| A's execs | median | p99 | worst | p99 / alone's median | B's listings | "
               "C's cycles | daemon's longest loop turn |")

@@ -82,16 +82,23 @@ static int set_process_caps(enum confine_profile p)
         return 0;
 }
 
-int caps_apply(enum confine_profile p)
+int caps_apply_bounding(enum confine_profile p)
 {
-        int r;
-
         if (p != PROFILE_COMPUTER && p != PROFILE_SANDBOX)
                 return -EINVAL;
+        return drop_bounding(p);
+}
 
-        r = drop_bounding(p);
-        if (r < 0)
-                return r;
+int caps_apply(enum confine_profile p)
+{
+        int r = caps_apply_bounding(p);
+        return r < 0 ? r : caps_apply_process(p);
+}
+
+int caps_apply_process(enum confine_profile p)
+{
+        if (p != PROFILE_COMPUTER && p != PROFILE_SANDBOX)
+                return -EINVAL;
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
                 return -errno;
         if (p == PROFILE_SANDBOX && prctl(PR_SET_SECUREBITS, SANDBOX_SECUREBITS, 0, 0, 0) < 0)

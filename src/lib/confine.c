@@ -12,9 +12,11 @@
  *    to Docker's list. caps_apply() then runs under the filter, which allows everything it
  *    uses (capget, capset, prctl).
  *  - A spawner (an exec slot, join_slot.c) keeps its capabilities to switch each command's
- *    user, so it loads only what its children inherit unchanged, once: the Landlock domain and
- *    the seccomp filter, legal through CAP_SYS_ADMIN in the user namespace. Each child then
- *    applies the rest; the result is the same set of restrictions, in a different order. */
+ *    user, so it applies only what its children inherit unchanged, once: the bounding set, the
+ *    Landlock domain and the seccomp filter, legal through CAP_SYS_ADMIN in the user
+ *    namespace (the bounding set limits only what an execve gains; the spawner never execs).
+ *    Each child then applies the rest; the result is the same set of restrictions, in a
+ *    different order. */
 #include "lib/confine.h"
 #include "lib/util.h"
 
@@ -51,7 +53,9 @@ static int confine_computer(const char **ret_step)
 
 int confine_apply_spawner(enum confine_profile p, const char **ret_step)
 {
-        int r;
+        int r = step("capabilities", caps_apply_bounding(p), ret_step);
+        if (r < 0)
+                return r;
         switch (p) {
         case PROFILE_SANDBOX:
                 r = landlock_apply_sandbox();
@@ -68,7 +72,7 @@ int confine_apply_spawned(enum confine_profile p, const char **ret_step)
 {
         switch (p) {
         case PROFILE_SANDBOX: {
-                int r = step("capabilities", caps_apply(PROFILE_SANDBOX), ret_step);
+                int r = step("capabilities", caps_apply_process(PROFILE_SANDBOX), ret_step);
                 if (r < 0)
                         return r;
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -76,7 +80,7 @@ int confine_apply_spawned(enum confine_profile p, const char **ret_step)
                 return 0;
         }
         case PROFILE_COMPUTER:
-                return step("capabilities", caps_apply(PROFILE_COMPUTER), ret_step);
+                return step("capabilities", caps_apply_process(PROFILE_COMPUTER), ret_step);
         }
         return step("profile", -EINVAL, ret_step);
 }

@@ -16,6 +16,10 @@ enum confine_profile {
  * Sandbox: everything empty and SECBIT_NOROOT locked, so even uid 0 exec gains nothing.
  * Computer: Docker's default capability set (namespaced: it only acts inside the userns). */
 int caps_apply(enum confine_profile p);
+/* caps_apply in two parts: the bounding set alone (inherited by children, so a spawner can
+ * drop it once for all of them), and the rest: ambient, securebits, the process's sets. */
+int caps_apply_bounding(enum confine_profile p);
+int caps_apply_process(enum confine_profile p);
 
 /* landlock.c: highest Landlock ABI the kernel supports (0 = none). */
 int landlock_abi(void);
@@ -48,9 +52,10 @@ int confine_apply(enum confine_profile p, const char **ret_step);
 /* Same, with exec_fd (a file outside the root that is executed next) exempt from Landlock. */
 int confine_apply_exec(enum confine_profile p, int exec_fd, const char **ret_step);
 /* Split in two for a process that spawns the environment's commands and must keep its
- * capabilities to switch their user (an exec slot): confine_apply_spawner() loads, once, what
- * children inherit unchanged (sandbox: Landlock and seccomp; computer: seccomp; needs
- * CAP_SYS_ADMIN in the user namespace); confine_apply_spawned() applies the rest in each
- * child (sandbox: caps -> no_new_privs; computer: caps). Together: exactly confine_apply(). */
+ * capabilities to switch their user (an exec slot): confine_apply_spawner() applies, once,
+ * what children inherit unchanged (the bounding set; sandbox: Landlock and seccomp; computer:
+ * seccomp; needs CAP_SYS_ADMIN in the user namespace); confine_apply_spawned() applies the
+ * rest in each child (the process's capabilities, and a sandbox's securebits and
+ * no_new_privs). Together: exactly confine_apply(). */
 int confine_apply_spawner(enum confine_profile p, const char **ret_step);
 int confine_apply_spawned(enum confine_profile p, const char **ret_step);

@@ -172,7 +172,13 @@ _Noreturn void join_command_main(const struct join_config *c)
         const char *step;
         int r;
 
-        reset_signals();
+        if (c->confined) {
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+        } else {
+                reset_signals();
+        }
         child_nofile_apply();
         if (dup2(c->stdin_fd, 0) < 0 || dup2(c->stdout_fd, 1) < 0 || dup2(c->stderr_fd, 2) < 0)
                 _exit(126);

@@ -41,8 +41,9 @@ struct join_config {
         /* > 2: an O_CLOEXEC fd the command keeps until its execve, so that whoever shares its
          * memory learns when it may touch it again (0: none). */
         int exec_fd;
-        /* The caller already applied confine_apply_spawner(profile) (a warm slot): the command
-         * inherits the Landlock domain and the seccomp filter and applies only the rest. */
+        /* The caller already applied confine_apply_spawner(profile) and reset every signal
+         * handler (a warm slot): the command inherits them, applies only the rest of the
+         * confinement and clears the signal mask. */
         bool confined;
 };
 

@@ -271,10 +271,12 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
         prctl(PR_SET_DUMPABLE, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         /* The daemon's handlers are still installed: none may run here, least of all on the
-         * command's stack. The command clears the mask and the handlers (reset_signals). */
+         * command's stack. Every signal stays blocked in the slot; the handlers go back to
+         * their defaults once, here, so each command only clears the mask. */
         sigset_t all;
         sigfillset(&all);
         sigprocmask(SIG_SETMASK, &all, NULL);
+        reset_signal_handlers();
         /* Forked from the daemon while other execs run: their pipes must not stay open here
          * (a command would not see its stdin end) while the cgroup join below waits. */
         int keep[2 + CGROUP_MANAGER_MAX_FDS] = {c->env_pidfd, sock};

@@ -439,12 +439,17 @@ size_t utf8_whole_prefix(const char *str, size_t len)
         return len;
 }
 
-void reset_signals(void)
+void reset_signal_handlers(void)
 {
         struct sigaction sa = {.sa_handler = SIG_DFL};
         for (int sig = 1; sig < NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         sigaction(sig, &sa, NULL);
+}
+
+void reset_signals(void)
+{
+        reset_signal_handlers();
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

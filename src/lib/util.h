@@ -160,6 +160,8 @@ size_t utf8_whole_prefix(const char *s, size_t len);
 /* In a freshly forked child about to exec: default dispositions, nothing blocked (the daemon
  * blocks and ignores signals, and both survive execve). */
 void reset_signals(void);
+/* Only the dispositions (a process that keeps every signal blocked meanwhile). */
+void reset_signal_handlers(void);
 
 /* Crash-safety tests: SIGKILL ourselves when PADDOCK_TEST_CRASH_AT names this step. Only the
  * one who starts the daemon can set it; no API request can. */

@@ -34,10 +34,15 @@ CONFINEMENT = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "
                "Seccomp_filters")
 
 
+def status(daemon, env, pid, keys):
+    res = daemon.exec(env, ["cat", "/proc/%s/status" % pid])
+    assert res["exit_code"] == 0, res
+    return {k: v.strip() for k, _, v in (l.partition(":") for l in res["stdout"].splitlines())
+            if k in keys}
+
+
 def confinement(daemon, env, pid):
-    text = daemon.sh(env, "cat /proc/%s/status" % pid)
-    return {k: v.strip() for k, _, v in (l.partition(":") for l in text.splitlines())
-            if k in CONFINEMENT}
+    return status(daemon, env, pid, CONFINEMENT)
 
 
 @pytest.mark.parametrize("kind", ["sandbox", "computer"])
@@ -50,6 +55,10 @@ def test_an_exec_through_a_slot_is_confined_like_pid_1(daemon, kind):
     pid1 = confinement(daemon, "cf", 1)
     assert pid1["Seccomp"] == "2" and pid1["Seccomp_filters"] == "1", pid1
     assert confinement(daemon, "cf", "self") == pid1
+    # The slot keeps every signal blocked with default handlers: a command starts with none
+    # blocked or ignored.
+    assert status(daemon, "cf", "self", ("SigBlk", "SigIgn")) == \
+        {"SigBlk": "0" * 16, "SigIgn": "0" * 16}
     # Landlock: a sandbox may write only to scratch places and a few devices. /dev/urandom is
     # a writable device on a read-only root, so only Landlock refuses it (a computer writes).
     res = daemon.exec("cf", ["sh", "-c", "echo x > /dev/urandom && echo x > /dev/null"])
