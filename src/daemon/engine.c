@@ -77,6 +77,11 @@ struct exec_slot *env_exec_slot(const struct env *v)
         return v->exec_slot;
 }
 
+void env_counters_forget(struct env *v)
+{
+        v->counters_at_ms = 0;
+}
+
 void env_set_exec_slot(struct env *v, struct exec_slot *slot)
 {
         v->exec_slot = slot;

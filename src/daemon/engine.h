@@ -291,6 +291,9 @@ unsigned env_next_exec_id(struct env *v);
 /* The warm exec slot exec.c keeps for the environment, or NULL. */
 struct exec_slot *env_exec_slot(const struct env *v);
 void env_set_exec_slot(struct env *v, struct exec_slot *slot);
+/* Something ran and ended in v (an exec): the next listing or scrape reads its counters anew
+ * instead of reusing those of the last second (an OOM kill shows at once). */
+void env_counters_forget(struct env *v);
 /* The environment's base variables (PATH, HOSTNAME, its env) as a NULL-terminated
  * malloc'd array of "K=V" strings, with extra (an object) merged over them. */
 char **env_build_envp(const struct env *v, json_t *extra);

@@ -605,6 +605,8 @@ static void on_after_exec(struct loop_timer *t, void *data)
                 events_exec_exited(a->eng, a->env, a->sub, a->exit_code, a->duration_ms);
         struct cgroup_manager *m = engine_cgroups(a->eng);
         struct env *v = engine_find(a->eng, a->env);
+        if (v)
+                env_counters_forget(v);
         struct exec_slot *sl = v ? env_exec_slot(v) : NULL;
         if (sl && sl->busy && !strcmp(sl->sub, a->sub)) {
                 /* The slot ran this command: free again if nothing else is left in its group. */
