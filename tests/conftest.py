@@ -120,6 +120,32 @@ def pid_alive(pid):
     return st[st.rindex(")") + 2] != "Z"
 
 
+def children_of(ppid):
+    """(pid, comm, state) of every process whose parent is ppid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        if int(fields[1]) == ppid:
+            out.append((int(d), st[st.index("(") + 1:st.rindex(")")], fields[0]))
+    return out
+
+
+def proc_cgroup(pid):
+    """/proc/PID/cgroup's text, or "" once the process is gone."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def proc_status(pid):
     out = {}
     with open("/proc/%d/status" % pid) as f:

@@ -208,6 +208,22 @@ static bool refuse(struct request *r, const char *limit, const char *fmt, ...)
         return false;
 }
 
+/* What a token's environments hold: CPUs and memory only while running. */
+struct quota_use {
+        uint64_t n, cpus, mem, disk;
+};
+
+static void quota_count(struct quota_use *u, const struct env *o, bool running)
+{
+        const struct cgroup_limits *l = env_limits(o);
+        u->n++;
+        if (running) {
+                u->cpus += l->cpu_millis == CG_UNLIMITED ? 0 : l->cpu_millis;
+                u->mem += l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes;
+        }
+        u->disk += env_kind(o) == KIND_COMPUTER ? env_disk_bytes(o) : 0;
+}
+
 bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q)
 {
         struct caller c;
@@ -217,30 +233,17 @@ bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q
                 return true; /* the local administrator has no quotas */
         if (!t->max_envs && !t->max_cpus && !t->max_memory && !t->max_disk)
                 return true; /* nothing to count: not even the token's own environments */
-        uint64_t n = 0, cpus = 0, mem = 0, disk = 0;
+        struct quota_use u = {0};
         /* Only the token's own environments (the engine keeps a list per owner). */
         for (struct env *o = engine_next_owned(e, t->name, NULL); o;
-             o = engine_next_owned(e, t->name, o)) {
-                if (o == q->env || strcmp(env_owner(o), t->name) != 0)
-                        continue;
-                n++;
-                const struct cgroup_limits *l = env_limits(o);
-                if (env_running(o)) {
-                        cpus += l->cpu_millis == CG_UNLIMITED ? 0 : l->cpu_millis;
-                        mem += l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes;
-                }
-                disk += env_kind(o) == KIND_COMPUTER ? env_disk_bytes(o) : 0;
-        }
+             o = engine_next_owned(e, t->name, o))
+                if (o != q->env && !strcmp(env_owner(o), t->name))
+                        quota_count(&u, o, env_running(o));
         /* Creates still starting count as running environments already. */
-        for (struct env *o = engine_next_creating(e, NULL); o; o = engine_next_creating(e, o)) {
-                if (strcmp(env_owner(o), t->name) != 0)
-                        continue;
-                n++;
-                const struct cgroup_limits *l = env_limits(o);
-                cpus += l->cpu_millis == CG_UNLIMITED ? 0 : l->cpu_millis;
-                mem += l->memory_bytes == CG_UNLIMITED ? 0 : l->memory_bytes;
-                disk += env_kind(o) == KIND_COMPUTER ? env_disk_bytes(o) : 0;
-        }
+        for (struct env *o = engine_next_creating(e, NULL); o; o = engine_next_creating(e, o))
+                if (!strcmp(env_owner(o), t->name))
+                        quota_count(&u, o, true);
+        uint64_t n = u.n, cpus = u.cpus, mem = u.mem, disk = u.disk;
         char a[32], b[32], d[32];
         if (q->new_env && t->max_envs && n + 1 > t->max_envs)
                 return refuse(r, "max-envs", "token %s: max-envs %llu reached (%llu environments)",

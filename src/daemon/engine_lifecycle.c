@@ -572,6 +572,18 @@ static void creating_end(struct env_creating *c, int timeout_ms)
         free(c);
 }
 
+/* A create given up before PID 1's report (no loop slot for it, or shutdown): its child killed
+ * and reaped, everything it made removed. Not on the creating list (any more). */
+static void creating_cancel(struct env_creating *c)
+{
+        loop_remove(c->src);
+        loop_cancel_timer(c->timer);
+        env_spawn_abandon(&c->p);
+        cgroup_env_destroy(c->eng->cfg.cgroups, c->v->cgname, NULL);
+        create_roll_back(c->eng, c->v);
+        free(c);
+}
+
 static void on_creating_report(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         (void)s;
@@ -605,12 +617,7 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
         r = loop_add_fd(e->cfg.loop, c->p.report_fd, EPOLLIN, on_creating_report, c, &c->src);
         c->timer = r < 0 ? NULL : loop_add_timer(e->cfg.loop, SPAWN_SETUP_MS, on_creating_timeout, c);
         if (r < 0 || !c->timer) {
-                loop_remove(c->src);
-                loop_cancel_timer(c->timer);
-                env_spawn_abandon(&c->p);
-                cgroup_env_destroy(e->cfg.cgroups, c->v->cgname, NULL);
-                create_roll_back(e, c->v);
-                free(c);
+                creating_cancel(c);
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
@@ -653,12 +660,7 @@ void engine_creating_abandon(struct engine *e)
                 struct env_creating *c = e->creating;
                 e->creating = c->next;
                 e->n_creating--;
-                loop_remove(c->src);
-                loop_cancel_timer(c->timer);
-                env_spawn_abandon(&c->p);
-                cgroup_env_destroy(e->cfg.cgroups, c->v->cgname, NULL);
-                create_roll_back(e, c->v);
-                free(c);
+                creating_cancel(c);
         }
 }
 

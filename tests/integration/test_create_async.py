@@ -9,29 +9,11 @@ import threading
 
 import pytest
 
-from conftest import wait_for
-
-
-def children(daemon):
-    """(pid, comm, cgroup text) of the daemon's children."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % pid) as f:
-                st = f.read()
-            with open("/proc/%s/cgroup" % pid) as f:
-                cg = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[1]) == daemon.pid:
-            out.append((int(pid), st[st.index("(") + 1:st.rindex(")")], cg))
-    return out
+from conftest import children_of, proc_cgroup, wait_for
 
 
 def held_lxcfs(daemon):
-    pids = [p for p, comm, _ in children(daemon) if comm == "lxcfs"]
+    pids = [p for p, comm, _ in children_of(daemon.pid) if comm == "lxcfs"]
     if not pids:
         pytest.skip("this daemon runs without lxcfs")
     return pids[0]
@@ -39,8 +21,8 @@ def held_lxcfs(daemon):
 
 def setting_up(daemon, name):
     """PID 1's child of a create in progress (still in the daemon's code: not exec'd)."""
-    return any(comm == "paddockd" and ("/env-%s\n" % name) in cg
-               for _, comm, cg in children(daemon))
+    return any(comm == "paddockd" and ("/env-%s\n" % name) in proc_cgroup(pid)
+               for pid, comm, _ in children_of(daemon.pid))
 
 
 def create_in_thread(daemon, body, headers=None):

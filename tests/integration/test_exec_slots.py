@@ -9,25 +9,13 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import children_of, proc_cgroup, wait_for
 
 
 def slots(daemon, env):
     """Host pids of the daemon's children waiting in one of env's per-exec groups."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % pid) as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open("/proc/%s/cgroup" % pid) as f:
-                cg = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == daemon.pid and ("/env-%s/exec-" % env) in cg:
-            found.append(int(pid))
-    return found
+    return [pid for pid, _, _ in children_of(daemon.pid)
+            if ("/env-%s/exec-" % env) in proc_cgroup(pid)]
 
 
 CONFINEMENT = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",

@@ -2,7 +2,7 @@
 nothing left behind, and many creates must not make the daemon's memory grow."""
 import os
 
-from conftest import proc_status, wait_for
+from conftest import children_of, proc_status, wait_for
 
 
 def env_children(pid):
@@ -10,17 +10,10 @@ def env_children(pid):
     setup child, a PID 1): the daemon's helpers (gateway, image workers) are neither."""
     own = os.readlink("/proc/%d/ns/pid" % pid)
     out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+    for child, _, state in children_of(pid):
         try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-            fields = st[st.rindex(")") + 2:].split()
-            if int(fields[1]) != pid:
-                continue
-            if fields[0] == "Z" or os.readlink("/proc/%s/ns/pid" % d) != own:
-                out.append(int(d))
+            if state == "Z" or os.readlink("/proc/%d/ns/pid" % child) != own:
+                out.append(child)
         except OSError:
             continue
     return out
