@@ -17,7 +17,8 @@ on a shared machine skews every build alike):
               creates/s and destroys/s, the median of PAR_ROUNDS rounds.
 
 Environment: BENCH_RUNS (50), BENCH_BLOCK (10), BENCH_CLIENTS (4), BENCH_PAR_N (40),
-BENCH_PAR_ROUNDS (3). Prints medians; never asserts a timing. Everything it starts is removed
+BENCH_PAR_ROUNDS (3), BENCH_GAP_MS (0: cycles back to back; e.g. 100 for an agent that thinks
+between sandboxes, when the kernel's per-operation state has gone idle again). Prints medians; never asserts a timing. Everything it starts is removed
 (the Daemon's teardown).
 """
 import os
@@ -39,6 +40,7 @@ BLOCK = int(os.environ.get("BENCH_BLOCK", "10"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
 PAR_N = int(os.environ.get("BENCH_PAR_N", "40"))
 PAR_ROUNDS = int(os.environ.get("BENCH_PAR_ROUNDS", "3"))
+GAP = int(os.environ.get("BENCH_GAP_MS", "0")) / 1e3
 
 
 def use_build(build):
@@ -128,6 +130,8 @@ def main():
             n = min(BLOCK, RUNS - done)
             for i, c in enumerate(conns):
                 for j in range(n):
+                    if GAP:
+                        time.sleep(GAP)
                     cycle(c, "c%d" % (done + j), res[i])
             done += n
         for r in range(PAR_ROUNDS):

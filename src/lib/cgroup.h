@@ -60,9 +60,17 @@ const char *cgroup_mode_name(enum cgroup_mode mode);
 int cgroup_env_create(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l);
 /* Change limits of an existing group. */
 int cgroup_env_set_limits(struct cgroup_manager *m, const char *env, const struct cgroup_limits *l);
-/* Create env/sub (sub may be NULL for the env group itself) and move pid into it, in every
- * hierarchy. pid 0 means the calling process (safe to call in a forked helper). */
-int cgroup_env_attach(struct cgroup_manager *m, const char *env, const char *sub, pid_t pid);
+/* The calling process joins env/sub (sub NULL: the env group; created if missing) in every
+ * hierarchy without the kernel's global lock (see
+ * cgroup.c): only a freshly cloned, single-threaded child may call it. placed: the child was
+ * cloned into env/sub of the cgroup2 hierarchy already (cgroup_env_clone). */
+int cgroup_env_join(struct cgroup_manager *m, const char *env, const char *sub, bool placed);
+/* clone3(flags, SIGCHLD, pidfd when flags has CLONE_PIDFD) with the child born in env/sub of
+ * the cgroup2 hierarchy where there is one (*placed, also in the child); without it if the
+ * kernel refuses. fork() semantics otherwise: the parent's pid, 0 in the child, or -errno. The
+ * child then calls cgroup_env_join(m, env, sub, *placed). */
+pid_t cgroup_env_clone(struct cgroup_manager *m, const char *env, const char *sub,
+                       uint64_t flags, int *pidfd, bool *placed);
 /* SIGKILL every process in env/sub (sub NULL = the whole env) and wait until it is empty. */
 int cgroup_env_kill(struct cgroup_manager *m, const char *env, const char *sub);
 /* Remove env/sub (sub NULL = env and all its children) after killing what remains. */

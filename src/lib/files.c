@@ -771,11 +771,12 @@ static _Noreturn void helper_die(int sfd, int err, const char *what)
  * first (its fds are among the daemon's), then the fd sweep, then the namespaces (mount first,
  * which needs host privilege; user last), then the credentials, and only then any path. */
 static _Noreturn void helper_main(const struct files_target *t, const struct files_request *rq,
-                                  pid_t parent, int sfd, int dfd)
+                                  pid_t parent, int sfd, int dfd, bool placed)
 {
         int r;
         prctl(PR_SET_DUMPABLE, 0);
-        if (t->cgroups && (r = cgroup_env_attach(t->cgroups, t->cgroup_name, t->cgroup_sub, 0)) < 0)
+        if (t->cgroups &&
+            (r = cgroup_env_join(t->cgroups, t->cgroup_name, t->cgroup_sub, placed)) < 0)
                 helper_die(sfd, r, "join the environment's cgroup");
         int keep[] = {t->env_pidfd, sfd, dfd, rq->upload_fd};
         close_fds_from(3, keep, ELEMENTSOF(keep));
@@ -822,14 +823,17 @@ int files_spawn(const struct files_target *t, const struct files_request *rq,
         if (dp[1] >= 0)
                 (void)fcntl(dp[1], F_SETPIPE_SZ, 1 << 20);
         pid_t parent = getpid();
-        pid_t pid = fork();
+        bool placed = false;
+        pid_t pid = t->cgroups ? cgroup_env_clone(t->cgroups, t->cgroup_name, t->cgroup_sub, 0,
+                                                  NULL, &placed)
+                               : fork();
         if (pid == 0) {
                 close(sp[0]);
                 if (dp[0] >= 0)
                         close(dp[0]);
-                helper_main(t, rq, parent, sp[1], dp[1]);
+                helper_main(t, rq, parent, sp[1], dp[1], placed);
         }
-        int r = pid < 0 ? -errno : 0;
+        int r = pid < 0 ? (t->cgroups ? pid : -errno) : 0;
         close(sp[1]);
         if (dp[1] >= 0)
                 close(dp[1]);

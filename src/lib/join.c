@@ -295,7 +295,9 @@ static int helper_main(void *data)
         int report_fd = a->report_fd, r;
         prctl(PR_SET_DUMPABLE, 0); /* the daemon's memory: it is not dumpable anyway */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
+        /* Not cloned into the group (a CLONE_VM child here): on cgroup2 this join still takes
+         * the kernel's global lock, on v1 it does not (cgroup_env_join). */
+        if ((r = cgroup_env_join(c->cgroups, c->cgroup_name, c->cgroup_sub, false)) < 0)
                 join_helper_fail(report_fd, r, "join cgroup");
         int keep[] = {c->env_pidfd, c->stdin_fd, c->stdout_fd, c->stderr_fd, report_fd,
                       c->pty_sock};

@@ -1,7 +1,7 @@
 /* Warm exec slots: the exec helper of join.c, forked ahead of time and kept (see join.h).
  *
- * The slot joins its per-exec cgroup (on cgroup v1 the first cgroup.procs write waits for an
- * RCU grace period: milliseconds, more on an idle machine) and every namespace of PID 1, user
+ * The slot is born in its per-exec cgroup, or joins it without the kernel's global lock
+ * (cgroup_env_clone, cgroup_env_join), and enters every namespace of PID 1, user
  * namespace last, and loads the environment's seccomp filter (and a sandbox's Landlock domain)
  * once, for its commands to inherit: the kernel checks and compiles a filter of ~350 rules at
  * every load, about 0.2 ms a command. It keeps its capabilities in the user namespace, to switch
@@ -45,7 +45,7 @@
  * buffer, with a wide margin. Untouched pages cost nothing. */
 #define SLOT_STACK_SIZE (1024u * 1024u)
 
-static _Noreturn void slot_main(const struct join_config *c, int sock);
+static _Noreturn void slot_main(const struct join_config *c, int sock, bool placed);
 
 struct slot_head {
         uint32_t magic;
@@ -95,16 +95,16 @@ int join_slot_start(const struct join_config *c, struct join_slot *ret)
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 return -errno;
-        pid_t pid = fork();
+        bool placed;
+        pid_t pid = cgroup_env_clone(c->cgroups, c->cgroup_name, c->cgroup_sub, 0, NULL, &placed);
         if (pid < 0) {
-                int e = -errno;
                 close(sp[0]);
                 close(sp[1]);
-                return e;
+                return pid;
         }
         if (pid == 0) {
                 close(sp[0]);
-                slot_main(c, sp[1]);
+                slot_main(c, sp[1], placed);
         }
         close(sp[1]);
         *ret = (struct join_slot){.pid = pid, .sock = sp[0]};
@@ -265,7 +265,7 @@ static void close_command_fds(const struct join_config *cmd)
                         close(fds[i]);
 }
 
-static _Noreturn void slot_main(const struct join_config *c, int sock)
+static _Noreturn void slot_main(const struct join_config *c, int sock, bool placed)
 {
         int r;
         prctl(PR_SET_DUMPABLE, 0);
@@ -282,7 +282,7 @@ static _Noreturn void slot_main(const struct join_config *c, int sock)
         int keep[2 + CGROUP_MANAGER_MAX_FDS] = {c->env_pidfd, sock};
         size_t nkeep = 2 + cgroup_manager_fds(c->cgroups, keep + 2, CGROUP_MANAGER_MAX_FDS);
         close_fds_from(3, keep, nkeep);
-        if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, c->cgroup_sub, 0)) < 0)
+        if ((r = cgroup_env_join(c->cgroups, c->cgroup_name, c->cgroup_sub, placed)) < 0)
                 join_helper_fail(sock, r, "join cgroup");
         close_fds_from(3, keep, 2);
         if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |

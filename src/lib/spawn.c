@@ -47,7 +47,7 @@ static void child_fail(int report_fd, const char *step, int err)
 }
 
 /* Runs in the clone: host root, fresh namespaces except the user namespace. Never returns. */
-static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
+static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bool placed)
 {
         const char *step;
         int r;
@@ -64,7 +64,7 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd)
         if (setsid() < 0)
                 child_fail(report_fd, "new session", -errno);
 
-        if ((r = cgroup_env_attach(c->cgroups, c->cgroup_name, NULL, 0)) < 0)
+        if ((r = cgroup_env_join(c->cgroups, c->cgroup_name, NULL, placed)) < 0)
                 child_fail(report_fd, "join cgroup", r);
         /* Made here rather than by the clone, whose caller waits: a network namespace's set-up
          * and a copy of the host's mount table both take longer the more environments exist.
@@ -116,20 +116,17 @@ int env_spawn_start(const struct spawn_config *c, struct spawn_pending *ret, cha
         _cleanup_close_ int rd = pipefd[0], wr = pipefd[1];
 
         int pidfd = -1;
-        struct clone_args args = {
-                .flags = CLONE_NEWPID | CLONE_PIDFD, /* the others: child_main */
-                .pidfd = (uint64_t)(uintptr_t)&pidfd,
-                .exit_signal = SIGCHLD,
-        };
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        bool placed;
+        /* CLONE_NEWPID only: the other namespaces are child_main's. */
+        pid_t pid = cgroup_env_clone(c->cgroups, c->cgroup_name, NULL, CLONE_NEWPID | CLONE_PIDFD,
+                                     &pidfd, &placed);
         if (pid < 0) {
-                int e = -errno;
-                snprintf(errbuf, errlen, "clone3: %s", strerror(-e));
-                return e;
+                snprintf(errbuf, errlen, "clone3: %s", strerror(-pid));
+                return pid;
         }
         if (pid == 0) {
                 close(rd);
-                child_main(c, wr);
+                child_main(c, wr, placed);
         }
         *ret = (struct spawn_pending){.pid = pid, .pidfd = pidfd, .report_fd = TAKE_FD(rd)};
         return 0;

@@ -143,6 +143,7 @@ static void layout_v1(void)
                 put(relf("%s/agent/x/cgroup.procs", v1_dirs[i]), "");
                 put(relf("%s/agent/x/" SUB "/e1/cgroup.procs", v1_dirs[i]), "");
                 put(relf("%s/agent/x/" SUB "/e1/exec1/cgroup.procs", v1_dirs[i]), "");
+                put(relf("%s/agent/x/" SUB "/e1/tasks", v1_dirs[i]), "");
         }
         put("cpuset/cgroup.procs", "");
         put("cpuset/cpuset.cpus", "0-3\n");
@@ -260,7 +261,9 @@ static void test_cgroup_names__rejected(void)
                                           "tasks", ".hidden", "cgroup.procs", "-x"};
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 CHECK_EQ_INT(cgroup_env_create(m, bad[i], &limits_none), -EINVAL);
-        CHECK_EQ_INT(cgroup_env_attach(m, "e1", "../../x", 0), -EINVAL);
+        CHECK_EQ_INT(cgroup_env_join(m, "e1", "../../x", false), -EINVAL);
+        bool placed;
+        CHECK_EQ_INT(cgroup_env_clone(m, "e1", "../x", 0, NULL, &placed), -EINVAL);
         CHECK(!exists("x") && !exists("agent/x/x"));
         /* A zero cap is an unset field, not a limit. */
         struct cgroup_limits zero = limits_a;
@@ -463,12 +466,17 @@ static void test_cgroup_v2__attach_freeze_destroy(void)
         if (!m)
                 goto out;
         CHECK_EQ_INT(cgroup_env_create(m, "e1", &limits_a), 0);
-        CHECK_EQ_INT(cgroup_env_attach(m, "e1", "exec1", 0), 0);
-        CHECK_EQ_STR(get("agent/x/" SUB "/e1/exec1/cgroup.procs"), self);
+        /* Not placed by the clone: the calling process writes itself ("0"). */
+        CHECK_EQ_INT(cgroup_env_join(m, "e1", "exec1", false), 0);
+        CHECK_EQ_STR(get("agent/x/" SUB "/e1/exec1/cgroup.procs"), "0");
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/cgroup.procs"), "");
+        /* Placed by the clone: nothing left to write on v2. */
+        put("agent/x/" SUB "/e1/exec1/cgroup.procs", self);
+        CHECK_EQ_INT(cgroup_env_join(m, "e1", "exec1", true), 0);
+        CHECK_EQ_STR(get("agent/x/" SUB "/e1/exec1/cgroup.procs"), self);
         /* No controllers below the env group: it holds PID 1 (no internal processes rule). */
         CHECK(!exists("agent/x/" SUB "/e1/cgroup.subtree_control"));
-        CHECK_EQ_INT(cgroup_env_attach(m, "nope", NULL, 0), -ENOENT);
+        CHECK_EQ_INT(cgroup_env_join(m, "nope", NULL, false), -ENOENT);
 
         CHECK_EQ_INT(cgroup_env_freeze(m, "e1", true), 0);
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/cgroup.freeze"), "1");
@@ -495,7 +503,7 @@ static void test_cgroup_v2__attach_freeze_destroy(void)
         CHECK_EQ_INT(cgroup_env_prune(m, "e1", "exec1"), -EBUSY);
         CHECK(exists("agent/x/" SUB "/e1/exec1"));
         CHECK_EQ_INT(cgroup_env_prune(m, "e1", "gone"), 0);
-        CHECK_EQ_INT(cgroup_env_attach(m, "e1", "exec2", 0), -ENOENT); /* no cgroup.procs file */
+        CHECK_EQ_INT(cgroup_env_join(m, "e1", "exec2", false), -ENOENT); /* no cgroup.procs */
         CHECK_EQ_INT(cgroup_env_prune(m, "e1", "exec2"), 0);
         CHECK(!exists("agent/x/" SUB "/e1/exec2"));
 
@@ -628,9 +636,13 @@ static void test_cgroup_v1__attach_freeze_destroy(void)
         if (!m)
                 goto out;
         CHECK_EQ_INT(cgroup_env_create(m, "e1", &limits_a), 0);
-        CHECK_EQ_INT(cgroup_env_attach(m, "e1", NULL, 0), 0);
-        for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++)
-                CHECK_EQ_STR(get(relf("%s/agent/x/" SUB "/e1/cgroup.procs", v1_dirs[i])), self);
+        /* v1: the thread moves itself through `tasks` ("0"), never cgroup.procs, whose write
+         * takes the kernel's global lock (an RCU grace period). */
+        CHECK_EQ_INT(cgroup_env_join(m, "e1", NULL, false), 0);
+        for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++) {
+                CHECK_EQ_STR(get(relf("%s/agent/x/" SUB "/e1/tasks", v1_dirs[i])), "0");
+                CHECK_EQ_STR(get(relf("%s/agent/x/" SUB "/e1/cgroup.procs", v1_dirs[i])), "");
+        }
         CHECK_EQ_STR(get("memory/agent/x/cgroup.procs"), ""); /* own group untouched */
 
         CHECK_EQ_INT(cgroup_env_freeze(m, "e1", true), 0);
@@ -668,10 +680,16 @@ static void test_cgroup_hybrid__unified_mirror(void)
         CHECK(exists("unified/agent/y/" SUB "/e2"));
         CHECK(!exists("unified/" SUB) && !exists("unified/agent/x"));
 
-        CHECK_EQ_INT(cgroup_env_attach(m, "e1", "exec1", 0), 0);
-        CHECK_EQ_STR(get("unified/agent/y/" SUB "/e1/exec1/cgroup.procs"), self);
+        CHECK_EQ_INT(cgroup_env_join(m, "e1", "exec1", false), 0);
+        CHECK_EQ_STR(get("unified/agent/y/" SUB "/e1/exec1/cgroup.procs"), "0");
         /* v1 controllers get no per-exec group: the process joins the env group there. */
-        CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/cgroup.procs"), self);
+        CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/tasks"), "0");
+        /* Cloned into the unified group already: only the v1 hierarchies are written. */
+        put("unified/agent/y/" SUB "/e1/exec1/cgroup.procs", "");
+        put("memory/agent/x/" SUB "/e1/tasks", "");
+        CHECK_EQ_INT(cgroup_env_join(m, "e1", "exec1", true), 0);
+        CHECK_EQ_STR(get("unified/agent/y/" SUB "/e1/exec1/cgroup.procs"), "");
+        CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/tasks"), "0");
 
         /* Freezing goes through cgroup.freeze of the cgroup2 mirror, not the v1 freezer. */
         CHECK_EQ_INT(cgroup_env_freeze(m, "e1", true), 0);
@@ -771,10 +789,18 @@ static pid_t spawn_attached(struct cgroup_manager *m, const char *env, const cha
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -1;
-        pid_t pid = fork();
+        /* The daemon's way: born in the cgroup2 group where there is one, then the rest. */
+        bool placed;
+        pid_t pid = cgroup_env_clone(m, env, sub, 0, NULL, &placed);
+        if (pid < 0) {
+                fprintf(stderr, "  clone: %s\n", strerror(-pid));
+                close(p[0]);
+                close(p[1]);
+                return -1;
+        }
         if (pid == 0) {
                 close(p[0]);
-                int r = cgroup_env_attach(m, env, sub, 0);
+                int r = cgroup_env_join(m, env, sub, placed);
                 (void)!write(p[1], &r, sizeof(r));
                 close(p[1]);
                 if (r < 0)
