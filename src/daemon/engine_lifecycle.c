@@ -260,7 +260,10 @@ static void env_kill_sync(struct engine *e, struct env *v)
                 engine_pause(e, v, false);
         /* Killing PID 1 ends the pid namespace: the kernel kills everything else in it. PID 1
          * finishes exiting only once every process of the namespace is reaped, and the commands
-         * exec'd into it are our children (CLONE_PARENT): reap them while waiting. */
+         * exec'd into it are our children (CLONE_PARENT): reap them while waiting. The exec
+         * slot, outside the namespace, is told first: its exit (a copy of the daemon's address
+         * space to tear down) then overlaps PID 1's. */
+        exec_slot_kill(v);
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
         for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
                 exec_reap_env(v->row.name, 0);
@@ -348,8 +351,10 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
                 engine_idle_arm(e, v);
         if (r >= 0)
                 log_info("%s: started (pid %lld)", v->row.name, (long long)v->row.pid);
-        if (r >= 0)
+        if (r >= 0) {
                 events_env("started", v, NULL);
+                exec_slot_prewarm(e, v);
+        }
         return r;
 }
 
@@ -521,6 +526,7 @@ static int create_finish(struct engine *e, struct env *v, struct spawn_pending *
                                            "image", v->row.image));
         events_env("started", v, NULL);
         engine_idle_arm(e, v);
+        exec_slot_prewarm(e, v);
         return 0;
 }
 

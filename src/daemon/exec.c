@@ -22,11 +22,10 @@
 static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
-/* Warm exec slots (join.h): after an exec into an environment a helper is forked at once into
- * its finished, empty per-exec group and the environment's namespaces, and stays: each next exec
- * hands it the command and skips the fork, the cgroup join (on cgroup v1 an RCU grace period,
- * the larger part of an exec's cost, more so on an idle machine) and the copy of the daemon's
- * address space. The slot is busy while its command runs (a second exec at the same time takes
+/* Warm exec slots (join.h): when an environment starts (exec_slot_prewarm), or at its first
+ * exec, a helper is cloned into a per-exec group and the environment's namespaces, and stays:
+ * each exec hands it the command and skips the fork, the cgroup join, the filter's load and the
+ * copy of the daemon's address space. The slot is busy while its command runs (a second exec at the same time takes
  * the slow path) and free again once its group holds only the slot; a command that leaves a
  * process behind, or dies with its group killed, costs the slot. One per environment, discarded
  * when the environment stops or after SLOT_IDLE_MS unused, so environments nobody execs into
@@ -581,6 +580,48 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
         return sl;
 }
 
+/* A new or restarted environment gets its slot at once, but after its answer has gone out: an
+ * agent's first command follows its create, and the slot's set-up (a clone, namespaces, the
+ * filter) then runs during that round trip instead of inside the first exec. */
+struct prewarm {
+        struct engine *eng;
+        char env[NAME_BUF_SIZE];
+        bool queued; /* behind the answer's flush */
+};
+
+static void on_prewarm(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct prewarm *p = data;
+        /* Timers due together fire in the order they were added, and the answer's flush (a
+         * resumed request) is added after this one: go to the back of the queue once. */
+        if (!p->queued) {
+                p->queued = true;
+                if (loop_add_timer(engine_loop(p->eng), 0, on_prewarm, p))
+                        return;
+        }
+        /* Not while other creates are under way: a batch of environments made at once is not
+         * one agent about to run its first command, and its slots would slow the batch. */
+        struct env *v = engine_next_creating(p->eng, NULL) ? NULL : engine_find(p->eng, p->env);
+        if (v && env_running(v) && !env_paused(v) && !env_exec_slot(v)) {
+                char sub[32];
+                snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
+                slot_prepare(p->eng, v, sub);
+        }
+        free(p);
+}
+
+void exec_slot_prewarm(struct engine *e, struct env *v)
+{
+        struct prewarm *p = calloc(1, sizeof(*p));
+        if (!p)
+                return; /* the first exec makes the slot */
+        *p = (struct prewarm){.eng = e};
+        snprintf(p->env, sizeof(p->env), "%s", env_name(v));
+        if (!loop_add_timer(engine_loop(e), 0, on_prewarm, p))
+                free(p);
+}
+
 /* After an exec has answered: the slot that ran it is free again when its group holds
  * nothing but the slot (no rmdir now and no mkdir for the next exec; on cgroup v1 each waits
  * for RCU grace periods, and the rmdir used to hold up the answer by 7-20 ms); any other exec
@@ -644,6 +685,13 @@ static void after_exec(struct exec_session *s, bool exited)
         if (exited)
                 events_exec_exited(s->eng, s->env, s->sub, s->res.exit_code, s->res.duration_ms);
         (void)cgroup_env_prune(engine_cgroups(s->eng), s->cg, s->sub);
+}
+
+void exec_slot_kill(struct env *v)
+{
+        struct exec_slot *sl = env_exec_slot(v);
+        if (sl && sl->js.pid > 0)
+                kill(sl->js.pid, SIGKILL);
 }
 
 void exec_slot_discard(struct env *v)

@@ -81,6 +81,10 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
 /* PID 1 of env is gone, so every exec in it is dying: collect those processes now (waiting up
  * to wait_ms in all), so that no zombie keeps the environment's cgroup busy. */
 void exec_reap_env(const char *env, unsigned wait_ms);
+/* Make the environment's warm exec slot soon (from a timer: after the current answer). */
+void exec_slot_prewarm(struct engine *e, struct env *v);
+/* Send the environment's exec slot SIGKILL without waiting (exec_slot_discard reaps it). */
+void exec_slot_kill(struct env *v);
 /* Kill the environment's warm exec slot, if it has one (before its cgroup goes). */
 void exec_slot_discard(struct env *v);
 /* At daemon shutdown: kill every slot (environments keep running without them). */

@@ -68,6 +68,21 @@ def test_an_exec_through_a_slot_is_confined_like_pid_1(daemon, kind):
         busy.join()
 
 
+def test_a_new_environment_has_its_slot_before_its_first_exec(daemon):
+    # Made right after the create's answer, so the agent's first command does not wait for
+    # its set-up; the same slot then runs that command and stays. A restart makes a new one.
+    daemon.create("pw")
+    first = wait_for(lambda: slots(daemon, "pw"), 5, 0.05, "a slot before any exec")
+    assert len(first) == 1
+    assert daemon.exec("pw", ["true"])["exit_code"] == 0
+    wait_for(lambda: slots(daemon, "pw") == first, 5, 0.05, "the same slot after the exec")
+    daemon.cli("stop", "pw")
+    assert slots(daemon, "pw") == []
+    daemon.cli("start", "pw")
+    again = wait_for(lambda: slots(daemon, "pw"), 5, 0.05, "a slot after the start")
+    assert again != first
+
+
 def test_one_slot_serves_the_execs_that_follow_and_carries_nothing_over(daemon):
     daemon.create("ser")
     daemon.sh("ser", "true")
