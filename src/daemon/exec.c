@@ -22,15 +22,18 @@
 static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
-/* Warm exec slots (join.h): when an environment starts (exec_slot_prewarm), or at its first
- * exec, a helper is cloned into a per-exec group and the environment's namespaces, and stays:
- * each exec hands it the command and skips the fork, the cgroup join, the filter's load and the
- * copy of the daemon's address space. The slot is busy while its command runs (a second exec at the same time takes
- * the slow path) and free again once its group holds only the slot; a command that leaves a
- * process behind, or dies with its group killed, costs the slot. One per environment, discarded
- * when the environment stops or after SLOT_IDLE_MS unused, so environments nobody execs into
- * hold no extra process. */
+/* Warm exec slots (join.h): when an environment starts (exec_slot_prewarm), or when an exec
+ * finds none free, a helper is cloned into a per-exec group and the environment's namespaces,
+ * and stays: each exec hands it the command and skips the fork, the cgroup join, the filter's
+ * load and the copy of the daemon's address space. A slot is busy while its command runs and
+ * free again once its group holds only the slot; a command that leaves a process behind, or
+ * dies with its group killed, costs the slot. Up to SLOTS_PER_ENV per environment, so that a
+ * background server or a long command does not send every other exec the slow way (the
+ * helper's cgroup2 join waits for an RCU grace period while the daemon sleeps), with at most one
+ * of them free; discarded when the environment stops or after SLOT_IDLE_MS unused, so
+ * environments nobody execs into hold no extra process. */
 #define SLOT_IDLE_MS 30000
+#define SLOTS_PER_ENV 4
 
 struct exec_slot {
         struct join_slot js;
@@ -39,7 +42,8 @@ struct exec_slot {
         struct env *env;
         uint64_t born; /* now_ms() when made or last freed */
         bool busy;     /* its command runs, in the slot's group */
-        struct exec_slot *next;
+        struct exec_slot *next;     /* in slots */
+        struct exec_slot *env_next; /* in its environment's (env_exec_slot) */
 };
 
 static struct exec_slot *slots; /* every slot: the sweep and exec_slots_shutdown */
@@ -521,7 +525,14 @@ static void slot_free(struct exec_slot *sl)
                         *p = sl->next;
                         break;
                 }
-        env_set_exec_slot(sl->env, NULL);
+        if (env_exec_slot(sl->env) == sl)
+                env_set_exec_slot(sl->env, sl->env_next);
+        else
+                for (struct exec_slot *o = env_exec_slot(sl->env); o; o = o->env_next)
+                        if (o->env_next == sl) {
+                                o->env_next = sl->env_next;
+                                break;
+                        }
         join_slot_discard(&sl->js);
         if (!sl->busy) {
                 int r = cgroup_env_destroy(engine_cgroups(sl->eng), env_cgroup(sl->env), sl->sub);
@@ -576,6 +587,7 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
                 sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
         sl->next = slots;
         slots = sl;
+        sl->env_next = env_exec_slot(v);
         env_set_exec_slot(v, sl);
         return sl;
 }
@@ -649,12 +661,21 @@ static void on_after_exec(struct loop_timer *t, void *data)
         if (v)
                 env_counters_forget(v);
         struct exec_slot *sl = v ? env_exec_slot(v) : NULL;
-        if (sl && sl->busy && !strcmp(sl->sub, a->sub)) {
+        while (sl && strcmp(sl->sub, a->sub))
+                sl = sl->env_next;
+        if (sl && sl->busy) {
                 /* The slot ran this command: free again if nothing else is left in its group. */
                 if (env_running(v) && !env_paused(v) && !strcmp(env_cgroup(v), a->cg) &&
                     cgroup_env_holds_only(m, a->cg, a->sub, sl->js.pid) == 1) {
                         sl->busy = false;
                         sl->born = now_ms();
+                        /* One free slot per environment is enough: the others would hold
+                         * processes of its pids limit for nothing. */
+                        for (struct exec_slot *o = env_exec_slot(v); o; o = o->env_next)
+                                if (o != sl && !o->busy) {
+                                        slot_free(sl);
+                                        break;
+                                }
                         free(a);
                         return;
                 }
@@ -689,16 +710,15 @@ static void after_exec(struct exec_session *s, bool exited)
 
 void exec_slot_kill(struct env *v)
 {
-        struct exec_slot *sl = env_exec_slot(v);
-        if (sl && sl->js.pid > 0)
-                kill(sl->js.pid, SIGKILL);
+        for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next)
+                if (sl->js.pid > 0)
+                        kill(sl->js.pid, SIGKILL);
 }
 
 void exec_slot_discard(struct env *v)
 {
-        struct exec_slot *sl = env_exec_slot(v);
-        if (sl)
-                slot_free(sl);
+        while (env_exec_slot(v))
+                slot_free(env_exec_slot(v));
 }
 
 void exec_slots_shutdown(void)
@@ -799,13 +819,15 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         };
         pid_t pid = -1;
         int r = -ENOMEM;
-        struct exec_slot *slot = envp ? env_exec_slot(v) : NULL;
-        if (slot && slot->busy) {
-                slot = NULL; /* another exec's command runs in its group: a helper, below */
-        } else if (!slot && envp) {
-                /* The environment's first exec (or the first since its slot went): its slot is
-                 * made now, in a group of its own, and runs this command as it will the next;
-                 * one fork instead of a helper's and then a slot's. */
+        struct exec_slot *slot = NULL;
+        unsigned n_slots = 0;
+        for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next, n_slots++)
+                if (!sl->busy && !slot)
+                        slot = sl;
+        if (!slot && envp && n_slots < SLOTS_PER_ENV) {
+                /* None free (every slot's command still runs, or none made yet): one more is
+                 * made now, in a group of its own, and runs this command as it will the next.
+                 * All busy: a helper, below. */
                 char sub[sizeof(s->sub)];
                 snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
                 slot = slot_prepare(e, v, sub);

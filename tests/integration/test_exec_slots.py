@@ -13,9 +13,10 @@ from conftest import children_of, proc_cgroup, wait_for
 
 
 def slots(daemon, env):
-    """Host pids of the daemon's children waiting in one of env's per-exec groups."""
-    return [pid for pid, _, _ in children_of(daemon.pid)
-            if ("/env-%s/exec-" % env) in proc_cgroup(pid)]
+    """Host pids of the daemon's children waiting in one of env's per-exec groups (clones of
+    the daemon: the commands there are its children too, CLONE_PARENT)."""
+    return [pid for pid, comm, _ in children_of(daemon.pid)
+            if comm == "paddockd" and ("/env-%s/exec-" % env) in proc_cgroup(pid)]
 
 
 CONFINEMENT = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
@@ -58,7 +59,7 @@ def test_an_exec_through_a_slot_is_confined_like_pid_1(daemon, kind):
     wait_for(lambda: slots(daemon, "cf"), 5, 0.05, "a slot again")
     res = daemon.exec("cf", "id -u; pwd", user="1000", cwd="/tmp")
     assert res["exit_code"] == 0 and res["stdout"] == "1000\n/tmp\n", res
-    # an exec that finds the slot busy goes through a helper: the same confinement
+    # an exec that finds the slot busy gets a second slot: the same confinement
     busy = threading.Thread(target=daemon.exec, args=("cf", ["sleep", "1"]))
     busy.start()
     try:
@@ -81,6 +82,38 @@ def test_a_new_environment_has_its_slot_before_its_first_exec(daemon):
     daemon.cli("start", "pw")
     again = wait_for(lambda: slots(daemon, "pw"), 5, 0.05, "a slot after the start")
     assert again != first
+
+
+def test_execs_at_the_same_time_get_slots_of_their_own_up_to_four(daemon):
+    # A background server keeps its slot busy for as long as it runs: the execs that follow
+    # get a slot of their own instead of the slow way, and reuse it.
+    daemon.create("par", "--computer")
+    first = wait_for(lambda: slots(daemon, "par"), 5, 0.05, "a slot")
+    pid1 = confinement(daemon, "par", 1)
+    r = daemon.api("POST", "/v1/envs/par/exec", {"cmd": ["sleep", "60"], "detach": True})
+    assert r.status == 201, r
+    assert daemon.exec("par", ["true"])["exit_code"] == 0
+    two = wait_for(lambda: len(slots(daemon, "par")) == 2 and slots(daemon, "par"), 5, 0.05,
+                   "a second slot")
+    for _ in range(3):
+        assert daemon.exec("par", ["true"])["exit_code"] == 0
+    assert sorted(slots(daemon, "par")) == sorted(two), "a new slot for every exec"
+    # Four commands at once fill four slots; a fifth exec goes through a helper, as confined.
+    sleepers = [threading.Thread(target=daemon.exec, args=("par", ["sleep", "2"]))
+                for _ in range(3)]
+    for t in sleepers:
+        t.start()
+    try:
+        wait_for(lambda: len(slots(daemon, "par")) == 4, 5, 0.05, "four slots")
+        assert confinement(daemon, "par", "self") == pid1
+        assert len(slots(daemon, "par")) == 4
+    finally:
+        for t in sleepers:
+            t.join()
+    # Then one free slot stays besides the background server's: the others would hold
+    # processes of the environment's pids limit for nothing.
+    wait_for(lambda: len(slots(daemon, "par")) == 2, 5, 0.05, "two slots again")
+    assert set(first) <= set(slots(daemon, "par"))
 
 
 def test_one_slot_serves_the_execs_that_follow_and_carries_nothing_over(daemon):
