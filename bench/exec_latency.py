@@ -5,7 +5,8 @@
     sudo BENCH_BUILDS="now=build before=/tmp/old/build" bench/exec_latency.py
 
 For each build it starts a private paddockd (tests/conftest.py's Daemon: own root, socket, uid
-registry, network namespace) with one sandbox and one computer, then times
+registry, network namespace) with one sandbox, one computer, and one computer with a background
+process running (`exec -d sleep`: what an agent's dev server looks like), then times
 POST /v1/envs/NAME/exec {"cmd":["true"]} over the raw unix socket, keep-alive: back to back,
 and with 100 ms of idle before each run (an agent thinking between commands). The builds'
 runs are interleaved in shuffled blocks so that load from other work on the machine skews
@@ -30,6 +31,7 @@ import conftest  # noqa: E402
 RUNS = int(os.environ.get("BENCH_RUNS", "200"))
 BLOCK = 10
 GAPS = (0.0, 0.1)
+LABELS = {"s": "sandbox", "c": "computer", "b": "computer, a background process running"}
 
 
 def builds():
@@ -68,11 +70,13 @@ def main():
             conftest.PADDOCKD = os.path.join(path, "paddockd")
             conftest.PADDOCK = os.path.join(path, "paddock")
             d = conftest.Daemon(rootfs)
-            for env, kind in (("s", "sandbox"), ("c", "computer")):
+            for env, kind in (("s", "sandbox"), ("c", "computer"), ("b", "computer")):
                 r = d.api("POST", "/v1/envs", {"name": env, "kind": kind, "image": "base"})
                 assert r.status == 201, r
+            r = d.api("POST", "/v1/envs/b/exec", {"cmd": ["sleep", "3600"], "detach": True})
+            assert r.status == 201, r
             daemons[name] = (d, conftest.UnixHTTPConnection(d.sock))
-        rows = [(b, env, gap) for b in daemons for env in ("s", "c") for gap in GAPS]
+        rows = [(b, env, gap) for b in daemons for env in ("s", "c", "b") for gap in GAPS]
         times = {row: [] for row in rows}
         for row in rows:  # warm-up
             exec_once(daemons[row[0]][1], row[1])
@@ -106,7 +110,7 @@ def main():
             b, env, gap = row
             v = sorted(times[row])
             print("| %s | %s | %s | %.2f ms | %.2f ms |" % (
-                b, "sandbox" if env == "s" else "computer", "%d ms" % (gap * 1000),
+                b, LABELS[env], "%d ms" % (gap * 1000),
                 statistics.median(v) * 1000, v[int(len(v) * 0.9)] * 1000))
         for gap in GAPS:
             v = sorted(floor[gap])

@@ -784,6 +784,9 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* Forked child: attach to env/sub, report the result, then wait to be killed (or allocate
  * until the OOM killer comes when hog is set). */
+/* Whether the last spawn_attached child was born in its cgroup2 group (CLONE_INTO_CGROUP). */
+static bool last_placed;
+
 static pid_t spawn_attached(struct cgroup_manager *m, const char *env, const char *sub, bool hog)
 {
         int p[2];
@@ -800,8 +803,9 @@ static pid_t spawn_attached(struct cgroup_manager *m, const char *env, const cha
         }
         if (pid == 0) {
                 close(p[0]);
-                int r = cgroup_env_join(m, env, sub, placed);
-                (void)!write(p[1], &r, sizeof(r));
+                int msg[2] = {cgroup_env_join(m, env, sub, placed), placed};
+                (void)!write(p[1], msg, sizeof(msg));
+                int r = msg[0];
                 close(p[1]);
                 if (r < 0)
                         _exit(1);
@@ -817,9 +821,11 @@ static pid_t spawn_attached(struct cgroup_manager *m, const char *env, const cha
                         pause();
         }
         close(p[1]);
-        int r = -1;
-        if (pid > 0 && read(p[0], &r, sizeof(r)) != sizeof(r))
-                r = -1;
+        int msg[2] = {-1, 0};
+        if (pid > 0 && read(p[0], msg, sizeof(msg)) != sizeof(msg))
+                msg[0] = -1;
+        int r = msg[0];
+        last_placed = msg[1];
         close(p[0]);
         if (pid > 0 && r != 0) {
                 fprintf(stderr, "  child attach: %s\n", strerror(-r));
@@ -902,6 +908,9 @@ static void real_lifecycle(const char *root, const char *name, bool want_v1)
         CHECK_EQ_INT(cgroup_env_create(m, "e", &l), 0);
         c.kids[0] = spawn_attached(m, "e", NULL, false);
         CHECK(c.kids[0] > 0);
+        /* Where there is a cgroup2 hierarchy the child is born in its group (the kernels we
+         * run on all have CLONE_INTO_CGROUP): the join then never takes the global lock. */
+        CHECK_EQ_INT(last_placed, mode != CGROUP_V1);
         if (c.kids[0] <= 0)
                 goto out;
 
