@@ -517,7 +517,7 @@ int cgroup_env_kill(struct cgroup_manager *m, const char *env, const char *sub)
 
 /* rmdir name below parentfd, children first. cgroupfs lists interface files that rmdir takes
  * along; a test directory holds regular files that have to go first. */
-static int rmdir_tree(int parentfd, const char *name, int depth)
+static int rmdir_tree(int parentfd, const char *name, int depth, bool wait_busy)
 {
         if (depth > MAX_DEPTH)
                 return -ELOOP;
@@ -544,7 +544,7 @@ static int rmdir_tree(int parentfd, const char *name, int depth)
                                 r = -EBUSY; /* a mount point: never descend */
                                 continue;
                         }
-                        int q = rmdir_tree(dirfd(d), de->d_name, depth + 1);
+                        int q = rmdir_tree(dirfd(d), de->d_name, depth + 1, wait_busy);
                         if (q < 0 && q != -ENOENT)
                                 r = q;
                 } else if (!cgfs && unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
@@ -559,16 +559,20 @@ static int rmdir_tree(int parentfd, const char *name, int depth)
         for (int tries = 0;; tries++) {
                 if (unlinkat(parentfd, name, AT_REMOVEDIR) == 0)
                         return 0;
-                if (errno != EBUSY || tries >= 50)
+                if (errno != EBUSY || !wait_busy || tries >= 50)
                         return -errno;
                 cg_sleep_ms(2);
         }
 }
 
-/* Remove env (sub NULL) or env/sub in every hierarchy; where it is missing already is fine. */
-static int rmdir_everywhere(struct cgroup_manager *m, const char *env, const char *sub)
+/* Remove env (sub NULL) or env/sub in every hierarchy; where it is missing already is fine.
+ * wait_busy: retry a group that is still busy for a moment (its last task leaving). *found:
+ * whether it existed anywhere. */
+static int rmdir_everywhere(struct cgroup_manager *m, const char *env, const char *sub,
+                            bool wait_busy, bool *found)
 {
         int r = 0;
+        *found = false;
         for (size_t i = 0; i < m->n_hier; i++) {
                 const struct cg_hier *h = &m->hier[i];
                 _cleanup_close_ int efd = -EBADF;
@@ -581,7 +585,9 @@ static int rmdir_everywhere(struct cgroup_manager *m, const char *env, const cha
                                 return q;
                         parent = efd;
                 }
-                int q = rmdir_tree(parent, sub ? sub : env, 0);
+                int q = rmdir_tree(parent, sub ? sub : env, 0, wait_busy);
+                if (q != -ENOENT)
+                        *found = true;
                 if (q < 0 && q != -ENOENT)
                         r = q;
         }
@@ -592,10 +598,16 @@ int cgroup_env_destroy(struct cgroup_manager *m, const char *env, const char *su
 {
         if (!names_valid(env, sub))
                 return -EINVAL;
+        /* Mostly the group is empty by now (PID 1 or the slot reaped): the kernel refuses to
+         * remove a populated group, so a removal that succeeds everywhere needs no listing of
+         * every hierarchy's tasks first. */
+        bool found;
+        if (rmdir_everywhere(m, env, sub, false, &found) == 0)
+                return found ? 0 : -ENOENT;
         int r = cg_kill_until_empty(m, env, sub);
         if (r < 0)
-                return r; /* -ENOENT: the group exists in no hierarchy */
-        return rmdir_everywhere(m, env, sub);
+                return r == -ENOENT ? 0 : r; /* -ENOENT: removed everywhere meanwhile */
+        return rmdir_everywhere(m, env, sub, true, &found);
 }
 
 int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
@@ -613,7 +625,8 @@ int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
                 return -EBUSY;
         /* A process attached after the check makes rmdir fail with EBUSY, which is the
          * answer then too: nothing is killed and nothing populated goes. */
-        return rmdir_everywhere(m, env, sub);
+        bool found;
+        return rmdir_everywhere(m, env, sub, true, &found);
 }
 
 size_t cgroup_manager_fds(const struct cgroup_manager *m, int *fds, size_t max)
