@@ -163,6 +163,7 @@ static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pend
         struct spawn_result res;
         int r = env_spawn_finish(p, timeout_ms, &res, err, errlen);
         if (r < 0) {
+                exec_slot_discard(v);
                 cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
                 return r;
         }
@@ -405,6 +406,7 @@ static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
  * record go (PID 1's child and cgroups are already gone). */
 static void create_roll_back(struct engine *e, struct env *v)
 {
+        exec_slot_discard(v); /* one made alongside PID 1 (exec_slot_early) */
         env_remove_artifacts(e, v->row.name, v->row.uid_base);
         state_env_delete(e->cfg.state, v->row.name);
         env_free(v);
@@ -503,6 +505,8 @@ static int create_start(struct engine *e, const struct env_spec *spec, struct en
                 create_roll_back(e, v);
                 return r;
         }
+        /* Its exec slot sets up alongside PID 1 (exec.c): the agent's first command follows. */
+        exec_slot_early(e, v, p->pidfd);
         *ret = v;
         return 0;
 }
@@ -526,7 +530,8 @@ static int create_finish(struct engine *e, struct env *v, struct spawn_pending *
                                            "image", v->row.image));
         events_env("started", v, NULL);
         engine_idle_arm(e, v);
-        exec_slot_prewarm(e, v);
+        exec_slot_go(v);
+        exec_slot_prewarm(e, v); /* if it has none */
         return 0;
 }
 
@@ -585,6 +590,7 @@ static void creating_cancel(struct env_creating *c)
         loop_remove(c->src);
         loop_cancel_timer(c->timer);
         env_spawn_abandon(&c->p);
+        exec_slot_discard(c->v);
         cgroup_env_destroy(c->eng->cfg.cgroups, c->v->cgname, NULL);
         create_roll_back(c->eng, c->v);
         free(c);

@@ -42,6 +42,7 @@ struct exec_slot {
         struct env *env;
         uint64_t born; /* now_ms() when made or last freed */
         bool busy;     /* its command runs, in the slot's group */
+        bool waiting;  /* made during a create: waits for exec_slot_go */
         struct exec_slot *next;     /* in slots */
         struct exec_slot *env_next; /* in its environment's (env_exec_slot) */
 };
@@ -565,24 +566,26 @@ static enum confine_profile exec_profile(struct env *v)
 }
 
 /* A slot for v in its per-exec group sub (existing; empty, or busy with the command of the
- * exec that made it). */
-static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const char *sub)
+ * exec that made it). pidfd: PID 1's; wait: until exec_slot_go (PID 1 still sets up). */
+static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const char *sub,
+                                      int pidfd, bool wait)
 {
         struct exec_slot *sl = calloc(1, sizeof(*sl));
         if (!sl)
                 return NULL;
         *sl = (struct exec_slot){.eng = e, .env = v, .js = {.sock = -EBADF}};
         snprintf(sl->sub, sizeof(sl->sub), "%s", sub);
-        struct join_config jc = {.env_pidfd = env_pidfd(v), .profile = exec_profile(v),
+        struct join_config jc = {.env_pidfd = pidfd, .profile = exec_profile(v),
                                  .cgroups = engine_cgroups(e), .cgroup_name = env_cgroup(v),
                                  .cgroup_sub = sl->sub};
-        int r = join_slot_start(&jc, &sl->js);
+        int r = join_slot_start(&jc, wait, &sl->js);
         if (r < 0) {
                 log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
                 free(sl);
                 return NULL;
         }
         sl->born = now_ms();
+        sl->waiting = wait;
         if (!sweep_timer)
                 sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
         sl->next = slots;
@@ -618,9 +621,33 @@ static void on_prewarm(struct loop_timer *t, void *data)
         if (v && env_running(v) && !env_paused(v) && !env_exec_slot(v)) {
                 char sub[32];
                 snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
-                slot_prepare(p->eng, v, sub);
+                slot_prepare(p->eng, v, sub, env_pidfd(v), false);
         }
         free(p);
+}
+
+void exec_slot_early(struct engine *e, struct env *v, int pidfd)
+{
+        if (engine_next_creating(e, NULL) || env_exec_slot(v))
+                return; /* a batch (see on_prewarm) */
+        char sub[32];
+        snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
+        slot_prepare(e, v, sub, pidfd, true);
+}
+
+void exec_slot_go(struct env *v)
+{
+        for (struct exec_slot *sl = env_exec_slot(v), *next; sl; sl = next) {
+                next = sl->env_next;
+                if (!sl->waiting)
+                        continue;
+                sl->waiting = false;
+                int r = join_slot_go(&sl->js);
+                if (r < 0) {
+                        log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
+                        slot_free(sl);
+                }
+        }
 }
 
 void exec_slot_prewarm(struct engine *e, struct env *v)
@@ -822,7 +849,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         struct exec_slot *slot = NULL;
         unsigned n_slots = 0;
         for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next, n_slots++)
-                if (!sl->busy && !slot)
+                if (!sl->busy && !sl->waiting && !slot)
                         slot = sl;
         if (!slot && envp && n_slots < SLOTS_PER_ENV) {
                 /* None free (every slot's command still runs, or none made yet): one more is
@@ -830,7 +857,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                  * All busy: a helper, below. */
                 char sub[sizeof(s->sub)];
                 snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
-                slot = slot_prepare(e, v, sub);
+                slot = slot_prepare(e, v, sub, env_pidfd(v), false);
         }
         if (slot) {
                 char fresh[sizeof(s->sub)];

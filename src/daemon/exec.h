@@ -83,6 +83,11 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
 void exec_reap_env(const char *env, unsigned wait_ms);
 /* Make the environment's warm exec slot soon (from a timer: after the current answer). */
 void exec_slot_prewarm(struct engine *e, struct env *v);
+/* During a create, right after PID 1's clone (pidfd): a slot that joins its group now and
+ * enters the namespaces once exec_slot_go says PID 1 is set up; discard it with
+ * exec_slot_discard if the create fails. Not while other creates are under way. */
+void exec_slot_early(struct engine *e, struct env *v, int pidfd);
+void exec_slot_go(struct env *v);
 /* Send the environment's exec slot SIGKILL without waiting (exec_slot_discard reaps it). */
 void exec_slot_kill(struct env *v);
 /* Kill the environment's warm exec slot, if it has one (before its cgroup goes). */

@@ -61,7 +61,11 @@ struct join_slot {
         pid_t pid; /* the slot, a child of the caller; 0 once discarded */
         int sock;  /* the caller's end of its socket */
 };
-int join_slot_start(const struct join_config *c, struct join_slot *ret);
+/* wait_go: the slot joins its group and then waits for join_slot_go before it enters the
+ * namespaces (PID 1 may still be setting them up: a create). */
+int join_slot_start(const struct join_config *c, bool wait_go, struct join_slot *ret);
+/* Let a slot started with wait_go go on (never blocks). */
+int join_slot_go(struct join_slot *slot);
 /* Hand the slot c's command (argv, envp, cwd, user, stdio, terminal; its cgroup and profile
  * are the slot's). 0 with the command's host pid (a child of the caller; the slot stays, in the
  * command's group, for the next command); -E2BIG if the command is too big for a slot (the

@@ -45,7 +45,7 @@
  * buffer, with a wide margin. Untouched pages cost nothing. */
 #define SLOT_STACK_SIZE (1024u * 1024u)
 
-static _Noreturn void slot_main(const struct join_config *c, int sock, bool placed);
+static _Noreturn void slot_main(const struct join_config *c, int sock, bool placed, bool wait_go);
 
 struct slot_head {
         uint32_t magic;
@@ -90,7 +90,7 @@ static int encode(const struct join_config *c, struct slot_head *h, char *blob)
         return 0;
 }
 
-int join_slot_start(const struct join_config *c, struct join_slot *ret)
+int join_slot_start(const struct join_config *c, bool wait_go, struct join_slot *ret)
 {
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
@@ -104,10 +104,19 @@ int join_slot_start(const struct join_config *c, struct join_slot *ret)
         }
         if (pid == 0) {
                 close(sp[0]);
-                slot_main(c, sp[1], placed);
+                slot_main(c, sp[1], placed, wait_go);
         }
         close(sp[1]);
         *ret = (struct join_slot){.pid = pid, .sock = sp[0]};
+        return 0;
+}
+
+int join_slot_go(struct join_slot *slot)
+{
+        static const char go = 'g';
+        /* The first message on an empty socket: it cannot block. */
+        if (send(slot->sock, &go, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+                return -errno;
         return 0;
 }
 
@@ -265,7 +274,7 @@ static void close_command_fds(const struct join_config *cmd)
                         close(fds[i]);
 }
 
-static _Noreturn void slot_main(const struct join_config *c, int sock, bool placed)
+static _Noreturn void slot_main(const struct join_config *c, int sock, bool placed, bool wait_go)
 {
         int r;
         prctl(PR_SET_DUMPABLE, 0);
@@ -285,6 +294,14 @@ static _Noreturn void slot_main(const struct join_config *c, int sock, bool plac
         if ((r = cgroup_env_join(c->cgroups, c->cgroup_name, c->cgroup_sub, placed)) < 0)
                 join_helper_fail(sock, r, "join cgroup");
         close_fds_from(3, keep, 2);
+        if (wait_go) {
+                char go;
+                ssize_t n;
+                while ((n = recv(sock, &go, 1, 0)) < 0 && errno == EINTR)
+                        ;
+                if (n != 1)
+                        _exit(0); /* discarded: the create failed */
+        }
         if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
                                         CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
                 join_helper_fail(sock, -errno, "enter namespaces");

@@ -174,6 +174,14 @@ int env_spawn_finish(struct spawn_pending *p, int timeout_ms, struct spawn_resul
                 snprintf(errbuf, errlen, "%s", msg);
                 goto kill_child;
         }
+        /* EOF is also what a child killed during its setup leaves: a zombie still has a start
+         * time, so ask whether it has exited (without reaping it). */
+        siginfo_t si = {0};
+        if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid != 0) {
+                snprintf(errbuf, errlen, "environment exited during start");
+                goto kill_child;
+        }
         uint64_t st;
         int r = proc_start_time(p->pid, &st);
         if (r < 0) {

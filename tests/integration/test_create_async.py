@@ -76,3 +76,75 @@ def test_a_create_in_progress_counts_toward_its_tokens_quota(daemon):
     t.join(60)
     assert box["r"].status == 201, box
     assert sorted(n for n, e in daemon.envs().items()) == ["q1"]
+
+
+def test_a_create_in_progress_at_shutdown_leaves_nothing_behind(daemon):
+    # PID 1's child and the exec slot made alongside it (waiting for PID 1) are both killed
+    # and reaped, and the create is rolled back: no process, cgroup or record stays.
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    box = {}
+
+    def create():
+        try:
+            box["r"] = daemon.api("POST", "/v1/envs", {"name": "cut"}, timeout=60)
+        except OSError as e:  # the daemon went away before answering
+            box["error"] = e
+
+    t = threading.Thread(target=create)
+    t.start()
+    try:
+        wait_for(lambda: setting_up(daemon, "cut"), 10, 0.02, "the create's setup child")
+        wait_for(lambda: any(comm == "paddockd" and "/env-cut/exec-" in proc_cgroup(pid)
+                             for pid, comm, _ in children_of(daemon.pid)),
+                 10, 0.02, "the exec slot made alongside PID 1")
+        daemon.stop()
+    finally:
+        try:
+            os.kill(lxcfs, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    t.join(60)
+    assert "error" in box or box["r"].status >= 500, box
+    daemon.start()
+    assert "cut" not in daemon.envs()
+    assert daemon.cgroup_dirs("cut") == []
+    daemon.create("after")
+    assert daemon.sh("after", "echo ok") == "ok\n"
+
+
+def test_a_create_whose_setup_dies_leaves_nothing_behind(daemon):
+    # PID 1's child dies during its setup (killed here while it waits on the held lxcfs): the
+    # create fails with a clear error, and the exec slot made alongside it goes with it.
+    lxcfs = held_lxcfs(daemon)
+    own_ns = os.readlink("/proc/%d/ns/pid" % daemon.pid)
+
+    def setup_child():
+        for pid, comm, _ in children_of(daemon.pid):
+            try:
+                if comm == "paddockd" and os.readlink("/proc/%d/ns/pid" % pid) != own_ns:
+                    return pid
+            except OSError:
+                continue
+        return None
+
+    def slot_of(name):
+        return [pid for pid, comm, _ in children_of(daemon.pid)
+                if comm == "paddockd" and ("/env-%s/exec-" % name) in proc_cgroup(pid)]
+
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = create_in_thread(daemon, {"name": "dies"})
+        child = wait_for(setup_child, 10, 0.02, "the create's setup child")
+        wait_for(lambda: slot_of("dies"), 10, 0.02, "the exec slot made alongside PID 1")
+        os.kill(child, signal.SIGKILL)  # the daemon's child, started for this test
+        t.join(60)
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    r = box["r"]
+    assert r.status >= 500 and "exited during start" in r.json["error"]["message"], r
+    assert slot_of("dies") == []
+    assert daemon.cgroup_dirs("dies") == []
+    assert "dies" not in daemon.envs()
+    daemon.create("dies")  # the name is free again
+    assert daemon.sh("dies", "echo ok") == "ok\n"
