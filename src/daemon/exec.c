@@ -22,8 +22,8 @@
 static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
-/* Warm exec slots (join.h): when an environment starts (exec_slot_prewarm), or when an exec
- * finds none free, a helper is cloned into a per-exec group and the environment's namespaces,
+/* Warm exec slots (join.h): when an environment is created (exec_slot_early, alongside PID 1)
+ * or started (exec_slot_prewarm), or when an exec finds none free, a helper is cloned into a per-exec group and the environment's namespaces,
  * and stays: each exec hands it the command and skips the fork, the cgroup join, the filter's
  * load and the copy of the daemon's address space. A slot is busy while its command runs and
  * free again once its group holds only the slot; a command that leaves a process behind, or
