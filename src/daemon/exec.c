@@ -31,8 +31,12 @@ static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
  * background server or a long command does not send every other exec the slow way (the
  * helper's cgroup2 join waits for an RCU grace period while the daemon sleeps), with at most one
  * of them free; discarded when the environment stops or after SLOT_IDLE_MS unused, so
- * environments nobody execs into hold no extra process. */
+ * environments nobody execs into hold no extra process. A slot made ahead of a first command
+ * that never came goes after SLOT_UNUSED_MS: a script creating a thousand environments in a row
+ * must not leave a thousand slots behind for half a minute. */
 #define SLOT_IDLE_MS 30000
+#define SLOT_UNUSED_MS 2000
+#define SLOT_SWEEP_MS 1000
 #define SLOTS_PER_ENV 4
 
 struct exec_slot {
@@ -43,6 +47,7 @@ struct exec_slot {
         uint64_t born; /* now_ms() when made or last freed */
         bool busy;     /* its command runs, in the slot's group */
         bool waiting;  /* made during a create: waits for exec_slot_go */
+        bool used;     /* has run a command */
         struct exec_slot *next;     /* in slots */
         struct exec_slot *env_next; /* in its environment's (env_exec_slot) */
 };
@@ -552,11 +557,11 @@ static void on_sweep(struct loop_timer *t, void *data)
         uint64_t now = now_ms();
         for (struct exec_slot *sl = slots, *next; sl; sl = next) {
                 next = sl->next;
-                if (!sl->busy && now - sl->born >= SLOT_IDLE_MS)
+                if (!sl->busy && now - sl->born >= (sl->used ? SLOT_IDLE_MS : SLOT_UNUSED_MS))
                         slot_free(sl);
         }
         if (slots)
-                sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
+                sweep_timer = loop_add_timer(engine_loop(e), SLOT_SWEEP_MS, on_sweep, e);
 }
 
 /* The confinement of the environment's PID 1, which every exec gets too. */
@@ -587,7 +592,7 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
         sl->born = now_ms();
         sl->waiting = wait;
         if (!sweep_timer)
-                sweep_timer = loop_add_timer(engine_loop(e), SLOT_IDLE_MS / 3, on_sweep, e);
+                sweep_timer = loop_add_timer(engine_loop(e), SLOT_SWEEP_MS, on_sweep, e);
         sl->next = slots;
         slots = sl;
         sl->env_next = env_exec_slot(v);
@@ -866,6 +871,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 r = join_slot_run(&slot->js, &jc, &pid, err, errlen);
                 if (r == 0) {
                         slot->busy = true;
+                        slot->used = true;
                         s->via_slot = true;
                 } else {
                         if (r != -E2BIG) {

@@ -84,6 +84,17 @@ def test_a_new_environment_has_its_slot_before_its_first_exec(daemon):
     assert again != first
 
 
+def test_a_slot_made_ahead_goes_soon_if_no_command_comes(daemon):
+    # A script that creates environments in a row must not leave a slot in each for long.
+    daemon.create("nx")
+    wait_for(lambda: slots(daemon, "nx"), 5, 0.05, "a slot made with the environment")
+    t0 = time.monotonic()
+    wait_for(lambda: slots(daemon, "nx") == [], 10, 0.1, "the unused slot gone")
+    assert time.monotonic() - t0 < 5
+    assert daemon.sh("nx", "echo hi") == "hi\n"
+    wait_for(lambda: slots(daemon, "nx"), 5, 0.05, "a slot again, made by the exec")
+
+
 def test_execs_at_the_same_time_get_slots_of_their_own_up_to_four(daemon):
     # A background server keeps its slot busy for as long as it runs: the execs that follow
     # get a slot of their own instead of the slow way, and reuse it.
