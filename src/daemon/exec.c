@@ -523,8 +523,7 @@ int exec_stdin_close(struct exec_session *s)
         return 0;
 }
 
-/* Kill the slot; remove its group too unless a command of it may still run there. */
-static void slot_free(struct exec_slot *sl)
+static void slot_unlink(struct exec_slot *sl)
 {
         for (struct exec_slot **p = &slots; *p; p = &(*p)->next)
                 if (*p == sl) {
@@ -539,6 +538,13 @@ static void slot_free(struct exec_slot *sl)
                                 o->env_next = sl->env_next;
                                 break;
                         }
+}
+
+/* Kill the slot and wait for it; remove its group too unless a command of it may still run
+ * there. */
+static void slot_free(struct exec_slot *sl)
+{
+        slot_unlink(sl);
         join_slot_discard(&sl->js);
         if (!sl->busy) {
                 int r = cgroup_env_destroy(engine_cgroups(sl->eng), env_cgroup(sl->env), sl->sub);
@@ -546,6 +552,69 @@ static void slot_free(struct exec_slot *sl)
                         log_debug("%s: removing the exec slot's group %s: %s", env_name(sl->env),
                                   sl->sub, strerror(-r));
         }
+        free(sl);
+}
+
+/* A free slot let go without waiting for its end (the teardown of a copy of the daemon's
+ * address space, a millisecond or more, and a sweep may let go of many at once): its pidfd says
+ * when it is gone, and then it is reaped and its group removed. */
+struct slot_corpse {
+        struct engine *eng;
+        int pidfd;
+        struct loop_source *src;
+        char cg[80];
+        char sub[32];
+        struct slot_corpse *next;
+};
+
+static struct slot_corpse *corpses;
+
+static void corpse_bury(struct slot_corpse *c)
+{
+        siginfo_t si;
+        while (waitid(P_PIDFD, (id_t)c->pidfd, &si, WEXITED) < 0 && errno == EINTR)
+                ;
+        loop_remove(c->src);
+        close(c->pidfd);
+        int r = cgroup_env_destroy(engine_cgroups(c->eng), c->cg, c->sub);
+        if (r < 0 && r != -ENOENT)
+                log_debug("%s: removing the exec slot's group: %s", c->sub, strerror(-r));
+        for (struct slot_corpse **p = &corpses; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        free(c);
+}
+
+static void on_corpse(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        (void)src;
+        (void)fd;
+        (void)events;
+        corpse_bury(data);
+}
+
+static void slot_let_go(struct exec_slot *sl)
+{
+        struct slot_corpse *c = calloc(1, sizeof(*c));
+        int pidfd = c && sl->js.pid > 0 ? sys_pidfd_open(sl->js.pid, 0) : -EBADF;
+        if (pidfd < 0 || loop_add_fd(engine_loop(sl->eng), pidfd, EPOLLIN, on_corpse, c,
+                                     &c->src) < 0) {
+                if (pidfd >= 0)
+                        close(pidfd);
+                free(c);
+                slot_free(sl);
+                return;
+        }
+        c->eng = sl->eng;
+        c->pidfd = pidfd;
+        snprintf(c->cg, sizeof(c->cg), "%s", env_cgroup(sl->env));
+        snprintf(c->sub, sizeof(c->sub), "%s", sl->sub);
+        c->next = corpses;
+        corpses = c;
+        slot_unlink(sl);
+        join_slot_release(&sl->js);
         free(sl);
 }
 
@@ -558,7 +627,7 @@ static void on_sweep(struct loop_timer *t, void *data)
         for (struct exec_slot *sl = slots, *next; sl; sl = next) {
                 next = sl->next;
                 if (!sl->busy && now - sl->born >= (sl->used ? SLOT_IDLE_MS : SLOT_UNUSED_MS))
-                        slot_free(sl);
+                        slot_let_go(sl);
         }
         if (slots)
                 sweep_timer = loop_add_timer(engine_loop(e), SLOT_SWEEP_MS, on_sweep, e);
@@ -705,7 +774,7 @@ static void on_after_exec(struct loop_timer *t, void *data)
                          * processes of its pids limit for nothing. */
                         for (struct exec_slot *o = env_exec_slot(v); o; o = o->env_next)
                                 if (o != sl && !o->busy) {
-                                        slot_free(sl);
+                                        slot_let_go(sl);
                                         break;
                                 }
                         free(a);
@@ -757,6 +826,8 @@ void exec_slots_shutdown(void)
 {
         while (slots)
                 slot_free(slots);
+        while (corpses)
+                corpse_bury(corpses);
         loop_cancel_timer(sweep_timer);
         sweep_timer = NULL;
 }

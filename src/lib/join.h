@@ -75,6 +75,8 @@ int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *re
                   char *errbuf, size_t errlen);
 /* Kill and reap the slot (idempotent). */
 void join_slot_discard(struct join_slot *slot);
+/* Kill the slot and close its socket without waiting: the caller reaps it (its pid). */
+void join_slot_release(struct join_slot *slot);
 
 /* Look up user in a passwd-format file (untrusted: bounded, never blocks, no NSS). */
 int passwd_lookup(const char *path, const char *user, uid_t *ret_uid, gid_t *ret_gid,

@@ -120,6 +120,16 @@ int join_slot_go(struct join_slot *slot)
         return 0;
 }
 
+void join_slot_release(struct join_slot *slot)
+{
+        if (slot->pid <= 0)
+                return;
+        kill(slot->pid, SIGKILL);
+        close(slot->sock);
+        slot->pid = 0;
+        slot->sock = -EBADF;
+}
+
 void join_slot_discard(struct join_slot *slot)
 {
         if (slot->pid <= 0)

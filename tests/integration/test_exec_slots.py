@@ -91,6 +91,9 @@ def test_a_slot_made_ahead_goes_soon_if_no_command_comes(daemon):
     t0 = time.monotonic()
     wait_for(lambda: slots(daemon, "nx") == [], 10, 0.1, "the unused slot gone")
     assert time.monotonic() - t0 < 5
+    # let go without the daemon waiting for it, and reaped once gone: no zombie stays
+    wait_for(lambda: not [p for p, _, st in children_of(daemon.pid) if st == "Z"], 5, 0.05,
+             "no zombie left")
     assert daemon.sh("nx", "echo hi") == "hi\n"
     wait_for(lambda: slots(daemon, "nx"), 5, 0.05, "a slot again, made by the exec")
 
