@@ -37,6 +37,7 @@ static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 #define SLOT_IDLE_MS 30000
 #define SLOT_UNUSED_MS 2000
 #define SLOT_SWEEP_MS 1000
+#define SLOT_SWEEP_BATCH 8
 #define SLOTS_PER_ENV 4
 
 struct exec_slot {
@@ -624,13 +625,20 @@ static void on_sweep(struct loop_timer *t, void *data)
         struct engine *e = data;
         sweep_timer = NULL;
         uint64_t now = now_ms();
-        for (struct exec_slot *sl = slots, *next; sl; sl = next) {
+        /* A few at a time: each one's end is reaped and its group removed in a later turn,
+         * and a burst of creates makes a burst of slots expire together. */
+        unsigned let_go = 0;
+        for (struct exec_slot *sl = slots, *next; sl && let_go < SLOT_SWEEP_BATCH; sl = next) {
                 next = sl->next;
-                if (!sl->busy && now - sl->born >= (sl->used ? SLOT_IDLE_MS : SLOT_UNUSED_MS))
+                if (!sl->busy && now - sl->born >= (sl->used ? SLOT_IDLE_MS : SLOT_UNUSED_MS)) {
                         slot_let_go(sl);
+                        let_go++;
+                }
         }
         if (slots)
-                sweep_timer = loop_add_timer(engine_loop(e), SLOT_SWEEP_MS, on_sweep, e);
+                sweep_timer = loop_add_timer(engine_loop(e),
+                                             let_go == SLOT_SWEEP_BATCH ? 50 : SLOT_SWEEP_MS,
+                                             on_sweep, e);
 }
 
 /* The confinement of the environment's PID 1, which every exec gets too. */
