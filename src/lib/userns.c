@@ -36,51 +36,144 @@ static int claim_one(const char *dir, const char *owner, uint32_t base, bool rec
         return write_all(fd, owner, strlen(owner));
 }
 
+/* What this process knows of the registry: the slots taken when it last read the directory,
+ * plus its own claims and releases since. A claim then costs one file creation instead of a
+ * listing of every claim (a directory of 2,000 entries read per create). The marks are only a
+ * hint: O_EXCL decides, a slot another daemon took meanwhile is marked when its creation is
+ * refused, and the directory is read again before any marked slot is tried. */
+static struct {
+        char dir[4096];
+        dev_t dev; /* the directory as last seen: changed by someone else, it is read anew */
+        ino_t ino;
+        struct timespec mtime;
+        bool valid;
+        uint64_t taken[(UID_RANGE_SLOTS + 63) / 64];
+} known;
+
+static bool known_for(const char *dir)
+{
+        return known.valid && strcmp(known.dir, dir) == 0;
+}
+
+static bool known_current(const char *dir)
+{
+        struct stat st;
+        return known_for(dir) && stat(dir, &st) == 0 && st.st_dev == known.dev &&
+               st.st_ino == known.ino && st.st_mtim.tv_sec == known.mtime.tv_sec &&
+               st.st_mtim.tv_nsec == known.mtime.tv_nsec;
+}
+
+/* After a change of our own: the directory's new time is ours, not another daemon's. */
+static void known_seen(const char *dir)
+{
+        struct stat st;
+        if (known_for(dir) && stat(dir, &st) == 0) {
+                known.dev = st.st_dev;
+                known.ino = st.st_ino;
+                known.mtime = st.st_mtim;
+        }
+}
+
+static void known_mark(const char *dir, uint32_t base, bool taken)
+{
+        if (!known_for(dir) || base < UID_RANGE_FIRST || (base - UID_RANGE_FIRST) % UID_RANGE_SIZE)
+                return;
+        uint32_t slot = (base - UID_RANGE_FIRST) / UID_RANGE_SIZE;
+        if (slot >= UID_RANGE_SLOTS)
+                return;
+        if (taken)
+                known.taken[slot / 64] |= 1ull << (slot % 64);
+        else
+                known.taken[slot / 64] &= ~(1ull << (slot % 64));
+        known_seen(dir);
+}
+
+static int known_read(const char *dir)
+{
+        known.valid = false;
+        if (buf_printf(known.dir, sizeof(known.dir), "%s", dir) < 0)
+                return -ENAMETOOLONG;
+        memset(known.taken, 0, sizeof(known.taken));
+        _cleanup_closedir_ DIR *d = NULL;
+        int r = opendir_at(AT_FDCWD, dir, &d);
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (fstat(dirfd(d), &st) < 0)
+                return -errno;
+        known.dev = st.st_dev;
+        known.ino = st.st_ino;
+        known.mtime = st.st_mtim;
+        FOREACH_DIRENT(de, d)
+        {
+                char *end;
+                errno = 0;
+                unsigned long b = strtoul(de->d_name, &end, 10);
+                if (errno || *end || b < UID_RANGE_FIRST || (b - UID_RANGE_FIRST) % UID_RANGE_SIZE)
+                        continue;
+                unsigned long slot = (b - UID_RANGE_FIRST) / UID_RANGE_SIZE;
+                if (slot < UID_RANGE_SLOTS)
+                        known.taken[slot / 64] |= 1ull << (slot % 64);
+        }
+        known.valid = true;
+        return 0;
+}
+
+/* Try the slots whose mark equals `marked`, lowest first. -EEXIST: none could be had. */
+static int claim_round(const char *dir, const char *owner, bool marked, uint32_t *ret_base)
+{
+        for (uint32_t w = 0; w < ELEMENTSOF(known.taken); w++) {
+                if (!marked && known.taken[w] == UINT64_MAX)
+                        continue; /* a word of taken slots: skipped without a syscall */
+                for (uint32_t bit = 0; bit < 64; bit++) {
+                        uint32_t slot = w * 64 + bit;
+                        if (slot >= UID_RANGE_SLOTS)
+                                return -EEXIST;
+                        if (!!(known.taken[w] & (1ull << bit)) != marked)
+                                continue;
+                        uint32_t base = UID_RANGE_FIRST + slot * UID_RANGE_SIZE;
+                        int r = claim_one(dir, owner, base, false);
+                        if (r == -EEXIST) {
+                                known.taken[w] |= 1ull << bit; /* another daemon's */
+                                continue;
+                        }
+                        if (r < 0)
+                                return r;
+                        known.taken[w] |= 1ull << bit;
+                        known_seen(dir);
+                        *ret_base = base;
+                        return 0;
+                }
+        }
+        return -EEXIST;
+}
+
 int idrange_claim(const char *dir, const char *owner, uint32_t *ret_base)
 {
         int r = mkdir_p_at(AT_FDCWD, dir, 0700);
         if (r < 0)
                 return r;
-        /* One read of the directory marks the taken slots, so that with N ranges taken a
-         * claim costs one listing and one file creation, not N refused creations. The mark is
-         * only a hint (another daemon may claim or free meanwhile): O_EXCL decides, and a
-         * slot marked taken is tried too if every unmarked one was refused. */
-        uint64_t taken[(UID_RANGE_SLOTS + 63) / 64] = {0};
-        _cleanup_closedir_ DIR *d = NULL;
-        if (opendir_at(AT_FDCWD, dir, &d) >= 0)
-                FOREACH_DIRENT(de, d)
-                {
-                        char *end;
-                        errno = 0;
-                        unsigned long b = strtoul(de->d_name, &end, 10);
-                        if (errno || *end || b < UID_RANGE_FIRST ||
-                            (b - UID_RANGE_FIRST) % UID_RANGE_SIZE)
-                                continue;
-                        unsigned long slot = (b - UID_RANGE_FIRST) / UID_RANGE_SIZE;
-                        if (slot < UID_RANGE_SLOTS)
-                                taken[slot / 64] |= 1ull << (slot % 64);
-                }
-        for (uint32_t k = 0; k < 2 * UID_RANGE_SLOTS; k++) {
-                uint32_t slot = k % UID_RANGE_SLOTS;
-                bool marked = taken[slot / 64] & (1ull << (slot % 64));
-                if (marked == (k < UID_RANGE_SLOTS))
-                        continue; /* first round: the unmarked ones; second: the marked */
-                uint32_t base = UID_RANGE_FIRST + slot * UID_RANGE_SIZE;
-                r = claim_one(dir, owner, base, false);
-                if (r == 0) {
-                        *ret_base = base;
-                        return 0;
-                }
-                if (r != -EEXIST)
-                        return r;
-        }
-        return -ENOSPC;
+        if (!known_current(dir) && (r = known_read(dir)) < 0)
+                return r;
+        r = claim_round(dir, owner, false, ret_base);
+        if (r != -EEXIST)
+                return r;
+        /* Every slot we know as free was refused: read the registry again (other daemons
+         * may have released some), then try even the ones still marked. */
+        if ((r = known_read(dir)) < 0)
+                return r;
+        r = claim_round(dir, owner, false, ret_base);
+        if (r == -EEXIST)
+                r = claim_round(dir, owner, true, ret_base);
+        return r == -EEXIST ? -ENOSPC : r;
 }
 
 int idrange_reclaim(const char *dir, const char *owner, uint32_t base)
 {
         int r = mkdir_p_at(AT_FDCWD, dir, 0700);
-        return r < 0 ? r : claim_one(dir, owner, base, true);
+        if (r >= 0 && (r = claim_one(dir, owner, base, true)) >= 0)
+                known_mark(dir, base, true);
+        return r;
 }
 
 int idrange_release(const char *dir, uint32_t base)
@@ -89,7 +182,10 @@ int idrange_release(const char *dir, uint32_t base)
         int r = slot_path(dir, base, path, sizeof(path));
         if (r < 0)
                 return r;
-        return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+        if (unlink(path) < 0 && errno != ENOENT)
+                return -errno;
+        known_mark(dir, base, false);
+        return 0;
 }
 
 int idrange_release_owned(const char *dir, const char *owner, uint32_t base)
@@ -107,7 +203,10 @@ int idrange_release_owned(const char *dir, const char *owner, uint32_t base)
         if (strcmp(cur, owner) != 0)
                 return 0;
         /* Between the read and the unlink only this daemon acts on a range it owns. */
-        return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+        if (unlink(path) < 0 && errno != ENOENT)
+                return -errno;
+        known_mark(dir, base, false);
+        return 0;
 }
 
 static int write_map(pid_t pid, const char *file, uint32_t base, uint32_t count)

@@ -10,7 +10,9 @@
 #define UID_RANGE_FIRST 0x100000u /* 1048576: far above /etc/subuid's usual 100000.. ranges */
 #define UID_RANGE_SLOTS 16000u
 
-/* Claim the lowest free slot; owner is a free-form note stored in the claim file. */
+/* Claim the lowest free slot this process knows of (its view of the registry is read once and
+ * kept: other daemons' releases are seen when every other slot is taken); owner is a
+ * free-form note stored in the claim file. */
 int idrange_claim(const char *registry_dir, const char *owner, uint32_t *ret_base);
 /* Re-claim a known base (after reboot the file is still there: ok if it is ours). */
 int idrange_reclaim(const char *registry_dir, const char *owner, uint32_t base);

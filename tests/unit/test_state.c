@@ -532,6 +532,38 @@ static void test_userns_idrange__claim_and_release(void)
         tmp_teardown();
 }
 
+/* The daemon keeps its view of the registry between claims; O_EXCL still decides. */
+static void test_userns_idrange__claims_of_another_daemon(void)
+{
+        tmp_setup();
+        const char *dir = pathf("ids");
+        uint32_t b = 0;
+        CHECK_EQ_INT(idrange_claim(dir, "env-a", &b), 0);
+        CHECK_EQ_INT(b, UID_RANGE_FIRST);
+        /* another daemon takes the next slot behind this one's back: it is skipped */
+        int fd = open(slot_file(dir, UID_RANGE_FIRST + UID_RANGE_SIZE), O_WRONLY | O_CREAT | O_EXCL,
+                      0644);
+        CHECK(fd >= 0);
+        close(fd);
+        CHECK_EQ_INT(idrange_claim(dir, "env-b", &b), 0);
+        CHECK_EQ_INT(b, UID_RANGE_FIRST + 2 * UID_RANGE_SIZE);
+        CHECK_EQ_STR(slurp(slot_file(dir, UID_RANGE_FIRST + UID_RANGE_SIZE)), "");
+        /* and releases one: the next claim sees it free again (a directory's time can be
+         * coarse, a tick apart from the last claim: wait past it) */
+        usleep(20000);
+        CHECK_EQ_INT(unlink(slot_file(dir, UID_RANGE_FIRST + UID_RANGE_SIZE)), 0);
+        CHECK_EQ_INT(idrange_claim(dir, "env-c", &b), 0);
+        CHECK_EQ_INT(b, UID_RANGE_FIRST + UID_RANGE_SIZE);
+        /* a registry removed and made again is read anew: its lowest slot is free */
+        char cmd[4200];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        CHECK_EQ_INT(system(cmd), 0);
+        usleep(20000);
+        CHECK_EQ_INT(idrange_claim(dir, "env-d", &b), 0);
+        CHECK_EQ_INT(b, UID_RANGE_FIRST);
+        tmp_teardown();
+}
+
 /* A release repeated after a crash frees the range only while it is still this owner's. */
 static void test_userns_idrange__release_owned(void)
 {
@@ -735,6 +767,7 @@ int main(void)
         RUN(test_state_env__unsynced_writes);
         RUN(test_state_image__insert_list_delete);
         RUN(test_userns_idrange__claim_and_release);
+        RUN(test_userns_idrange__claims_of_another_daemon);
         RUN(test_userns_idrange__release_owned);
         RUN(test_userns_idrange__owners_never_share);
         RUN(test_userns_idrange__concurrent_claims_unique);
