@@ -10,6 +10,7 @@
 #include <linux/sched.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -732,4 +733,60 @@ int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n)
         *ret_names = names;
         *ret_n = n;
         return 0;
+}
+
+bool cgroup_controllers_shown(const char *controllers)
+{
+        static const char *const shown[] = {"cpu", "cpuacct", "memory", "pids", "blkio"};
+        for (const char *c = controllers; *c;) {
+                size_t len = strcspn(c, ",");
+                for (size_t i = 0; i < ELEMENTSOF(shown); i++)
+                        if (strlen(shown[i]) == len && !strncmp(c, shown[i], len))
+                                return true;
+                c += len;
+                if (*c == ',')
+                        c++;
+        }
+        return false;
+}
+
+int cgroup_env_view_trees(struct cgroup_manager *m, const char *env,
+                          struct cgroup_view_tree ret[CGROUP_VIEW_MAX], size_t *ret_n)
+{
+        *ret_n = 0;
+        if (!names_valid(env, NULL))
+                return -EINVAL;
+        if (!m->real)
+                return 0;
+        struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                            MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+        int r = 0;
+        for (size_t i = 0; i < m->n_hier && *ret_n < CGROUP_VIEW_MAX; i++) {
+                const struct cg_hier *h = &m->hier[i];
+                if (h->unified || !cgroup_controllers_shown(h->controllers))
+                        continue;
+                struct cgroup_view_tree *t = &ret[*ret_n];
+                if (buf_printf(t->controllers, sizeof(t->controllers), "%s", h->controllers) < 0) {
+                        r = -ENAMETOOLONG;
+                        break;
+                }
+                /* No AT_RECURSIVE: a cgroup file system has no mounts below a group. */
+                t->fd = open_tree(h->subtree_fd, env, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                          AT_SYMLINK_NOFOLLOW);
+                if (t->fd < 0) {
+                        r = -errno;
+                        break;
+                }
+                ++*ret_n;
+                if (mount_setattr(t->fd, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0) {
+                        r = -errno;
+                        break;
+                }
+        }
+        if (r < 0) {
+                for (size_t i = 0; i < *ret_n; i++)
+                        close(ret[i].fd);
+                *ret_n = 0;
+        }
+        return r;
 }

@@ -89,6 +89,22 @@ int cgroup_env_prune(struct cgroup_manager *m, const char *env, const char *sub)
 #define CGROUP_MANAGER_MAX_FDS 16
 size_t cgroup_manager_fds(const struct cgroup_manager *m, int *fds, size_t max);
 int cgroup_env_holds_only(struct cgroup_manager *m, const char *env, const char *sub, pid_t pid);
+/* What an environment's /sys/fs/cgroup shows of a v1 hierarchy: those whose limits runtimes
+ * read (cpu, cpuacct, memory, pids, blkio). */
+bool cgroup_controllers_shown(const char *controllers);
+
+/* Its v1 hierarchies (hybrid and v1; none on v2 or a test directory) as detached, read-only
+ * bind mounts of the environment's group, for its /sys/fs/cgroup: a bind costs what one
+ * group costs, where a new mount of a v1 hierarchy walks every group of the host. Call
+ * before leaving the daemon's mount namespace (the source must be in the caller's). */
+struct cgroup_view_tree {
+        char controllers[64]; /* "cpu,cpuacct" */
+        int fd;               /* open_tree(OPEN_TREE_CLONE) of the group; the caller closes it */
+};
+#define CGROUP_VIEW_MAX 8
+int cgroup_env_view_trees(struct cgroup_manager *m, const char *env,
+                          struct cgroup_view_tree ret[CGROUP_VIEW_MAX], size_t *ret_n);
+
 /* List env groups present in the subtree (for cleanup after a crash). Caller frees each
  * string and the array. */
 int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n);

@@ -353,26 +353,11 @@ static void bind_lxcfs(int root_fd, const char *lxcfs_dir)
 }
 
 /* Controllers whose groups Paddock limits: their v1 hierarchies are shown inside. */
-static bool cgroup_shown(const char *controllers)
-{
-        static const char *const shown[] = {"cpu", "cpuacct", "memory", "pids", "blkio", NULL};
-        char buf[256];
-        snprintf(buf, sizeof(buf), "%s", controllers);
-        char *save = NULL;
-        for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save))
-                for (size_t i = 0; shown[i]; i++)
-                        if (!strcmp(c, shown[i]))
-                                return true;
-        return false;
-}
-
 /* One v1 hierarchy (controllers "cpu,cpuacct") at sysfs/cgroup/<controllers>, rooted at the
  * environment's group (the spawning child already is in the environment's cgroup namespace,
  * whose root is that group), read-only. */
-static int mount_cgroup_v1(int cg_fd, const char *controllers)
+static int new_cgroup_v1(const char *controllers)
 {
-        if (mkdirat(cg_fd, controllers, 0555) < 0 && errno != EEXIST)
-                return -errno;
         _cleanup_close_ int fs = fsopen("cgroup", FSOPEN_CLOEXEC);
         if (fs < 0)
                 return -errno;
@@ -384,11 +369,25 @@ static int mount_cgroup_v1(int cg_fd, const char *controllers)
                         return -errno;
         if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 return -errno;
-        _cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC,
-                                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                  MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-        if (mnt < 0)
+        int mnt = fsmount(fs, FSMOUNT_CLOEXEC,
+                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                  MOUNT_ATTR_NOEXEC);
+        return mnt < 0 ? -errno : mnt;
+}
+
+/* tree: the group as a detached mount (cgroup_env_view_trees), or -EBADF: a new mount of the
+ * hierarchy (its get_tree walks every group on the host, under the kernel's cgroup lock). */
+static int mount_cgroup_v1(int cg_fd, const char *controllers, int tree)
+{
+        if (mkdirat(cg_fd, controllers, 0555) < 0 && errno != EEXIST)
                 return -errno;
+        _cleanup_close_ int own = -EBADF;
+        if (tree < 0) {
+                own = new_cgroup_v1(controllers);
+                if (own < 0)
+                        return own;
+        }
+        int mnt = tree >= 0 ? tree : own;
         _cleanup_close_ int target = openat(cg_fd, controllers, O_PATH | O_DIRECTORY | O_NOFOLLOW |
                                                                    O_CLOEXEC);
         if (target < 0)
@@ -398,8 +397,8 @@ static int mount_cgroup_v1(int cg_fd, const char *controllers)
                 return r;
         /* "cpu" and "cpuacct" name the co-mounted "cpu,cpuacct", as on the host */
         if (strchr(controllers, ',')) {
+                char buf[256], *save = NULL;
                 snprintf(buf, sizeof(buf), "%s", controllers);
-                save = NULL;
                 for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save))
                         if (symlinkat(controllers, cg_fd, c) < 0 && errno != EEXIST)
                                 return -errno;
@@ -412,7 +411,7 @@ static int mount_cgroup_v1(int cg_fd, const char *controllers)
  * a read-only tmpfs holding each hierarchy Paddock limits, each rooted at its group. Mounted
  * read-only from outside the environment's user namespace: nothing inside can remount them, and
  * the files belong to host root anyway. */
-static int mount_cgroup_view(int root_fd)
+static int mount_cgroup_view(int root_fd, const struct rootfs_config *c)
 {
         /* One read into the stack. The child is in the cgroup namespace rooted at its own
          * groups, so every line is short ("4:memory:/"). */
@@ -438,12 +437,14 @@ static int mount_cgroup_view(int root_fd)
                 const char *ctl = a + 1;
                 if (!*ctl)
                         unified = true;
-                else if (strncmp(ctl, "name=", 5) && cgroup_shown(ctl) && n_v1 < ELEMENTSOF(v1) &&
-                         strlen(ctl) < sizeof(v1[0]))
+                else if (strncmp(ctl, "name=", 5) && cgroup_controllers_shown(ctl) &&
+                         n_v1 < ELEMENTSOF(v1) && strlen(ctl) < sizeof(v1[0]))
                         snprintf(v1[n_v1++], sizeof(v1[0]), "%s", ctl);
         }
         unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-        if (!n_v1)
+        if (c->n_cgroup_trees)
+                n_v1 = 0; /* the trees given instead */
+        else if (!n_v1)
                 return unified ? mount_fs_at(root_fd, "sys/fs/cgroup", "cgroup2", NULL, ro) : 0;
         const char *const o[] = {"mode", "0755", "size", "65536", NULL};
         int r = mount_fs_at(root_fd, "sys/fs/cgroup", "tmpfs", o,
@@ -453,8 +454,12 @@ static int mount_cgroup_view(int root_fd)
         _cleanup_close_ int cg = open_in_root(root_fd, "sys/fs/cgroup", O_RDONLY | O_DIRECTORY);
         if (cg < 0)
                 return cg;
+        for (size_t i = 0; i < c->n_cgroup_trees; i++)
+                if ((r = mount_cgroup_v1(cg, c->cgroup_trees[i].controllers,
+                                         c->cgroup_trees[i].fd)) < 0)
+                        return r;
         for (size_t i = 0; i < n_v1; i++)
-                if ((r = mount_cgroup_v1(cg, v1[i])) < 0)
+                if ((r = mount_cgroup_v1(cg, v1[i], -EBADF)) < 0)
                         return r;
         struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
         return mount_setattr(cg, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ? -errno : 0;
@@ -538,7 +543,7 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                         goto fail;
         }
         step = "/sys/fs/cgroup";
-        if ((r = mount_cgroup_view(root)) < 0)
+        if ((r = mount_cgroup_view(root, c)) < 0)
                 goto fail;
         step = "mask /proc and /sys";
         if ((r = mask_proc(root)) < 0)

@@ -11,6 +11,8 @@
  * RESOLVE_NO_SYMLINKS) and mounted through fds: a symlink planted in an image (say /proc -> /)
  * can never redirect a mount onto the host. */
 #pragma once
+#include "lib/cgroup.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -33,6 +35,11 @@ struct rootfs_config {
         const char *cpu_online;   /* file bound read-only over /sys/devices/system/cpu/online
                                    * ("0-N" for the CPU limit, kept current by the daemon), or
                                    * NULL */
+        /* v1 and hybrid: the environment's group in each hierarchy shown, as detached read-only
+         * mounts (cgroup_env_view_trees), attached under /sys/fs/cgroup; none: the hierarchies
+         * of the cgroup namespace are mounted anew (cgroup2 on v2). */
+        const struct cgroup_view_tree *cgroup_trees;
+        size_t n_cgroup_trees;
 };
 
 /* Assemble and pivot into the root. On failure *ret_step names the step that failed. */

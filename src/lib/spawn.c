@@ -66,6 +66,13 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bo
 
         if ((r = cgroup_env_join(c->cgroups, c->cgroup_name, NULL, placed)) < 0)
                 child_fail(report_fd, "join cgroup", r);
+        /* Its groups for /sys/fs/cgroup, taken while still in the daemon's mount namespace. */
+        struct cgroup_view_tree trees[CGROUP_VIEW_MAX];
+        struct rootfs_config rootfs = c->rootfs;
+        if ((r = cgroup_env_view_trees(c->cgroups, c->cgroup_name, trees,
+                                       &rootfs.n_cgroup_trees)) < 0)
+                child_fail(report_fd, "cgroup view", r);
+        rootfs.cgroup_trees = trees;
         /* Made here rather than by the clone, whose caller waits: a network namespace's set-up
          * and a copy of the host's mount table both take longer the more environments exist.
          * Still host root in the host's user namespace: they belong to it, as before. */
@@ -78,7 +85,7 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bo
         write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ping_group_range", "0 2147483647");
         if (unshare(CLONE_NEWCGROUP) < 0)
                 child_fail(report_fd, "cgroup namespace", -errno);
-        if ((r = rootfs_enter(&c->rootfs, &step)) < 0)
+        if ((r = rootfs_enter(&rootfs, &step)) < 0)
                 child_fail(report_fd, step, r);
         /* PID 1 must not hold the daemon's stdio (its log file, its terminal): the
          * environment's own /dev/null instead. */

@@ -53,6 +53,15 @@ def test_own_cgroup_readable_read_only(daemon, kind):
         quota = daemon.sh("g", "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us").strip()
         target = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
         assert quota == "50000"
+        # each hierarchy shows the environment's group as its root, and nothing of the
+        # host's: not its path (mountinfo's root field), not a way up out of the group
+        views = [l.split() for l in daemon.sh("g", "cat /proc/self/mountinfo").splitlines()
+                 if " /sys/fs/cgroup/" in l]
+        assert {v[4] for v in views} >= {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"}, views
+        assert all(v[3] == "/" for v in views), views
+        assert set(daemon.sh("g", "ls /sys/fs/cgroup/memory/..").split()) <= {
+            "blkio", "cpu", "cpuacct", "cpu,cpuacct", "cpuacct,cpu", "memory", "pids"}
+        assert daemon.sh("g", "cat /sys/fs/cgroup/memory/../memory/memory.limit_in_bytes").strip() == str(256 << 20)
     else:
         mem = daemon.sh("g", "cat /sys/fs/cgroup/memory.max").strip()
         assert daemon.sh("g", "cat /sys/fs/cgroup/cpu.max").split()[0] == "50000"
