@@ -465,6 +465,19 @@ static int mount_cgroup_view(int root_fd, const struct rootfs_config *c)
         return mount_setattr(cg, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ? -errno : 0;
 }
 
+static int write_sysctl(int root_fd, const struct rootfs_sysctl *k)
+{
+        char rel[256];
+        int r = BUF_PRINTF(rel, "proc/sys/%s", k->path);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = open_in_root(root_fd, rel, O_WRONLY);
+        if (fd < 0)
+                return k->optional && fd == -ENOENT ? 0 : fd;
+        r = write_all(fd, k->value, strlen(k->value));
+        return k->optional ? 0 : r;
+}
+
 static int enter_root(int root_fd)
 {
         /* pivot_root(".", ".") stacks the old root on top of the new one; detaching "."
@@ -513,6 +526,11 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
         if ((r = mount_fs_at(root, "proc", "proc", NULL,
                              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0)
                 goto fail;
+        for (const struct rootfs_sysctl *k = c->sysctls; k && k->path; k++) {
+                step = k->path;
+                if ((r = write_sysctl(root, k)) < 0)
+                        goto fail;
+        }
         step = "/sys";
         if ((r = mount_fs_at(root, "sys", "sysfs", NULL,
                              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |

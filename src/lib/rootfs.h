@@ -16,6 +16,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A knob of the environment's own namespaces, by its path below /proc/sys. */
+struct rootfs_sysctl {
+        const char *path; /* "net/ipv4/ip_unprivileged_port_start"; NULL ends a list */
+        const char *value;
+        bool optional;    /* a kernel without it is fine */
+};
+
 struct rootfs_config {
         const char *image_rootfs; /* absolute path of the image's rootfs directory */
         const char *env_dir;      /* absolute path of the env's state dir (daemon-made) */
@@ -40,6 +47,10 @@ struct rootfs_config {
          * of the cgroup namespace are mounted anew (cgroup2 on v2). */
         const struct cgroup_view_tree *cgroup_trees;
         size_t n_cgroup_trees;
+        /* Written through the environment's new /proc, before it is masked: a lookup there
+         * matches only its own network namespace's entries, where the host's /proc/sys/net
+         * holds one of each name per namespace on the host. NULL: none. */
+        const struct rootfs_sysctl *sysctls;
 };
 
 /* Assemble and pivot into the root. On failure *ret_step names the step that failed. */

@@ -73,16 +73,19 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bo
                                        &rootfs.n_cgroup_trees)) < 0)
                 child_fail(report_fd, "cgroup view", r);
         rootfs.cgroup_trees = trees;
+        /* The network namespace belongs to the host's user namespace, so the environment's
+         * root has no CAP_NET_BIND_SERVICE there: let it bind low ports and ping anyway. */
+        static const struct rootfs_sysctl knobs[] = {
+                {"net/ipv4/ip_unprivileged_port_start", "0", false},
+                {"net/ipv4/ping_group_range", "0 2147483647", true},
+                {NULL, NULL, false},
+        };
+        rootfs.sysctls = knobs;
         /* Made here rather than by the clone, whose caller waits: a network namespace's set-up
          * and a copy of the host's mount table both take longer the more environments exist.
          * Still host root in the host's user namespace: they belong to it, as before. */
         if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET) < 0)
                 child_fail(report_fd, "namespaces", -errno);
-        /* The network namespace belongs to the host's user namespace, so the environment's
-         * root has no CAP_NET_BIND_SERVICE there: let it bind low ports and ping anyway. */
-        if ((r = write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")) < 0)
-                child_fail(report_fd, "ip_unprivileged_port_start", r);
-        write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ping_group_range", "0 2147483647");
         if (unshare(CLONE_NEWCGROUP) < 0)
                 child_fail(report_fd, "cgroup namespace", -errno);
         if ((r = rootfs_enter(&rootfs, &step)) < 0)

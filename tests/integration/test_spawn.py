@@ -1,6 +1,7 @@
 """Starting PID 1 (src/lib/spawn.c): a setup that fails must come back as a clear error with
 nothing left behind, and many creates must not make the daemon's memory grow."""
 import os
+import subprocess
 
 from conftest import children_of, proc_status, wait_for
 
@@ -78,3 +79,29 @@ def test_daemon_memory_does_not_grow_per_create(daemon):
     assert rss1 - rss0 < 4096, (rss0, rss1)  # kB: well under 300 leaked pages
     assert maps1 - maps0 < 20, (maps0, maps1)
     wait_for(lambda: env_children(daemon.pid) == [], what="no environment process left")
+
+
+def test_environment_root_may_bind_low_ports_and_ping_in_its_own_namespace(daemon):
+    """Its network namespace belongs to the host's user namespace, so PID 1's setup sets two
+    knobs there (through the environment's own /proc): low ports and ping for its root. The
+    host's own values stay as they were."""
+    host = [open("/proc/sys/net/ipv4/" + k).read() for k in
+            ("ip_unprivileged_port_start", "ping_group_range")]
+    for kind in ("--computer", "--sandbox"):
+        name = "knobs" + kind.strip("-")[0]
+        daemon.create(name, kind)
+        assert daemon.sh(name, "cat /proc/sys/net/ipv4/ip_unprivileged_port_start").strip() == "0"
+        # (read from the host: inside, host gid 0 shows as the overflow gid)
+        pid1 = daemon.inspect(name)["pid"]
+        knob = subprocess.run(["nsenter", "--net=/proc/%d/ns/net" % pid1, "cat",
+                               "/proc/sys/net/ipv4/ping_group_range"],
+                              capture_output=True, text=True, check=True).stdout
+        assert knob.split() == ["0", "2147483647"], knob
+        # a low port, as the environment's root (no CAP_NET_BIND_SERVICE in that namespace)
+        out = daemon.sh(name, "nc -l -p 80 -w 1 & sleep 0.3; netstat -ltn; kill $! 2>/dev/null; true")
+        assert ":80 " in out, out
+        # and nothing inside can change them back for the host
+        res = daemon.exec(name, "echo 1024 > /proc/sys/net/ipv4/ip_unprivileged_port_start")
+        assert res["exit_code"] != 0, res
+    assert [open("/proc/sys/net/ipv4/" + k).read() for k in
+            ("ip_unprivileged_port_start", "ping_group_range")] == host
