@@ -36,12 +36,17 @@ static int set_cpu(struct cgroup_manager *m, const char *env, uint64_t millis)
                 return r;
         if (millis == CG_UNLIMITED)
                 return cg_write_limit(fd, "cpu.cfs_quota_us", CG_UNLIMITED, "-1");
-        /* The period first: the quota is checked against it. Quotas below 1 ms are refused. */
-        char period[24];
-        snprintf(period, sizeof(period), "%llu", CG_CPU_PERIOD_US);
-        r = cg_write(fd, "cpu.cfs_period_us", period);
-        if (r < 0)
-                return r == -ENOENT ? -EOPNOTSUPP : r;
+        /* The period first: the quota is checked against it. Quotas below 1 ms are refused.
+         * Each write walks every cpu group on the host (the kernel's schedulability check), so
+         * the period, which a new group already has, is written only if it differs. */
+        uint64_t cur = 0;
+        if (cg_read_u64(fd, "cpu.cfs_period_us", &cur) < 0 || cur != CG_CPU_PERIOD_US) {
+                char period[24];
+                snprintf(period, sizeof(period), "%llu", CG_CPU_PERIOD_US);
+                r = cg_write(fd, "cpu.cfs_period_us", period);
+                if (r < 0)
+                        return r == -ENOENT ? -EOPNOTSUPP : r;
+        }
         uint64_t quota = millis * (CG_CPU_PERIOD_US / 1000);
         return cg_write_limit(fd, "cpu.cfs_quota_us", quota < 1000 ? 1000 : quota, "-1");
 }

@@ -534,6 +534,10 @@ static void test_cgroup_v1__limits(void)
         CHECK_EQ_INT(cgroup_env_create(m, "e1", &limits_a), 0);
         CHECK_EQ_STR(get("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_period_us"), "100000");
         CHECK_EQ_STR(get("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_quota_us"), "150000");
+        /* a period that differs (someone changed it) is put back: the quota is relative to it */
+        put("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_period_us", "50000");
+        CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &limits_a), 0);
+        CHECK_EQ_STR(get("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_period_us"), "100000");
         CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/memory.limit_in_bytes"), "536870912");
         CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/memory.memsw.limit_in_bytes"), "805306368");
         CHECK_EQ_STR(get("pids/agent/x/" SUB "/e1/pids.max"), "100");
