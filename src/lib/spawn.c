@@ -184,22 +184,19 @@ int env_spawn_finish(struct spawn_pending *p, int timeout_ms, struct spawn_resul
                 snprintf(errbuf, errlen, "%s", msg);
                 goto kill_child;
         }
-        /* EOF is also what a child killed during its setup leaves: a zombie still has a start
-         * time, so ask whether it has exited (without reaping it). */
+        /* EOF is also what a child killed during its setup leaves, and it leaves it before it
+         * is a zombie (a dying task closes its files first): ask whether it has exited (without
+         * reaping it), then whether it is exiting. */
         siginfo_t si = {0};
-        if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-            si.si_pid != 0) {
-                snprintf(errbuf, errlen, "environment exited during start");
-                goto kill_child;
-        }
-        uint64_t st;
-        int r = proc_start_time(p->pid, &st);
-        if (r < 0) {
+        struct proc_stat st;
+        if ((waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+             si.si_pid != 0) ||
+            proc_stat(p->pid, &st) < 0 || (st.flags & PROC_FLAG_EXITING)) {
                 snprintf(errbuf, errlen, "environment exited during start");
                 goto kill_child;
         }
         close(p->report_fd);
-        *ret = (struct spawn_result){.pid = p->pid, .pidfd = p->pidfd, .start_time = st};
+        *ret = (struct spawn_result){.pid = p->pid, .pidfd = p->pidfd, .start_time = st.start_time};
         *p = (struct spawn_pending){.pidfd = -EBADF, .report_fd = -EBADF};
         return 0;
 

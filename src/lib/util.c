@@ -349,7 +349,7 @@ int64_t wall_s(void)
         return (int64_t)time(NULL);
 }
 
-int proc_start_time(pid_t pid, uint64_t *ret)
+int proc_stat(pid_t pid, struct proc_stat *ret)
 {
         char path[64], buf[1024];
         if (BUF_PRINTF(path, "/proc/%d/stat", (int)pid) < 0)
@@ -361,23 +361,40 @@ int proc_start_time(pid_t pid, uint64_t *ret)
         if (n < 0)
                 return (int)n;
         buf[n] = 0;
-        /* comm may contain spaces and parentheses: fields start after the last ')'. */
+        /* comm may contain spaces and parentheses: fields start after the last ')', with the
+         * state (field 3). */
         char *p = strrchr(buf, ')');
         if (!p)
                 return -EIO;
         p++;
-        for (int field = 3; field < 22; field++) {
-                p = strchr(p + 1, ' ');
+        *ret = (struct proc_stat){0};
+        for (int field = 3; field <= 22; field++) {
+                p = strchr(p, ' ');
                 if (!p)
                         return -EIO;
+                p++;
+                if (field != 9 && field != 22)
+                        continue;
+                char *end;
+                errno = 0;
+                unsigned long long v = strtoull(p, &end, 10);
+                if (errno || end == p)
+                        return -EIO;
+                if (field == 9)
+                        ret->flags = v;
+                else
+                        ret->start_time = v;
         }
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(p + 1, &end, 10);
-        if (errno || end == p + 1)
-                return -EIO;
-        *ret = v;
         return 0;
+}
+
+int proc_start_time(pid_t pid, uint64_t *ret)
+{
+        struct proc_stat st;
+        int r = proc_stat(pid, &st);
+        if (r >= 0)
+                *ret = st.start_time;
+        return r;
 }
 
 int sys_pidfd_open(pid_t pid, unsigned flags)

@@ -142,8 +142,15 @@ void child_nofile_apply(void);
 uint64_t now_ms(void);
 int64_t wall_s(void);
 
-/* Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat).
- * Together with the pid this identifies one process across pid reuse. */
+/* From /proc/PID/stat: the kernel's flags for the task (field 9) and its start time in clock
+ * ticks since boot (field 22; with the pid it identifies one process across pid reuse). */
+struct proc_stat {
+        uint64_t flags;
+        uint64_t start_time;
+};
+/* The kernel's PF_EXITING: set when the task begins to exit, before it closes its files. */
+#define PROC_FLAG_EXITING 0x4u
+int proc_stat(pid_t pid, struct proc_stat *ret);
 int proc_start_time(pid_t pid, uint64_t *ret);
 /* Has the process exited (zombie or gone)? */
 bool proc_is_zombie(pid_t pid);

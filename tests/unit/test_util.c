@@ -488,6 +488,43 @@ static void test_util_proc_start_time__self_stable(void)
         CHECK_EQ_INT(a, stat_field22(getpid()));
 }
 
+/* The flag env_spawn_finish relies on: a live process is not exiting; one that has exited
+ * (not reaped yet) is, and so was it from the moment it began to exit. */
+static void test_util_proc_stat__exiting_flag(void)
+{
+        int go[2];
+        if (pipe2(go, O_CLOEXEC) < 0) {
+                perror("pipe2");
+                exit(2);
+        }
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) {
+                perror("fork");
+                exit(2);
+        }
+        if (pid == 0) {
+                char c;
+                _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+        }
+        close(go[0]);
+        struct proc_stat st;
+        CHECK_EQ_INT(proc_stat(pid, &st), 0);
+        CHECK(!(st.flags & PROC_FLAG_EXITING));
+        CHECK(st.start_time > 0);
+        uint64_t started = st.start_time;
+        CHECK(write(go[1], "x", 1) == 1);
+        close(go[1]);
+        siginfo_t si = {0};
+        CHECK_EQ_INT(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
+        CHECK_EQ_INT(proc_stat(pid, &st), 0);
+        CHECK(st.flags & PROC_FLAG_EXITING);
+        CHECK(st.start_time == started);
+        waitpid(pid, NULL, 0);
+        CHECK(proc_stat(pid, &st) < 0);
+}
+
 static void test_util_proc_start_time__child_differs(void)
 {
         uint64_t self = 0, child = 0, again = 0, renamed = 0;
@@ -1151,6 +1188,7 @@ int main(void)
         RUN(test_util_base64__rejects_excess_padding);
         RUN(test_util_proc_start_time__self_stable);
         RUN(test_util_proc_start_time__child_differs);
+        RUN(test_util_proc_stat__exiting_flag);
         RUN(test_util_close_fds_from__keeps_listed);
         RUN(test_util_close_fds_from__fallback_without_close_range);
         RUN(test_util_rm_rf_at__nested_tree_not_following_symlinks);
