@@ -85,16 +85,11 @@ static int env_write_cpu_online(struct engine *e, const struct env *v, uint64_t 
         return 0;
 }
 
-/* PID 1's child cloned (its cgroups, user namespace and disk made); it sets up on its own. */
-static int env_spawn_begin(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
-                           size_t errlen)
+/* The first half of a start: its image is there, its cgroups made with their limits. */
+static int env_spawn_cgroup(struct engine *e, struct env *v, char *err, size_t errlen)
 {
-        char dir[4096], image[4096], resolv[4200];
-        int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
-        if (r >= 0)
-                r = image_rootfs(e, v->row.image, image, sizeof(image));
-        if (r >= 0)
-                r = write_resolv_conf(e, dir, resolv, sizeof(resolv));
+        char image[4096];
+        int r = image_rootfs(e, v->row.image, image, sizeof(image));
         if (r < 0) {
                 snprintf(err, errlen, "%s: its paths are too long", v->row.name);
                 return r;
@@ -107,14 +102,31 @@ static int env_spawn_begin(struct engine *e, struct env *v, struct spawn_pending
         r = env_io_device(e, v, &v->limits, err, errlen);
         if (r < 0)
                 return r;
+        r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
+        if (r < 0)
+                snprintf(err, errlen, "cgroup: %s", strerror(-r));
+        return r;
+}
+
+/* The second: PID 1's child cloned (with its user namespace and disk); it sets up on its
+ * own. On failure its cgroups go too. */
+static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
+                           size_t errlen)
+{
+        char dir[4096], image[4096], resolv[4200];
+        int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
+        if (r >= 0)
+                r = image_rootfs(e, v->row.image, image, sizeof(image));
+        if (r >= 0)
+                r = write_resolv_conf(e, dir, resolv, sizeof(resolv));
+        if (r < 0) {
+                snprintf(err, errlen, "%s: its paths are too long", v->row.name);
+                cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
+                return r;
+        }
         char cpu_online[4200];
         bool have_online = env_write_cpu_online(e, v, v->limits.cpu_millis, cpu_online,
                                                 sizeof(cpu_online)) >= 0;
-        r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
-        if (r < 0) {
-                snprintf(err, errlen, "cgroup: %s", strerror(-r));
-                return r;
-        }
         _cleanup_close_ int userns = -EBADF;
         r = userns_create(v->row.uid_base, UID_RANGE_SIZE, &userns);
         if (r < 0) {
@@ -187,6 +199,13 @@ static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pend
                 sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
         }
         return r;
+}
+
+static int env_spawn_begin(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
+                           size_t errlen)
+{
+        int r = env_spawn_cgroup(e, v, err, errlen);
+        return r < 0 ? r : env_spawn_clone(e, v, p, err, errlen);
 }
 
 static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
@@ -412,11 +431,10 @@ static void create_roll_back(struct engine *e, struct env *v)
         env_free(v);
 }
 
-/* Everything of a create before PID 1's own setup (which takes milliseconds more, and more
- * on a busy host): the checks, the record, the disk, PID 1's clone. On failure nothing is
- * left. */
-static int create_start(struct engine *e, const struct env_spec *spec, struct env **ret,
-                        struct spawn_pending *p, char *err, size_t errlen)
+/* A create's first half: the checks, the id range, the record, the disk, the cgroups. On
+ * failure nothing is left. */
+static int create_prepare(struct engine *e, const struct env_spec *spec, struct env **ret,
+                          char *err, size_t errlen)
 {
         if (engine_find(e, spec->name) || engine_creating_find(e, spec->name)) {
                 snprintf(err, errlen, "an environment named %s already exists", spec->name);
@@ -500,15 +518,37 @@ static int create_start(struct engine *e, const struct env_spec *spec, struct en
         else if (r < 0)
                 snprintf(err, errlen, "environment disk: %s", strerror(-r));
         else
-                r = env_spawn_begin(e, v, p, err, errlen);
+                r = env_spawn_cgroup(e, v, err, errlen);
+        if (r < 0) {
+                create_roll_back(e, v);
+                return r;
+        }
+        *ret = v;
+        return 0;
+}
+
+/* Its second half: PID 1's clone, and its exec slot's. On failure everything of the create is
+ * removed (v freed). */
+static int create_spawn(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
+                        size_t errlen)
+{
+        int r = env_spawn_clone(e, v, p, err, errlen);
         if (r < 0) {
                 create_roll_back(e, v);
                 return r;
         }
         /* Its exec slot sets up alongside PID 1 (exec.c): the agent's first command follows. */
         exec_slot_early(e, v, p->pidfd);
-        *ret = v;
         return 0;
+}
+
+/* Everything of a create before PID 1's own setup (which takes milliseconds more, and more
+ * on a busy host). On failure nothing is left. */
+static int create_start(struct engine *e, const struct env_spec *spec, struct env **ret,
+                        struct spawn_pending *p, char *err, size_t errlen)
+{
+        int r = create_prepare(e, spec, ret, err, errlen);
+        return r < 0 ? r : create_spawn(e, *ret, p, err, errlen);
 }
 
 /* After PID 1's report (waiting up to timeout_ms for it): its start recorded, the environment
@@ -553,25 +593,31 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
 struct env_creating {
         struct engine *eng;
         struct env *v; /* not listed yet: found by engine_creating_find */
-        struct spawn_pending p;
+        struct spawn_pending p;   /* pid 0 until the second half (create_spawn) */
         struct loop_source *src; /* PID 1's report pipe */
-        struct loop_timer *timer; /* its setup's time limit */
+        struct loop_timer *timer; /* the second half's start; then PID 1's setup's time limit */
         engine_created_fn done;  /* NULL once the caller forgot it */
         void *data;
         struct env_creating *next;
 };
 
-static void creating_end(struct env_creating *c, int timeout_ms)
+static void creating_unlist(struct env_creating *c)
 {
         struct engine *e = c->eng;
-        loop_remove(c->src);
-        loop_cancel_timer(c->timer);
         for (struct env_creating **pp = &e->creating; *pp; pp = &(*pp)->next)
                 if (*pp == c) {
                         *pp = c->next;
                         break;
                 }
         e->n_creating--;
+}
+
+static void creating_end(struct env_creating *c, int timeout_ms)
+{
+        struct engine *e = c->eng;
+        loop_remove(c->src);
+        loop_cancel_timer(c->timer);
+        creating_unlist(c);
         char err[512] = "";
         char name[NAME_BUF_SIZE];
         snprintf(name, sizeof(name), "%s", c->v->row.name);
@@ -612,6 +658,43 @@ static void on_creating_timeout(struct loop_timer *t, void *data)
         creating_end(c, 0);
 }
 
+/* The second half, in a later turn of the loop: whatever other clients asked meanwhile is
+ * answered between the two (each is milliseconds of the kernel's work with thousands of
+ * environments). */
+static void on_creating_spawn(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct env_creating *c = data;
+        struct engine *e = c->eng;
+        c->timer = NULL; /* fired */
+        char err[512] = "";
+        char name[NAME_BUF_SIZE];
+        snprintf(name, sizeof(name), "%s", c->v->row.name);
+        int r = create_spawn(e, c->v, &c->p, err, sizeof(err));
+        bool spawned = r >= 0;
+        if (spawned) {
+                r = loop_add_fd(e->cfg.loop, c->p.report_fd, EPOLLIN, on_creating_report, c,
+                                &c->src);
+                c->timer = r < 0 ? NULL
+                                 : loop_add_timer(e->cfg.loop, SPAWN_SETUP_MS, on_creating_timeout, c);
+                if (r >= 0 && c->timer)
+                        return; /* on_creating_report or on_creating_timeout goes on */
+                r = -ENOMEM;
+                snprintf(err, sizeof(err), "out of memory");
+        }
+        engine_created_fn done = c->done;
+        void *done_data = c->data;
+        creating_unlist(c);
+        if (spawned)
+                creating_cancel(c); /* PID 1's child and everything else removed; frees c */
+        else
+                free(c); /* create_spawn removed everything, the environment too */
+        if (done)
+                done(e, NULL, r, err, done_data);
+        else
+                log_warn("create %s failed: %s", name, err);
+}
+
 int engine_create_async(struct engine *e, const struct env_spec *spec, engine_created_fn done,
                         void *data, struct env_creating **ret, char *err, size_t errlen)
 {
@@ -620,15 +703,16 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
-        *c = (struct env_creating){.eng = e, .done = done, .data = data};
-        int r = create_start(e, spec, &c->v, &c->p, err, errlen);
+        *c = (struct env_creating){.eng = e, .done = done, .data = data,
+                                   .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
+        int r = create_prepare(e, spec, &c->v, err, errlen);
         if (r < 0) {
                 free(c);
                 return r;
         }
-        r = loop_add_fd(e->cfg.loop, c->p.report_fd, EPOLLIN, on_creating_report, c, &c->src);
-        c->timer = r < 0 ? NULL : loop_add_timer(e->cfg.loop, SPAWN_SETUP_MS, on_creating_timeout, c);
-        if (r < 0 || !c->timer) {
+        /* 1 ms, not 0: a timer due now would run in this same turn. */
+        c->timer = loop_add_timer(e->cfg.loop, 1, on_creating_spawn, c);
+        if (!c->timer) {
                 creating_cancel(c);
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;

@@ -708,9 +708,18 @@ static void on_prewarm(struct loop_timer *t, void *data)
         free(p);
 }
 
+/* Whether a create other than v's is under way (v's own may be listed while it spawns). */
+static bool others_creating(struct engine *e, const struct env *v)
+{
+        for (struct env *o = engine_next_creating(e, NULL); o; o = engine_next_creating(e, o))
+                if (o != v)
+                        return true;
+        return false;
+}
+
 void exec_slot_early(struct engine *e, struct env *v, int pidfd)
 {
-        if (engine_next_creating(e, NULL) || env_exec_slot(v))
+        if (others_creating(e, v) || env_exec_slot(v))
                 return; /* a batch (see on_prewarm) */
         char sub[32];
         snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
