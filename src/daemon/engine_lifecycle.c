@@ -710,7 +710,7 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
                 free(c);
                 return r;
         }
-        /* 1 ms, not 0: a timer due now would run in this same turn. */
+        /* 1 ms, not 0: a delayed timer runs in a later turn (loop.c); one due now, in this. */
         c->timer = loop_add_timer(e->cfg.loop, 1, on_creating_spawn, c);
         if (!c->timer) {
                 creating_cancel(c);

@@ -16,6 +16,7 @@ struct loop_source {
 struct loop_timer {
         struct loop *loop;
         uint64_t deadline;
+        uint64_t turn; /* the loop's turn it was added in; 0: may fire in that turn */
         loop_timer_fn fn;
         void *data;
         struct loop_timer *next;
@@ -26,6 +27,7 @@ struct loop {
         bool quit;
         struct loop_source *dead;
         struct loop_timer *timers;
+        uint64_t turn; /* counts turns, from 1 */
         uint64_t max_turn_us; /* the longest turn since loop_take_max_turn_us */
 };
 
@@ -125,7 +127,11 @@ struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_
         struct loop_timer *t = calloc(1, sizeof(*t));
         if (!t)
                 return NULL;
-        *t = (struct loop_timer){.loop = l, .deadline = now_ms() + after_ms, .fn = fn, .data = data};
+        /* A delay of a millisecond or more also means a later turn: the clock counts whole
+         * milliseconds, so a deadline can pass within the turn that set it, and work split over
+         * turns (engine_create_async) would then run in one after all. */
+        *t = (struct loop_timer){.loop = l, .deadline = now_ms() + after_ms,
+                                 .turn = after_ms ? l->turn : 0, .fn = fn, .data = data};
         /* At the tail: timers due in the same turn fire in the order they were added (an HTTP
          * answer's flush before the clean-up its producer scheduled after it). next_timeout()
          * walks the list every turn anyway. */
@@ -166,7 +172,7 @@ static void run_timers(struct loop *l)
         for (;;) {
                 struct loop_timer *due = NULL;
                 for (struct loop_timer *t = l->timers; t; t = t->next)
-                        if (t->deadline <= now) {
+                        if (t->deadline <= now && t->turn != l->turn) {
                                 due = t;
                                 break;
                         }
@@ -190,6 +196,7 @@ int loop_run(struct loop *l)
                         return -errno;
                 }
                 uint64_t t0 = mono_us();
+                l->turn++;
                 for (int i = 0; i < n; i++) {
                         struct loop_source *s = evs[i].data.ptr;
                         if (!s->dead)

@@ -12,6 +12,8 @@
 #include "unit.h"
 
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 static struct loop *L;
 
@@ -239,6 +241,53 @@ static void test_supervise__abandon(void)
         CHECK(!t.exited);
 }
 
+/* The loop itself: a timer of 1 ms or more fires in a later turn than the one that added it,
+ * even when its deadline passes within that turn (the split create relies on it). An
+ * always-readable eventfd counts the turns; in its first, it adds the timer and then spins
+ * past the deadline, as a slow request would. */
+struct turns {
+        unsigned turns, added_in, fired_in;
+        bool fired;
+};
+
+static void later_fired(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct turns *tu = data;
+        tu->fired = true;
+        tu->fired_in = tu->turns;
+        loop_quit(L);
+}
+
+static void count_turn(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        (void)s;
+        (void)fd;
+        (void)events;
+        struct turns *tu = data;
+        if (tu->turns++ == 0) {
+                tu->added_in = tu->turns;
+                loop_add_timer(L, 1, later_fired, tu);
+                uint64_t until = mono_us() + 3000;
+                while (mono_us() < until)
+                        ;
+        }
+}
+
+static void test_loop__delayed_timer_fires_in_a_later_turn(void)
+{
+        int efd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+        CHECK(efd >= 0);
+        struct turns tu = {0};
+        struct loop_source *src = NULL;
+        CHECK_EQ_INT(loop_add_fd(L, efd, EPOLLIN, count_turn, &tu, &src), 0);
+        run();
+        CHECK(tu.fired);
+        CHECK(tu.fired_in > tu.added_in);
+        loop_remove(src);
+        close(efd);
+}
+
 int main(void)
 {
         log_set_level(LOG_ERROR);
@@ -252,6 +301,7 @@ int main(void)
         RUN(test_supervise__pulled_stream);
         RUN(test_supervise__bound_process);
         RUN(test_supervise__abandon);
+        RUN(test_loop__delayed_timer_fires_in_a_later_turn);
         loop_free(L);
         UNIT_EXIT();
 }
