@@ -232,7 +232,9 @@ static int userns_holder(void *arg)
         return 0;
 }
 
-int userns_create(uint32_t base, uint32_t count, int *ret_fd)
+#define HOLDER_STACK_SIZE 16384
+
+int userns_create_nowait(uint32_t base, uint32_t count, int *ret_fd, struct userns_holder *ret)
 {
         /* A throw-away child enters a fresh user namespace; we write its maps from outside
          * (as host root no setgroups=deny is needed), keep an fd to the namespace, and kill the
@@ -241,19 +243,25 @@ int userns_create(uint32_t base, uint32_t count, int *ret_fd)
          * daemon copies its page tables and leaves every anonymous page copy-on-write until
          * the child is gone (about 0.5 ms per create on a 15 MB daemon); this child runs only
          * pause() on a stack of its own, so sharing is safe. Not CLONE_VFORK: we must run
-         * while it lives. */
-        static char stack[16384] __attribute__((aligned(16)));
+         * while it lives. Its stack is its own allocation, freed when it is reaped: a child
+         * killed but not yet gone may still be on it while the next one starts. */
+        void *stack = malloc(HOLDER_STACK_SIZE);
+        if (!stack)
+                return -ENOMEM;
         /* Blocked before the clone, so not even a signal arriving before the child's own
          * sigprocmask runs a handler there. */
         sigset_t all, old;
         sigfillset(&all);
         sigprocmask(SIG_SETMASK, &all, &old);
-        pid_t pid =
-            clone(userns_holder, stack + sizeof(stack), CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
+        int pidfd = -EBADF;
+        pid_t pid = clone(userns_holder, (char *)stack + HOLDER_STACK_SIZE,
+                          CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD, NULL, &pidfd);
         int e = errno;
         sigprocmask(SIG_SETMASK, &old, NULL);
-        if (pid < 0)
+        if (pid < 0) {
+                free(stack);
                 return -e;
+        }
         int r = write_map(pid, "uid_map", base, count);
         if (r >= 0)
                 r = write_map(pid, "gid_map", base, count);
@@ -264,11 +272,33 @@ int userns_create(uint32_t base, uint32_t count, int *ret_fd)
                 if (r >= 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
                         r = -errno;
         }
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-        if (r < 0)
+        sys_pidfd_send_signal(pidfd, SIGKILL, 0);
+        *ret = (struct userns_holder){.pid = pid, .pidfd = pidfd, .stack = stack};
+        if (r < 0) {
+                userns_holder_reap(ret);
                 return r;
+        }
         *ret_fd = fd;
         return 0;
+}
+
+void userns_holder_reap(struct userns_holder *h)
+{
+        if (h->pid <= 0)
+                return;
+        siginfo_t si;
+        while (waitid(P_PIDFD, (id_t)h->pidfd, &si, WEXITED) < 0 && errno == EINTR)
+                ;
+        close(h->pidfd);
+        free(h->stack);
+        *h = (struct userns_holder){.pidfd = -EBADF};
+}
+
+int userns_create(uint32_t base, uint32_t count, int *ret_fd)
+{
+        struct userns_holder h;
+        int r = userns_create_nowait(base, count, ret_fd, &h);
+        if (r >= 0)
+                userns_holder_reap(&h);
+        return r;
 }

@@ -23,5 +23,18 @@ int idrange_release(const char *registry_dir, uint32_t base);
 int idrange_release_owned(const char *registry_dir, const char *owner, uint32_t base);
 
 /* Create a user namespace mapping 0..count-1 to base..base+count-1 for uids and gids and
- * return an fd to it. Costs one short-lived clone. */
+ * return an fd to it. Costs one short-lived clone, waited for. */
 int userns_create(uint32_t base, uint32_t count, int *ret_fd);
+
+/* The throw-away child that held a new user namespace: killed, perhaps not gone yet. */
+struct userns_holder {
+        pid_t pid;
+        int pidfd; /* readable once it has exited */
+        void *stack;
+};
+/* userns_create without waiting for the child's end (on a busy host it must first be
+ * scheduled to die, milliseconds): the caller reaps it with userns_holder_reap, best once
+ * its pidfd is readable. On failure nothing is left to reap. */
+int userns_create_nowait(uint32_t base, uint32_t count, int *ret_fd, struct userns_holder *ret);
+/* Waits for the child's end if need be, reaps it and frees what it used. */
+void userns_holder_reap(struct userns_holder *h);

@@ -755,6 +755,53 @@ static void test_userns_idrange__full_registry(void)
         tmp_teardown();
 }
 
+/* A user namespace made without waiting for its holder: its maps are the ones asked for,
+ * it outlives the holder (held by the fd), and reaping the holder leaves no child behind.
+ * Many in a row: each holder has a stack of its own while it dies. */
+static void test_userns_create_nowait__maps_and_reap(void)
+{
+        struct userns_holder hs[16];
+        int fds[16];
+        for (int i = 0; i < 16; i++) {
+                CHECK_EQ_INT(userns_create_nowait(200000 + 65536 * (uint32_t)i, 65536, &fds[i], &hs[i]),
+                             0);
+                CHECK(hs[i].pid > 0 && hs[i].pidfd >= 0);
+        }
+        for (int i = 0; i < 16; i++) {
+                userns_holder_reap(&hs[i]);
+                CHECK(hs[i].pid == 0 && hs[i].pidfd < 0);
+        }
+        CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD);
+        /* The namespace is alive: a child joining it sees the map. */
+        for (int i = 0; i < 16; i += 15) {
+                int p[2];
+                CHECK(pipe2(p, O_CLOEXEC) == 0);
+                fflush(stdout);
+                fflush(stderr);
+                pid_t pid = fork();
+                if (pid == 0) {
+                        if (setns(fds[i], CLONE_NEWUSER) < 0)
+                                _exit(1);
+                        int f = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+                        char buf[128] = "";
+                        ssize_t n = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
+                        _exit(n > 0 && write(p[1], buf, (size_t)n) == n ? 0 : 1);
+                }
+                close(p[1]);
+                char buf[128] = "";
+                ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+                close(p[0]);
+                int st = 0;
+                waitpid(pid, &st, 0);
+                CHECK(n > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+                unsigned inside = 1, outside = 0, count = 0;
+                CHECK(sscanf(buf, "%u %u %u", &inside, &outside, &count) == 3);
+                CHECK(inside == 0 && outside == 200000 + 65536 * (unsigned)i && count == 65536);
+        }
+        for (int i = 0; i < 16; i++)
+                close(fds[i]);
+}
+
 int main(void)
 {
         RUN(test_state_open__creates_schema);
@@ -774,5 +821,6 @@ int main(void)
         RUN(test_userns_idrange__reclaim);
         RUN(test_userns_idrange__unaligned_rejected);
         RUN(test_userns_idrange__full_registry);
+        RUN(test_userns_create_nowait__maps_and_reap);
         UNIT_EXIT();
 }
