@@ -13,11 +13,13 @@
 
 static int env_adopt(struct engine *e, struct env *v)
 {
-        uint64_t st;
-        if (v->row.pid <= 0 || proc_start_time((pid_t)v->row.pid, &st) < 0 || st != v->row.pid_start)
+        struct proc_stat ps;
+        if (v->row.pid <= 0 || proc_stat((pid_t)v->row.pid, &ps) < 0 ||
+            ps.start_time != v->row.pid_start)
                 return -ESRCH;
-        if (proc_is_zombie((pid_t)v->row.pid))
+        if (proc_stat_gone(&ps))
                 return -ESRCH; /* exited, not yet reaped by its new parent */
+        uint64_t st;
         int fd = sys_pidfd_open((pid_t)v->row.pid, 0);
         if (fd < 0)
                 return fd;

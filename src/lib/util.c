@@ -367,7 +367,9 @@ int proc_stat(pid_t pid, struct proc_stat *ret)
         if (!p)
                 return -EIO;
         p++;
-        *ret = (struct proc_stat){0};
+        if (p[0] != ' ' || !p[1])
+                return -EIO;
+        *ret = (struct proc_stat){.state = p[1]};
         for (int field = 3; field <= 22; field++) {
                 p = strchr(p, ' ');
                 if (!p)
@@ -470,22 +472,6 @@ void reset_signals(void)
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-bool proc_is_zombie(pid_t pid)
-{
-        char path[64], buf[512];
-        if (BUF_PRINTF(path, "/proc/%d/stat", (int)pid) < 0)
-                return true;
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return true;
-        ssize_t n = read_full(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return true;
-        buf[n] = 0;
-        char *p = strrchr(buf, ')');
-        return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
 }
 
 void test_crash_point(const char *step)

@@ -142,18 +142,23 @@ void child_nofile_apply(void);
 uint64_t now_ms(void);
 int64_t wall_s(void);
 
-/* From /proc/PID/stat: the kernel's flags for the task (field 9) and its start time in clock
- * ticks since boot (field 22; with the pid it identifies one process across pid reuse). */
+/* From /proc/PID/stat: its state (field 3), the kernel's flags for the task (field 9) and its
+ * start time in clock ticks since boot (field 22; with the pid it identifies one process across
+ * pid reuse). */
 struct proc_stat {
+        char state;
         uint64_t flags;
         uint64_t start_time;
 };
 /* The kernel's PF_EXITING: set when the task begins to exit, before it closes its files. */
 #define PROC_FLAG_EXITING 0x4u
 int proc_stat(pid_t pid, struct proc_stat *ret);
+/* Whether what proc_stat read is a process that has exited (a zombie, or dead). */
+static inline bool proc_stat_gone(const struct proc_stat *st)
+{
+        return st->state == 'Z' || st->state == 'X';
+}
 int proc_start_time(pid_t pid, uint64_t *ret);
-/* Has the process exited (zombie or gone)? */
-bool proc_is_zombie(pid_t pid);
 
 /* Thin syscall wrappers glibc 2.36 lacks. */
 int sys_pidfd_open(pid_t pid, unsigned flags);

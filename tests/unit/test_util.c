@@ -512,6 +512,7 @@ static void test_util_proc_stat__exiting_flag(void)
         struct proc_stat st;
         CHECK_EQ_INT(proc_stat(pid, &st), 0);
         CHECK(!(st.flags & PROC_FLAG_EXITING));
+        CHECK(!proc_stat_gone(&st));
         CHECK(st.start_time > 0);
         uint64_t started = st.start_time;
         CHECK(write(go[1], "x", 1) == 1);
@@ -520,6 +521,7 @@ static void test_util_proc_stat__exiting_flag(void)
         CHECK_EQ_INT(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
         CHECK_EQ_INT(proc_stat(pid, &st), 0);
         CHECK(st.flags & PROC_FLAG_EXITING);
+        CHECK(proc_stat_gone(&st));
         CHECK(st.start_time == started);
         waitpid(pid, NULL, 0);
         CHECK(proc_stat(pid, &st) < 0);
