@@ -497,6 +497,13 @@ export class Terminal implements AsyncIterable<Buffer> {
     };
   }
 
+  /** For error messages: the command's exit, or how the connection went. */
+  private howEnded(): string {
+    if (this.exit) return `the command exited with code ${this.exit.exitCode}`;
+    if (this.endError) return `connection lost: ${this.endError.message}`;
+    return this.ws.closeCode !== null ? `closed by the server with code ${this.ws.closeCode}` : "connection closed without a close frame";
+  }
+
   private wake(): void {
     const w = this.waiters;
     this.waiters = [];
@@ -529,7 +536,7 @@ export class Terminal implements AsyncIterable<Buffer> {
         text += this.queue.shift()!.toString("utf8");
         if (pred(text)) return text;
       }
-      if (this.ended) throw new PaddockError("protocol", 0, `the terminal session ended before the awaited output: ${JSON.stringify(text.slice(-300))}`);
+      if (this.ended) throw new PaddockError("protocol", 0, `the terminal session ended (${this.howEnded()}) before the awaited output: ${JSON.stringify(text.slice(-300))}`);
       const left = deadline - Date.now();
       if (left <= 0) throw new PaddockError("timeout", 0, `timed out waiting for terminal output: ${JSON.stringify(text.slice(-300))}`);
       await new Promise<void>((r) => {

@@ -283,8 +283,10 @@ class PtySession:
                 raise TimeoutError("%r did not appear; got %r" % (pattern, got[-300:]))
             b = self.recv(timeout=left)
             if not b:
-                raise EOFError("the session ended before %r appeared; got %r"
-                               % (pattern, got[-300:]))
+                how = ("the command exited with code %s" % self.exit_code
+                       if self.exit_code is not None else "the connection closed")
+                raise EOFError("the session ended (%s) before %r appeared; got %r"
+                               % (how, pattern, got[-300:]))
             got += b
         return got
 

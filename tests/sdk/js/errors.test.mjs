@@ -34,8 +34,13 @@ before(async () => {
   server.on("upgrade", (req, socket) => {
     const accept = createHash("sha1").update(req.headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
     const frame = (op, payload) => Buffer.concat([Buffer.from([0x80 | op, payload.length]), payload]);
+    const answer = Buffer.from("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + "\r\n\r\n");
+    if (req.url.startsWith("/v1/envs/drop/")) { // the connection goes without a close frame
+      socket.end(Buffer.concat([answer, frame(2, Buffer.from("partial"))]));
+      return;
+    }
     socket.end(Buffer.concat([
-      Buffer.from("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + "\r\n\r\n"),
+      answer,
       frame(2, Buffer.from("early\r\n")),
       frame(1, Buffer.from(JSON.stringify({ exit_code: 3, duration_ms: 1 }))),
       frame(8, Buffer.from([0x03, 0xe8])),
@@ -71,6 +76,19 @@ test("a terminal keeps what came with the handshake's answer", async () => {
   const t = await p.envs.ref("w").terminal({ cmd: "echo early" });
   assert.match(await t.readUntil((s) => s.includes("early")), /early\r\n/);
   assert.equal((await t.wait()).exitCode, 3);
+  p.close();
+});
+
+test("a terminal that ends before the awaited output says how it ended", async () => {
+  const p = new Paddock({ socketPath: sockPath });
+  const t = await p.envs.ref("w").terminal({ cmd: "echo early" });
+  let e = await t.readUntil((s) => s.includes("never")).catch((x) => x);
+  assert.ok(e instanceof PaddockError && e.code === "protocol", String(e));
+  assert.match(e.message, /the command exited with code 3\) before the awaited output: "early\\r\\n"/);
+  const d = await p.envs.ref("drop").terminal({ cmd: "true" });
+  e = await d.readUntil((s) => s.includes("never")).catch((x) => x);
+  assert.match(e.message, /\(connection closed without a close frame\) before the awaited output: "partial"/);
+  assert.equal(await d.wait(), null);
   p.close();
 });
 

@@ -21,10 +21,10 @@ const net = require("node:net");
 const [unixPath, addr, port] = process.argv.slice(1);
 net.createServer((c) => {
   const u = net.connect(Number(port), addr);
-  const end = () => { c.destroy(); u.destroy(); };
+  const drop = () => { c.destroy(); u.destroy(); };
   c.pipe(u).pipe(c);
-  c.on("error", end).on("close", end);
-  u.on("error", end).on("close", end);
+  c.on("error", drop).on("close", () => u.end());
+  u.on("error", drop).on("close", () => c.end());
 }).listen(unixPath, () => console.log("ready"));
 `;
 
@@ -42,9 +42,9 @@ before(async () => {
     const u = net.connect(unixPath);
     conns.add(c).add(u);
     c.pipe(u).pipe(c);
-    const end = () => { c.destroy(); u.destroy(); conns.delete(c); conns.delete(u); };
-    c.on("error", end).on("close", end);
-    u.on("error", end).on("close", end);
+    const drop = () => { c.destroy(); u.destroy(); };
+    c.on("error", drop).on("close", () => { u.end(); conns.delete(c); });
+    u.on("error", drop).on("close", () => { c.end(); conns.delete(u); });
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   host = `https://127.0.0.1:${server.address().port}`;

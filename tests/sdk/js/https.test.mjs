@@ -29,9 +29,11 @@ before(async () => {
     conns.add(c).add(up);
     c.on("data", (d) => { forwarded += d.length; });
     c.pipe(up).pipe(c);
-    const end = () => { c.destroy(); up.destroy(); conns.delete(c); conns.delete(up); };
-    c.on("error", end).on("close", end);
-    up.on("error", end).on("close", end);
+    // One side gone: the other gets what is already on its way, then its end (destroying it
+    // at once could drop the last frames of a session the daemon has just closed).
+    const drop = () => { c.destroy(); up.destroy(); };
+    c.on("error", drop).on("close", () => { up.end(); conns.delete(c); });
+    up.on("error", drop).on("close", () => { c.end(); conns.delete(up); });
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   host = `https://127.0.0.1:${server.address().port}`;

@@ -62,5 +62,10 @@ cli image import base "$tmp/image" >/dev/null || { cat "$tmp/paddockd.log" >&2; 
 mkdir -p "$tmp/scratch"
 PADDOCK_SOCKET=$sock PADDOCK_TEST_DIR=$tmp/scratch PADDOCK_BUILD=$build "$@"
 rc=$?
-[ $rc -eq 0 ] || { echo "--- paddockd log (last 40 lines)" >&2; tail -40 "$tmp/paddockd.log" >&2; }
+if [ $rc -ne 0 ]; then
+	echo "--- paddockd log: every line above info (last 60)" >&2
+	grep -v ': info: ' "$tmp/paddockd.log" | tail -60 >&2
+	echo "--- paddockd log (last 40 lines)" >&2
+	tail -40 "$tmp/paddockd.log" >&2
+fi
 exit $rc

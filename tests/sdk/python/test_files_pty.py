@@ -156,6 +156,9 @@ def test_pty_runs_echo_and_reports_the_exit_code(sandbox):
         assert b"hello-from-pty" in t.output
         assert t.close_code == 1000 and t.closed
         assert t.recv() == b""
+    with sandbox.pty(["sh", "-c", "echo partial; exit 4"]) as t:
+        with pytest.raises(EOFError, match=r"command exited with code 4\) before b'never'"):
+            t.read_until("never", timeout=20)
 
 
 def test_pty_interactive_shell_resize_and_signal(sandbox):
