@@ -572,6 +572,11 @@ static bool route_request(struct request *r, struct route_call *c,
                                  req_method(r), req_path(r));
                 return false;
         }
+        /* One on its way out (engine_destroy_async) can be looked at and deleted, no more. */
+        if (c->v && env_deleting(c->v) && hit->call != env_get && hit->call != env_delete) {
+                http_reply_error(r, 409, "conflict", "%s is being deleted", env_name(c->v));
+                return false;
+        }
         c->what = hit->what;
         req_set_route(r, hit->route.pattern, env);
         if ((hit->flags & ROUTE_ADMIN) &&

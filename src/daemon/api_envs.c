@@ -627,12 +627,55 @@ out:
         json_decref(body);
 }
 
+/* A delete that answers once the environment is gone (engine_destroy_async). */
+struct delete_ctx {
+        struct request *req; /* NULL once the client went away */
+        char name[NAME_BUF_SIZE];
+};
+
+static void on_delete_request_gone(void *data)
+{
+        struct delete_ctx *c = data;
+        c->req = NULL;
+}
+
+static void on_deleted(struct env *v, void *data)
+{
+        (void)v;
+        struct delete_ctx *c = data;
+        if (c->req) {
+                req_on_free(c->req, NULL, NULL);
+                http_reply_json(c->req, 200, json_pack("{s:s}", "deleted", c->name));
+        }
+        free(c);
+}
+
 void api_env_delete(struct request *r, struct engine *e, struct env *v)
 {
         const char *force = req_query(r, "force");
         bool f = force && (!strcmp(force, "1") || !strcmp(force, "true"));
         char name[NAME_BUF_SIZE];
         snprintf(name, sizeof(name), "%s", env_name(v));
+        /* A running one (or one on its way out already): its processes die while the daemon
+         * serves others, and the answer comes once it is gone. */
+        if ((f && env_running(v)) || env_deleting(v)) {
+                struct delete_ctx *c = calloc(1, sizeof(*c));
+                if (!c) {
+                        http_reply_errno(r, -ENOMEM, "out of memory");
+                        return;
+                }
+                c->req = r;
+                snprintf(c->name, sizeof(c->name), "%s", name);
+                req_on_free(r, on_delete_request_gone, c);
+                http_defer(r);
+                int rc = engine_destroy_async(e, v, on_deleted, c);
+                if (rc < 0) { /* on_deleted was not called */
+                        req_on_free(r, NULL, NULL);
+                        http_reply_errno(r, rc, "%s: %s", name, strerror(-rc));
+                        free(c);
+                }
+                return;
+        }
         int rc = engine_destroy(e, v, f);
         if (rc == -EBUSY) {
                 http_reply_error(r, 409, "conflict",

@@ -173,6 +173,8 @@ int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
         const char *tok = req_header(r, "X-Access-Token");
         bool remote = req_from_gateway(r);
         struct env *v = id && name_is_valid(id) ? engine_find(e, id) : NULL;
+        if (v && env_deleting(v))
+                v = NULL; /* killed: its end is under way */
         struct e2b_row b;
         bool known = v && e2b_sandbox_record(e, id, &b) >= 0;
         if (known)

@@ -99,6 +99,8 @@ static bool find_sandbox(struct request *r, struct engine *e, const char *id, st
         struct caller c;
         api_caller(r, &c);
         struct env *v = name_is_valid(id) ? engine_find(e, id) : NULL;
+        if (v && env_deleting(v))
+                v = NULL; /* killed: its end is under way */
         if (v && caller_sees_env(&c, v) && e2b_sandbox_record(e, id, &ret->b) >= 0) {
                 ret->v = v;
                 return true;
@@ -855,7 +857,7 @@ static void sandboxes_list(struct request *r, struct engine *e)
                 for (size_t i = 0; i < n && !more; i++) {
                         snprintf(after, sizeof(after), "%s", rows[i].id);
                         struct env *v = engine_find(e, rows[i].id);
-                        if (!v || !caller_sees_env(&c, v))
+                        if (!v || env_deleting(v) || !caller_sees_env(&c, v))
                                 continue;
                         bool running = !strcmp(sbx_state(v), "running");
                         if ((running ? !want_running : !want_paused) ||

@@ -47,6 +47,11 @@ bool env_running(const struct env *v)
         return v->pidfd >= 0;
 }
 
+bool env_deleting(const struct env *v)
+{
+        return v->deleting;
+}
+
 enum env_kind env_kind(const struct env *v)
 {
         return v->kind;

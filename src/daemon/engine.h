@@ -127,6 +127,14 @@ int engine_pause(struct engine *e, struct env *v, bool pause);
 bool env_paused(const struct env *v);
 /* Remove a stopped environment (or kill it first when force). */
 int engine_destroy(struct engine *e, struct env *v, bool force);
+/* Forced removal without waiting in the loop for the environment's processes to die: they are
+ * killed now and the rest (record, disk, network) happens once PID 1 and the exec slots are
+ * gone. done runs once it is removed: at once when it was not running (after the removal),
+ * else from a later turn of the loop, after v is unlisted and before it is freed. Meanwhile v
+ * stays listed with status "deleting" (env_deleting); a second call just waits too. */
+int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void *data);
+/* Being removed by engine_destroy_async: nothing else may start in it or change it. */
+bool env_deleting(const struct env *v);
 
 struct env_patch {
         bool has_cpus, has_memory, has_swap, has_pids, has_ttl, has_autostart, has_net, has_disk;

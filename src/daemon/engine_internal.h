@@ -49,7 +49,8 @@ struct env {
         bool stopping;
         bool paused;
         bool deleting; /* engine_destroy recorded "deleting": its stop records nothing */
-        struct loop_timer *kill_timer;
+        struct loop_timer *kill_timer; /* stopping: SIGKILL's; deleting: dying_step's look */
+        unsigned dying_looks;          /* dying_step's looks so far */
         struct waiter *waiters;
         unsigned exec_seq;
         struct exec_slot *exec_slot; /* exec.c's warm helper for the next exec, or NULL */

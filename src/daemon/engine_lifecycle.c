@@ -298,9 +298,15 @@ void env_mark_stopped(struct engine *e, struct env *v)
                 log_error("%s: recording stop: %s", v->row.name, strerror(-r));
 }
 
+static void dying_step(struct env *v);
+
 static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         struct env *v = data;
+        if (v->deleting) { /* engine_destroy_async's */
+                dying_step(v);
+                return;
+        }
         log_info("%s: stopped", v->row.name);
         env_mark_stopped(v->eng, v);
         notify_waiters(v);
@@ -353,8 +359,8 @@ void engine_stop(struct engine *e, struct env *v, unsigned timeout_s, env_done_f
                         v->waiters = w;
                 }
         }
-        if (v->stopping)
-                return;
+        if (v->stopping || v->deleting)
+                return; /* done runs when it has stopped, or when it is gone */
         v->stopping = true;
         log_info("%s: stopping", v->row.name);
         if (v->paused)
@@ -368,8 +374,8 @@ void engine_stop(struct engine *e, struct env *v, unsigned timeout_s, env_done_f
 
 int engine_pause(struct engine *e, struct env *v, bool pause)
 {
-        if (v->pidfd < 0)
-                return -EBUSY;
+        if (v->pidfd < 0 || (pause && v->deleting))
+                return -EBUSY; /* a frozen environment would not die */
         if (v->paused == pause)
                 return 0;
         int r = cgroup_env_freeze(e->cfg.cgroups, v->cgname, pause);
@@ -795,24 +801,9 @@ void engine_creating_abandon(struct engine *e)
         }
 }
 
-int engine_destroy(struct engine *e, struct env *v, bool force)
+/* The rest of a removal once nothing of the environment runs any more. */
+static void destroy_finish(struct engine *e, struct env *v)
 {
-        if (v->pidfd >= 0 && !force)
-                return -EBUSY;
-        if (v->paused)
-                engine_pause(e, v, false); /* records "running": before "deleting" below */
-        /* One synced write for the whole destroy: "deleting" is the journal entry (a crash
-         * from here on finishes the delete at the next start, PID 1 killed through its
-         * cgroup), so stopping records nothing (v->deleting), and the row's removal need not
-         * wait for the disk: lost in a crash, it is done again from "deleting" (the id range
-         * is released again only if still claimed for this name: idrange_release_owned). */
-        snprintf(v->row.status, sizeof(v->row.status), "deleting");
-        env_save(e, v);
-        v->deleting = true;
-        if (v->pidfd >= 0) {
-                env_kill_sync(e, v);
-                snprintf(v->row.status, sizeof(v->row.status), "deleting");
-        }
         /* Its firewall chain and published ports went with its network when it stopped
          * (env_mark_stopped); the port rows go with the record (ON DELETE CASCADE). */
         env_remove_artifacts(e, v->row.name, v->row.uid_base);
@@ -829,6 +820,85 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
                 reapply_linked(e, v);
         notify_waiters(v);
         env_free(v);
+}
+
+/* The "deleting" record is the journal entry: see engine_destroy. */
+static void record_deleting(struct engine *e, struct env *v)
+{
+        if (v->paused)
+                engine_pause(e, v, false); /* records "running": before "deleting" below */
+        snprintf(v->row.status, sizeof(v->row.status), "deleting");
+        env_save(e, v);
+        v->deleting = true;
+}
+
+int engine_destroy(struct engine *e, struct env *v, bool force)
+{
+        if (v->pidfd >= 0 && !force && !v->deleting)
+                return -EBUSY;
+        /* One synced write for the whole destroy: "deleting" is the journal entry (a crash
+         * from here on finishes the delete at the next start, PID 1 killed through its
+         * cgroup), so stopping records nothing (v->deleting), and the row's removal need not
+         * wait for the disk: lost in a crash, it is done again from "deleting" (the id range
+         * is released again only if still claimed for this name: idrange_release_owned).
+         * One that engine_destroy_async is removing is finished here, waiting. */
+        if (!v->deleting)
+                record_deleting(e, v);
+        if (v->pidfd >= 0)
+                env_kill_sync(e, v);
+        destroy_finish(e, v);
+        return 0;
+}
+
+/* engine_destroy_async's environment: PID 1 has exited (the whole pid namespace is gone).
+ * Its exec slots, outside the namespace and killed with it, may still be tearing down their
+ * copy of the daemon's address space, a few milliseconds: look again shortly (each look
+ * costs a waitid per slot) rather than wait in the loop; then the rest of the removal. */
+static void on_dying_look(struct loop_timer *t, void *data)
+{
+        struct env *v = data;
+        v->kill_timer = NULL; /* fired */
+        dying_step(v);
+}
+
+static void dying_step(struct env *v)
+{
+        struct engine *e = v->eng;
+        if (!exec_slots_exited(v)) {
+                loop_remove(v->exit_src); /* readable for good: it would fire every turn */
+                v->exit_src = NULL;
+                loop_cancel_timer(v->kill_timer);
+                unsigned ms = v->dying_looks < 6 ? 1u << v->dying_looks : 64;
+                v->dying_looks++;
+                v->kill_timer = loop_add_timer(e->cfg.loop, ms, on_dying_look, v);
+                if (v->kill_timer)
+                        return;
+        }
+        env_mark_stopped(e, v); /* reaps the slots */
+        destroy_finish(e, v);
+}
+
+int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void *data)
+{
+        struct waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (struct waiter){.fn = done, .data = data, .next = v->waiters};
+        v->waiters = w;
+        if (v->pidfd < 0)
+                return engine_destroy(e, v, true); /* nothing to wait for; done is called */
+        if (v->deleting)
+                return 0; /* on its way already */
+        record_deleting(e, v);
+        log_info("%s: deleting", v->row.name);
+        /* PID 1's end ends its pid namespace; the commands exec'd into it, our children, are
+         * reaped from the loop as they die, and then env_on_exit goes on (dying_step). */
+        exec_slot_kill(v);
+        v->dying_looks = 0;
+        if (sys_pidfd_send_signal(v->pidfd, SIGKILL, 0) < 0 && errno != ESRCH) {
+                log_warn("%s: killing PID 1: %s", v->row.name, strerror(errno));
+                engine_destroy(e, v, true); /* the waiting way, rather than half-deleted */
+        }
         return 0;
 }
 

@@ -833,6 +833,18 @@ void exec_slot_kill(struct env *v)
                         kill(sl->js.pid, SIGKILL);
 }
 
+bool exec_slots_exited(struct env *v)
+{
+        for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next) {
+                siginfo_t si = {0};
+                if (sl->js.pid > 0 &&
+                    waitid(P_PID, (id_t)sl->js.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                    si.si_pid == 0)
+                        return false; /* still tearing down its copy of our address space */
+        }
+        return true;
+}
+
 void exec_slot_discard(struct env *v)
 {
         while (env_exec_slot(v))

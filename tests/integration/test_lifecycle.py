@@ -2,7 +2,10 @@
 import calendar
 import json
 import os
+import threading
 import time
+
+import pytest
 
 from conftest import pid_alive, wait_for
 
@@ -344,3 +347,56 @@ def test_rm_force_of_a_paused_sandbox_and_the_same_name_again(daemon):
     assert daemon.sh("again", "echo two") == "two\n"
     daemon.cli("rm", "-f", "again")
     assert daemon.uid_claims() == []
+
+
+def test_rm_force_answers_once_gone_and_meanwhile_only_inspect_and_delete(daemon):
+    """A forced delete kills the environment and answers once it is gone, without the daemon
+    waiting for the processes to die: meanwhile it is listed as "deleting", inspect and delete
+    work (a second delete answers with the first), everything else is 409, and other
+    environments are served. The v1 freezer holds its processes while their SIGKILL waits,
+    which makes "meanwhile" as long as the test needs."""
+    daemon.create("dying", "--sandbox")
+    daemon.create("bystander", "--sandbox")
+    state = daemon.cgroup_file("dying", "freezer.state")
+    if state is None:
+        pytest.skip("needs the cgroup v1 freezer: a cgroup v2 freeze lets SIGKILL through")
+    pid1 = daemon.inspect("dying")["pid"]
+    with open(state, "w") as f:
+        f.write("FROZEN")
+    answers = {}
+
+    def delete(key, query):
+        answers[key] = daemon.api("DELETE", "/v1/envs/dying" + query)
+
+    first = threading.Thread(target=delete, args=("first", "?force=1"))
+    try:
+        first.start()
+        wait_for(lambda: daemon.inspect("dying")["state"] == "deleting", 10,
+                 what="the environment to be marked deleting")
+        second = threading.Thread(target=delete, args=("second", ""))
+        second.start()
+        r = daemon.api("POST", "/v1/envs/dying/exec", {"cmd": ["true"]})
+        assert r.status == 409 and r.json["error"] == {
+            "code": "conflict", "message": "dying is being deleted"}, r
+        assert daemon.api("POST", "/v1/envs/dying/stop").status == 409
+        assert daemon.api("GET", "/v1/envs/dying/files/list?path=/").status == 409
+        r = daemon.api("POST", "/v1/envs", {"name": "dying", "kind": "sandbox"})
+        assert r.status == 409, r
+        rows = {e["name"]: e["state"] for e in daemon.api("GET", "/v1/envs").json["envs"]}
+        assert rows == {"dying": "deleting", "bystander": "running"}, rows
+        assert daemon.sh("bystander", "echo served") == "served\n"
+        time.sleep(0.2)
+        assert first.is_alive() and second.is_alive(), answers
+    finally:
+        with open(state, "w") as f:
+            f.write("THAWED")
+    first.join(30)
+    second.join(30)
+    for key in ("first", "second"):
+        assert answers[key].status == 200 and answers[key].json == {"deleted": "dying"}, answers
+    assert daemon.api("GET", "/v1/envs/dying").status == 404
+    assert not pid_alive(pid1)
+    assert daemon.cgroup_dirs("dying") == []
+    assert not os.path.exists(daemon.env_dir("dying"))
+    daemon.create("dying", "--sandbox")
+    assert daemon.sh("dying", "echo reborn") == "reborn\n"
