@@ -715,6 +715,7 @@ void engine_free(struct engine *e)
                 e->envs = v->next;
                 loop_remove(v->exit_src);
                 loop_cancel_timer(v->kill_timer);
+                slot_watch_end(v);
                 if (v->pidfd >= 0)
                         close(v->pidfd); /* environments keep running without us */
                 struct waiter *w = v->waiters;
@@ -866,7 +867,7 @@ static void pass_turn(struct loop_timer *t, void *data)
         struct engine_pass *p = data;
         p->timer = NULL;
         if (!pass_slice(p)) {
-                p->timer = loop_add_timer(p->e->cfg.loop, 0, pass_turn, p);
+                p->timer = loop_add_next_turn(p->e->cfg.loop, pass_turn, p);
                 if (p->timer)
                         return;
                 while (!pass_slice(p)) /* no timer: finish now rather than never */
@@ -926,9 +927,8 @@ int engine_pass_start(struct engine *e, const char *owner, engine_each_fn each,
                 done(e, data);
                 return 0;
         }
-        /* 1 ms: a timer due now would run its slice in this same turn of the loop, right
-         * after this one (the later ones are armed after a 2 ms slice: due next turn). */
-        p->timer = loop_add_timer(e->cfg.loop, 1, pass_turn, p);
+        /* Each slice in a turn of its own: other clients are answered in between. */
+        p->timer = loop_add_next_turn(e->cfg.loop, pass_turn, p);
         if (!p->timer) {
                 pass_free(p);
                 return -ENOMEM;

@@ -49,8 +49,11 @@ struct env {
         bool stopping;
         bool paused;
         bool deleting; /* engine_destroy recorded "deleting": its stop records nothing */
-        struct loop_timer *kill_timer; /* stopping: SIGKILL's; deleting: dying_step's look */
-        unsigned dying_looks;          /* dying_step's looks so far */
+        struct loop_timer *kill_timer;
+        /* Deleting (engine_destroy_async): the pidfd of an exec slot still tearing down, on
+         * the loop; slot_gone_fd is only valid while slot_gone_src is set. */
+        struct loop_source *slot_gone_src;
+        int slot_gone_fd;
         struct waiter *waiters;
         unsigned exec_seq;
         struct exec_slot *exec_slot; /* exec.c's warm helper for the next exec, or NULL */
@@ -186,6 +189,8 @@ void engine_env_counters(struct engine *e, struct env *v, bool listed, struct en
 int env_watch(struct engine *e, struct env *v);
 /* PID 1 is gone: collect it, clear the cgroup, record "stopped". */
 void env_mark_stopped(struct engine *e, struct env *v);
+/* A delete's watch of an exec slot's end, if any, taken off the loop and closed. */
+void slot_watch_end(struct env *v);
 /* Remove everything an environment may own on the host; safe to repeat. */
 void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base);
 

@@ -262,8 +262,18 @@ static void notify_waiters(struct env *v)
         }
 }
 
+void slot_watch_end(struct env *v)
+{
+        if (!v->slot_gone_src)
+                return;
+        loop_remove(v->slot_gone_src);
+        v->slot_gone_src = NULL;
+        close(v->slot_gone_fd);
+}
+
 void env_mark_stopped(struct engine *e, struct env *v)
 {
+        slot_watch_end(v);
         if (v->pidfd >= 0) {
                 if (v->is_child) {
                         siginfo_t si;
@@ -751,8 +761,8 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
                 free(c);
                 return r;
         }
-        /* 1 ms, not 0: a delayed timer runs in a later turn (loop.c); one due now, in this. */
-        c->timer = loop_add_timer(e->cfg.loop, 1, on_creating_spawn, c);
+        /* Not in this turn: what other clients asked meanwhile is answered first. */
+        c->timer = loop_add_next_turn(e->cfg.loop, on_creating_spawn, c);
         if (!c->timer) {
                 creating_cancel(c);
                 snprintf(err, errlen, "out of memory");
@@ -852,27 +862,30 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
 
 /* engine_destroy_async's environment: PID 1 has exited (the whole pid namespace is gone).
  * Its exec slots, outside the namespace and killed with it, may still be tearing down their
- * copy of the daemon's address space, a few milliseconds: look again shortly (each look
- * costs a waitid per slot) rather than wait in the loop; then the rest of the removal. */
-static void on_dying_look(struct loop_timer *t, void *data)
+ * copy of the daemon's address space, a few milliseconds: their pidfds say when, one at a
+ * time, rather than the loop waiting for them; then the rest of the removal. */
+static void on_slot_gone(struct loop_source *s, int fd, uint32_t events, void *data)
 {
-        struct env *v = data;
-        v->kill_timer = NULL; /* fired */
-        dying_step(v);
+        (void)s;
+        (void)fd;
+        (void)events;
+        dying_step(data);
 }
 
 static void dying_step(struct env *v)
 {
         struct engine *e = v->eng;
-        if (!exec_slots_exited(v)) {
-                loop_remove(v->exit_src); /* readable for good: it would fire every turn */
-                v->exit_src = NULL;
-                loop_cancel_timer(v->kill_timer);
-                unsigned ms = v->dying_looks < 6 ? 1u << v->dying_looks : 64;
-                v->dying_looks++;
-                v->kill_timer = loop_add_timer(e->cfg.loop, ms, on_dying_look, v);
-                if (v->kill_timer)
+        loop_remove(v->exit_src); /* readable for good: it would fire every turn */
+        v->exit_src = NULL;
+        slot_watch_end(v);
+        pid_t slot = exec_slot_alive(v);
+        int fd = slot > 0 ? sys_pidfd_open(slot, 0) : -EBADF;
+        if (fd >= 0) {
+                if (loop_add_fd(e->cfg.loop, fd, EPOLLIN, on_slot_gone, v, &v->slot_gone_src) >= 0) {
+                        v->slot_gone_fd = fd;
                         return;
+                }
+                close(fd); /* then env_mark_stopped waits for it */
         }
         env_mark_stopped(e, v); /* reaps the slots */
         destroy_finish(e, v);
@@ -894,7 +907,6 @@ int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void
         /* PID 1's end ends its pid namespace; the commands exec'd into it, our children, are
          * reaped from the loop as they die, and then env_on_exit goes on (dying_step). */
         exec_slot_kill(v);
-        v->dying_looks = 0;
         if (sys_pidfd_send_signal(v->pidfd, SIGKILL, 0) < 0 && errno != ESRCH) {
                 log_warn("%s: killing PID 1: %s", v->row.name, strerror(errno));
                 engine_destroy(e, v, true); /* the waiting way, rather than half-deleted */

@@ -833,16 +833,16 @@ void exec_slot_kill(struct env *v)
                         kill(sl->js.pid, SIGKILL);
 }
 
-bool exec_slots_exited(struct env *v)
+pid_t exec_slot_alive(struct env *v)
 {
         for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next) {
                 siginfo_t si = {0};
                 if (sl->js.pid > 0 &&
                     waitid(P_PID, (id_t)sl->js.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
                     si.si_pid == 0)
-                        return false; /* still tearing down its copy of our address space */
+                        return sl->js.pid;
         }
-        return true;
+        return 0;
 }
 
 void exec_slot_discard(struct env *v)

@@ -90,9 +90,10 @@ void exec_slot_early(struct engine *e, struct env *v, int pidfd);
 void exec_slot_go(struct env *v);
 /* Send the environment's exec slot SIGKILL without waiting (exec_slot_discard reaps it). */
 void exec_slot_kill(struct env *v);
-/* Have all of the environment's exec slots exited (killed by exec_slot_kill), so that
- * exec_slot_discard will not wait? Leaves them to it to reap. */
-bool exec_slots_exited(struct env *v);
+/* One of the environment's exec slots that has not exited yet (killed by exec_slot_kill, it
+ * may still be tearing down), or 0 when none is left and exec_slot_discard will not wait.
+ * Leaves them to it to reap. */
+pid_t exec_slot_alive(struct env *v);
 /* Kill the environment's warm exec slot, if it has one (before its cgroup goes). */
 void exec_slot_discard(struct env *v);
 /* At daemon shutdown: kill every slot (environments keep running without them). */

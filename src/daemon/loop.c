@@ -122,16 +122,14 @@ void loop_remove(struct loop_source *s)
         s->loop->dead = s;
 }
 
-struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_fn fn, void *data)
+static struct loop_timer *add_timer(struct loop *l, uint64_t deadline, bool later_turn,
+                                    loop_timer_fn fn, void *data)
 {
         struct loop_timer *t = calloc(1, sizeof(*t));
         if (!t)
                 return NULL;
-        /* A delay of a millisecond or more also means a later turn: the clock counts whole
-         * milliseconds, so a deadline can pass within the turn that set it, and work split over
-         * turns (engine_create_async) would then run in one after all. */
-        *t = (struct loop_timer){.loop = l, .deadline = now_ms() + after_ms,
-                                 .turn = after_ms ? l->turn : 0, .fn = fn, .data = data};
+        *t = (struct loop_timer){.loop = l, .deadline = deadline,
+                                 .turn = later_turn ? l->turn : 0, .fn = fn, .data = data};
         /* At the tail: timers due in the same turn fire in the order they were added (an HTTP
          * answer's flush before the clean-up its producer scheduled after it). next_timeout()
          * walks the list every turn anyway. */
@@ -140,6 +138,20 @@ struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_
                 p = &(*p)->next;
         *p = t;
         return t;
+}
+
+struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_fn fn, void *data)
+{
+        /* A delay of a millisecond or more also means a later turn: the clock counts whole
+         * milliseconds, so a deadline can pass within the turn that set it, and work split over
+         * turns would then run in one after all. */
+        return add_timer(l, now_ms() + after_ms, after_ms > 0, fn, data);
+}
+
+struct loop_timer *loop_add_next_turn(struct loop *l, loop_timer_fn fn, void *data)
+{
+        /* Due now, so the next wait is zero; not in this turn, so that wait comes first. */
+        return add_timer(l, now_ms(), true, fn, data);
 }
 
 void loop_cancel_timer(struct loop_timer *t)

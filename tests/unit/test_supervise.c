@@ -288,6 +288,63 @@ static void test_loop__delayed_timer_fires_in_a_later_turn(void)
         close(efd);
 }
 
+/* The next turn's work runs after whatever became ready in the meantime (the split create
+ * relies on it). The first pipe's callback adds it and then makes the second pipe readable. */
+struct next_turn {
+        int first[2], second[2];
+        bool second_ran, fired, second_before;
+};
+
+static void next_turn_fired(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct next_turn *n = data;
+        n->fired = true;
+        n->second_before = n->second_ran;
+        loop_quit(L);
+}
+
+static void second_ready(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        (void)s;
+        (void)events;
+        struct next_turn *n = data;
+        char c;
+        (void)!read(fd, &c, 1);
+        n->second_ran = true;
+}
+
+static void first_ready(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        (void)s;
+        (void)events;
+        struct next_turn *n = data;
+        char c;
+        (void)!read(fd, &c, 1);
+        CHECK(loop_add_next_turn(L, next_turn_fired, n) != NULL);
+        (void)!write(n->second[1], "x", 1);
+}
+
+static void test_loop__next_turn_runs_after_what_became_ready(void)
+{
+        struct next_turn n = {0};
+        CHECK(pipe2(n.first, O_CLOEXEC | O_NONBLOCK) == 0);
+        CHECK(pipe2(n.second, O_CLOEXEC | O_NONBLOCK) == 0);
+        struct loop_source *a = NULL, *b = NULL;
+        CHECK_EQ_INT(loop_add_fd(L, n.first[0], EPOLLIN, first_ready, &n, &a), 0);
+        CHECK_EQ_INT(loop_add_fd(L, n.second[0], EPOLLIN, second_ready, &n, &b), 0);
+        (void)!write(n.first[1], "x", 1);
+        run();
+        CHECK(n.fired);
+        CHECK(n.second_before);
+        loop_remove(a);
+        loop_remove(b);
+        for (int i = 0; i < 2; i++) {
+                close(n.first[i]);
+                close(n.second[i]);
+        }
+}
+
 int main(void)
 {
         log_set_level(LOG_ERROR);
@@ -302,6 +359,7 @@ int main(void)
         RUN(test_supervise__bound_process);
         RUN(test_supervise__abandon);
         RUN(test_loop__delayed_timer_fires_in_a_later_turn);
+        RUN(test_loop__next_turn_runs_after_what_became_ready);
         loop_free(L);
         UNIT_EXIT();
 }
