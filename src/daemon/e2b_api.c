@@ -653,17 +653,49 @@ static void sandbox_get(struct request *r, struct engine *e, const char *id)
         sbx_clear(&s);
 }
 
+/* A kill answers once the sandbox is gone, the loop serving others while it dies
+ * (engine_destroy_async); meanwhile the sandbox is 404 to E2B calls (find_sandbox). */
+struct kill_ctx {
+        struct request *req; /* NULL once the client went away */
+};
+
+static void kill_request_gone(void *data)
+{
+        struct kill_ctx *c = data;
+        c->req = NULL;
+}
+
+static void on_killed(struct env *v, void *data)
+{
+        (void)v;
+        struct kill_ctx *c = data;
+        if (c->req) {
+                req_on_free(c->req, NULL, NULL);
+                http_reply_data(c->req, 204, NULL, NULL, 0, NULL);
+        }
+        free(c);
+}
+
 static void sandbox_kill(struct request *r, struct engine *e, const char *id)
 {
         struct sbx s = {0};
         if (!find_sandbox(r, e, id, &s))
                 return;
         sbx_clear(&s);
-        int rc = engine_destroy(e, s.v, true);
-        if (rc < 0)
+        struct kill_ctx *c = calloc(1, sizeof(*c));
+        if (!c) {
+                e2b_reply_error(r, 500, "killing %s: out of memory", id);
+                return;
+        }
+        c->req = r;
+        req_on_free(r, kill_request_gone, c);
+        http_defer(r);
+        int rc = engine_destroy_async(e, s.v, on_killed, c);
+        if (rc < 0) { /* on_killed was not called */
+                req_on_free(r, NULL, NULL);
                 e2b_reply_error(r, 500, "killing %s: %s", id, strerror(-rc));
-        else
-                http_reply_data(r, 204, NULL, NULL, 0, NULL);
+                free(c);
+        }
 }
 
 static void sandbox_timeout(struct request *r, struct engine *e, const char *id)

@@ -7,8 +7,11 @@ come and go, the E2B row that vanishes whichever way its environment is destroye
 import hashlib
 import json
 import sqlite3
+import threading
 
-from conftest import GATEWAY_PORT, TLSConnection, tls_request
+import pytest
+
+from conftest import GATEWAY_PORT, TLSConnection, tls_request, wait_for
 
 PLAIN = GATEWAY_PORT + 1
 
@@ -211,3 +214,36 @@ def test_pause_keeps_a_deadline_and_metadata_is_bounded(gateway_daemon):
     big = {"k%d" % i: "v" * 4000 for i in range(5)}
     r = e2b(d, "POST", "/v2/sandboxes", key, {"templateID": "base", "metadata": big})
     assert r.status == 400 and r.json["code"] == 400
+
+
+def test_kill_answers_once_gone_and_the_sandbox_is_404_meanwhile(gateway_daemon):
+    """E2B's kill answers once the sandbox is gone; while it dies (held here by the v1
+    freezer) E2B calls see a killed sandbox, the listing leaves it out, and other calls are
+    answered."""
+    d = gateway_daemon
+    key = token(d, "killer")
+    sid = create(d, key)["sandboxID"]
+    other = create(d, key)["sandboxID"]
+    state = d.cgroup_file(sid, "freezer.state")
+    if state is None:
+        pytest.skip("needs the cgroup v1 freezer: a cgroup v2 freeze lets SIGKILL through")
+    with open(state, "w") as f:
+        f.write("FROZEN")
+    answer = {}
+    killer = threading.Thread(
+        target=lambda: answer.update(r=e2b(d, "DELETE", "/sandboxes/%s" % sid, key)))
+    try:
+        killer.start()
+        wait_for(lambda: d.inspect(sid)["state"] == "deleting", 10, what="the kill to start")
+        r = e2b(d, "GET", "/sandboxes/%s" % sid, key)
+        assert r.status == 404 and r.json["code"] == 404, r
+        assert [s["sandboxID"] for s in e2b(d, "GET", "/v2/sandboxes", key).json] == [other]
+        assert e2b(d, "GET", "/sandboxes/%s" % other, key).status == 200
+        assert killer.is_alive()
+    finally:
+        with open(state, "w") as f:
+            f.write("THAWED")
+    killer.join(30)
+    assert answer["r"].status == 204, answer
+    assert d.api("GET", "/v1/envs/%s" % sid).status == 404
+    assert sid not in [r[0] for r in rows(d)]
