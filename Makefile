@@ -31,13 +31,16 @@ PKGS_GATEWAY := gnutls jansson libseccomp
 LIBS_WS     := -lwslay
 
 # pkg-config runs once per make, not once per object.
-LIB_CFLAGS    := $(shell pkg-config --cflags $(PKGS_LIB))
-LIB_LIBS      := $(shell pkg-config --libs $(PKGS_LIB)) $(LIBS_WS)
+soname = $(shell objdump -p $(1) 2>/dev/null | awk '$$1 == "SONAME" { print $$2 }')
+CURL_SONAME   := $(call soname,$(shell pkg-config --variable=libdir libcurl)/libcurl.so)
+LIB_CFLAGS    := $(shell pkg-config --cflags $(PKGS_LIB)) \
+                 $(if $(CURL_SONAME),-DCURL_SONAME='"$(CURL_SONAME)"')
+# libcurl is compiled against but not linked: src/lib/curl_lazy.c loads it when first used.
+LIB_LIBS      := $(shell pkg-config --libs $(filter-out libcurl,$(PKGS_LIB))) $(LIBS_WS)
 DAEMON_CFLAGS := $(LIB_CFLAGS) $(shell pkg-config --cflags $(PKGS_DAEMON))
 DAEMON_LIBS   := $(LIB_LIBS) $(shell pkg-config --libs $(PKGS_DAEMON))
 # The CLI loads GnuTLS (src/cli/tls.c), libwslay and libnettle (src/cli/lazylib.c) with dlopen
 # when first needed, by the sonames of the libraries it was built against.
-soname = $(shell objdump -p $(1) 2>/dev/null | awk '$$1 == "SONAME" { print $$2 }')
 GNUTLS_SONAME := $(call soname,$(shell pkg-config --variable=libdir gnutls)/libgnutls.so)
 WSLAY_SONAME  := $(call soname,$(shell $(CC) -print-file-name=libwslay.so))
 NETTLE_SONAME := $(call soname,$(shell pkg-config --variable=libdir nettle)/libnettle.so)

@@ -274,8 +274,11 @@ static int fill_from_registry(const char *partial, const char *rootfs, void *arg
         if (r < 0)
                 return r;
         struct registry *reg = NULL;
-        if ((r = registry_open(&ref, a->insecure, &registry_policy, &reg)) < 0)
+        if ((r = registry_open(&ref, a->insecure, &registry_policy, &reg)) < 0) {
+                if (r == -ELIBACC)
+                        snprintf(err, errlen, "libcurl cannot be loaded (install libcurl4)");
                 return r;
+        }
         static struct manifest m; /* the helper's own copy: big, so not on the stack */
         int fds[PULL_MAX_LAYERS];
         size_t opened = 0;

@@ -169,8 +169,9 @@ static int parse_options(int argc, char **argv, struct options *o)
                         if (k < 0) {
                                 fprintf(stderr, "paddockd: --%s: %s\n",
                                         c == 'k' ? "insecure-registry" : "allow-registry",
-                                        k == -E2BIG ? "too many registries"
-                                                    : "use HOST[:PORT], like registry.lan:5000");
+                                        k == -E2BIG     ? "too many registries"
+                                        : k == -ELIBACC ? "libcurl cannot be loaded"
+                                                        : "use HOST[:PORT], like registry.lan:5000");
                                 return -EINVAL;
                         }
                         break;

@@ -1,3 +1,4 @@
+#include "lib/curl_lazy.h"
 #include "lib/jsonutil.h"
 #include "lib/netaddr.h"
 #include "lib/registry.h"
@@ -120,7 +121,10 @@ static int hostport_dest(const char *hostport, const char *scheme, struct dest *
 int registry_policy_add(struct registry_policy *p, const char *hostport, bool insecure)
 {
         struct dest d;
-        int r = hostport_dest(hostport, "https", &d);
+        int r = curl_lazy_load(); /* its URL parser */
+        if (r < 0)
+                return r;
+        r = hostport_dest(hostport, "https", &d);
         if (r < 0)
                 return r;
         unsigned port = d.port_given ? d.port : 0;
@@ -207,6 +211,9 @@ static curl_socket_t open_socket(void *data, curlsocktype purpose, struct curl_s
 int registry_open(const struct image_ref *ref, bool insecure, const struct registry_policy *policy,
                   struct registry **ret)
 {
+        int e = curl_lazy_load();
+        if (e < 0)
+                return e;
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return -ENOMEM;
         struct registry *r = calloc(1, sizeof(*r));

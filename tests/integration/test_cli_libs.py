@@ -1,12 +1,14 @@
 """What the CLI loads, and when: every start maps libjansson and libc only, and libwslay and
 libnettle come with the first WebSocket (`exec -t`, src/cli/lazylib.c), as GnuTLS comes with the
 first TLS connection (test_remote_cli.py). Read from the binary (readelf -d) and from the dynamic
-loader's own account of a run (LD_DEBUG=files); no timings here, bench/cli.py measures them."""
+loader's own account of a run (LD_DEBUG=files); no timings here, bench/cli.py measures them.
+And the daemon: libcurl is not linked (src/lib/curl_lazy.c), so a daemon that creates and execs
+does not map it; a pull loads it in its helper (test_images.py pulls)."""
 import os
 import re
 import subprocess
 
-from conftest import PADDOCK
+from conftest import PADDOCK, PADDOCKD
 
 LAZY = ("libwslay", "libnettle", "libgnutls")
 # What the local commands never need at all (the library's, through libpaddock.a).
@@ -53,3 +55,16 @@ def test_plain_exec_loads_none_and_a_websocket_loads_wslay_and_nettle(daemon):
     assert p.returncode == 3 and p.stdout == b"hi\r\n", p.stderr
     assert [os.path.basename(f).split(".so")[0] for f in names(files, LAZY + NEVER)] == \
         ["libnettle", "libwslay"], files
+
+
+def test_the_daemon_does_not_map_libcurl(daemon):
+    out = subprocess.run(["readelf", "-d", PADDOCKD], stdout=subprocess.PIPE, check=True,
+                         text=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(\S+)\]", out)
+    assert any(n.startswith("libsqlite3") for n in needed), needed  # read right
+    assert not names(needed, ("libcurl",)), needed
+    daemon.create("box", "--sandbox")
+    assert daemon.sh("box", "echo hi") == "hi\n"
+    with open("/proc/%d/maps" % daemon.proc.pid) as f:
+        maps = f.read()
+    assert "libsqlite3" in maps and "libcurl" not in maps
