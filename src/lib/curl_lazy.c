@@ -1,8 +1,8 @@
 /* libcurl, loaded when first used (registry.c is its only user). Linked, it and the twenty
  * libraries it pulls in (OpenSSL, Kerberos, LDAP, SSH, RTMP, IDN...) were a third of the
  * daemon's mappings, and every process the daemon forks copies each mapping: a create forks
- * twice (PID 1, its exec slot), and the mappings cost ~0.3 ms of the loop per fork here
- * (bench/README.md). Pulls run in a forked helper, which loads it there; the daemon itself
+ * twice (PID 1, its exec slot), and they cost 0.15-0.25 ms of the loop per fork here
+ * (bench/fork_cost.sh). Pulls run in a forked helper, which loads it there; the daemon itself
  * loads it only to read a --allow-registry / --insecure-registry host (curl's URL parser).
  * Nor does a daemon that never pulls carry that code.
  *
