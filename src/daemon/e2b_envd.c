@@ -156,7 +156,8 @@ static void chain_run(struct chain *c)
                 return;
         }
         struct env *v = engine_find(c->eng, c->env);
-        if (!v || !env_running(v) || env_paused(v) || env_uid_base(v) != c->uid_base) {
+        if (!v || !env_running(v) || env_paused(v) || env_deleting(v) ||
+            env_uid_base(v) != c->uid_base) {
                 chain_end(c, -ENOENT, "the sandbox is not running");
                 return;
         }

@@ -337,7 +337,7 @@ static void fail_helper(struct fsop *f)
 static bool run(struct fsop *f, const struct files_request *rq)
 {
         struct env *v = engine_find(f->eng, f->env);
-        if (!v || !env_running(v) || env_paused(v)) {
+        if (!v || !env_running(v) || env_paused(v) || env_deleting(v)) {
                 fail(f, "unavailable", "sandbox %s is not running", f->env);
                 return false;
         }

@@ -336,14 +336,23 @@ static void env_kill_sync(struct engine *e, struct env *v)
          * space to tear down) then overlaps PID 1's. */
         exec_slot_kill(v);
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
-        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
+        bool gone = false;
+        for (uint64_t end = now_ms() + 5000; now_ms() < end && !gone;) {
                 exec_reap_env(v->row.name, 0);
                 struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
-                if (poll(&p, 1, 10) > 0)
-                        break;
+                gone = poll(&p, 1, 10) > 0;
+        }
+        if (!gone) {
+                /* A group frozen from outside (v1-frozen tasks act on SIGKILL only once thawed)
+                 * or a task stuck in the kernel: the cgroup's kill thaws the group and kills
+                 * everything in it, the exec slots too, whose reaping would wait for them. */
+                log_warn("%s: PID 1 did not die in 5 s: killing its cgroup", v->row.name);
+                cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
+                exec_reap_env(v->row.name, 1000);
         }
         env_mark_stopped(e, v);
-        notify_waiters(v);
+        if (!v->deleting) /* else once it is unlisted (destroy_finish): none may restart it */
+                notify_waiters(v);
 }
 
 static void on_kill_timer(struct loop_timer *t, void *data)
@@ -409,6 +418,10 @@ bool env_paused(const struct env *v)
 
 int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
 {
+        if (v->deleting) { /* a restart that waited for its stop, say */
+                snprintf(err, errlen, "%s is being deleted", v->row.name);
+                return -EBUSY;
+        }
         if (v->pidfd >= 0) {
                 snprintf(err, errlen, "%s is already running", v->row.name);
                 return -EALREADY;
@@ -875,6 +888,7 @@ static void on_slot_gone(struct loop_source *s, int fd, uint32_t events, void *d
 static void dying_step(struct env *v)
 {
         struct engine *e = v->eng;
+        exec_slot_kill(v); /* also one made after the delete began */
         loop_remove(v->exit_src); /* readable for good: it would fire every turn */
         v->exit_src = NULL;
         slot_watch_end(v);
@@ -891,6 +905,22 @@ static void dying_step(struct env *v)
         destroy_finish(e, v);
 }
 
+/* A delete whose processes did not die in DYING_MAX_MS (a cgroup frozen from outside, a task
+ * stuck in the kernel) has its cgroup killed and is finished the waiting way. */
+#define DYING_MAX_MS 10000
+
+static void on_dying_too_long(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct env *v = data;
+        v->kill_timer = NULL; /* fired */
+        log_warn("%s: still dying after %d s: killing its cgroup", v->row.name,
+                 DYING_MAX_MS / 1000);
+        /* Thaws a group frozen from outside and kills everything in it (bounded). */
+        cgroup_env_kill(v->eng->cfg.cgroups, v->cgname, NULL);
+        engine_destroy(v->eng, v, true);
+}
+
 int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void *data)
 {
         struct waiter *w = calloc(1, sizeof(*w));
@@ -904,6 +934,8 @@ int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void
                 return 0; /* on its way already */
         record_deleting(e, v);
         log_info("%s: deleting", v->row.name);
+        loop_cancel_timer(v->kill_timer); /* a stop's SIGKILL: the delete's comes now */
+        v->kill_timer = loop_add_timer(e->cfg.loop, DYING_MAX_MS, on_dying_too_long, v);
         /* PID 1's end ends its pid namespace; the commands exec'd into it, our children, are
          * reaped from the loop as they die, and then env_on_exit goes on (dying_step). */
         exec_slot_kill(v);

@@ -48,7 +48,9 @@ static void destroy_expired(struct engine *e, const char *why)
         e->next_expiry = 0;
         for (struct env *v = e->envs, *next; v; v = next) {
                 next = v->next;
-                if (v->row.expires_at && v->row.expires_at <= now) {
+                if (v->deleting) {
+                        continue; /* engine_destroy_async finishes it */
+                } else if (v->row.expires_at && v->row.expires_at <= now) {
                         log_info("%s: %s", v->row.name, why);
                         events_env("expired", v, NULL);
                         engine_destroy(e, v, true);

@@ -700,7 +700,7 @@ static void on_prewarm(struct loop_timer *t, void *data)
         /* Not while other creates are under way: a batch of environments made at once is not
          * one agent about to run its first command, and its slots would slow the batch. */
         struct env *v = engine_next_creating(p->eng, NULL) ? NULL : engine_find(p->eng, p->env);
-        if (v && env_running(v) && !env_paused(v) && !env_exec_slot(v)) {
+        if (v && env_running(v) && !env_paused(v) && !env_deleting(v) && !env_exec_slot(v)) {
                 char sub[32];
                 snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
                 slot_prepare(p->eng, v, sub, env_pidfd(v), false);

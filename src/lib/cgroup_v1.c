@@ -194,6 +194,16 @@ static int wait_state(int fd, const char *file, const char *key, const char *wan
         return -EBUSY;
 }
 
+/* Thawing through cgroup.freeze also clears a v1 freezer someone else set on the group (an
+ * admin, another tool): v1-frozen tasks would not even die of SIGKILL, so neither a resume nor
+ * a kill (cg_kill_until_empty) would get anywhere. */
+static void thaw_v1_freezer(struct cgroup_manager *m, const char *env, const char *sub)
+{
+        _cleanup_close_ int fd = -EBADF;
+        if (open_ctl_group(m, "freezer", env, sub, &fd) == 0)
+                (void)cg_write(fd, "freezer.state", "THAWED");
+}
+
 static int v1_freeze(struct cgroup_manager *m, const char *env, const char *sub, bool frozen)
 {
         _cleanup_close_ int fd = -EBADF;
@@ -204,6 +214,8 @@ static int v1_freeze(struct cgroup_manager *m, const char *env, const char *sub,
                         return r;
                 if (r == 0 && cg_file_exists(fd, "cgroup.freeze")) {
                         r = cg_write(fd, "cgroup.freeze", frozen ? "1" : "0");
+                        if (r == 0 && !frozen)
+                                thaw_v1_freezer(m, env, sub);
                         if (r < 0 || !frozen || !cg_file_exists(fd, "cgroup.events"))
                                 return r;
                         return wait_state(fd, "cgroup.events", "frozen", NULL);

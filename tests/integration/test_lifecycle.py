@@ -400,3 +400,39 @@ def test_rm_force_answers_once_gone_and_meanwhile_only_inspect_and_delete(daemon
     assert not os.path.exists(daemon.env_dir("dying"))
     daemon.create("dying", "--sandbox")
     assert daemon.sh("dying", "echo reborn") == "reborn\n"
+
+
+def test_rm_force_of_an_environment_that_cannot_die_is_finished_after_a_time_limit(daemon):
+    """Processes that do not die of their SIGKILL (a group frozen from outside, held here by
+    the v1 freezer and never thawed by the test) do not leave a delete unanswered: after 10 s
+    the daemon kills the cgroup (which thaws it) and finishes the removal; a restart that was
+    waiting for the stop meanwhile does not start it again."""
+    daemon.create("stuck", "--sandbox")
+    state = daemon.cgroup_file("stuck", "freezer.state")
+    if state is None:
+        pytest.skip("needs the cgroup v1 freezer: a cgroup v2 freeze lets SIGKILL through")
+    pid1 = daemon.inspect("stuck")["pid"]
+    with open(state, "w") as f:
+        f.write("FROZEN")
+    restarted = {}
+    # a restart already waiting for its stop when the delete comes: it must not start it again
+    restart = threading.Thread(target=lambda: restarted.update(
+        r=daemon.api("POST", "/v1/envs/stuck/restart?timeout=60s", timeout=60)))
+    try:
+        restart.start()
+        wait_for(lambda: daemon.inspect("stuck")["state"] == "stopping" and restart.is_alive(),
+                 5, what="the restart to wait")
+        time.sleep(0.2)
+        r = daemon.api("DELETE", "/v1/envs/stuck?force=1", timeout=60)
+        assert r.status == 200 and r.json == {"deleted": "stuck"}, r
+    finally:
+        if os.path.exists(state):
+            with open(state, "w") as f:
+                f.write("THAWED")
+    restart.join(30)
+    assert restarted["r"].status == 404, restarted
+    assert restarted["r"].json["error"]["message"] == "environment was removed", restarted
+    assert daemon.api("GET", "/v1/envs/stuck").status == 404
+    wait_for(lambda: not pid_alive(pid1), 10, what="PID 1 to be gone")
+    assert daemon.cgroup_dirs("stuck") == []
+    assert "stuck: still dying after 10 s: killing its cgroup" in daemon.log()
