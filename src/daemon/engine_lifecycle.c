@@ -917,8 +917,13 @@ static void on_dying_too_long(struct loop_timer *t, void *data)
         log_warn("%s: still dying after %d s: killing its cgroup", v->row.name,
                  DYING_MAX_MS / 1000);
         /* Thaws a group frozen from outside and kills everything in it (bounded). */
-        cgroup_env_kill(v->eng->cfg.cgroups, v->cgname, NULL);
-        engine_destroy(v->eng, v, true);
+        int r = cgroup_env_kill(v->eng->cfg.cgroups, v->cgname, NULL);
+        struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
+        if (r >= 0 && poll(&p, 1, 0) > 0) {
+                dying_step(v); /* PID 1 is gone now: the usual way on */
+                return;
+        }
+        engine_destroy(v->eng, v, true); /* in place, giving up on what will not die */
 }
 
 int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void *data)

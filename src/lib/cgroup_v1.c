@@ -218,7 +218,10 @@ static int v1_freeze(struct cgroup_manager *m, const char *env, const char *sub,
                                 thaw_v1_freezer(m, env, sub);
                         if (r < 0 || !frozen || !cg_file_exists(fd, "cgroup.events"))
                                 return r;
-                        return wait_state(fd, "cgroup.events", "frozen", NULL);
+                        r = wait_state(fd, "cgroup.events", "frozen", NULL);
+                        if (r < 0) /* not left half-frozen: see v2_freeze */
+                                (void)cg_write(fd, "cgroup.freeze", "0");
+                        return r;
                 }
                 closep(&fd);
         }

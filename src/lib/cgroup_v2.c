@@ -193,6 +193,9 @@ static int v2_freeze(struct cgroup_manager *m, const char *env, const char *sub,
                         return 0;
                 cg_sleep_ms(2);
         }
+        /* Not frozen in time: thawed again, not left half-frozen while the caller believes
+         * the freeze failed (a pause reports the error and the environment stays running). */
+        (void)cg_write(fd, "cgroup.freeze", "0");
         return -EBUSY;
 }
 
