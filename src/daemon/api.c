@@ -433,6 +433,36 @@ static bool pattern_match(const char *pattern, char seg[MAX_SEGMENTS][128], size
         return true;
 }
 
+struct api_later {
+        struct request *req; /* NULL once the client went away */
+};
+
+static void later_request_gone(void *data)
+{
+        struct api_later *l = data;
+        l->req = NULL;
+}
+
+struct api_later *api_later(struct request *r)
+{
+        struct api_later *l = calloc(1, sizeof(*l));
+        if (!l)
+                return NULL;
+        l->req = r;
+        req_on_free(r, later_request_gone, l);
+        http_defer(r);
+        return l;
+}
+
+struct request *api_later_take(struct api_later *l)
+{
+        struct request *r = l->req;
+        if (r)
+                req_on_free(r, NULL, NULL);
+        free(l);
+        return r;
+}
+
 void api_caller(const struct request *r, struct caller *ret)
 {
         ret->admin = req_actor_admin(r);

@@ -91,6 +91,14 @@ struct quota_ask {
         uint64_t disk;
 };
 bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q);
+
+/* A request answered by a callback that may run after its client went away (the waiter of an
+ * engine_destroy_async, say): api_later defers r (NULL: out of memory, r not deferred);
+ * api_later_take, in the callback or when starting the work failed, gives r back, or NULL
+ * once the client is gone, and frees the handle. */
+struct api_later;
+struct api_later *api_later(struct request *r);
+struct request *api_later_take(struct api_later *l);
 /* Called at every quota refusal; limit is "max-envs", "max-cpus", "max-memory" or "max-disk". */
 /* Idle stop (api_idle.c): before a handler, count the request as activity of its environment
  * and wake it if the route needs it running (false: answered with an error); when it is over,

@@ -627,27 +627,13 @@ out:
         json_decref(body);
 }
 
-/* A delete that answers once the environment is gone (engine_destroy_async). */
-struct delete_ctx {
-        struct request *req; /* NULL once the client went away */
-        char name[NAME_BUF_SIZE];
-};
-
-static void on_delete_request_gone(void *data)
-{
-        struct delete_ctx *c = data;
-        c->req = NULL;
-}
-
+/* A delete that answers once the environment is gone (engine_destroy_async): v is unlisted,
+ * not yet freed. */
 static void on_deleted(struct env *v, void *data)
 {
-        (void)v;
-        struct delete_ctx *c = data;
-        if (c->req) {
-                req_on_free(c->req, NULL, NULL);
-                http_reply_json(c->req, 200, json_pack("{s:s}", "deleted", c->name));
-        }
-        free(c);
+        struct request *r = api_later_take(data);
+        if (r)
+                http_reply_json(r, 200, json_pack("{s:s}", "deleted", env_name(v)));
 }
 
 void api_env_delete(struct request *r, struct engine *e, struct env *v)
@@ -659,21 +645,15 @@ void api_env_delete(struct request *r, struct engine *e, struct env *v)
         /* A running one (or one on its way out already): its processes die while the daemon
          * serves others, and the answer comes once it is gone. */
         if ((f && env_running(v)) || env_deleting(v)) {
-                struct delete_ctx *c = calloc(1, sizeof(*c));
-                if (!c) {
+                struct api_later *l = api_later(r);
+                if (!l) {
                         http_reply_errno(r, -ENOMEM, "out of memory");
                         return;
                 }
-                c->req = r;
-                snprintf(c->name, sizeof(c->name), "%s", name);
-                req_on_free(r, on_delete_request_gone, c);
-                http_defer(r);
-                int rc = engine_destroy_async(e, v, on_deleted, c);
-                if (rc < 0) { /* on_deleted was not called */
-                        req_on_free(r, NULL, NULL);
-                        http_reply_errno(r, rc, "%s: %s", name, strerror(-rc));
-                        free(c);
-                }
+                int rc = engine_destroy_async(e, v, on_deleted, l);
+                struct request *back = rc < 0 ? api_later_take(l) : NULL; /* not called */
+                if (back)
+                        http_reply_errno(back, rc, "%s: %s", name, strerror(-rc));
                 return;
         }
         int rc = engine_destroy(e, v, f);

@@ -655,25 +655,12 @@ static void sandbox_get(struct request *r, struct engine *e, const char *id)
 
 /* A kill answers once the sandbox is gone, the loop serving others while it dies
  * (engine_destroy_async); meanwhile the sandbox is 404 to E2B calls (find_sandbox). */
-struct kill_ctx {
-        struct request *req; /* NULL once the client went away */
-};
-
-static void kill_request_gone(void *data)
-{
-        struct kill_ctx *c = data;
-        c->req = NULL;
-}
-
 static void on_killed(struct env *v, void *data)
 {
         (void)v;
-        struct kill_ctx *c = data;
-        if (c->req) {
-                req_on_free(c->req, NULL, NULL);
-                http_reply_data(c->req, 204, NULL, NULL, 0, NULL);
-        }
-        free(c);
+        struct request *r = api_later_take(data);
+        if (r)
+                http_reply_data(r, 204, NULL, NULL, 0, NULL);
 }
 
 static void sandbox_kill(struct request *r, struct engine *e, const char *id)
@@ -682,20 +669,15 @@ static void sandbox_kill(struct request *r, struct engine *e, const char *id)
         if (!find_sandbox(r, e, id, &s))
                 return;
         sbx_clear(&s);
-        struct kill_ctx *c = calloc(1, sizeof(*c));
-        if (!c) {
+        struct api_later *l = api_later(r);
+        if (!l) {
                 e2b_reply_error(r, 500, "killing %s: out of memory", id);
                 return;
         }
-        c->req = r;
-        req_on_free(r, kill_request_gone, c);
-        http_defer(r);
-        int rc = engine_destroy_async(e, s.v, on_killed, c);
-        if (rc < 0) { /* on_killed was not called */
-                req_on_free(r, NULL, NULL);
-                e2b_reply_error(r, 500, "killing %s: %s", id, strerror(-rc));
-                free(c);
-        }
+        int rc = engine_destroy_async(e, s.v, on_killed, l);
+        struct request *back = rc < 0 ? api_later_take(l) : NULL; /* on_killed was not called */
+        if (back)
+                e2b_reply_error(back, 500, "killing %s: %s", id, strerror(-rc));
 }
 
 static void sandbox_timeout(struct request *r, struct engine *e, const char *id)

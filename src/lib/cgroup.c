@@ -484,9 +484,6 @@ int cg_kill_until_empty(struct cgroup_manager *m, const char *env, const char *s
                                 signalled = true;
                                 last_signal = now;
                         }
-                        /* Tasks frozen by a v1 freezer (set from outside, on a hybrid host) act
-                         * on their SIGKILL only once thawed. */
-                        (void)m->ops->freeze(m, env, sub, false);
                 }
                 if (!signalled || now - last_signal >= KILL_RESIGNAL_MS) {
                         /* Frozen, nothing forks or exits between reading the pids and signalling

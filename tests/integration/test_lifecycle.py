@@ -5,8 +5,6 @@ import os
 import threading
 import time
 
-import pytest
-
 from conftest import pid_alive, wait_for
 
 
@@ -357,12 +355,8 @@ def test_rm_force_answers_once_gone_and_meanwhile_only_inspect_and_delete(daemon
     which makes "meanwhile" as long as the test needs."""
     daemon.create("dying", "--sandbox")
     daemon.create("bystander", "--sandbox")
-    state = daemon.cgroup_file("dying", "freezer.state")
-    if state is None:
-        pytest.skip("needs the cgroup v1 freezer: a cgroup v2 freeze lets SIGKILL through")
     pid1 = daemon.inspect("dying")["pid"]
-    with open(state, "w") as f:
-        f.write("FROZEN")
+    state = daemon.freeze_from_outside("dying")
     answers = {}
 
     def delete(key, query):
@@ -388,8 +382,7 @@ def test_rm_force_answers_once_gone_and_meanwhile_only_inspect_and_delete(daemon
         time.sleep(0.2)
         assert first.is_alive() and second.is_alive(), answers
     finally:
-        with open(state, "w") as f:
-            f.write("THAWED")
+        daemon.thaw_from_outside(state)
     first.join(30)
     second.join(30)
     for key in ("first", "second"):
@@ -408,12 +401,8 @@ def test_rm_force_of_an_environment_that_cannot_die_is_finished_after_a_time_lim
     the daemon kills the cgroup (which thaws it) and finishes the removal; a restart that was
     waiting for the stop meanwhile does not start it again."""
     daemon.create("stuck", "--sandbox")
-    state = daemon.cgroup_file("stuck", "freezer.state")
-    if state is None:
-        pytest.skip("needs the cgroup v1 freezer: a cgroup v2 freeze lets SIGKILL through")
     pid1 = daemon.inspect("stuck")["pid"]
-    with open(state, "w") as f:
-        f.write("FROZEN")
+    state = daemon.freeze_from_outside("stuck")
     restarted = {}
     # a restart already waiting for its stop when the delete comes: it must not start it again
     restart = threading.Thread(target=lambda: restarted.update(
@@ -426,9 +415,7 @@ def test_rm_force_of_an_environment_that_cannot_die_is_finished_after_a_time_lim
         r = daemon.api("DELETE", "/v1/envs/stuck?force=1", timeout=60)
         assert r.status == 200 and r.json == {"deleted": "stuck"}, r
     finally:
-        if os.path.exists(state):
-            with open(state, "w") as f:
-                f.write("THAWED")
+        daemon.thaw_from_outside(state)
     restart.join(30)
     assert restarted["r"].status == 404, restarted
     assert restarted["r"].json["error"]["message"] == "environment was removed", restarted
