@@ -19,7 +19,9 @@ connection into a sandbox, for BENCH_MIX_SECONDS in each of four phases:
 B and C are processes of their own (no shared interpreter lock with A). For each phase it
 prints A's median, p99 and worst, how many listings and cycles B and C finished, and the
 daemon's longest loop turn in the phase (paddock_loop_turn_max_seconds: the longest it
-answered nobody else). On a 2-core machine A also competes with B, C, their environments'
+answered nobody else) and its longest single callback (one request's or event's own share of
+a turn). BENCH_MIX_ARGS adds paddockd flags (e.g. "--nice 0"). BENCH_MIX_SLOW_NAMES=1 runs the daemon with --debug and ends with the functions that
+held the loop 10 ms or more (addr2line on the daemon's offsets). On a 2-core machine A also competes with B, C, their environments'
 processes and the daemon for CPU: the loop turn tells the daemon's own share of a wait.
 Removes everything it made. Measures and reports; never asserts a timing.
 """
@@ -41,6 +43,7 @@ import conftest  # noqa: E402
 N = int(os.environ.get("BENCH_MIX_N", "2000"))
 NET = os.environ.get("BENCH_MIX_NET", "1") != "0"
 SECONDS = float(os.environ.get("BENCH_MIX_SECONDS", "10"))
+SLOW_NAMES = os.environ.get("BENCH_MIX_SLOW_NAMES", "0") != "0"
 EXEC_TRUE = json.dumps({"cmd": ["true"]}).encode()
 JSON = {"Content-Type": "application/json"}
 
@@ -86,12 +89,15 @@ def cycler(sock, stop, done):
         done.value += 1
 
 
-def loop_turn_max(c):
-    """The daemon's longest loop turn since the previous scrape (a scrape starts it again)."""
+def loop_maxima(c):
+    """The daemon's longest loop turn and longest single callback since the previous scrape
+    (a scrape starts both again)."""
+    found = {}
     for line in request(c, "GET", "/metrics")[1].decode().splitlines():
-        if line.startswith("paddock_loop_turn_max_seconds "):
-            return float(line.split()[1])
-    return float("nan")
+        name, _, value = line.partition(" ")
+        found[name] = value
+    return (float(found.get("paddock_loop_turn_max_seconds", "nan")),
+            float(found.get("paddock_loop_callback_max_seconds", "nan")))
 
 
 def phase(d, admin, probe, with_lister, with_cycler):
@@ -106,7 +112,7 @@ def phase(d, admin, probe, with_lister, with_cycler):
     for p in procs:
         p.start()
     time.sleep(0.5 if procs else 0)  # let them get going
-    loop_turn_max(admin)
+    loop_maxima(admin)
     times = []
     end = time.perf_counter() + SECONDS
     while time.perf_counter() < end:
@@ -115,7 +121,7 @@ def phase(d, admin, probe, with_lister, with_cycler):
         times.append(time.perf_counter() - t0)
         if status != 200:
             raise SystemExit("probe exec: %d %s" % (status, data[:200]))
-    turn = loop_turn_max(admin)
+    turn, callback = loop_maxima(admin)
     stop.set()
     for p in procs:
         p.join()
@@ -124,7 +130,39 @@ def phase(d, admin, probe, with_lister, with_cycler):
     times.sort()
     return {"median": statistics.median(times), "p99": times[int(len(times) * 0.99)],
             "max": times[-1], "n": len(times), "listed": listed.value,
-            "cycled": cycled.value, "turn": turn}
+            "cycled": cycled.value, "turn": turn, "callback": callback}
+
+
+def print_slow_callbacks(logpath, build):
+    """Which functions held the loop 10 ms or more (the daemon's --debug lines), by count."""
+    import collections
+    import re
+    seen = collections.defaultdict(list)
+    with open(logpath, errors="replace") as f:
+        for line in f:
+            m = re.search(r"held the loop ([0-9.]+) ms \((\S+)\+(0x[0-9a-f]+)\): ([0-9.]+) ms "
+                          r"on the CPU, (\d+) waits, (\d+) preemptions", line)
+            if m:
+                seen[m.group(3)].append((float(m.group(1)), float(m.group(4)),
+                                         int(m.group(5)), int(m.group(6))))
+    if not seen:
+        print("\nNo callback held the loop 10 ms or more.")
+        return
+    offsets = list(seen)
+    out = subprocess.run(["addr2line", "-f", "-s", "-e", os.path.join(build, "paddockd")]
+                         + offsets, capture_output=True, text=True).stdout.split("\n")
+    names = {off: (out[2 * i], out[2 * i + 1]) for i, off in enumerate(offsets)}
+    print("\nCallbacks that held the loop 10 ms or more (growth and all phases):\n")
+    print("| function | where | times | median | worst | median on the CPU | "
+          "median waits / preemptions |")
+    print("|---|---|---|---|---|---|---|")
+    for off, runs in sorted(seen.items(), key=lambda kv: -len(kv[1])):
+        fn, where = names[off]
+        took = [r[0] for r in runs]
+        print("| `%s` | %s | %d | %.1f ms | %.1f ms | %.1f ms | %g / %g |" % (
+            fn, where, len(runs), statistics.median(took), max(took),
+            statistics.median(r[1] for r in runs), statistics.median(r[2] for r in runs),
+            statistics.median(r[3] for r in runs)))
 
 
 def main():
@@ -138,7 +176,8 @@ def main():
     conftest.BUILD = build
     conftest.PADDOCKD = os.path.join(build, "paddockd")
     conftest.PADDOCK = os.path.join(build, "paddock")
-    d = conftest.Daemon(rootfs)
+    extra = os.environ.get("BENCH_MIX_ARGS", "").split() + (["--debug"] if SLOW_NAMES else [])
+    d = conftest.Daemon(rootfs, extra_args=extra)
     try:
         admin = conftest.UnixHTTPConnection(d.sock)
         create(admin, "probe", "sandbox", False)
@@ -169,13 +208,16 @@ def main():
                   grown, statistics.median(ls) * 1e3))
         print()
         print("| A's execs | median | p99 | worst | p99 / alone's median | B's listings | "
-              "C's cycles | daemon's longest loop turn |")
-        print("|---|---|---|---|---|---|---|---|")
+              "C's cycles | daemon's longest loop turn | longest callback |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for label, r in results:
-            print("| %s (%d) | %.2f ms | %.2f ms | %.2f ms | %.1f× | %s | %s | %.2f ms |" % (
-                label, r["n"], r["median"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3,
-                r["p99"] / idle["median"], r["listed"] or "-", r["cycled"] or "-",
-                r["turn"] * 1e3))
+            print("| %s (%d) | %.2f ms | %.2f ms | %.2f ms | %.1f× | %s | %s | %.2f ms | "
+                  "%.2f ms |" % (
+                      label, r["n"], r["median"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3,
+                      r["p99"] / idle["median"], r["listed"] or "-", r["cycled"] or "-",
+                      r["turn"] * 1e3, r["callback"] * 1e3))
+        if SLOW_NAMES:
+            print_slow_callbacks(d.logpath, build)
     finally:
         d.teardown()
         subprocess.run(["rm", "-rf", img])

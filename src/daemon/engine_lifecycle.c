@@ -495,8 +495,8 @@ static void create_roll_back(struct engine *e, struct env *v)
         env_free(v);
 }
 
-/* A create's first half: the checks, the id range, the record, the disk, the cgroups. On
- * failure nothing is left. */
+/* A create's first step: the checks, the id range, the record, the disk. On failure nothing
+ * is left. */
 static int create_prepare(struct engine *e, const struct env_spec *spec, struct env **ret,
                           char *err, size_t errlen)
 {
@@ -581,8 +581,6 @@ static int create_prepare(struct engine *e, const struct env_spec *spec, struct 
                          "needs the btrfs driver)", e->cfg.storage->ops->name);
         else if (r < 0)
                 snprintf(err, errlen, "environment disk: %s", strerror(-r));
-        else
-                r = env_spawn_cgroup(e, v, err, errlen);
         if (r < 0) {
                 create_roll_back(e, v);
                 return r;
@@ -591,28 +589,40 @@ static int create_prepare(struct engine *e, const struct env_spec *spec, struct 
         return 0;
 }
 
-/* Its second half: PID 1's clone, and its exec slot's. On failure everything of the create is
- * removed (v freed). */
-static int create_spawn(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
+/* Its cgroups, made with their limits. On failure everything of the create is removed (v
+ * freed). */
+static int create_cgroup(struct engine *e, struct env *v, char *err, size_t errlen)
+{
+        int r = env_spawn_cgroup(e, v, err, errlen);
+        if (r < 0)
+                create_roll_back(e, v);
+        return r;
+}
+
+/* PID 1's clone (it sets up on its own). On failure everything is removed (v freed). */
+static int create_clone(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
                         size_t errlen)
 {
         int r = env_spawn_clone(e, v, p, err, errlen);
-        if (r < 0) {
+        if (r < 0)
                 create_roll_back(e, v);
-                return r;
-        }
-        /* Its exec slot sets up alongside PID 1 (exec.c): the agent's first command follows. */
-        exec_slot_early(e, v, p->pidfd);
-        return 0;
+        return r;
 }
 
 /* Everything of a create before PID 1's own setup (which takes milliseconds more, and more
- * on a busy host). On failure nothing is left. */
+ * on a busy host), in one go: the steps engine_create_async spreads over turns. On failure
+ * nothing is left. */
 static int create_start(struct engine *e, const struct env_spec *spec, struct env **ret,
                         struct spawn_pending *p, char *err, size_t errlen)
 {
         int r = create_prepare(e, spec, ret, err, errlen);
-        return r < 0 ? r : create_spawn(e, *ret, p, err, errlen);
+        if (r >= 0)
+                r = create_cgroup(e, *ret, err, errlen);
+        if (r >= 0)
+                r = create_clone(e, *ret, p, err, errlen);
+        if (r >= 0) /* its exec slot sets up alongside PID 1: the first command follows */
+                exec_slot_early(e, *ret, p->pidfd);
+        return r;
 }
 
 /* After PID 1's report (waiting up to timeout_ms for it): its start recorded, the environment
@@ -654,12 +664,23 @@ int engine_create(struct engine *e, const struct env_spec *spec, struct env **re
 
 /* ---- creates that answer once PID 1 runs (engine_create_async) ----------------------------- */
 
+/* Each step of an async create runs in a turn of its own, so that what other clients asked
+ * meanwhile is answered between them: each is a millisecond or more of the kernel's work
+ * (more on a busy host), and together they would hold the loop for all of it. */
+enum creating_step {
+        STEP_CGROUP, /* its cgroups (create_cgroup) */
+        STEP_CLONE,  /* PID 1's clone (create_clone) */
+        STEP_SLOT,   /* its exec slot's clone; then PID 1's report is awaited */
+        STEP_SETUP,  /* waiting for PID 1's report */
+};
+
 struct env_creating {
         struct engine *eng;
         struct env *v; /* not listed yet: found by engine_creating_find */
-        struct spawn_pending p;   /* pid 0 until the second half (create_spawn) */
-        struct loop_source *src; /* PID 1's report pipe */
-        struct loop_timer *timer; /* the second half's start; then PID 1's setup's time limit */
+        enum creating_step step;
+        struct spawn_pending p;   /* pid 0 until STEP_CLONE */
+        struct loop_source *src; /* PID 1's report pipe, from STEP_SETUP */
+        struct loop_timer *timer; /* the next step's turn; in STEP_SETUP its time limit */
         engine_created_fn done;  /* NULL once the caller forgot it */
         void *data;
         struct env_creating *next;
@@ -722,41 +743,80 @@ static void on_creating_timeout(struct loop_timer *t, void *data)
         creating_end(c, 0);
 }
 
-/* The second half, in a later turn of the loop: whatever other clients asked meanwhile is
- * answered between the two (each is milliseconds of the kernel's work with thousands of
- * environments). */
-static void on_creating_spawn(struct loop_timer *t, void *data)
+/* A step failed: the caller hears why, and nothing of the create is left. `removed`: the step
+ * already removed everything (the environment freed, so its name comes separately); else it
+ * is cancelled here. */
+static void creating_fail(struct env_creating *c, const char *name, bool removed, int r,
+                          const char *err)
 {
-        (void)t;
-        struct env_creating *c = data;
         struct engine *e = c->eng;
-        c->timer = NULL; /* fired */
-        char err[512] = "";
-        char name[NAME_BUF_SIZE];
-        snprintf(name, sizeof(name), "%s", c->v->row.name);
-        int r = create_spawn(e, c->v, &c->p, err, sizeof(err));
-        bool spawned = r >= 0;
-        if (spawned) {
-                r = loop_add_fd(e->cfg.loop, c->p.report_fd, EPOLLIN, on_creating_report, c,
-                                &c->src);
-                c->timer = r < 0 ? NULL
-                                 : loop_add_timer(e->cfg.loop, SPAWN_SETUP_MS, on_creating_timeout, c);
-                if (r >= 0 && c->timer)
-                        return; /* on_creating_report or on_creating_timeout goes on */
-                r = -ENOMEM;
-                snprintf(err, sizeof(err), "out of memory");
-        }
         engine_created_fn done = c->done;
         void *done_data = c->data;
         creating_unlist(c);
-        if (spawned)
-                creating_cancel(c); /* PID 1's child and everything else removed; frees c */
+        if (removed)
+                free(c);
         else
-                free(c); /* create_spawn removed everything, the environment too */
+                creating_cancel(c); /* PID 1's child and everything else removed; frees c */
         if (done)
                 done(e, NULL, r, err, done_data);
         else
                 log_warn("create %s failed: %s", name, err);
+}
+
+static void on_creating_step(struct loop_timer *t, void *data);
+
+/* Runs c->step, then arms the next one. */
+static int run_creating_step(struct env_creating *c, char *err, size_t errlen, bool *removed)
+{
+        struct engine *e = c->eng;
+        int r;
+        *removed = c->step == STEP_CGROUP || c->step == STEP_CLONE;
+        switch (c->step) {
+        case STEP_CGROUP:
+                if ((r = create_cgroup(e, c->v, err, errlen)) < 0)
+                        return r;
+                break;
+        case STEP_CLONE:
+                if ((r = create_clone(e, c->v, &c->p, err, errlen)) < 0)
+                        return r;
+                break;
+        case STEP_SLOT:
+                exec_slot_early(e, c->v, c->p.pidfd);
+                r = loop_add_fd(e->cfg.loop, c->p.report_fd, EPOLLIN, on_creating_report, c,
+                                &c->src);
+                c->timer = r < 0 ? NULL
+                                 : loop_add_timer(e->cfg.loop, SPAWN_SETUP_MS, on_creating_timeout, c);
+                if (!c->timer) {
+                        snprintf(err, errlen, "out of memory");
+                        return -ENOMEM;
+                }
+                c->step = STEP_SETUP; /* on_creating_report or on_creating_timeout goes on */
+                return 0;
+        case STEP_SETUP:
+                return 0; /* not a step of its own */
+        }
+        *removed = false;
+        c->step++;
+        c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
+        if (!c->timer) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static void on_creating_step(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct env_creating *c = data;
+        c->timer = NULL; /* fired */
+        char err[512] = "";
+        char name[NAME_BUF_SIZE];
+        snprintf(name, sizeof(name), "%s", c->v->row.name);
+        bool removed;
+        int r = run_creating_step(c, err, sizeof(err), &removed);
+        if (r < 0)
+                creating_fail(c, name, removed, r, err);
 }
 
 int engine_create_async(struct engine *e, const struct env_spec *spec, engine_created_fn done,
@@ -775,7 +835,8 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
                 return r;
         }
         /* Not in this turn: what other clients asked meanwhile is answered first. */
-        c->timer = loop_add_next_turn(e->cfg.loop, on_creating_spawn, c);
+        c->step = STEP_CGROUP;
+        c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
         if (!c->timer) {
                 creating_cancel(c);
                 snprintf(err, errlen, "out of memory");

@@ -15,6 +15,11 @@ void log_set_level(enum log_level l)
         min_level = l;
 }
 
+bool log_enabled(enum log_level l)
+{
+        return l >= min_level;
+}
+
 /* stderr is journald's stream (systemd sets JOURNAL_STREAM=DEV:INODE of it): the journal adds
  * the time and pid itself, and takes the level from a "<N>" prefix (sd-daemon(3)). */
 static bool to_journal(void)

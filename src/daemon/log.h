@@ -4,7 +4,11 @@
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
+#include <stdbool.h>
+
 void log_set_level(enum log_level l);
+/* Whether a message of this level is written: for work done only to build one. */
+bool log_enabled(enum log_level l);
 void log_msg(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)

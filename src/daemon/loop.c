@@ -1,8 +1,15 @@
 #include "daemon/loop.h"
+#include "daemon/log.h"
 #include "lib/util.h"
 
+#include <dlfcn.h>
+
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
+
+/* A callback this long is named in the debug log. */
+#define SLOW_CALLBACK_US 10000
 
 struct loop_source {
         struct loop *loop;
@@ -29,6 +36,7 @@ struct loop {
         struct loop_timer *timers;
         uint64_t turn; /* counts turns, from 1 */
         uint64_t max_turn_us; /* the longest turn since loop_take_max_turn_us */
+        struct loop_callback_max max_callback; /* the longest callback since it was taken */
 };
 
 static uint64_t mono_us(void)
@@ -43,6 +51,68 @@ uint64_t loop_take_max_turn_us(struct loop *l)
         uint64_t m = l->max_turn_us;
         l->max_turn_us = 0;
         return m;
+}
+
+struct loop_callback_max loop_take_max_callback(struct loop *l)
+{
+        struct loop_callback_max m = l->max_callback;
+        l->max_callback = (struct loop_callback_max){0};
+        return m;
+}
+
+/* One callback's start. With debug logging on, also its thread's CPU time and context
+ * switches, so that a slow one tells work from waiting (blocked in the kernel, or preempted). */
+struct callback_clock {
+        uint64_t wall_us;
+        bool detail;
+        uint64_t cpu_us;
+        struct rusage ru;
+};
+
+static uint64_t thread_cpu_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void callback_clock_start(struct callback_clock *c)
+{
+        c->detail = log_enabled(LOG_DEBUG);
+        if (c->detail) {
+                c->cpu_us = thread_cpu_us();
+                getrusage(RUSAGE_THREAD, &c->ru);
+        }
+        c->wall_us = mono_us();
+}
+
+static void log_slow_callback(const struct callback_clock *c, uint64_t took, loop_any_fn fn)
+{
+        uint64_t cpu = thread_cpu_us() - c->cpu_us;
+        struct rusage ru;
+        getrusage(RUSAGE_THREAD, &ru);
+        /* Static functions have no symbol to look up: the offset in the binary is what
+         * `addr2line -f -e paddockd OFFSET` turns into a name and line. */
+        Dl_info info;
+        uintptr_t at = (uintptr_t)fn;
+        if (!dladdr((void *)at, &info) || !info.dli_fbase)
+                return;
+        log_debug("loop: one callback held the loop %.1f ms (%s+0x%jx): %.1f ms on the CPU, "
+                  "%ld waits, %ld preemptions",
+                  (double)took / 1e3, info.dli_fname ? info.dli_fname : "?",
+                  (uintmax_t)(at - (uintptr_t)info.dli_fbase), (double)cpu / 1e3,
+                  ru.ru_nvcsw - c->ru.ru_nvcsw, ru.ru_nivcsw - c->ru.ru_nivcsw);
+}
+
+/* Times one callback: what one request or event cost the loop, apart from the others that
+ * happened to share its turn. */
+static void note_callback(struct loop *l, const struct callback_clock *c, loop_any_fn fn)
+{
+        uint64_t took = mono_us() - c->wall_us;
+        if (took > l->max_callback.us)
+                l->max_callback = (struct loop_callback_max){.us = took, .fn = fn};
+        if (took >= SLOW_CALLBACK_US && c->detail)
+                log_slow_callback(c, took, fn);
 }
 
 int loop_new(struct loop **ret)
@@ -193,7 +263,10 @@ static void run_timers(struct loop *l)
                 loop_timer_fn fn = due->fn;
                 void *data = due->data;
                 loop_cancel_timer(due);
+                struct callback_clock c;
+                callback_clock_start(&c);
                 fn(NULL, data);
+                note_callback(l, &c, (loop_any_fn)fn);
         }
 }
 
@@ -211,8 +284,13 @@ int loop_run(struct loop *l)
                 l->turn++;
                 for (int i = 0; i < n; i++) {
                         struct loop_source *s = evs[i].data.ptr;
-                        if (!s->dead)
-                                s->fn(s, s->fd, evs[i].events, s->data);
+                        if (s->dead)
+                                continue;
+                        loop_io_fn fn = s->fn;
+                        struct callback_clock c;
+                        callback_clock_start(&c);
+                        fn(s, s->fd, evs[i].events, s->data);
+                        note_callback(l, &c, (loop_any_fn)fn);
                 }
                 run_timers(l);
                 free_dead(l);
