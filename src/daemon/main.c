@@ -1,4 +1,5 @@
-/* paddockd: the Paddock daemon. One process, one thread, one epoll loop. */
+/* paddockd: the Paddock daemon. One process, one epoll loop on one thread (plus a thread that
+ * only waits for fdatasync: syncer.c). */
 #include "daemon/api.h"
 #include "daemon/audit.h"
 #include "daemon/engine.h"
