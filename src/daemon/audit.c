@@ -1,5 +1,5 @@
 /* The audit log (see audit.h for the format and the durability promise). One process-wide
- * log: only the daemon's loop thread writes it, so a record is built and written in one go. */
+ * log: the daemon is single-threaded, so a record is built and written in one go. */
 #include "daemon/audit.h"
 #include "daemon/log.h"
 #include "lib/parse.h"

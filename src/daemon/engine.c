@@ -7,8 +7,6 @@
  * A row found in "creating" or "deleting" at startup is a half-done operation and is rolled
  * back (everything it may have made is removed, engine_reconcile.c). */
 #include "daemon/engine_internal.h"
-#include "daemon/log.h"
-#include "daemon/syncer.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -287,25 +285,14 @@ static void spec_load(struct env *v)
         json_decref(j);
 }
 
-static int env_write_row(struct engine *e, struct env *v, bool synced)
+int env_save(struct engine *e, struct env *v)
 {
         char *spec = spec_dump(v);
         if (!spec)
                 return -ENOMEM;
         free(v->row.spec);
         v->row.spec = spec;
-        return synced ? state_env_update(e->cfg.state, &v->row)
-                      : state_env_update_unsynced(e->cfg.state, &v->row);
-}
-
-int env_save(struct engine *e, struct env *v)
-{
-        return env_write_row(e, v, true);
-}
-
-int env_save_unsynced(struct engine *e, struct env *v)
-{
-        return env_write_row(e, v, false);
+        return state_env_update(e->cfg.state, &v->row);
 }
 
 void env_free(struct env *v)
@@ -691,8 +678,6 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
                 env_append(e, v);
         }
         state_env_rows_free(rows, n);
-        if ((r = syncer_new(cfg->loop, &e->syncer)) < 0)
-                log_warn("state syncs stay in the loop (no thread: %s)", strerror(-r));
         if ((r = tokens_open(cfg->state, cfg->loop, &e->tokens)) < 0) {
                 engine_free(e);
                 return r;
@@ -706,7 +691,6 @@ void engine_free(struct engine *e)
         if (!e)
                 return;
         engine_creating_abandon(e);
-        syncer_free(e->syncer);
         loop_cancel_timer(e->sweep);
         engine_idle_free(e);
         engine_image_helpers_release(e);

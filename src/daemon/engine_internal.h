@@ -111,9 +111,6 @@ struct engine {
          * their names are taken and they count toward the limits. */
         struct env_creating *creating;
         size_t n_creating;
-        /* Syncs the state database's log off the loop (a create's record of its start);
-         * NULL if its thread could not start: those syncs then happen in place. */
-        struct syncer *syncer;
         size_t n_running; /* listed environments whose PID 1 runs (pidfd >= 0) */
         /* By name: chained hash buckets (env.hnext), a power of two, at least n_envs, so a
          * lookup costs the same with 10 or 4,000 environments. */
@@ -171,8 +168,6 @@ char *spec_dump(const struct env *v);
  * "device"; else 0 for none (the stored spec). */
 json_t *env_io_json(const struct cgroup_limits *l, bool shown);
 int env_save(struct engine *e, struct env *v);
-/* The same write without waiting for the disk (state_env_update_unsynced). */
-int env_save_unsynced(struct engine *e, struct env *v);
 void env_free(struct env *v);
 void env_unlink(struct engine *e, struct env *v);
 void env_append(struct engine *e, struct env *v);

@@ -1,4 +1,4 @@
-/* The daemon's event loop, on one thread: epoll for fds (sockets, pipes, pidfds, signalfd)
+/* The daemon's single-threaded event loop: epoll for fds (sockets, pipes, pidfds, signalfd)
  * plus a short list of deadline timers. Callbacks run one at a time; a source removed inside a
  * callback is freed only after the current dispatch round, so stale events are harmless. */
 #pragma once

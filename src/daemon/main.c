@@ -1,5 +1,4 @@
-/* paddockd: the Paddock daemon. One process, one epoll loop on one thread (plus a thread that
- * only waits for fdatasync: syncer.c). */
+/* paddockd: the Paddock daemon. One process, one thread, one epoll loop. */
 #include "daemon/api.h"
 #include "daemon/audit.h"
 #include "daemon/engine.h"

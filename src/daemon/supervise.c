@@ -29,7 +29,7 @@ struct supervise {
 };
 
 /* Helpers between a successful supervise_start and their exit: one counter for the daemon
- * (its loop thread), read by GET /metrics. */
+ * (one thread), read by GET /metrics. */
 static unsigned n_running;
 
 unsigned supervise_running(void)

@@ -3,8 +3,8 @@
  * The environment side is configured through a second rtnetlink socket that lives in the
  * environment's network namespace: a socket stays bound to the namespace it was created in, so
  * the daemon enters the namespace only for socket() (and for opening its /proc/sys/net files)
- * and returns at once. That is safe because setns() moves the calling thread only, and only
- * the daemon's loop thread makes sockets (its other thread only syncs: syncer.c). */
+ * and returns at once. That is safe because the daemon is single-threaded; setns() moves the
+ * calling thread only. */
 #include "lib/netlink.h"
 #include "lib/netlink_internal.h"
 #include "lib/util.h"
