@@ -218,6 +218,11 @@ def main():
                       r["turn"] * 1e3, r["callback"] * 1e3))
         if SLOW_NAMES:
             print_slow_callbacks(d.logpath, build)
+    except BaseException:
+        # The daemon's log goes with its directory: keep a copy of a failed run's.
+        subprocess.run(["cp", d.logpath, "/tmp/mixed_load-paddockd.log"])
+        print("the daemon's log: /tmp/mixed_load-paddockd.log", file=sys.stderr)
+        raise
     finally:
         d.teardown()
         subprocess.run(["rm", "-rf", img])
