@@ -36,7 +36,7 @@ struct loop {
         struct loop_timer *timers;
         uint64_t turn; /* counts turns, from 1 */
         uint64_t max_turn_us; /* the longest turn since loop_take_max_turn_us */
-        struct loop_callback_max max_callback; /* the longest callback since it was taken */
+        uint64_t max_callback_us; /* the longest callback since loop_take_max_callback_us */
 };
 
 static uint64_t mono_us(void)
@@ -53,12 +53,15 @@ uint64_t loop_take_max_turn_us(struct loop *l)
         return m;
 }
 
-struct loop_callback_max loop_take_max_callback(struct loop *l)
+uint64_t loop_take_max_callback_us(struct loop *l)
 {
-        struct loop_callback_max m = l->max_callback;
-        l->max_callback = (struct loop_callback_max){0};
+        uint64_t m = l->max_callback_us;
+        l->max_callback_us = 0;
         return m;
 }
+
+/* Any callback's address, for the debug log's name of it. */
+typedef void (*loop_any_fn)(void);
 
 /* One callback's start. With debug logging on, also its thread's CPU time and context
  * switches, so that a slow one tells work from waiting (blocked in the kernel, or preempted). */
@@ -109,8 +112,8 @@ static void log_slow_callback(const struct callback_clock *c, uint64_t took, loo
 static void note_callback(struct loop *l, const struct callback_clock *c, loop_any_fn fn)
 {
         uint64_t took = mono_us() - c->wall_us;
-        if (took > l->max_callback.us)
-                l->max_callback = (struct loop_callback_max){.us = took, .fn = fn};
+        if (took > l->max_callback_us)
+                l->max_callback_us = took;
         if (took >= SLOW_CALLBACK_US && c->detail)
                 log_slow_callback(c, took, fn);
 }

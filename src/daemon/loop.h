@@ -28,13 +28,8 @@ void loop_remove(struct loop_source *s);
 uint64_t loop_take_max_turn_us(struct loop *l);
 
 /* The longest single callback (one request's or event's share of a turn) since the previous
- * call, and which function it was (its address, for a profiler or addr2line); then zeroed. */
-typedef void (*loop_any_fn)(void);
-struct loop_callback_max {
-        uint64_t us;
-        loop_any_fn fn;
-};
-struct loop_callback_max loop_take_max_callback(struct loop *l);
+ * call, in microseconds; the count starts again. (--debug names each slow one.) */
+uint64_t loop_take_max_callback_us(struct loop *l);
 
 /* One-shot timer at now_ms() + after_ms. */
 struct loop_timer *loop_add_timer(struct loop *l, uint64_t after_ms, loop_timer_fn fn, void *data);

@@ -321,7 +321,7 @@ void metrics_write_daemon(struct engine *e, const struct metrics_envs *m, FILE *
                "The longest single callback of the event loop (one request's or event's share "
                "of a turn) since the previous scrape by an administrator.");
         fprintf(f, "paddock_loop_callback_max_seconds %.6f\n",
-                (double)loop_take_max_callback(e->cfg.loop).us / 1e6);
+                (double)loop_take_max_callback_us(e->cfg.loop) / 1e6);
         family(f, "paddock_uptime_seconds", "gauge", "Seconds since the daemon started.");
         fprintf(f, "paddock_uptime_seconds %.3f\n", uptime_s());
         family(f, "paddock_build_info", "gauge", "The daemon's version (always 1).");
