@@ -285,14 +285,25 @@ static void spec_load(struct env *v)
         json_decref(j);
 }
 
-int env_save(struct engine *e, struct env *v)
+static int env_write_row(struct engine *e, struct env *v, bool synced)
 {
         char *spec = spec_dump(v);
         if (!spec)
                 return -ENOMEM;
         free(v->row.spec);
         v->row.spec = spec;
-        return state_env_update(e->cfg.state, &v->row);
+        return synced ? state_env_update(e->cfg.state, &v->row)
+                      : state_env_update_unsynced(e->cfg.state, &v->row);
+}
+
+int env_save(struct engine *e, struct env *v)
+{
+        return env_write_row(e, v, true);
+}
+
+int env_save_unsynced(struct engine *e, struct env *v)
+{
+        return env_write_row(e, v, false);
 }
 
 void env_free(struct env *v)

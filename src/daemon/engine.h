@@ -35,6 +35,9 @@ struct engine_config {
         const char *cgroup_scope; /* the systemd scope environments are in (sdscope.h), or NULL */
         const char *cgroup_scope_error; /* why there is none where systemd wanted one, or NULL */
         unsigned long long nofile_at_start; /* RLIMIT_NOFILE soft limit paddockd was started with */
+        /* Syncs the state database's log off the loop (a create's record of its start);
+         * NULL if its process could not start: those syncs then happen in place. */
+        struct syncer *syncer;
 };
 
 /* What an idle environment becomes: IDLE_DEFAULT is pause for a sandbox, stop for a computer. */

@@ -168,6 +168,8 @@ char *spec_dump(const struct env *v);
  * "device"; else 0 for none (the stored spec). */
 json_t *env_io_json(const struct cgroup_limits *l, bool shown);
 int env_save(struct engine *e, struct env *v);
+/* The same write without waiting for the disk (state_env_update_unsynced). */
+int env_save_unsynced(struct engine *e, struct env *v);
 void env_free(struct env *v);
 void env_unlink(struct engine *e, struct env *v);
 void env_append(struct engine *e, struct env *v);

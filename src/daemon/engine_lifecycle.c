@@ -7,6 +7,7 @@
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/lxcfs.h"
+#include "daemon/syncer.h"
 #include "lib/blockdev.h"
 #include "lib/spawn.h"
 #include "lib/userns.h"
@@ -203,9 +204,11 @@ static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending
         return r;
 }
 
-/* PID 1 exec'd (waiting up to timeout_ms for its report): record it, bring up its network. */
+/* PID 1 exec'd (waiting up to timeout_ms for its report): record it, bring up its network.
+ * `synced`: its record is on disk and its exit watched on return; else the record is only
+ * written, and the caller watches it once a sync made the record durable (creating_synced). */
 static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pending *p,
-                              int timeout_ms, char *err, size_t errlen)
+                              int timeout_ms, bool synced, char *err, size_t errlen)
 {
         struct spawn_result res;
         int r = env_spawn_finish(p, timeout_ms, &res, err, errlen);
@@ -226,6 +229,14 @@ static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pend
         }
         if (e->net && v->net.mode != NET_NONE)
                 reapply_linked(e, v); /* links are symmetric: peers accept the new address */
+        if (!synced) {
+                r = env_save_unsynced(e, v);
+                if (r < 0) {
+                        snprintf(err, errlen, "record start: %s", strerror(-r));
+                        env_kill_sync(e, v);
+                }
+                return r;
+        }
         r = env_watch(e, v);
         if (r >= 0)
                 r = env_save(e, v);
@@ -247,7 +258,7 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
 {
         struct spawn_pending p;
         int r = env_spawn_begin(e, v, &p, err, errlen);
-        return r < 0 ? r : env_spawn_complete(e, v, &p, SPAWN_SETUP_MS, err, errlen);
+        return r < 0 ? r : env_spawn_complete(e, v, &p, SPAWN_SETUP_MS, true, err, errlen);
 }
 
 static void notify_waiters(struct env *v)
@@ -625,16 +636,25 @@ static int create_start(struct engine *e, const struct env_spec *spec, struct en
         return r;
 }
 
+static void create_listed(struct engine *e, struct env *v);
+
 /* After PID 1's report (waiting up to timeout_ms for it): its start recorded, the environment
  * listed; or everything rolled back. */
 static int create_finish(struct engine *e, struct env *v, struct spawn_pending *p,
                          int timeout_ms, char *err, size_t errlen)
 {
-        int r = env_spawn_complete(e, v, p, timeout_ms, err, errlen);
+        int r = env_spawn_complete(e, v, p, timeout_ms, true, err, errlen);
         if (r < 0) {
                 create_roll_back(e, v);
                 return r;
         }
+        create_listed(e, v);
+        return 0;
+}
+
+/* A create's last step, its record durable and its PID 1 watched: listed and announced. */
+static void create_listed(struct engine *e, struct env *v)
+{
         env_append(e, v);
         if (e->net && v->net.mode != NET_NONE)
                 reapply_linked(e, v); /* now that it is listed, peers see its address */
@@ -646,7 +666,6 @@ static int create_finish(struct engine *e, struct env *v, struct spawn_pending *
         engine_idle_arm(e, v);
         exec_slot_go(v);
         exec_slot_prewarm(e, v); /* if it has none */
-        return 0;
 }
 
 int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
@@ -672,6 +691,7 @@ enum creating_step {
         STEP_CLONE,  /* PID 1's clone (create_clone) */
         STEP_SLOT,   /* its exec slot's clone; then PID 1's report is awaited */
         STEP_SETUP,  /* waiting for PID 1's report */
+        STEP_SYNC,   /* running, its record written: waiting for the disk (the syncer) */
 };
 
 struct env_creating {
@@ -681,6 +701,7 @@ struct env_creating {
         struct spawn_pending p;   /* pid 0 until STEP_CLONE */
         struct loop_source *src; /* PID 1's report pipe, from STEP_SETUP */
         struct loop_timer *timer; /* the next step's turn; in STEP_SETUP its time limit */
+        struct syncer_wait *wait; /* in STEP_SYNC */
         engine_created_fn done;  /* NULL once the caller forgot it */
         void *data;
         struct env_creating *next;
@@ -697,21 +718,70 @@ static void creating_unlist(struct env_creating *c)
         e->n_creating--;
 }
 
-static void creating_end(struct env_creating *c, int timeout_ms)
+/* The create's end: listed and answered, or (r < 0) rolled back and answered with err. */
+static void creating_done(struct env_creating *c, int r, const char *err)
 {
         struct engine *e = c->eng;
-        loop_remove(c->src);
-        loop_cancel_timer(c->timer);
         creating_unlist(c);
-        char err[512] = "";
         char name[NAME_BUF_SIZE];
         snprintf(name, sizeof(name), "%s", c->v->row.name);
-        int r = create_finish(e, c->v, &c->p, timeout_ms, err, sizeof(err));
+        if (r < 0)
+                create_roll_back(e, c->v);
+        else
+                create_listed(e, c->v);
         if (c->done)
                 c->done(e, r < 0 ? NULL : c->v, r, err, c->data);
         else if (r < 0)
                 log_warn("create %s failed: %s", name, err);
         free(c);
+}
+
+/* Its record of the start is on disk (or the disk failed: said, and the create goes on; it
+ * runs, and a host crash before the next synced write may lose it): its exit watched. */
+static void creating_synced(struct env_creating *c, int result)
+{
+        struct engine *e = c->eng;
+        if (result < 0)
+                log_error("%s: the state database could not be synced (%s): a host crash may lose "
+                          "this environment's record", c->v->row.name, strerror(-result));
+        char err[512] = "";
+        int r = env_watch(e, c->v);
+        if (r < 0) {
+                snprintf(err, sizeof(err), "record start: %s", strerror(-r));
+                env_kill_sync(e, c->v);
+        }
+        creating_done(c, r, err);
+}
+
+static void on_creating_synced(int result, void *data)
+{
+        struct env_creating *c = data;
+        c->wait = NULL; /* answered: freed */
+        creating_synced(c, result);
+}
+
+/* PID 1's report is in (or its time is up): its start recorded without waiting for the disk,
+ * which the sync process waits for while the loop serves others; in place without one. */
+static void creating_end(struct env_creating *c, int timeout_ms)
+{
+        struct engine *e = c->eng;
+        loop_remove(c->src);
+        c->src = NULL;
+        loop_cancel_timer(c->timer);
+        c->timer = NULL;
+        char err[512] = "";
+        int r = env_spawn_complete(e, c->v, &c->p, timeout_ms, false, err, sizeof(err));
+        if (r < 0) {
+                creating_done(c, r, err);
+                return;
+        }
+        int wal = state_wal_fd(e->cfg.state);
+        if (wal >= 0 && e->cfg.syncer &&
+            syncer_after(e->cfg.syncer, wal, on_creating_synced, c, &c->wait) >= 0) {
+                c->step = STEP_SYNC;
+                return;
+        }
+        creating_synced(c, wal < 0 ? wal : fdatasync(wal) < 0 ? -errno : 0);
 }
 
 /* A create given up before PID 1's report (no loop slot for it, or shutdown): its child killed
@@ -793,7 +863,8 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
                 c->step = STEP_SETUP; /* on_creating_report or on_creating_timeout goes on */
                 return 0;
         case STEP_SETUP:
-                return 0; /* not a step of its own */
+        case STEP_SYNC:
+                return 0; /* not steps of their own */
         }
         *removed = false;
         c->step++;
@@ -881,7 +952,20 @@ void engine_creating_abandon(struct engine *e)
                 struct env_creating *c = e->creating;
                 e->creating = c->next;
                 e->n_creating--;
-                creating_cancel(c);
+                if (c->step != STEP_SYNC) {
+                        creating_cancel(c);
+                        continue;
+                }
+                /* It runs and its record is written: made durable here, it is kept like every
+                 * listed environment at shutdown (it goes on running; the next start adopts
+                 * it). Its caller is gone with the API. */
+                syncer_cancel(c->wait);
+                int wal = state_wal_fd(e->cfg.state);
+                if (wal < 0 || fdatasync(wal) < 0)
+                        log_error("%s: the state database could not be synced: a host crash may "
+                                  "lose this environment's record", c->v->row.name);
+                env_append(e, c->v);
+                free(c);
         }
 }
 

@@ -1,7 +1,9 @@
-/* paddockd: the Paddock daemon. One process, one thread, one epoll loop. */
+/* paddockd: the Paddock daemon. One process, one thread, one epoll loop (and a small process
+ * that only waits for fdatasync: syncer.c). */
 #include "daemon/api.h"
 #include "daemon/audit.h"
 #include "daemon/engine.h"
+#include "daemon/syncer.h"
 #include "daemon/events.h"
 #include "daemon/gateway.h"
 #include "daemon/ingress.h"
@@ -810,6 +812,11 @@ int main(int argc, char **argv)
                 log_error("signals: %m");
                 return 1;
         }
+        /* Before the environments are loaded and helpers started: the sync process is a copy
+         * of the daemon's memory as it is now, so the smaller the better. */
+        struct syncer *syncer = NULL;
+        if ((r = syncer_new(loop, &syncer)) < 0)
+                log_warn("state syncs stay in the loop (no sync process: %s)", strerror(-r));
         struct audit_config ac = {.root = root, .max_size = o.audit_max_size,
                                   .keep = o.audit_keep, .loop = loop};
         if ((r = audit_open(&ac)) < 0) {
@@ -830,7 +837,8 @@ int main(int argc, char **argv)
                                    .apt_dir = o.apt_dir,
                                    .cgroup_scope = scope[0] ? scope : NULL,
                                    .cgroup_scope_error = scope_err[0] ? scope_err : NULL,
-                                   .nofile_at_start = nofile_at_start};
+                                   .nofile_at_start = nofile_at_start,
+                                   .syncer = syncer};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));
@@ -890,6 +898,7 @@ int main(int argc, char **argv)
         unlink(o.socket);
         exec_slots_shutdown();
         engine_free(engine);
+        syncer_free(syncer); /* after the engine: a create waiting for it is synced there */
         storage_free(storage);
         network_free(net);
         {

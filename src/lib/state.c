@@ -2,10 +2,12 @@
 #include "lib/util.h"
 
 #include <sqlite3.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 struct state {
         sqlite3 *db;
+        int wal_fd; /* state_wal_fd; -EBADF until asked for */
 };
 
 static void finalizep(sqlite3_stmt **st)
@@ -200,6 +202,7 @@ int state_open(const char *path, struct state **ret)
                 return -ENOMEM;
         }
         s->db = db;
+        s->wal_fd = -EBADF;
         *ret = s;
         return 0;
 }
@@ -209,7 +212,25 @@ void state_close(struct state *s)
         if (!s)
                 return;
         sqlite3_close(s->db);
+        closep(&s->wal_fd);
         free(s);
+}
+
+int state_wal_fd(struct state *s)
+{
+        if (s->wal_fd >= 0)
+                return s->wal_fd;
+        /* The WAL stays the same file while the connection is open (a checkpoint restarts or
+         * truncates it in place), and fsync works on a read-only fd. */
+        const char *db = sqlite3_db_filename(s->db, "main");
+        char path[4200];
+        if (!db || !db[0] || BUF_PRINTF(path, "%s-wal", db) < 0)
+                return -ENAMETOOLONG;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        s->wal_fd = fd;
+        return fd;
 }
 
 static int bind_env(sqlite3_stmt *st, const struct env_row *e)
@@ -359,6 +380,14 @@ int state_env_insert_unsynced(struct state *s, const struct env_row *e)
         if (r < 0)
                 return r;
         return unsynced_end(s, state_env_insert(s, e));
+}
+
+int state_env_update_unsynced(struct state *s, const struct env_row *e)
+{
+        int r = unsynced_begin(s);
+        if (r < 0)
+                return r;
+        return unsynced_end(s, state_env_update(s, e));
 }
 
 int state_env_delete_unsynced(struct state *s, const char *name)

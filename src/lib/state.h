@@ -72,6 +72,10 @@ int state_env_delete(struct state *s, const char *name);
  * whose loss the next start repairs on its own (see engine_lifecycle.c). */
 int state_env_insert_unsynced(struct state *s, const struct env_row *e);
 int state_env_delete_unsynced(struct state *s, const char *name);
+int state_env_update_unsynced(struct state *s, const struct env_row *e);
+/* An fd of the write-ahead log (opened once, kept): fdatasync(2) of it, from any thread, makes
+ * every commit so far durable, unsynced ones included, as a synced commit would. <0: -errno. */
+int state_wal_fd(struct state *s);
 /* All rows, ordered by creation; free with state_env_rows_free. */
 int state_env_list(struct state *s, struct env_row **ret, size_t *ret_n);
 void state_env_rows_free(struct env_row *rows, size_t n);

@@ -6,6 +6,7 @@ and the environment is not listed; once lxcfs goes on, the create answers 201.""
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -27,8 +28,14 @@ def setting_up(daemon, name):
 
 def create_in_thread(daemon, body, headers=None):
     box = {}
-    t = threading.Thread(target=lambda: box.update(
-        r=daemon.api("POST", "/v1/envs", body, headers=headers, timeout=60)))
+
+    def create():
+        try:
+            box["r"] = daemon.api("POST", "/v1/envs", body, headers=headers, timeout=60)
+        except OSError as e:  # the daemon went away before answering
+            box["error"] = e
+
+    t = threading.Thread(target=create)
     t.start()
     return t, box
 
@@ -148,3 +155,47 @@ def test_a_create_whose_setup_dies_leaves_nothing_behind(daemon):
     assert "dies" not in daemon.envs()
     daemon.create("dies")  # the name is free again
     assert daemon.sh("dies", "echo ok") == "ok\n"
+
+
+def started(daemon, name):
+    """The create's PID 1 has exec'd paddock-init: its setup is over."""
+    return any(comm == "paddock-init" and ("/env-%s\n" % name) in proc_cgroup(pid)
+               for pid, comm, _ in children_of(daemon.pid))
+
+
+def test_a_create_waiting_for_the_disk_holds_up_no_one_and_outlives_a_shutdown(daemon):
+    # A create's record of its start is made durable by the daemon's sync thread (syncer.c)
+    # while the loop serves everyone else; the answer waits for the disk. The test makes each
+    # sync wait 2 s first (PADDOCK_TEST_SYNC_DELAY_MS) to hold a create there.
+    daemon.extra_env["PADDOCK_TEST_SYNC_DELAY_MS"] = "2000"
+    daemon.restart()
+    try:
+        daemon.create("other")
+        t, box = create_in_thread(daemon, {"name": "durable"})
+        wait_for(lambda: started(daemon, "durable"), 10, 0.02, "the create's PID 1")
+        # Its PID 1 runs and its sync waits: everyone else is served meanwhile.
+        res = daemon.api("POST", "/v1/envs/other/exec", {"cmd": ["echo", "served"]}, timeout=10)
+        assert res.status == 200 and res.json["stdout"] == "served\n", res
+        again = daemon.api("POST", "/v1/envs", {"name": "durable"}, timeout=10)
+        assert again.status == 409 and "already exists" in again.json["error"]["message"], again
+        assert daemon.api("GET", "/v1/envs/durable", timeout=10).status == 404
+        assert t.is_alive() and "r" not in box  # answered only once the record is on disk
+        t.join(60)
+        assert box["r"].status == 201 and box["r"].json["state"] == "running", box
+        assert daemon.sh("durable", "echo up") == "up\n"
+
+        # A shutdown while a create waits for the disk keeps it, as it keeps every running
+        # environment: synced on the way out, adopted by the next start.
+        t, box = create_in_thread(daemon, {"name": "kept"})
+        wait_for(lambda: started(daemon, "kept"), 10, 0.02, "the create's PID 1")
+        time.sleep(0.3)  # its report read: the create now waits for its sync (2 s)
+        assert t.is_alive()
+        daemon.stop()
+        t.join(60)
+        assert "error" in box or box["r"].status >= 500, box  # never answered 201
+    finally:
+        daemon.extra_env.pop("PADDOCK_TEST_SYNC_DELAY_MS", None)
+    daemon.start()
+    envs = daemon.envs()
+    assert envs["kept"]["state"] == "running", envs
+    assert daemon.sh("kept", "echo still") == "still\n"

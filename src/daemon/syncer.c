@@ -1,0 +1,275 @@
+/* The sync process (syncer.h). The loop's side keeps the queue; the process only answers "the
+ * fd you named is synced, with this result", one request at a time. */
+#include "daemon/syncer.h"
+#include "daemon/log.h"
+#include "daemon/loop.h"
+#include "lib/util.h"
+
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+struct syncer_wait {
+        struct syncer *owner;
+        int fd;
+        syncer_fn fn;
+        void *data;
+        bool in_flight; /* covered by the sync that runs now */
+        struct syncer_wait *next;
+};
+
+struct syncer {
+        struct loop *loop;
+        pid_t pid;          /* the sync process; 0 once reaped */
+        int pidfd;
+        int req_w, req_r;   /* loop → process: the fd to sync */
+        int done_w, done_r; /* process → loop: its result */
+        struct loop_source *done_src, *exit_src;
+        bool running; /* a sync is in flight */
+        unsigned long syncs; /* started so far (the unit test counts the group commits) */
+        /* PADDOCK_TEST_SYNC_DELAY_MS: each sync waits this long first, so that a test can
+         * hold a create at its sync (test_create_async.py). Read once, before the clone. */
+        struct timespec test_delay;
+        struct syncer_wait *waits; /* in order of arrival */
+};
+
+/* The process: a copy of the daemon's memory at syncer_new, the daemon's fd table itself.
+ * Nothing here closes an fd (it would close the daemon's) or allocates. */
+static _Noreturn void sync_main(const struct syncer *s, pid_t daemon)
+{
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL); /* the daemon's signals are the daemon's */
+        prctl(PR_SET_NAME, "paddockd-sync");
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != daemon)
+                _exit(0); /* the daemon died before the line above */
+        for (;;) {
+                int fd;
+                ssize_t n = read(s->req_r, &fd, sizeof(fd));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n != (ssize_t)sizeof(fd) || fd < 0)
+                        _exit(0); /* syncer_free's request to end (or the pipe is gone) */
+                if (s->test_delay.tv_sec || s->test_delay.tv_nsec)
+                        nanosleep(&s->test_delay, NULL);
+                int result = fdatasync(fd) < 0 ? -errno : 0;
+                while (write(s->done_w, &result, sizeof(result)) < 0 && errno == EINTR)
+                        ;
+        }
+}
+
+/* Answers and frees w (taken off the queue by the caller). */
+static void answer(struct syncer_wait *w, int result)
+{
+        syncer_fn fn = w->fn;
+        void *fn_data = w->data;
+        free(w);
+        fn(result, fn_data);
+}
+
+/* Starts a sync for the oldest waiting request and every other one on the same fd. */
+static void start_next(struct syncer *s)
+{
+        if (s->running || !s->waits || !s->pid)
+                return;
+        int fd = s->waits->fd;
+        for (struct syncer_wait *w = s->waits; w; w = w->next)
+                if (w->fd == fd)
+                        w->in_flight = true;
+        s->running = true;
+        s->syncs++;
+        /* One request at a time in a pipe: the write cannot block or be short. */
+        while (write(s->req_w, &fd, sizeof(fd)) < 0 && errno == EINTR)
+                ;
+}
+
+/* Takes the in-flight requests off the queue, in order. */
+static struct syncer_wait *take_in_flight(struct syncer *s)
+{
+        struct syncer_wait *taken = NULL, **tail = &taken;
+        for (struct syncer_wait **pp = &s->waits; *pp;) {
+                struct syncer_wait *w = *pp;
+                if (w->in_flight) {
+                        *pp = w->next;
+                        w->next = NULL;
+                        *tail = w;
+                        tail = &w->next;
+                } else {
+                        pp = &w->next;
+                }
+        }
+        return taken;
+}
+
+static void on_done(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        (void)src;
+        (void)events;
+        struct syncer *s = data;
+        int result;
+        if (read(fd, &result, sizeof(result)) != (ssize_t)sizeof(result))
+                return;
+        s->running = false;
+        /* Take the answered ones off first: a function may add or cancel others. */
+        struct syncer_wait *answered = take_in_flight(s);
+        start_next(s);
+        while (answered) {
+                struct syncer_wait *w = answered;
+                answered = w->next;
+                answer(w, result);
+        }
+}
+
+/* The process died (killed by someone: it never exits on its own while the daemon runs).
+ * Everything still waiting is synced here, in the loop, and so is every later request
+ * (syncer_after answers -ESRCH). */
+static void on_process_exit(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        (void)src;
+        (void)fd;
+        (void)events;
+        struct syncer *s = data;
+        siginfo_t si = {0};
+        waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG);
+        log_error("the sync process (pid %d) is gone (%s %d): state syncs run in the loop now",
+                  (int)s->pid, si.si_code == CLD_EXITED ? "exit" : "signal", si.si_status);
+        s->pid = 0;
+        loop_remove(s->exit_src);
+        s->exit_src = NULL;
+        s->running = false;
+        while (s->waits) {
+                struct syncer_wait *w = s->waits;
+                s->waits = w->next;
+                answer(w, fdatasync(w->fd) < 0 ? -errno : 0);
+        }
+}
+
+static void close_pipes(struct syncer *s)
+{
+        closep(&s->req_r);
+        closep(&s->req_w);
+        closep(&s->done_r);
+        closep(&s->done_w);
+}
+
+int syncer_new(struct loop *l, struct syncer **ret)
+{
+        struct syncer *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *s = (struct syncer){.loop = l, .pidfd = -EBADF, .req_r = -EBADF, .req_w = -EBADF,
+                             .done_r = -EBADF, .done_w = -EBADF};
+        const char *delay = getenv("PADDOCK_TEST_SYNC_DELAY_MS");
+        if (delay) {
+                unsigned long ms = strtoul(delay, NULL, 10);
+                s->test_delay = (struct timespec){.tv_sec = (time_t)(ms / 1000),
+                                                  .tv_nsec = (long)(ms % 1000) * 1000000L};
+        }
+        int req[2], done[2], r;
+        if (pipe2(req, O_CLOEXEC) < 0) {
+                r = -errno;
+                free(s);
+                return r;
+        }
+        s->req_r = req[0];
+        s->req_w = req[1];
+        if (pipe2(done, O_CLOEXEC | O_NONBLOCK) < 0) {
+                r = -errno;
+                close_pipes(s);
+                free(s);
+                return r;
+        }
+        s->done_r = done[0];
+        s->done_w = done[1];
+        pid_t daemon = getpid();
+        int pidfd = -EBADF;
+        struct clone_args args = {.flags = CLONE_FILES | CLONE_PIDFD,
+                                  .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                                  .exit_signal = SIGCHLD};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0)
+                sync_main(s, daemon);
+        if (pid < 0) {
+                r = -errno;
+                close_pipes(s);
+                free(s);
+                return r;
+        }
+        s->pid = pid;
+        s->pidfd = pidfd;
+        if ((r = loop_add_fd(l, s->done_r, EPOLLIN, on_done, s, &s->done_src)) < 0 ||
+            (r = loop_add_fd(l, s->pidfd, EPOLLIN, on_process_exit, s, &s->exit_src)) < 0) {
+                syncer_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+void syncer_free(struct syncer *s)
+{
+        if (!s)
+                return;
+        loop_remove(s->exit_src);
+        loop_remove(s->done_src);
+        if (s->pid) {
+                /* An fd of -1 asks it to end after the sync it may be running (closing our end
+                 * would not do: it shares our fd table, so it holds the same end). */
+                int end = -1;
+                while (write(s->req_w, &end, sizeof(end)) < 0 && errno == EINTR)
+                        ;
+                while (waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED) < 0 &&
+                       errno == EINTR)
+                        ;
+        }
+        closep(&s->pidfd);
+        close_pipes(s);
+        while (s->waits) {
+                struct syncer_wait *w = s->waits;
+                s->waits = w->next;
+                free(w);
+        }
+        free(s);
+}
+
+int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret)
+{
+        if (!s->pid)
+                return -ESRCH;
+        struct syncer_wait *w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (struct syncer_wait){.owner = s, .fd = fd, .fn = fn, .data = data};
+        struct syncer_wait **pp = &s->waits;
+        while (*pp)
+                pp = &(*pp)->next;
+        *pp = w;
+        /* One that arrives while a sync runs waits for the next: the running one may have
+         * started before this request's write. */
+        start_next(s);
+        if (ret)
+                *ret = w;
+        return 0;
+}
+
+void syncer_cancel(struct syncer_wait *w)
+{
+        if (!w)
+                return;
+        for (struct syncer_wait **pp = &w->owner->waits; *pp; pp = &(*pp)->next)
+                if (*pp == w) {
+                        *pp = w->next;
+                        free(w);
+                        return;
+                }
+}
+
+pid_t syncer_pid(const struct syncer *s)
+{
+        return s ? s->pid : 0;
+}

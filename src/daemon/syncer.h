@@ -1,0 +1,34 @@
+/* fdatasync(2) without holding the loop: a small process of its own waits for the disk, and the
+ * loop hears when everything written before a request is durable. Requests that arrive while a
+ * sync runs share the next one (a group commit), so a burst of creates costs two syncs, not one
+ * each.
+ *
+ * A process, not a thread: a fork of the daemon inherits glibc's "multi-threaded" state once the
+ * daemon has a second thread, and the clones the daemon makes for exec slots, PID 1s and helpers
+ * run libc code (setresuid, malloc, stdio) between their clone and their execve; with a thread
+ * here one of those once spun forever in libc. The process shares the daemon's fd table
+ * (CLONE_FILES), so a request is just the fd's number; it shares nothing else and only reads,
+ * fdatasyncs and writes on two pipes. If it dies, the syncs happen in the loop again. */
+#pragma once
+
+#include <sys/types.h>
+
+struct loop;
+struct syncer;
+struct syncer_wait;
+
+/* result: 0, or -errno of the fdatasync that covered the request. */
+typedef void (*syncer_fn)(int result, void *data);
+
+int syncer_new(struct loop *l, struct syncer **ret);
+/* Ends the process and reaps it. Requests not answered yet are dropped, their functions not
+ * called. */
+void syncer_free(struct syncer *s);
+
+/* Calls fn from the loop once everything written to fd so far is on disk (fd must stay open
+ * until then). *ret (may be NULL) can cancel it before. -ESRCH once the process is gone: the
+ * caller syncs in place. */
+int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret);
+void syncer_cancel(struct syncer_wait *w); /* NULL is fine */
+/* The sync process's pid (0 once it is gone): for tests and `ps`, where it is "paddockd-sync". */
+pid_t syncer_pid(const struct syncer *s);
