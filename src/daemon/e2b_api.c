@@ -281,22 +281,63 @@ static void plan_user(struct engine *e, const char *image, bool writable, struct
 
 /* ------------------------------------------------------------------- create */
 
+/* A sandbox being made: while its environment starts (engine_create_async), then while its
+ * user is written (e2b_envd_make_user). Owned by whichever of those runs; the request only
+ * points at it. */
 struct create_ctx {
-        struct request *req;
+        struct request *req;             /* NULL once the client is gone */
         struct engine *eng;
+        struct env_creating *creating;   /* until the environment runs */
         char id[NAME_BUF_SIZE];
+        char template_id[NAME_BUF_SIZE];
+        char *metadata;                  /* the request's metadata, as JSON text */
+        bool public;                     /* network.allowPublicTraffic */
+        struct e2b_user_plan plan;
         char token[44];
         char traffic[44]; /* network.allowPublicTraffic false: the traffic access token, else "" */
 };
 
+static void ctx_free(struct create_ctx *c)
+{
+        if (!c)
+                return;
+        explicit_bzero(c->token, sizeof(c->token));
+        explicit_bzero(c->traffic, sizeof(c->traffic));
+        free(c->metadata);
+        free(c->plan.passwd);
+        free(c->plan.group);
+        free(c);
+}
+
+/* The client hung up. While the environment starts, the create goes on without it (as a
+ * native create does: a Paddock environment that ends at its timeout, with no E2B record);
+ * while its user is written, the sandbox is finished and kept. */
 static void create_gone(void *data)
 {
         struct create_ctx *c = data;
+        if (c->creating) {
+                engine_create_forget(c->creating);
+                ctx_free(c);
+                return;
+        }
+        c->req = NULL;
+}
+
+/* Answers the client (if still there) and takes the request's pointer back. */
+static void create_answer_error(struct create_ctx *c, unsigned status, const char *msg)
+{
+        if (!c->req)
+                return;
+        req_on_free(c->req, NULL, NULL);
+        e2b_reply_error(c->req, status, "%s", msg);
         c->req = NULL;
 }
 
 static void create_reply(struct create_ctx *c)
 {
+        if (!c->req)
+                return;
+        req_on_free(c->req, NULL, NULL);
         struct sbx s = {0};
         struct env *v = engine_find(c->eng, c->id);
         if (v && e2b_sandbox_record(c->eng, c->id, &s.b) >= 0) {
@@ -309,6 +350,7 @@ static void create_reply(struct create_ctx *c)
         } else {
                 e2b_reply_error(c->req, 500, "sandbox %s vanished while it was made", c->id);
         }
+        c->req = NULL;
 }
 
 static void user_made(void *data, int err, const char *msg)
@@ -319,17 +361,76 @@ static void user_made(void *data, int err, const char *msg)
                 log_warn("%s: making the E2B user: %s", c->id, msg);
                 if (v)
                         engine_destroy(c->eng, v, true);
+                char text[600];
+                snprintf(text, sizeof(text), "making the sandbox's user: %s", msg);
+                create_answer_error(c, 500, text);
+        } else {
+                create_reply(c);
         }
-        if (c->req) {
-                req_on_free(c->req, NULL, NULL);
-                if (err < 0)
-                        e2b_reply_error(c->req, 500, "making the sandbox's user: %s", msg);
-                else
-                        create_reply(c);
+        ctx_free(c);
+}
+
+/* Its E2B record (access token, metadata, user) and its ingress policy. */
+static int create_record(struct create_ctx *c)
+{
+        struct e2b_row b = {.started_at = wall_ms(), .metadata = c->metadata};
+        snprintf(b.id, sizeof(b.id), "%s", c->id);
+        snprintf(b.template_id, sizeof(b.template_id), "%s", c->template_id);
+        snprintf(b.user, sizeof(b.user), "%s", c->plan.user);
+        snprintf(b.home, sizeof(b.home), "%s", c->plan.home);
+        int rc = new_access_token(c->token, b.token_hash);
+        if (rc >= 0)
+                rc = state_e2b_insert(engine_state(c->eng), &b);
+        /* Preview URLs (getHost): public unless network.allowPublicTraffic is false; then
+         * whoever sends the traffic access token in e2b-traffic-access-token (ingress.h). */
+        char traffic_hash[SECRET_HASH_HEX + 1] = "";
+        if (rc >= 0 && !c->public)
+                rc = new_access_token(c->traffic, traffic_hash);
+        if (rc >= 0)
+                rc = ingress_set_policy(c->eng, c->id, c->public,
+                                        c->public ? NULL : traffic_hash);
+        return rc;
+}
+
+/* The environment runs (or could not be made): recorded, its user written, answered. */
+static void sandbox_created(struct engine *e, struct env *v, int rc, const char *err, void *data)
+{
+        struct create_ctx *c = data;
+        c->creating = NULL;
+        if (rc < 0) {
+                log_warn("e2b: create %s failed: %s", c->id, err);
+                unsigned st;
+                const char *code;
+                http_status_of_errno(rc, &st, &code);
+                create_answer_error(c, st, err);
+                ctx_free(c);
+                return;
         }
-        explicit_bzero(c->token, sizeof(c->token));
-        explicit_bzero(c->traffic, sizeof(c->traffic));
-        free(c);
+        if ((rc = create_record(c)) < 0) {
+                engine_destroy(e, v, true);
+                char text[128];
+                snprintf(text, sizeof(text), "recording the sandbox: %s", strerror(-rc));
+                create_answer_error(c, 500, text);
+                ctx_free(c);
+                return;
+        }
+        if (!c->plan.passwd) {
+                create_reply(c);
+                ctx_free(c);
+                return;
+        }
+        char owner[32];
+        snprintf(owner, sizeof(owner), "%u:%u", c->plan.uid, c->plan.uid);
+        /* From here user_made answers and frees c, maybe before make_user returns. */
+        rc = e2b_envd_make_user(e, v, c->plan.passwd, c->plan.group, c->plan.home, owner,
+                                user_made, c);
+        if (rc < 0) { /* user_made was not called */
+                engine_destroy(e, v, true);
+                char text[128];
+                snprintf(text, sizeof(text), "making the sandbox's user: %s", strerror(-rc));
+                create_answer_error(c, 500, text);
+                ctx_free(c);
+        }
 }
 
 static bool str_in_array(json_t *a, const char *s)
@@ -442,8 +543,6 @@ static void sandbox_create(struct request *r, struct engine *e)
                                            .swap_bytes = CG_UNLIMITED,
                                            .pids = 1024},
                                 .ttl_s = E2B_DEFAULT_TIMEOUT};
-        struct e2b_user_plan plan = {0};
-        _cleanup_free_ char *meta_text = NULL;
         struct create_ctx *ctx = NULL;
         const char *tmpl = json_string_value(json_object_get(body, "templateID"));
         json_t *meta = json_object_get(body, "metadata");
@@ -489,15 +588,25 @@ static void sandbox_create(struct request *r, struct engine *e)
                               .limits = spec.limits};
         if (!api_quota_ok(r, e, &q))
                 goto out;
-        plan_user(e, spec.image, spec.kind == KIND_COMPUTER, &plan);
-        meta_text = json_is_object(meta) ? json_dumps(meta, JSON_COMPACT) : strdup("{}");
-        if (!(ctx = calloc(1, sizeof(*ctx))) || !meta_text) {
+        if (!(ctx = calloc(1, sizeof(*ctx)))) {
+                e2b_reply_error(r, 500, "out of memory");
+                goto out;
+        }
+        *ctx = (struct create_ctx){.req = r, .eng = e};
+        snprintf(ctx->id, sizeof(ctx->id), "%s", spec.name);
+        snprintf(ctx->template_id, sizeof(ctx->template_id), "%s", tmpl);
+        ctx->public = !json_is_false(
+                json_object_get(json_object_get(body, "network"), "allowPublicTraffic"));
+        plan_user(e, spec.image, spec.kind == KIND_COMPUTER, &ctx->plan);
+        ctx->metadata = json_is_object(meta) ? json_dumps(meta, JSON_COMPACT) : strdup("{}");
+        if (!ctx->metadata) {
                 e2b_reply_error(r, 500, "out of memory");
                 goto out;
         }
         char err[512] = "";
-        struct env *v;
-        int rc = engine_create(e, &spec, &v, err, sizeof(err));
+        /* Answered once PID 1 runs (sandbox_created); the loop serves others meanwhile. */
+        int rc = engine_create_async(e, &spec, sandbox_created, ctx, &ctx->creating, err,
+                                     sizeof(err));
         spec.net.rules = NULL; /* moved into the environment, or freed with it */
         spec.net.links = NULL;
         if (rc < 0) {
@@ -508,57 +617,11 @@ static void sandbox_create(struct request *r, struct engine *e)
                 e2b_reply_error(r, st, "%s", err);
                 goto out;
         }
-        struct e2b_row b = {.started_at = wall_ms(), .metadata = meta_text};
-        snprintf(b.id, sizeof(b.id), "%s", spec.name);
-        snprintf(b.template_id, sizeof(b.template_id), "%s", tmpl);
-        snprintf(b.user, sizeof(b.user), "%s", plan.user);
-        snprintf(b.home, sizeof(b.home), "%s", plan.home);
-        if ((rc = new_access_token(ctx->token, b.token_hash)) >= 0)
-                rc = state_e2b_insert(engine_state(e), &b);
-        /* Preview URLs (getHost): public unless network.allowPublicTraffic is false; then
-         * whoever sends the traffic access token in e2b-traffic-access-token (ingress.h). */
-        if (rc >= 0) {
-                bool public = !json_is_false(json_object_get(json_object_get(body, "network"),
-                                                             "allowPublicTraffic"));
-                char traffic_hash[SECRET_HASH_HEX + 1] = "";
-                if (!public)
-                        rc = new_access_token(ctx->traffic, traffic_hash);
-                if (rc >= 0)
-                        rc = ingress_set_policy(e, spec.name, public, public ? NULL : traffic_hash);
-        }
-        if (rc < 0) {
-                engine_destroy(e, v, true);
-                e2b_reply_error(r, 500, "recording the sandbox: %s", strerror(-rc));
-                goto out;
-        }
-        ctx->req = r;
-        ctx->eng = e;
-        snprintf(ctx->id, sizeof(ctx->id), "%s", spec.name);
-        if (!plan.passwd) {
-                create_reply(ctx);
-                goto out;
-        }
-        char owner[32];
-        snprintf(owner, sizeof(owner), "%u:%u", plan.uid, plan.uid);
-        /* From here user_made answers and frees ctx, maybe before make_user returns. */
-        req_on_free(r, create_gone, ctx);
         http_defer(r);
-        rc = e2b_envd_make_user(e, v, plan.passwd, plan.group, plan.home, owner, user_made, ctx);
-        if (rc < 0) { /* user_made was not called */
-                req_on_free(r, NULL, NULL);
-                engine_destroy(e, v, true);
-                e2b_reply_error(r, 500, "making the sandbox's user: %s", strerror(-rc));
-                goto out;
-        }
-        ctx = NULL;
+        req_on_free(r, create_gone, ctx);
+        ctx = NULL; /* the create's now */
 out:
-        if (ctx) {
-                explicit_bzero(ctx->token, sizeof(ctx->token));
-                explicit_bzero(ctx->traffic, sizeof(ctx->traffic));
-        }
-        free(ctx);
-        free(plan.passwd);
-        free(plan.group);
+        ctx_free(ctx);
         netpolicy_clear(&spec.net);
         json_decref(body);
 }

@@ -3,13 +3,19 @@ what is stored (the envd access token only as a hash), who sees what through the
 gateway (another token's sandbox is a 404 with a numeric code; envd requests need the sandbox's
 access token, and other environments look missing), paging that stays correct while sandboxes
 come and go, the E2B row that vanishes whichever way its environment is destroyed, the bounds
-(files per upload, metadata size, a paused sandbox's deadline) and a revoked owner token."""
+(files per upload, metadata size, a paused sandbox's deadline), a revoked owner token, and a
+create that waits for its PID 1 without holding up anyone else."""
 import hashlib
 import json
+import os
+import signal
 import sqlite3
 import threading
 
-from conftest import GATEWAY_PORT, TLSConnection, tls_request, wait_for
+import pytest
+
+from conftest import (GATEWAY_PORT, TLSConnection, children_of, proc_cgroup, tls_request,
+                      wait_for)
 
 PLAIN = GATEWAY_PORT + 1
 
@@ -240,3 +246,53 @@ def test_kill_answers_once_gone_and_the_sandbox_is_404_meanwhile(gateway_daemon)
     assert answer["r"].status == 204, answer
     assert d.api("GET", "/v1/envs/%s" % sid).status == 404
     assert sid not in [r[0] for r in rows(d)]
+
+
+def test_a_create_waiting_for_its_pid1_holds_up_no_one(gateway_daemon):
+    # POST /v2/sandboxes starts its environment the way POST /v1/envs does (over several turns
+    # of the daemon's loop): while one waits for its PID 1's setup, everyone else is served,
+    # and the create is answered with its access token once the sandbox runs. lxcfs, stopped,
+    # holds the setup (PID 1 waits for its FUSE mount).
+    d = gateway_daemon
+    key = token(d, "agent")
+    lxcfs = [p for p, comm, _ in children_of(d.pid) if comm == "lxcfs"]
+    if not lxcfs:
+        pytest.skip("this daemon runs without lxcfs")
+    box = {}
+
+    def make():
+        box["r"] = e2b(d, "POST", "/v2/sandboxes", key, {"templateID": "base", "timeout": 300,
+                                                         "metadata": {"k": "slow"}})
+
+    def setting_up():
+        return [p for p, comm, _ in children_of(d.pid)
+                if comm == "paddockd" and "/env-i" in proc_cgroup(p)
+                and "/exec-" not in proc_cgroup(p)]
+
+    other = create(d, key)
+    os.kill(lxcfs[0], signal.SIGSTOP)
+    try:
+        t = threading.Thread(target=make)
+        t.start()
+        wait_for(setting_up, 10, 0.02, "the create's setup child")
+        # Served meanwhile: a listing (without the sandbox being made), the other sandbox's
+        # envd, the native API.
+        listed = e2b(d, "GET", "/v2/sandboxes", key)
+        assert listed.status == 200, listed
+        assert [x["sandboxID"] for x in listed.json] == [other["sandboxID"]]
+        envd = {"E2b-Sandbox-Id": other["sandboxID"], "X-Access-Token": other["envdAccessToken"]}
+        assert e2b(d, "GET", "/health", headers=envd).status == 204
+        assert d.api("GET", "/v1/system", timeout=10).status == 200
+        assert t.is_alive() and "r" not in box
+    finally:
+        os.kill(lxcfs[0], signal.SIGCONT)
+    t.join(60)
+    r = box["r"]
+    assert r.status == 201, r
+    sid, tok = r.json["sandboxID"], r.json["envdAccessToken"]
+    assert r.json["metadata"] == {"k": "slow"}
+    envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": tok}
+    assert e2b(d, "GET", "/health", headers=envd).status == 204
+    assert sorted(x["sandboxID"] for x in e2b(d, "GET", "/v2/sandboxes", key).json) == \
+        sorted([other["sandboxID"], sid])
+    assert {row[0] for row in rows(d)} == {other["sandboxID"], sid}
