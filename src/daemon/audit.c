@@ -2,6 +2,7 @@
  * log: the daemon is single-threaded, so a record is built and written in one go. */
 #include "daemon/audit.h"
 #include "daemon/log.h"
+#include "daemon/syncer.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -15,6 +16,8 @@ static struct {
         unsigned keep;
         struct loop *loop;
         struct loop_timer *sync; /* armed while records are unsynced */
+        struct syncer *syncer;   /* runs the fdatasync off the loop; NULL: in place */
+        struct syncer_wait *syncing; /* the one sync asked of it and not answered yet */
         bool warned;             /* a write failure is logged once until a write works */
 } audit = {.dirfd = -EBADF, .fd = -EBADF};
 
@@ -66,17 +69,46 @@ static int open_current(void)
         return 0;
 }
 
+static void on_synced(int result, void *data)
+{
+        (void)data;
+        audit.syncing = NULL; /* answered: freed */
+        if (result < 0)
+                log_warn("audit: fdatasync: %s", strerror(-result));
+}
+
+/* The sync process runs it while the loop serves others (in place without one). One at a
+ * time: while one is asked and not answered, the timer tries again later. */
 static void on_sync(struct loop_timer *t, void *data)
 {
+        (void)t;
+        (void)data;
         audit.sync = NULL;
-        if (audit.fd >= 0 && fdatasync(audit.fd) < 0)
+        if (audit.fd < 0)
+                return;
+        if (audit.syncing) {
+                audit.sync = loop_add_timer(audit.loop, AUDIT_SYNC_MS, on_sync, NULL);
+                return;
+        }
+        if (audit.syncer &&
+            syncer_after(audit.syncer, audit.fd, on_synced, NULL, &audit.syncing) >= 0)
+                return;
+        if (fdatasync(audit.fd) < 0)
                 log_warn("audit: fdatasync: %m");
+}
+
+/* The fd is synced and closed here: an answer for it no longer matters. */
+static void forget_sync(void)
+{
+        syncer_cancel(audit.syncing);
+        audit.syncing = NULL;
 }
 
 /* audit.log -> audit.log.1 -> ... -> audit.log.(keep-1); the oldest is removed. */
 static int rotate(void)
 {
         if (audit.fd >= 0) {
+                forget_sync();
                 (void)fdatasync(audit.fd);
                 close(audit.fd);
                 audit.fd = -EBADF;
@@ -158,6 +190,7 @@ int audit_open(const struct audit_config *cfg)
         audit.max_size = cfg->max_size ? cfg->max_size : AUDIT_DEFAULT_MAX_SIZE;
         audit.keep = cfg->keep ? cfg->keep : AUDIT_DEFAULT_KEEP;
         audit.loop = cfg->loop;
+        audit.syncer = cfg->syncer;
         if ((r = open_current()) < 0) {
                 close(audit.dirfd);
                 audit.dirfd = -EBADF;
@@ -169,6 +202,8 @@ void audit_close(void)
 {
         loop_cancel_timer(audit.sync);
         audit.sync = NULL;
+        forget_sync();
+        audit.syncer = NULL;
         if (audit.fd >= 0) {
                 (void)fdatasync(audit.fd);
                 close(audit.fd);

@@ -4,8 +4,9 @@
  * write(2) of a whole line per record on an O_APPEND descriptor, made before the answer it
  * describes is handed to the client (http_config.answering), so a record survives the daemon's
  * kill -9 as soon as the client could have seen the answer. fdatasync runs on a timer
- * AUDIT_SYNC_MS after the first unsynced record: a power loss (or a kernel crash) loses at most
- * that window. Size cap: a record that would take audit.log past max_size first rotates it to
+ * AUDIT_SYNC_MS after the first unsynced record, in the sync process (syncer.h) while the loop
+ * serves others: a power loss (or a kernel crash) loses at most that window and the sync's own
+ * time. Size cap: a record that would take audit.log past max_size first rotates it to
  * audit.log.1 (.1 to .2, ...), keeping `keep` files in all; the oldest goes.
  *
  * A record: {"time": RFC 3339 UTC with milliseconds, "token": "" for the local administrator,
@@ -25,6 +26,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+struct syncer;
+
 #define AUDIT_DEFAULT_MAX_SIZE    (16ull << 20)
 #define AUDIT_DEFAULT_KEEP        5
 #define AUDIT_MAX_KEEP            100
@@ -43,10 +46,11 @@ struct audit_config {
         uint64_t max_size; /* bytes per file */
         unsigned keep;     /* files kept, the current one included (1..AUDIT_MAX_KEEP) */
         struct loop *loop;
+        struct syncer *syncer; /* for the batched fdatasync (syncer.h), or NULL: in place */
 };
 /* Open (create) the log; until then, and after a failure, nothing is recorded. */
 int audit_open(const struct audit_config *cfg);
-/* Sync and close (at shutdown). */
+/* Sync and close (at shutdown; before the syncer is freed). */
 void audit_close(void);
 
 /* http_config.answering (through api.c): write r's record now, unless an exec writes it. */

@@ -7,6 +7,7 @@
  * A row found in "creating" or "deleting" at startup is a half-done operation and is rolled
  * back (everything it may have made is removed, engine_reconcile.c). */
 #include "daemon/engine_internal.h"
+#include "daemon/syncer.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -310,6 +311,7 @@ void env_free(struct env *v)
 {
         if (!v)
                 return;
+        syncer_cancel(v->deleting_sync);
         netpolicy_clear(&v->net);
         json_decref(v->vars);
         json_decref(v->labels);

@@ -49,6 +49,9 @@ struct env {
         bool stopping;
         bool paused;
         bool deleting; /* engine_destroy recorded "deleting": its stop records nothing */
+        /* engine_destroy_async: "deleting" is written and PID 1 is killed once the sync
+         * process made it durable (syncer.h); cancelled by env_free. */
+        struct syncer_wait *deleting_sync;
         struct loop_timer *kill_timer;
         /* Deleting (engine_destroy_async): the pidfd of an exec slot still tearing down, on
          * the loop; slot_gone_fd is only valid while slot_gone_src is set. */

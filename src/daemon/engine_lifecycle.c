@@ -990,13 +990,17 @@ static void destroy_finish(struct engine *e, struct env *v)
         env_free(v);
 }
 
-/* The "deleting" record is the journal entry: see engine_destroy. */
-static void record_deleting(struct engine *e, struct env *v)
+/* The "deleting" record is the journal entry: see engine_destroy. `synced` false: written
+ * only, for the caller to make durable before anything is killed. */
+static void record_deleting(struct engine *e, struct env *v, bool synced)
 {
         if (v->paused)
                 engine_pause(e, v, false); /* records "running": before "deleting" below */
         snprintf(v->row.status, sizeof(v->row.status), "deleting");
-        env_save(e, v);
+        if (synced)
+                env_save(e, v);
+        else
+                env_save_unsynced(e, v);
         v->deleting = true;
 }
 
@@ -1011,7 +1015,7 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
          * is released again only if still claimed for this name: idrange_release_owned).
          * One that engine_destroy_async is removing is finished here, waiting. */
         if (!v->deleting)
-                record_deleting(e, v);
+                record_deleting(e, v, true);
         if (v->pidfd >= 0)
                 env_kill_sync(e, v);
         destroy_finish(e, v);
@@ -1071,6 +1075,15 @@ static void on_dying_too_long(struct loop_timer *t, void *data)
         engine_destroy(v->eng, v, true); /* in place, giving up on what will not die */
 }
 
+static void deleting_synced(struct engine *e, struct env *v, int result);
+
+static void on_deleting_synced(int result, void *data)
+{
+        struct env *v = data;
+        v->deleting_sync = NULL; /* answered: freed */
+        deleting_synced(v->eng, v, result);
+}
+
 int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void *data)
 {
         struct waiter *w = calloc(1, sizeof(*w));
@@ -1082,8 +1095,29 @@ int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void
                 return engine_destroy(e, v, true); /* nothing to wait for; done is called */
         if (v->deleting)
                 return 0; /* on its way already */
-        record_deleting(e, v);
+        /* Nothing is killed before "deleting" is on disk: the sync process waits for it while
+         * the loop serves others (in place without one). Meanwhile the API refuses everything
+         * but reading and deleting it (api.c), as while it dies. */
+        record_deleting(e, v, false);
         log_info("%s: deleting", v->row.name);
+        int wal = state_wal_fd(e->cfg.state);
+        if (wal >= 0 && e->cfg.syncer &&
+            syncer_after(e->cfg.syncer, wal, on_deleting_synced, v, &v->deleting_sync) >= 0)
+                return 0;
+        deleting_synced(e, v, wal < 0 ? wal : fdatasync(wal) < 0 ? -errno : 0);
+        return 0;
+}
+
+/* engine_destroy_async's "deleting" is durable (or the disk failed: said, and the delete goes
+ * on; a host crash before the next synced write may bring the environment back stopped):
+ * PID 1 and its exec slots are killed, and env_on_exit goes on (dying_step). */
+static void deleting_synced(struct engine *e, struct env *v, int result)
+{
+        if (result < 0)
+                log_error("%s: the state database could not be synced (%s): a host crash may "
+                          "undo this delete", v->row.name, strerror(-result));
+        if (v->pidfd < 0)
+                return; /* it stopped on its own meanwhile: finished by env_on_exit */
         loop_cancel_timer(v->kill_timer); /* a stop's SIGKILL: the delete's comes now */
         v->kill_timer = loop_add_timer(e->cfg.loop, DYING_MAX_MS, on_dying_too_long, v);
         /* PID 1's end ends its pid namespace; the commands exec'd into it, our children, are
@@ -1093,7 +1127,6 @@ int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void
                 log_warn("%s: killing PID 1: %s", v->row.name, strerror(errno));
                 engine_destroy(e, v, true); /* the waiting way, rather than half-deleted */
         }
-        return 0;
 }
 
 /* A computer's limit is a quota of its disk, applied at once (btrfs can change it live); a

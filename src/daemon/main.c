@@ -818,7 +818,7 @@ int main(int argc, char **argv)
         if ((r = syncer_new(loop, &syncer)) < 0)
                 log_warn("state syncs stay in the loop (no sync process: %s)", strerror(-r));
         struct audit_config ac = {.root = root, .max_size = o.audit_max_size,
-                                  .keep = o.audit_keep, .loop = loop};
+                                  .keep = o.audit_keep, .loop = loop, .syncer = syncer};
         if ((r = audit_open(&ac)) < 0) {
                 log_error("audit log %s/audit: %s", root, strerror(-r));
                 return 1;
@@ -898,7 +898,6 @@ int main(int argc, char **argv)
         unlink(o.socket);
         exec_slots_shutdown();
         engine_free(engine);
-        syncer_free(syncer); /* after the engine: a create waiting for it is synced there */
         storage_free(storage);
         network_free(net);
         {
@@ -916,6 +915,8 @@ int main(int argc, char **argv)
         cgroup_manager_free(cg);
         state_close(state);
         audit_close();
+        /* After the engine and the audit log: what waits for it is synced in place there. */
+        syncer_free(syncer);
         loop_remove(sig_src);
         loop_free(loop);
         close(sfd);

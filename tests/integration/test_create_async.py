@@ -199,3 +199,71 @@ def test_a_create_waiting_for_the_disk_holds_up_no_one_and_outlives_a_shutdown(d
     envs = daemon.envs()
     assert envs["kept"]["state"] == "running", envs
     assert daemon.sh("kept", "echo still") == "still\n"
+
+
+def test_a_delete_kills_nothing_before_its_record_is_on_disk(daemon):
+    # DELETE writes "deleting" (the journal entry that lets the next start finish a delete cut
+    # by a crash) and kills PID 1 only once the sync process made it durable; the loop serves
+    # everyone meanwhile, and the environment only answers reads and the delete itself.
+    daemon.extra_env["PADDOCK_TEST_SYNC_DELAY_MS"] = "2000"
+    daemon.restart()
+    try:
+        daemon.create("other")
+        daemon.create("going")
+        pid1 = [p for p, comm, _ in children_of(daemon.pid)
+                if comm == "paddock-init" and "/env-going\n" in proc_cgroup(p)]
+        assert len(pid1) == 1
+        box = {}
+
+        def delete():
+            box["r"] = daemon.api("DELETE", "/v1/envs/going?force=1", timeout=60)
+
+        t = threading.Thread(target=delete)
+        t.start()
+        wait_for(lambda: daemon.api("GET", "/v1/envs/going", timeout=10).json.get("state")
+                 == "deleting", 10, 0.02, "the delete's record written")
+        # Its sync waits: PID 1 still runs, and everyone else is served.
+        assert os.path.exists("/proc/%d" % pid1[0])
+        res = daemon.api("POST", "/v1/envs/other/exec", {"cmd": ["echo", "served"]}, timeout=10)
+        assert res.status == 200 and res.json["stdout"] == "served\n", res
+        busy = daemon.api("POST", "/v1/envs/going/exec", {"cmd": ["true"]}, timeout=10)
+        assert busy.status == 409 and "being deleted" in busy.json["error"]["message"], busy
+        assert t.is_alive() and "r" not in box
+        t.join(60)
+        assert box["r"].status in (200, 204), box
+        wait_for(lambda: not os.path.exists("/proc/%d" % pid1[0]), 10, 0.05, "PID 1 gone")
+        assert daemon.api("GET", "/v1/envs/going", timeout=10).status == 404
+    finally:
+        daemon.extra_env.pop("PADDOCK_TEST_SYNC_DELAY_MS", None)
+    daemon.restart()
+    assert "going" not in daemon.envs() and "other" in daemon.envs()
+
+
+def sync_process(daemon):
+    pids = [p for p, comm, _ in children_of(daemon.pid) if comm == "paddockd-sync"]
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def reads(pid):
+    with open("/proc/%d/io" % pid) as f:
+        return int(dict(line.split(": ") for line in f.read().splitlines())["syscr"])
+
+
+def test_the_sync_process_waits_for_the_disk_and_the_loop_takes_over_if_it_dies(daemon):
+    # The syncs of a create's start, a delete's record and the audit log are the sync
+    # process's (each is one read of its request pipe); killed, its work goes back to the loop.
+    sync = sync_process(daemon)
+    before = reads(sync)
+    daemon.create("a")
+    assert daemon.api("DELETE", "/v1/envs/a?force=1", timeout=30).status in (200, 204)
+    time.sleep(0.5)  # the audit log's batched sync (200 ms)
+    assert reads(sync) - before >= 3
+    os.kill(sync, signal.SIGKILL)
+    wait_for(lambda: not [p for p, comm, _ in children_of(daemon.pid)
+                          if comm == "paddockd-sync"], 10, 0.05, "the sync process reaped")
+    daemon.create("b")
+    assert daemon.sh("b", "echo still") == "still\n"
+    assert daemon.api("DELETE", "/v1/envs/b?force=1", timeout=30).status in (200, 204)
+    assert "b" not in daemon.envs()
+    assert "the sync process (pid %d) is gone" % sync in daemon.log()
