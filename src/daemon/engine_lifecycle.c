@@ -638,6 +638,24 @@ static int create_start(struct engine *e, const struct env_spec *spec, struct en
 
 static void create_listed(struct engine *e, struct env *v);
 
+/* Asks the sync process to make what was written so far (v's unsynced row) durable, fn called
+ * then; false if it cannot (none, or no fd for the log): sync_in_place. */
+static bool sync_later(struct engine *e, syncer_fn fn, void *data, struct syncer_wait **ret)
+{
+        int wal = state_wal_fd(e->cfg.state);
+        return wal >= 0 && e->cfg.syncer && syncer_after(e->cfg.syncer, wal, fn, data, ret) >= 0;
+}
+
+/* The same, in the loop: the log synced, or without an fd for it v's row written again with
+ * a synced commit. 0 or -errno. */
+static int sync_in_place(struct engine *e, struct env *v)
+{
+        int wal = state_wal_fd(e->cfg.state);
+        if (wal >= 0)
+                return fdatasync(wal) < 0 ? -errno : 0;
+        return env_save(e, v);
+}
+
 /* After PID 1's report (waiting up to timeout_ms for it): its start recorded, the environment
  * listed; or everything rolled back. */
 static int create_finish(struct engine *e, struct env *v, struct spawn_pending *p,
@@ -775,13 +793,11 @@ static void creating_end(struct env_creating *c, int timeout_ms)
                 creating_done(c, r, err);
                 return;
         }
-        int wal = state_wal_fd(e->cfg.state);
-        if (wal >= 0 && e->cfg.syncer &&
-            syncer_after(e->cfg.syncer, wal, on_creating_synced, c, &c->wait) >= 0) {
+        if (sync_later(e, on_creating_synced, c, &c->wait)) {
                 c->step = STEP_SYNC;
                 return;
         }
-        creating_synced(c, wal < 0 ? wal : fdatasync(wal) < 0 ? -errno : 0);
+        creating_synced(c, sync_in_place(e, c->v));
 }
 
 /* A create given up before PID 1's report (no loop slot for it, or shutdown): its child killed
@@ -960,8 +976,7 @@ void engine_creating_abandon(struct engine *e)
                  * listed environment at shutdown (it goes on running; the next start adopts
                  * it). Its caller is gone with the API. */
                 syncer_cancel(c->wait);
-                int wal = state_wal_fd(e->cfg.state);
-                if (wal < 0 || fdatasync(wal) < 0)
+                if (sync_in_place(e, c->v) < 0)
                         log_error("%s: the state database could not be synced: a host crash may "
                                   "lose this environment's record", c->v->row.name);
                 env_append(e, c->v);
@@ -1014,8 +1029,15 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
          * wait for the disk: lost in a crash, it is done again from "deleting" (the id range
          * is released again only if still claimed for this name: idrange_release_owned).
          * One that engine_destroy_async is removing is finished here, waiting. */
-        if (!v->deleting)
+        if (!v->deleting) {
                 record_deleting(e, v, true);
+        } else if (v->deleting_sync) { /* engine_destroy_async's, still waiting for the disk */
+                syncer_cancel(v->deleting_sync);
+                v->deleting_sync = NULL;
+                if (sync_in_place(e, v) < 0)
+                        log_error("%s: the state database could not be synced: a host crash "
+                                  "may undo this delete", v->row.name);
+        }
         if (v->pidfd >= 0)
                 env_kill_sync(e, v);
         destroy_finish(e, v);
@@ -1100,11 +1122,10 @@ int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void
          * but reading and deleting it (api.c), as while it dies. */
         record_deleting(e, v, false);
         log_info("%s: deleting", v->row.name);
-        int wal = state_wal_fd(e->cfg.state);
-        if (wal >= 0 && e->cfg.syncer &&
-            syncer_after(e->cfg.syncer, wal, on_deleting_synced, v, &v->deleting_sync) >= 0)
-                return 0;
-        deleting_synced(e, v, wal < 0 ? wal : fdatasync(wal) < 0 ? -errno : 0);
+        loop_cancel_timer(v->kill_timer); /* a stop's SIGKILL: the delete's comes after the sync */
+        v->kill_timer = NULL;
+        if (!sync_later(e, on_deleting_synced, v, &v->deleting_sync))
+                deleting_synced(e, v, sync_in_place(e, v));
         return 0;
 }
 
@@ -1118,7 +1139,6 @@ static void deleting_synced(struct engine *e, struct env *v, int result)
                           "undo this delete", v->row.name, strerror(-result));
         if (v->pidfd < 0)
                 return; /* it stopped on its own meanwhile: finished by env_on_exit */
-        loop_cancel_timer(v->kill_timer); /* a stop's SIGKILL: the delete's comes now */
         v->kill_timer = loop_add_timer(e->cfg.loop, DYING_MAX_MS, on_dying_too_long, v);
         /* PID 1's end ends its pid namespace; the commands exec'd into it, our children, are
          * reaped from the loop as they die, and then env_on_exit goes on (dying_step). */

@@ -6,12 +6,16 @@
 #include "lib/util.h"
 
 #include <linux/sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+
+/* How long syncer_free lets a running sync finish. */
+#define SYNCER_END_MS 5000
 
 struct syncer_wait {
         struct syncer *owner;
@@ -35,6 +39,9 @@ struct syncer {
          * hold a create at its sync (test_create_async.py). Read once, before the clone. */
         struct timespec test_delay;
         struct syncer_wait *waits; /* in order of arrival */
+        /* Answered by the sync that just ended, each taken off before its function runs: a
+         * function may still cancel one of the others (syncer_cancel looks here too). */
+        struct syncer_wait *answering;
 };
 
 /* The process: a copy of the daemon's memory at syncer_new, the daemon's fd table itself.
@@ -116,11 +123,11 @@ static void on_done(struct loop_source *src, int fd, uint32_t events, void *data
                 return;
         s->running = false;
         /* Take the answered ones off first: a function may add or cancel others. */
-        struct syncer_wait *answered = take_in_flight(s);
+        s->answering = take_in_flight(s);
         start_next(s);
-        while (answered) {
-                struct syncer_wait *w = answered;
-                answered = w->next;
+        while (s->answering) {
+                struct syncer_wait *w = s->answering;
+                s->answering = w->next;
                 answer(w, result);
         }
 }
@@ -223,7 +230,19 @@ void syncer_free(struct syncer *s)
                 int end = -1;
                 while (write(s->req_w, &end, sizeof(end)) < 0 && errno == EINTR)
                         ;
-                while (waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED) < 0 &&
+                /* A sync still running ends first; one stuck on a dead disk is not waited for
+                 * long (killed, it ends when the kernel lets it). */
+                struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+                while (poll(&p, 1, SYNCER_END_MS) < 0 && errno == EINTR)
+                        ;
+                int flags = WEXITED;
+                if (!(p.revents & POLLIN)) {
+                        log_warn("the sync process (pid %d) is still syncing: killed, not "
+                                 "waited for", (int)s->pid);
+                        sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+                        flags |= WNOHANG; /* whoever inherits it reaps it */
+                }
+                while (waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, flags) < 0 &&
                        errno == EINTR)
                         ;
         }
@@ -257,16 +276,21 @@ int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct sync
         return 0;
 }
 
-void syncer_cancel(struct syncer_wait *w)
+static bool unqueue(struct syncer_wait **head, struct syncer_wait *w)
 {
-        if (!w)
-                return;
-        for (struct syncer_wait **pp = &w->owner->waits; *pp; pp = &(*pp)->next)
+        for (struct syncer_wait **pp = head; *pp; pp = &(*pp)->next)
                 if (*pp == w) {
                         *pp = w->next;
                         free(w);
-                        return;
+                        return true;
                 }
+        return false;
+}
+
+void syncer_cancel(struct syncer_wait *w)
+{
+        if (w && !unqueue(&w->owner->waits, w))
+                unqueue(&w->owner->answering, w);
 }
 
 pid_t syncer_pid(const struct syncer *s)

@@ -8,7 +8,10 @@
  * run libc code (setresuid, malloc, stdio) between their clone and their execve; with a thread
  * here one of those once spun forever in libc. The process shares the daemon's fd table
  * (CLONE_FILES), so a request is just the fd's number; it shares nothing else and only reads,
- * fdatasyncs and writes on two pipes. If it dies, the syncs happen in the loop again. */
+ * fdatasyncs and writes on two pipes. If it dies, the syncs happen in the loop again. Sharing
+ * the table has one cost: while it sits in an fdatasync on a disk that stopped answering, the
+ * daemon's fds (its sockets too) stay open even after the daemon died, until the kernel lets
+ * that call return; with such a disk the state database could not work either. */
 #pragma once
 
 #include <sys/types.h>

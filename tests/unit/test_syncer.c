@@ -113,6 +113,36 @@ static void test_syncer__cancelled_request_never_answered(void)
         close(fd);
 }
 
+/* The first of two answered by one sync cancels the second (its owner went away). */
+static struct syncer_wait *second;
+
+static void cancel_the_second(int result, void *data)
+{
+        answered(result, data);
+        syncer_cancel(second);
+        loop_quit(L);
+}
+
+static void test_syncer__cancelled_by_an_answer_of_the_same_sync(void)
+{
+        struct syncer *s;
+        CHECK(syncer_new(L, &s) == 0);
+        int fd = temp_file();
+        reset();
+        /* Held before the first request so both are in flight in one sync. */
+        CHECK(kill(syncer_pid(s), SIGSTOP) == 0);
+        CHECK(syncer_after(s, fd, answered, (void *)(intptr_t)9, NULL) == 0);
+        CHECK(syncer_after(s, fd, cancel_the_second, (void *)(intptr_t)1, NULL) == 0);
+        CHECK(syncer_after(s, fd, answered, (void *)(intptr_t)2, &second) == 0);
+        CHECK(kill(syncer_pid(s), SIGCONT) == 0);
+        run_until_answered(2, 10000); /* 9 (the first sync), then 1 and 2 share the second */
+        run_until_answered(3, 300);
+        CHECK_EQ_INT(n_answered, 2);
+        CHECK(order[0] == 9 && order[1] == 1);
+        syncer_free(s);
+        close(fd);
+}
+
 static void test_syncer__sync_error_reaches_its_caller(void)
 {
         struct syncer *s;
@@ -150,12 +180,18 @@ static void test_syncer__a_killed_process_leaves_the_syncs_to_the_loop(void)
         CHECK(syncer_new(L, &s) == 0);
         pid_t pid = syncer_pid(s);
         CHECK(pid > 0);
+        /* Named by itself once it runs: given a second. */
         char comm[64] = "", path[64];
         snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-        FILE *f = fopen(path, "re");
-        CHECK(f && fgets(comm, sizeof(comm), f));
-        if (f)
-                fclose(f);
+        for (int i = 0; i < 100 && strcmp(comm, "paddockd-sync\n"); i++) {
+                FILE *f = fopen(path, "re");
+                if (!f || !fgets(comm, sizeof(comm), f))
+                        comm[0] = 0;
+                if (f)
+                        fclose(f);
+                if (strcmp(comm, "paddockd-sync\n"))
+                        usleep(10000);
+        }
         CHECK(strcmp(comm, "paddockd-sync\n") == 0);
         int fd = temp_file();
         reset();
@@ -185,6 +221,7 @@ int main(void)
         }
         RUN(test_syncer__each_request_answered_once_in_order);
         RUN(test_syncer__cancelled_request_never_answered);
+        RUN(test_syncer__cancelled_by_an_answer_of_the_same_sync);
         RUN(test_syncer__sync_error_reaches_its_caller);
         RUN(test_syncer__free_drops_the_unanswered);
         RUN(test_syncer__a_killed_process_leaves_the_syncs_to_the_loop);
