@@ -65,6 +65,14 @@ void api_env_processes(struct request *r, struct engine *e, struct env *v, const
 /* /v1/envs/{name}/snapshots[/{snap}] and POST /v1/envs/{name}/restore|fork|commit */
 void api_env_snapshots(struct request *r, struct engine *e, struct env *v, const char *snap);
 void api_env_storage_action(struct request *r, struct engine *e, struct env *v, const char *action);
+/* Starts a create (engine_create_async, engine_fork: start gets the function and data to
+ * pass them) whose answer to r is 201 with the new environment once it runs, or its error;
+ * the client may hang up meanwhile (the create goes on). <0: nothing started, r not
+ * answered, err says why. */
+typedef int (*api_create_start_fn)(void *data, engine_created_fn done, void *done_data,
+                                   struct env_creating **ret, char *err, size_t errlen);
+int api_answer_when_created(struct request *r, const char *name, api_create_start_fn start,
+                            void *start_data, char *err, size_t errlen);
 void api_images_list(struct request *r, struct engine *e);
 void api_images_import(struct request *r, struct engine *e);
 /* GET /v1/images/{name}/{sub}: sub "export" streams the image as a tar. */

@@ -257,6 +257,39 @@ static void create_gone(void *data) /* the client hung up first: the create goes
         free(w);
 }
 
+struct create_args {
+        struct engine *e;
+        const struct env_spec *spec;
+};
+
+static int start_create(void *data, engine_created_fn done, void *done_data,
+                        struct env_creating **ret, char *err, size_t errlen)
+{
+        const struct create_args *a = data;
+        return engine_create_async(a->e, a->spec, done, done_data, ret, err, errlen);
+}
+
+int api_answer_when_created(struct request *r, const char *name, api_create_start_fn start,
+                            void *start_data, char *err, size_t errlen)
+{
+        struct create_wait *w = calloc(1, sizeof(*w));
+        if (!w) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        w->r = r;
+        snprintf(w->name, sizeof(w->name), "%s", name);
+        int rc = start(start_data, created, w, &w->creating, err, errlen);
+        if (rc < 0) {
+                free(w);
+                return rc;
+        }
+        /* Answered once PID 1 runs; the loop serves other clients meanwhile. */
+        http_defer(r);
+        req_on_free(r, create_gone, w);
+        return 0;
+}
+
 void api_envs_create(struct request *r, struct engine *e)
 {
         static const char *const fields[] = {"name", "kind", "image", "cpus", "memory", "swap",
@@ -378,25 +411,14 @@ void api_envs_create(struct request *r, struct engine *e)
         if (!api_quota_ok(r, e, &q))
                 goto out;
         char err[512] = "";
-        struct create_wait *w = calloc(1, sizeof(*w));
-        if (!w) {
-                http_reply_errno(r, -ENOMEM, "create");
-                goto out;
-        }
-        w->r = r;
-        snprintf(w->name, sizeof(w->name), "%s", spec.name);
-        /* Answered once PID 1 runs; the loop serves other clients meanwhile. */
-        int rc = engine_create_async(e, &spec, created, w, &w->creating, err, sizeof(err));
+        int rc = api_answer_when_created(r, spec.name, start_create,
+                                         &(struct create_args){e, &spec}, err, sizeof(err));
         spec.net.rules = NULL; /* moved into the environment, or freed with it */
         spec.net.links = NULL;
         if (rc < 0) {
-                free(w);
                 log_warn("create %s failed: %s", spec.name, err);
                 http_reply_errno(r, rc, "%s", err);
-                goto out;
         }
-        http_defer(r);
-        req_on_free(r, create_gone, w);
 out:
         netpolicy_clear(&spec.net);
         json_decref(body);

@@ -69,6 +69,20 @@ void api_env_snapshots(struct request *r, struct engine *e, struct env *v, const
                 http_reply_json(r, 201, out);
 }
 
+struct fork_args {
+        struct engine *e;
+        struct env *v;
+        const char *name, *snap, *owner;
+};
+
+static int start_fork(void *data, engine_created_fn done, void *done_data,
+                      struct env_creating **ret, char *err, size_t errlen)
+{
+        const struct fork_args *a = data;
+        return engine_fork(a->e, a->v, a->name, a->snap, a->owner, done, done_data, ret, err,
+                           errlen);
+}
+
 void api_env_storage_action(struct request *r, struct engine *e, struct env *v, const char *action)
 {
         if (strcmp(req_method(r), "POST") != 0) {
@@ -93,7 +107,6 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
                 }
         } else if (!strcmp(action, "fork")) {
                 static const char *const fields[] = {"name", "snapshot", NULL};
-                struct env *nv;
                 if (api_known_fields(r, body, fields) && string_field(r, body, "name", true, &a) &&
                     string_field(r, body, "snapshot", false, &b)) {
                         /* The copy is the caller's, and counts against its quotas. */
@@ -106,11 +119,10 @@ void api_env_storage_action(struct request *r, struct engine *e, struct env *v, 
                                               .disk = env_disk_bytes(v)};
                         if (!api_quota_ok(r, e, &q))
                                 return;
-                        rc = engine_fork(e, v, a, b, c.token, &nv, err, sizeof(err));
+                        struct fork_args fa = {e, v, a, b, c.token};
+                        rc = api_answer_when_created(r, a, start_fork, &fa, err, sizeof(err));
                         if (rc < 0)
                                 http_reply_errno(r, rc, "%s", err);
-                        else
-                                http_reply_json(r, 201, engine_env_json(e, nv));
                 }
         } else {
                 static const char *const fields[] = {"image", NULL};

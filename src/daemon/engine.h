@@ -56,6 +56,9 @@ struct env_spec {
         uint32_t from_base;    /* the id range from_tree belongs to (ownership shifting) */
         void (*copied)(void *data); /* with from_tree: called once the copy is made (or failed) */
         void *copied_data;
+        /* A fork's source and snapshot (NULL: none): logged, and its "fork" event sent, once
+         * the copy runs, whether or not the caller still waits. */
+        const char *fork_of, *fork_snapshot;
         bool autostart;
         json_t *env;    /* object of string values (borrowed) */
         json_t *labels; /* object of string values (borrowed) */
@@ -283,9 +286,12 @@ int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **
 int engine_snapshot_delete(struct engine *e, struct env *v, const char *snap, char *err,
                            size_t errlen);
 int engine_restore(struct engine *e, struct env *v, const char *snap, char *err, size_t errlen);
-/* The copy belongs to owner (a token name; "" = the administrator). */
+/* The copy belongs to owner (a token name; "" = the administrator). The disk is copied in
+ * this call; the copy then starts like engine_create_async's environment, and done is called
+ * once it runs (or failed). <0: nothing was started, done is not called. */
 int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
-                const char *owner, struct env **ret, char *err, size_t errlen);
+                const char *owner, engine_created_fn done, void *data, struct env_creating **ret,
+                char *err, size_t errlen);
 int engine_commit(struct engine *e, struct env *v, const char *image, json_t **ret, char *err,
                   size_t errlen);
 /* At startup: half-done restores and forks, unrecorded images. */

@@ -722,8 +722,22 @@ struct env_creating {
         struct syncer_wait *wait; /* in STEP_SYNC */
         engine_created_fn done;  /* NULL once the caller forgot it */
         void *data;
+        /* A fork's source and snapshot ("": none), for its log line and "fork" event. */
+        char fork_of[NAME_BUF_SIZE], fork_snapshot[NAME_BUF_SIZE];
         struct env_creating *next;
 };
+
+/* A fork runs: said in the log, and to the source's watchers if it is still there. */
+static void fork_announce(struct engine *e, const struct env_creating *c)
+{
+        const char *snap = c->fork_snapshot[0] ? c->fork_snapshot : NULL;
+        log_info("%s: forked from %s%s%s", c->v->row.name, c->fork_of, snap ? " snapshot " : "",
+                 snap ? snap : "");
+        struct env *src = engine_find(e, c->fork_of);
+        if (src)
+                events_env("fork", src,
+                           json_pack("{s:s,s:s?}", "to", c->v->row.name, "snapshot", snap));
+}
 
 static void creating_unlist(struct env_creating *c)
 {
@@ -743,10 +757,13 @@ static void creating_done(struct env_creating *c, int r, const char *err)
         creating_unlist(c);
         char name[NAME_BUF_SIZE];
         snprintf(name, sizeof(name), "%s", c->v->row.name);
-        if (r < 0)
+        if (r < 0) {
                 create_roll_back(e, c->v);
-        else
+        } else {
                 create_listed(e, c->v);
+                if (c->fork_of[0])
+                        fork_announce(e, c);
+        }
         if (c->done)
                 c->done(e, r < 0 ? NULL : c->v, r, err, c->data);
         else if (r < 0)
@@ -916,6 +933,10 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
         }
         *c = (struct env_creating){.eng = e, .done = done, .data = data,
                                    .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
+        if (spec->fork_of)
+                snprintf(c->fork_of, sizeof(c->fork_of), "%s", spec->fork_of);
+        if (spec->fork_snapshot)
+                snprintf(c->fork_snapshot, sizeof(c->fork_snapshot), "%s", spec->fork_snapshot);
         int r = create_prepare(e, spec, &c->v, err, errlen);
         if (r < 0) {
                 free(c);

@@ -289,7 +289,8 @@ static void fork_copied(void *data)
 }
 
 int engine_fork(struct engine *e, struct env *v, const char *name, const char *snap,
-                const char *owner, struct env **ret, char *err, size_t errlen)
+                const char *owner, engine_created_fn done, void *data, struct env_creating **ret,
+                char *err, size_t errlen)
 {
         int r = check_snapshottable(e, v, "fork", err, errlen);
         if (r < 0)
@@ -298,7 +299,7 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
                 snprintf(err, errlen, "name: 1-%d letters, digits, '-', '_' or '.'", NAME_LEN_MAX);
                 return -EINVAL;
         }
-        if (engine_find(e, name)) {
+        if (engine_find(e, name) || engine_creating_find(e, name)) {
                 snprintf(err, errlen, "an environment named %s already exists", name);
                 return -EEXIST;
         }
@@ -324,15 +325,13 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
         spec.from_base = env_uid_base(v);
         spec.copied = fork_copied;
         spec.copied_data = &ff;
-        r = engine_create(e, &spec, ret, err, errlen);
+        spec.fork_of = env_name(v);
+        spec.fork_snapshot = snap;
+        /* The copy is made in this call (create_prepare), the source thawed right after. */
+        r = engine_create_async(e, &spec, done, data, ret, err, errlen);
         spec.net.rules = NULL; /* moved into the environment, or freed with it */
         spec.net.links = NULL;
-        fork_copied(&ff); /* in case engine_create failed before copying */
-        if (r >= 0)
-                log_info("%s: forked from %s%s%s", name, env_name(v), snap ? " snapshot " : "",
-                         snap ? snap : "");
-        if (r >= 0)
-                events_env("fork", v, json_pack("{s:s,s:s?}", "to", name, "snapshot", snap));
+        fork_copied(&ff); /* in case the create failed before copying */
         return r;
 }
 

@@ -391,10 +391,11 @@ def test_pull_errors(daemon, registry):
     assert partials(daemon) == [] and image_names(daemon) == ["base"]
 
 
-def not_lxcfs(st):
-    """The daemon's lxcfs outlives it on purpose (environments keep their /proc views, the
-    next daemon adopts it): it is no helper."""
-    return st[st.index("(") + 1:st.rindex(")")] != "lxcfs"
+def not_lasting(st):
+    """Neither the daemon's lxcfs (it outlives the daemon on purpose: environments keep their
+    /proc views, the next daemon adopts it) nor its sync process (syncer.c: lives as long as
+    the daemon, shares its fd table): they are no helpers."""
+    return st[st.index("(") + 1:st.rindex(")")] not in ("lxcfs", "paddockd-sync")
 
 
 def helper_pids(daemon_pid):
@@ -407,7 +408,7 @@ def helper_pids(daemon_pid):
                     st = f.read()
             except OSError:
                 continue
-            if int(st[st.rindex(")") + 2:].split()[1]) == daemon_pid and not_lxcfs(st):
+            if int(st[st.rindex(")") + 2:].split()[1]) == daemon_pid and not_lasting(st):
                 out.append(int(d))
     return out
 
@@ -613,7 +614,7 @@ def descendants(pid):
                     st = f.read()
             except OSError:
                 continue
-            if not_lxcfs(st):
+            if not_lasting(st):
                 kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(d))
     out, todo = [], [pid]
     while todo:

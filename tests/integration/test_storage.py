@@ -3,14 +3,17 @@
 The default driver is btrfs: every test daemon makes its own pool file below its temp
 directory, loop-mounted at <root>/pool (the conftest teardown unmounts it and checks that the
 loop device went away)."""
+import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
-from conftest import PADDOCKD, wait_for
+from conftest import PADDOCKD, UnixHTTPConnection, children_of, proc_cgroup, wait_for
 
 
 def all_subvolumes(daemon):
@@ -246,6 +249,48 @@ def test_fork_is_an_independent_copy_with_the_same_limits(daemon):
     assert daemon.api("POST", "/v1/envs/orig/fork", {"name": "twin"}).status == 409
     assert daemon.api("POST", "/v1/envs/orig/fork", {"name": "../x"}).status == 400
     assert daemon.api("POST", "/v1/envs/orig/fork", {"name": "y", "snapshot": "nope"}).status == 404
+
+
+def test_a_fork_starting_holds_up_no_one_and_is_announced(daemon):
+    # The copy is made in the request's turn; its PID 1 then starts over turns of the loop as a
+    # create's does, so others are served meanwhile; once it runs the source's watchers hear
+    # "fork". lxcfs, stopped, holds the copy's setup (PID 1 waits for its FUSE mount).
+    daemon.create("orig", "--computer")
+    lxcfs = [p for p, comm, _ in children_of(daemon.pid) if comm == "lxcfs"]
+    if not lxcfs:
+        pytest.skip("this daemon runs without lxcfs")
+    events = UnixHTTPConnection(daemon.sock, timeout=30)
+    events.request("GET", "/v1/events?env=orig")
+    stream = events.getresponse()
+    assert stream.status == 200
+    box = {}
+    t = threading.Thread(target=lambda: box.update(
+        r=daemon.api("POST", "/v1/envs/orig/fork", {"name": "twin"}, timeout=60)))
+    os.kill(lxcfs[0], signal.SIGSTOP)
+    try:
+        t.start()
+        wait_for(lambda: any(comm == "paddockd" and "/env-twin\n" in proc_cgroup(p)
+                             for p, comm, _ in children_of(daemon.pid)),
+                 10, 0.02, "the fork's setup child")
+        res = daemon.api("POST", "/v1/envs/orig/exec", {"cmd": ["echo", "served"]}, timeout=10)
+        assert res.status == 200 and res.json["stdout"] == "served\n", res
+        assert daemon.api("GET", "/v1/envs/twin", timeout=10).status == 404
+        again = daemon.api("POST", "/v1/envs/orig/fork", {"name": "twin"}, timeout=10)
+        assert again.status == 409, again
+        assert t.is_alive() and "r" not in box
+    finally:
+        os.kill(lxcfs[0], signal.SIGCONT)
+    t.join(60)
+    assert box["r"].status == 201 and box["r"].json["state"] == "running", box
+    assert daemon.sh("twin", "echo up") == "up\n"
+    for _ in range(50):
+        ev = json.loads(stream.readline())
+        if ev["type"] == "fork":
+            assert ev["env"] == "orig" and ev["to"] == "twin", ev
+            break
+    else:
+        raise AssertionError("no fork event")
+    events.close()
 
 
 def test_fork_of_a_stopped_env_and_from_a_snapshot_via_cli(daemon):
