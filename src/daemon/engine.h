@@ -62,7 +62,7 @@ struct env_spec {
         bool autostart;
         json_t *env;    /* object of string values (borrowed) */
         json_t *labels; /* object of string values (borrowed) */
-        struct netpolicy net; /* moved into the environment by engine_create */
+        struct netpolicy net; /* moved into the environment by engine_create_async */
         const char *owner;    /* the creating token's name; NULL or "" = the administrator */
         uint64_t idle_timeout_s;   /* 0 = never idle (engine_idle.c) */
         enum idle_action idle_action;
@@ -101,11 +101,9 @@ struct tokens *engine_tokens(struct engine *e);
 enum env_kind env_kind(const struct env *v);
 bool env_has_label(const struct env *v, const char *key, const char *value);
 
-int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
-                  size_t errlen);
-/* The same without waiting for PID 1's setup (milliseconds, far more on a busy host or on
- * cgroup v1, whose first cgroup join of a process waits for an RCU grace period): the daemon
- * serves other clients meanwhile, and done answers once PID 1 has exec'd (v listed) or the
+/* Creates an environment without waiting for PID 1's setup (milliseconds, far more on a busy
+ * host or on cgroup v1, whose first cgroup join of a process waits for an RCU grace period):
+ * its steps take turns of the loop, the daemon serves other clients meanwhile, and done answers once PID 1 has exec'd (v listed) or the
  * create failed and was rolled back (v NULL, r and err). Until then the name is taken
  * (engine_creating_find) and the environment counts toward MAX_ENVS and quotas
  * (engine_next_creating). Returns < 0 with err when it failed at once (done is then never
@@ -278,7 +276,7 @@ int engine_env_dir(const struct engine *e, const char *name, char *buf, size_t l
 uint64_t env_disk_bytes(const struct env *v);
 uint32_t env_uid_base(const struct env *v);
 /* A create request that repeats v's kind, image, limits, variables, labels and policy; its
- * net arrays are new (engine_create takes them over, as from the API). */
+ * net arrays are new (engine_create_async takes them over, as from the API). */
 void engine_env_spec(struct engine *e, const struct env *v, struct env_spec *ret);
 json_t *engine_snapshot_list(struct engine *e, struct env *v);
 int engine_snapshot(struct engine *e, struct env *v, const char *snap, json_t **ret, char *err,

@@ -620,24 +620,6 @@ static int create_clone(struct engine *e, struct env *v, struct spawn_pending *p
         return r;
 }
 
-/* Everything of a create before PID 1's own setup (which takes milliseconds more, and more
- * on a busy host), in one go: the steps engine_create_async spreads over turns. On failure
- * nothing is left. */
-static int create_start(struct engine *e, const struct env_spec *spec, struct env **ret,
-                        struct spawn_pending *p, char *err, size_t errlen)
-{
-        int r = create_prepare(e, spec, ret, err, errlen);
-        if (r >= 0)
-                r = create_cgroup(e, *ret, err, errlen);
-        if (r >= 0)
-                r = create_clone(e, *ret, p, err, errlen);
-        if (r >= 0) /* its exec slot sets up alongside PID 1: the first command follows */
-                exec_slot_early(e, *ret, p->pidfd);
-        return r;
-}
-
-static void create_listed(struct engine *e, struct env *v);
-
 /* Asks the sync process to make what was written so far (v's unsynced row) durable, fn called
  * then; false if it cannot (none, or no fd for the log): sync_in_place. */
 static bool sync_later(struct engine *e, syncer_fn fn, void *data, struct syncer_wait **ret)
@@ -656,20 +638,6 @@ static int sync_in_place(struct engine *e, struct env *v)
         return env_save(e, v);
 }
 
-/* After PID 1's report (waiting up to timeout_ms for it): its start recorded, the environment
- * listed; or everything rolled back. */
-static int create_finish(struct engine *e, struct env *v, struct spawn_pending *p,
-                         int timeout_ms, char *err, size_t errlen)
-{
-        int r = env_spawn_complete(e, v, p, timeout_ms, true, err, errlen);
-        if (r < 0) {
-                create_roll_back(e, v);
-                return r;
-        }
-        create_listed(e, v);
-        return 0;
-}
-
 /* A create's last step, its record durable and its PID 1 watched: listed and announced. */
 static void create_listed(struct engine *e, struct env *v)
 {
@@ -686,18 +654,6 @@ static void create_listed(struct engine *e, struct env *v)
         exec_slot_prewarm(e, v); /* if it has none */
 }
 
-int engine_create(struct engine *e, const struct env_spec *spec, struct env **ret, char *err,
-                  size_t errlen)
-{
-        struct env *v;
-        struct spawn_pending p;
-        int r = create_start(e, spec, &v, &p, err, errlen);
-        if (r >= 0)
-                r = create_finish(e, v, &p, SPAWN_SETUP_MS, err, errlen);
-        if (r >= 0)
-                *ret = v;
-        return r;
-}
 
 /* ---- creates that answer once PID 1 runs (engine_create_async) ----------------------------- */
 
@@ -1160,6 +1116,7 @@ static void deleting_synced(struct engine *e, struct env *v, int result)
                           "undo this delete", v->row.name, strerror(-result));
         if (v->pidfd < 0)
                 return; /* it stopped on its own meanwhile: finished by env_on_exit */
+        loop_cancel_timer(v->kill_timer); /* none since the delete began: never two */
         v->kill_timer = loop_add_timer(e->cfg.loop, DYING_MAX_MS, on_dying_too_long, v);
         /* PID 1's end ends its pid namespace; the commands exec'd into it, our children, are
          * reaped from the loop as they die, and then env_on_exit goes on (dying_step). */
