@@ -607,6 +607,14 @@ static bool route_request(struct request *r, struct route_call *c,
                 http_reply_error(r, 409, "conflict", "%s is being deleted", env_name(c->v));
                 return false;
         }
+        /* One starting (engine_start_async) can be looked at, deleted and stopped (either
+         * overtakes the start); the rest waits for it to run. */
+        if (c->v && env_starting(c->v) && strcmp(req_method(r), "GET") &&
+            hit->call != env_delete && !(hit->call == env_action && !strcmp(hit->what, "stop"))) {
+                http_reply_error(r, 409, "conflict", "%s is starting; try again once it runs",
+                                 env_name(c->v));
+                return false;
+        }
         c->what = hit->what;
         req_set_route(r, hit->route.pattern, env);
         if ((hit->flags & ROUTE_ADMIN) &&

@@ -681,7 +681,8 @@ void api_env_delete(struct request *r, struct engine *e, struct env *v)
         int rc = engine_destroy(e, v, f);
         if (rc == -EBUSY) {
                 http_reply_error(r, 409, "conflict",
-                                 "%s is running; stop it first or use force (rm -f)", name);
+                                 "%s is %s; stop it first or use force (rm -f)", name,
+                                 env_starting(v) ? "starting" : "running");
                 return;
         }
         if (rc < 0) {
@@ -704,6 +705,31 @@ static void on_request_gone(void *data)
         c->req = NULL;
 }
 
+/* A start (or a restart's) answers once PID 1 runs and its start is on disk; meanwhile the
+ * environment is listed as "starting" and others are served. */
+static void on_started(struct engine *e, struct env *v, int rc, const char *err, void *data)
+{
+        struct request *r = api_later_take(data);
+        if (r && rc < 0)
+                http_reply_errno(r, rc, "%s", err);
+        else if (r)
+                http_reply_json(r, 200, engine_env_json(e, v));
+}
+
+static void start_answered_later(struct request *r, struct engine *e, struct env *v)
+{
+        struct api_later *l = api_later(r);
+        if (!l) {
+                http_reply_errno(r, -ENOMEM, "out of memory");
+                return;
+        }
+        char err[512] = "";
+        int rc = engine_start_async(e, v, on_started, l, err, sizeof(err));
+        struct request *back = rc < 0 ? api_later_take(l) : NULL; /* not called */
+        if (back)
+                http_reply_errno(back, rc, "%s", err);
+}
+
 static void on_stopped(struct env *v, void *data)
 {
         struct action_ctx *c = data;
@@ -716,12 +742,7 @@ static void on_stopped(struct env *v, void *data)
         if (!engine_find(e, env_name(v))) {
                 http_reply_error(c->req, 404, "not_found", "environment was removed");
         } else if (c->restart) {
-                char err[512] = "";
-                int rc = engine_start(e, v, err, sizeof(err));
-                if (rc < 0)
-                        http_reply_errno(c->req, rc, "%s", err);
-                else
-                        http_reply_json(c->req, 200, engine_env_json(e, v));
+                start_answered_later(c->req, e, v);
         } else {
                 http_reply_json(c->req, 200, engine_env_json(e, v));
         }
@@ -748,12 +769,7 @@ void api_env_action(struct request *r, struct engine *e, struct env *v, const ch
         if ((!strcmp(action, "start") || !strcmp(action, "restart")) && !api_quota_ok(r, e, &q))
                 return;
         if (!strcmp(action, "start")) {
-                char err[512] = "";
-                int rc = engine_start(e, v, err, sizeof(err));
-                if (rc < 0)
-                        http_reply_errno(r, rc, "%s", err);
-                else
-                        http_reply_json(r, 200, engine_env_json(e, v));
+                start_answered_later(r, e, v);
                 return;
         }
         uint64_t timeout = 10;

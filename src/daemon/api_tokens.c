@@ -238,7 +238,7 @@ bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q
         for (struct env *o = engine_next_owned(e, t->name, NULL); o;
              o = engine_next_owned(e, t->name, o))
                 if (o != q->env && !strcmp(env_owner(o), t->name))
-                        quota_count(&u, o, env_running(o));
+                        quota_count(&u, o, env_running(o) || env_starting(o));
         /* Creates still starting count as running environments already. */
         for (struct env *o = engine_next_creating(e, NULL); o; o = engine_next_creating(e, o))
                 if (!strcmp(env_owner(o), t->name))

@@ -634,45 +634,16 @@ static int set_ttl(struct engine *e, struct env *v, uint64_t ttl_s, char *err, s
         return engine_patch(e, v, &p, err, errlen);
 }
 
-/* connect (and the older resume): running -> the deadline only grows, 200; paused -> thawed
- * with deadline now+timeout, 201. Either way one more access token. Paused or stopped by the
- * idle timer is running for E2B (sbx_state): woken, and answered as running (resume: 201). */
-static void sandbox_connect(struct request *r, struct engine *e, const char *id, bool resume)
+/* The end of a connect, the sandbox running: its deadline, one more access token, the answer
+ * (status 200 or 201). */
+static void connect_finish(struct request *r, struct engine *e, const char *id, unsigned status,
+                           uint64_t timeout)
 {
-        json_t *body = req_json_object(r);
-        if (!body)
-                return;
-        uint64_t timeout = E2B_DEFAULT_TIMEOUT;
         struct sbx s = {0};
         char err[512] = "", token[44], hash[SECRET_HASH_HEX + 1];
-        if (!timeout_of(r, body, &timeout) || !find_sandbox(r, e, id, &s))
-                goto out;
-        unsigned status = 200;
-        int rc = 0;
-        if (env_idled(s.v)) {
-                rc = engine_idle_wake(e, s.v, err, sizeof(err));
-                if (rc == -EBUSY) {
-                        e2b_reply_error(r, 409, "%s", err);
-                        goto out;
-                }
-                status = resume ? 201 : 200;
-        } else if (!env_running(s.v)) {
-                struct quota_ask q = {.env = s.v, .running = true, .limits = *env_limits(s.v)};
-                if (!api_quota_ok(r, e, &q))
-                        goto out;
-                rc = engine_start(e, s.v, err, sizeof(err));
-                status = 201;
-        } else if (env_paused(s.v)) {
-                rc = engine_pause(e, s.v, false);
-                status = 201;
-        } else if (resume) {
-                e2b_reply_error(r, 409, "sandbox %s is already running", id);
-                goto out;
-        }
-        if (rc < 0) {
-                e2b_reply_error(r, 500, "resuming %s: %s", id, err[0] ? err : strerror(-rc));
-                goto out;
-        }
+        int rc;
+        if (!find_sandbox(r, e, id, &s))
+                return;
         int64_t end = expires_ms(e, s.v);
         if ((status == 201 || !end || end < wall_ms() + (int64_t)timeout * 1000) &&
             (rc = set_ttl(e, s.v, timeout, err, sizeof(err))) < 0) {
@@ -703,6 +674,98 @@ static void sandbox_connect(struct request *r, struct engine *e, const char *id,
         http_reply_json(r, status, sandbox_json(e, &s, token));
 out:
         explicit_bzero(token, sizeof(token));
+        sbx_clear(&s);
+}
+
+/* A stopped sandbox's connect answers once it runs (engine_start_async): meanwhile the loop
+ * serves others. */
+struct connect_later {
+        struct api_later *l;
+        char id[NAME_BUF_SIZE];
+        uint64_t timeout;
+};
+
+static void on_connect_started(struct engine *e, struct env *v, int rc, const char *err,
+                               void *data)
+{
+        (void)v;
+        struct connect_later *c = data;
+        struct request *r = api_later_take(c->l);
+        if (r && rc < 0)
+                e2b_reply_error(r, rc == -EBUSY ? 409 : 500, "resuming %s: %s", c->id, err);
+        else if (r)
+                connect_finish(r, e, c->id, 201, c->timeout);
+        free(c);
+}
+
+static void connect_start_later(struct request *r, struct engine *e, struct env *v,
+                                const char *id, uint64_t timeout)
+{
+        struct connect_later *c = calloc(1, sizeof(*c));
+        if (c)
+                c->l = api_later(r);
+        if (!c || !c->l) {
+                free(c);
+                e2b_reply_error(r, 500, "resuming %s: out of memory", id);
+                return;
+        }
+        snprintf(c->id, sizeof(c->id), "%s", id);
+        c->timeout = timeout;
+        char err[512] = "";
+        int rc = engine_start_async(e, v, on_connect_started, c, err, sizeof(err));
+        if (rc < 0) {
+                struct request *back = api_later_take(c->l); /* not called */
+                free(c);
+                if (back)
+                        e2b_reply_error(back, rc == -EBUSY ? 409 : 500, "resuming %s: %s", id,
+                                        err);
+        }
+}
+
+/* connect (and the older resume): running -> the deadline only grows, 200; paused -> thawed
+ * with deadline now+timeout, 201; stopped -> started, 201, answered once it runs. Either way
+ * one more access token. Paused or stopped by the idle timer is running for E2B (sbx_state):
+ * woken, and answered as running (resume: 201). */
+static void sandbox_connect(struct request *r, struct engine *e, const char *id, bool resume)
+{
+        json_t *body = req_json_object(r);
+        if (!body)
+                return;
+        uint64_t timeout = E2B_DEFAULT_TIMEOUT;
+        struct sbx s = {0};
+        char err[512] = "";
+        if (!timeout_of(r, body, &timeout) || !find_sandbox(r, e, id, &s))
+                goto out;
+        unsigned status = 200;
+        int rc = 0;
+        if (env_idled(s.v)) {
+                rc = engine_idle_wake(e, s.v, err, sizeof(err));
+                if (rc == -EBUSY) {
+                        e2b_reply_error(r, 409, "%s", err);
+                        goto out;
+                }
+                status = resume ? 201 : 200;
+        } else if (env_starting(s.v)) {
+                e2b_reply_error(r, 409, "sandbox %s is starting", id);
+                goto out;
+        } else if (!env_running(s.v)) {
+                struct quota_ask q = {.env = s.v, .running = true, .limits = *env_limits(s.v)};
+                if (api_quota_ok(r, e, &q))
+                        connect_start_later(r, e, s.v, id, timeout);
+                goto out;
+        } else if (env_paused(s.v)) {
+                rc = engine_pause(e, s.v, false);
+                status = 201;
+        } else if (resume) {
+                e2b_reply_error(r, 409, "sandbox %s is already running", id);
+                goto out;
+        }
+        if (rc < 0) {
+                e2b_reply_error(r, 500, "resuming %s: %s", id, err[0] ? err : strerror(-rc));
+                goto out;
+        }
+        connect_finish(r, e, id, status, timeout);
+out:
         sbx_clear(&s);
         json_decref(body);
 }

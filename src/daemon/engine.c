@@ -28,6 +28,11 @@ const char *env_name(const struct env *v)
         return v->row.name;
 }
 
+const char *env_state(const struct env *v)
+{
+        return v->starting ? "starting" : v->stopping ? "stopping" : v->row.status;
+}
+
 const char *env_owner(const struct env *v)
 {
         return v->row.owner;
@@ -704,6 +709,7 @@ void engine_free(struct engine *e)
         if (!e)
                 return;
         engine_creating_abandon(e);
+        engine_starting_abandon(e);
         loop_cancel_timer(e->sweep);
         engine_idle_free(e);
         engine_image_helpers_release(e);

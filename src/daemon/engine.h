@@ -121,7 +121,21 @@ struct env *engine_creating_find(struct engine *e, const char *name);
 struct env *engine_next_creating(struct engine *e, struct env *prev);
 /* At shutdown: every create in progress is stopped and rolled back. */
 void engine_creating_abandon(struct engine *e);
+/* Starts a stopped environment in place, the whole of PID 1's setup in this call (the
+ * daemon's own start-up and the idle wake-up, which need it running on return). */
 int engine_start(struct engine *e, struct env *v, char *err, size_t errlen);
+/* The same over turns of the loop, like engine_create_async's steps: v stays listed with
+ * status "starting" (env_starting) until PID 1 runs and its record is durable; then done.
+ * Returns < 0 with err when it cannot start at all (running, starting, being deleted; done is
+ * never called); otherwise done is called exactly once, never from inside this call: with v
+ * and r = 0 once it runs, or r < 0 and err (its setup failed, it was deleted meanwhile, or
+ * the daemon stops). */
+int engine_start_async(struct engine *e, struct env *v, engine_created_fn done, void *data,
+                       char *err, size_t errlen);
+bool env_starting(const struct env *v);
+/* At shutdown: starts in progress are given up (the environment stays stopped), or kept
+ * running when only the disk was still awaited. */
+void engine_starting_abandon(struct engine *e);
 /* Asynchronous stop: SIGTERM, then SIGKILL to the whole cgroup after timeout_s. done runs
  * once the environment is stopped (at once if it already is). */
 typedef void (*env_done_fn)(struct env *v, void *data);

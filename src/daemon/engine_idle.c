@@ -217,7 +217,8 @@ static void rearm(struct engine *e)
 
 static bool watched(const struct env *v)
 {
-        return v->idle_timeout_s && v->pidfd >= 0 && !v->paused && !v->stopping && !v->deleting;
+        return v->idle_timeout_s && v->pidfd >= 0 && !v->starting && !v->paused && !v->stopping &&
+               !v->deleting;
 }
 
 /* Paused by the idle timer with a published port: an inbound connection wakes it. */

@@ -18,6 +18,10 @@
 /* Longest cgroup directory name of an environment: "env-" and its name. */
 #define CGROUP_NAME_SIZE (4 + NAME_BUF_SIZE)
 
+/* What an environment is doing now, for listings and metrics: its record's status, or
+ * "starting" / "stopping" while those are under way (they are not written). */
+const char *env_state(const struct env *v);
+
 struct waiter {
         env_done_fn fn;
         void *data;
@@ -53,6 +57,7 @@ struct env {
          * process made it durable (syncer.h); cancelled by env_free. */
         struct syncer_wait *deleting_sync;
         struct loop_timer *kill_timer;
+        struct env_creating *starting; /* engine_start_async's steps, or NULL */
         /* Deleting (engine_destroy_async): the pidfd of an exec slot still tearing down, on
          * the loop; slot_gone_fd is only valid while slot_gone_src is set. */
         struct loop_source *slot_gone_src;
@@ -114,6 +119,7 @@ struct engine {
          * their names are taken and they count toward the limits. */
         struct env_creating *creating;
         size_t n_creating;
+        size_t n_starting; /* listed environments with v->starting (engine_start_async) */
         size_t n_running; /* listed environments whose PID 1 runs (pidfd >= 0) */
         /* By name: chained hash buckets (env.hnext), a power of two, at least n_envs, so a
          * lookup costs the same with 10 or 4,000 environments. */

@@ -95,7 +95,7 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
                              : v->disk_bytes         ? json_integer((json_int_t)v->disk_bytes)
                                                      : json_null();
         json_t *disk_used = cnt.disk_ok ? json_integer((json_int_t)cnt.disk) : json_null();
-        const char *state = v->stopping ? "stopping" : v->row.status;
+        const char *state = env_state(v);
         json_t *net = netpolicy_json(&v->net);
         json_object_set_new(net, "ip", v->addr.s_addr ? json_string(v->row.ip) : json_null());
         if (e->net && v->addr.s_addr) {

@@ -21,6 +21,7 @@
 
 static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *data);
 static void env_kill_sync(struct engine *e, struct env *v);
+static void start_overtaken(struct engine *e, struct env *v, const char *why);
 
 static const char *kind_name(enum env_kind k)
 {
@@ -377,6 +378,7 @@ static void on_kill_timer(struct loop_timer *t, void *data)
 
 void engine_stop(struct engine *e, struct env *v, unsigned timeout_s, env_done_fn done, void *data)
 {
+        start_overtaken(e, v, "stopped");
         if (v->pidfd < 0) {
                 if (done)
                         done(v, data);
@@ -427,30 +429,47 @@ bool env_paused(const struct env *v)
         return v->paused;
 }
 
-int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
+/* Whether v may start: stopped, and neither starting nor being deleted. */
+static int start_check(const struct env *v, char *err, size_t errlen)
 {
         if (v->deleting) { /* a restart that waited for its stop, say */
                 snprintf(err, errlen, "%s is being deleted", v->row.name);
+                return -EBUSY;
+        }
+        if (v->starting) {
+                snprintf(err, errlen, "%s is starting", v->row.name);
                 return -EBUSY;
         }
         if (v->pidfd >= 0) {
                 snprintf(err, errlen, "%s is already running", v->row.name);
                 return -EALREADY;
         }
+        return 0;
+}
+
+/* A start's end, PID 1 running, watched and recorded: said, and its idle clock runs. */
+static void start_announce(struct engine *e, struct env *v)
+{
+        engine_idle_arm(e, v);
+        log_info("%s: started (pid %lld)", v->row.name, (long long)v->row.pid);
+        events_env("started", v, NULL);
+}
+
+int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
+{
+        int r = start_check(v, err, errlen);
+        if (r < 0)
+                return r;
         int64_t idled_at = v->idled_at;
         v->idled_at = 0; /* recorded with the start */
-        int r = env_spawn_now(e, v, err, errlen);
-        if (r < 0)
+        r = env_spawn_now(e, v, err, errlen);
+        if (r < 0) {
                 v->idled_at = idled_at;
-        else
-                engine_idle_arm(e, v);
-        if (r >= 0)
-                log_info("%s: started (pid %lld)", v->row.name, (long long)v->row.pid);
-        if (r >= 0) {
-                events_env("started", v, NULL);
-                exec_slot_prewarm(e, v);
+                return r;
         }
-        return r;
+        start_announce(e, v);
+        exec_slot_prewarm(e, v);
+        return 0;
 }
 
 void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
@@ -676,6 +695,11 @@ struct env_creating {
         struct loop_source *src; /* PID 1's report pipe, from STEP_SETUP */
         struct loop_timer *timer; /* the next step's turn; in STEP_SETUP its time limit */
         struct syncer_wait *wait; /* in STEP_SYNC */
+        /* A listed environment's start (engine_start_async; v->starting), not a create: no
+         * disk or record to make or roll back, and its idled_at as before it, kept if it
+         * fails. */
+        bool start;
+        int64_t idled_at;
         engine_created_fn done;  /* NULL once the caller forgot it */
         void *data;
         /* A fork's source and snapshot ("": none), for its log line and "fork" event. */
@@ -698,6 +722,11 @@ static void fork_announce(struct engine *e, const struct env_creating *c)
 static void creating_unlist(struct env_creating *c)
 {
         struct engine *e = c->eng;
+        if (c->start) {
+                c->v->starting = NULL;
+                e->n_starting--;
+                return;
+        }
         for (struct env_creating **pp = &e->creating; *pp; pp = &(*pp)->next)
                 if (*pp == c) {
                         *pp = c->next;
@@ -713,8 +742,14 @@ static void creating_done(struct env_creating *c, int r, const char *err)
         creating_unlist(c);
         char name[NAME_BUF_SIZE];
         snprintf(name, sizeof(name), "%s", c->v->row.name);
-        if (r < 0) {
+        if (r < 0 && c->start) {
+                c->v->idled_at = c->idled_at; /* still stopped, as before */
+        } else if (r < 0) {
                 create_roll_back(e, c->v);
+        } else if (c->start) {
+                start_announce(e, c->v);
+                exec_slot_go(c->v);
+                exec_slot_prewarm(e, c->v); /* if it has none */
         } else {
                 create_listed(e, c->v);
                 if (c->fork_of[0])
@@ -723,7 +758,7 @@ static void creating_done(struct env_creating *c, int r, const char *err)
         if (c->done)
                 c->done(e, r < 0 ? NULL : c->v, r, err, c->data);
         else if (r < 0)
-                log_warn("create %s failed: %s", name, err);
+                log_warn("%s %s failed: %s", c->start ? "start" : "create", name, err);
         free(c);
 }
 
@@ -761,6 +796,8 @@ static void creating_end(struct env_creating *c, int timeout_ms)
         loop_cancel_timer(c->timer);
         c->timer = NULL;
         char err[512] = "";
+        if (c->start)
+                c->v->idled_at = 0; /* recorded with the start (creating_done restores it) */
         int r = env_spawn_complete(e, c->v, &c->p, timeout_ms, false, err, sizeof(err));
         if (r < 0) {
                 creating_done(c, r, err);
@@ -773,8 +810,9 @@ static void creating_end(struct env_creating *c, int timeout_ms)
         creating_synced(c, sync_in_place(e, c->v));
 }
 
-/* A create given up before PID 1's report (no loop slot for it, or shutdown): its child killed
- * and reaped, everything it made removed. Not on the creating list (any more). */
+/* A create or start given up before PID 1's report (no loop slot for it, a delete or stop,
+ * shutdown): its child killed and reaped, everything it made removed (a start's environment
+ * stays, stopped). Not on the creating list (any more). */
 static void creating_cancel(struct env_creating *c)
 {
         loop_remove(c->src);
@@ -782,7 +820,10 @@ static void creating_cancel(struct env_creating *c)
         env_spawn_abandon(&c->p);
         exec_slot_discard(c->v);
         cgroup_env_destroy(c->eng->cfg.cgroups, c->v->cgname, NULL);
-        create_roll_back(c->eng, c->v);
+        if (c->start)
+                c->v->idled_at = c->idled_at;
+        else
+                create_roll_back(c->eng, c->v);
         free(c);
 }
 
@@ -802,15 +843,16 @@ static void on_creating_timeout(struct loop_timer *t, void *data)
         creating_end(c, 0);
 }
 
-/* A step failed: the caller hears why, and nothing of the create is left. `removed`: the step
- * already removed everything (the environment freed, so its name comes separately); else it
- * is cancelled here. */
+/* A step failed: the caller hears why, and nothing of the create (or start) is left.
+ * `removed`: the step already removed everything (a create's environment freed, so its name
+ * comes separately); else it is cancelled here. */
 static void creating_fail(struct env_creating *c, const char *name, bool removed, int r,
                           const char *err)
 {
         struct engine *e = c->eng;
         engine_created_fn done = c->done;
         void *done_data = c->data;
+        bool start = c->start;
         creating_unlist(c);
         if (removed)
                 free(c);
@@ -819,7 +861,7 @@ static void creating_fail(struct env_creating *c, const char *name, bool removed
         if (done)
                 done(e, NULL, r, err, done_data);
         else
-                log_warn("create %s failed: %s", name, err);
+                log_warn("%s %s failed: %s", start ? "start" : "create", name, err);
 }
 
 static void on_creating_step(struct loop_timer *t, void *data);
@@ -831,12 +873,16 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
         int r;
         *removed = c->step == STEP_CGROUP || c->step == STEP_CLONE;
         switch (c->step) {
-        case STEP_CGROUP:
-                if ((r = create_cgroup(e, c->v, err, errlen)) < 0)
+        case STEP_CGROUP: /* a start's failure leaves nothing either */
+                r = c->start ? env_spawn_cgroup(e, c->v, err, errlen)
+                             : create_cgroup(e, c->v, err, errlen);
+                if (r < 0)
                         return r;
                 break;
         case STEP_CLONE:
-                if ((r = create_clone(e, c->v, &c->p, err, errlen)) < 0)
+                r = c->start ? env_spawn_clone(e, c->v, &c->p, err, errlen)
+                             : create_clone(e, c->v, &c->p, err, errlen);
+                if (r < 0)
                         return r;
                 break;
         case STEP_SLOT:
@@ -961,6 +1007,94 @@ void engine_creating_abandon(struct engine *e)
         }
 }
 
+
+/* ---- starts over turns (engine_start_async): a create's steps for a listed environment -- */
+
+int engine_start_async(struct engine *e, struct env *v, engine_created_fn done, void *data,
+                       char *err, size_t errlen)
+{
+        int r = start_check(v, err, errlen);
+        if (r < 0)
+                return r;
+        struct env_creating *c = calloc(1, sizeof(*c));
+        if (!c) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        *c = (struct env_creating){.eng = e, .v = v, .step = STEP_CGROUP, .start = true,
+                                   .idled_at = v->idled_at, .done = done, .data = data,
+                                   .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
+        /* Not in this turn: what other clients asked meanwhile is answered first. */
+        c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
+        if (!c->timer) {
+                free(c);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        v->starting = c;
+        e->n_starting++;
+        log_info("%s: starting", v->row.name);
+        return 0;
+}
+
+bool env_starting(const struct env *v)
+{
+        return v->starting != NULL;
+}
+
+/* A start that a delete or a stop overtakes: given up before PID 1's report (v stays stopped),
+ * or, once PID 1 runs and only the disk was awaited, watched from now on so that the delete or
+ * stop ends it the usual way. Its caller hears why (`why`: "deleted", "stopped"). */
+static void start_overtaken(struct engine *e, struct env *v, const char *why)
+{
+        struct env_creating *c = v->starting;
+        if (!c)
+                return;
+        engine_created_fn done = c->done;
+        void *data = c->data;
+        creating_unlist(c);
+        if (c->step != STEP_SYNC) {
+                creating_cancel(c);
+        } else {
+                syncer_cancel(c->wait);
+                free(c);
+                if (env_watch(e, v) < 0)
+                        env_kill_sync(e, v); /* unwatched it could not be ended later */
+        }
+        char err[128];
+        snprintf(err, sizeof(err), "%s was %s while it started", v->row.name, why);
+        log_info("%s", err);
+        if (done)
+                done(e, NULL, -EBUSY, err, data);
+}
+
+void engine_starting_abandon(struct engine *e)
+{
+        for (struct env *v = e->envs; v && e->n_starting; v = v->next) {
+                struct env_creating *c = v->starting;
+                if (!c)
+                        continue;
+                engine_created_fn done = c->done;
+                void *data = c->data;
+                bool runs = c->step == STEP_SYNC;
+                creating_unlist(c);
+                if (!runs) {
+                        creating_cancel(c); /* still stopped, as before */
+                } else {
+                        /* PID 1 runs and its start is written: made durable here, it goes on
+                         * running like every other (the next start adopts it). */
+                        syncer_cancel(c->wait);
+                        free(c);
+                        if (sync_in_place(e, v) < 0)
+                                log_error("%s: the state database could not be synced: a host "
+                                          "crash may lose this start", v->row.name);
+                }
+                if (done)
+                        done(e, runs ? v : NULL, runs ? 0 : -ECANCELED,
+                             runs ? "" : "the daemon is shutting down", data);
+        }
+}
+
 /* The rest of a removal once nothing of the environment runs any more. */
 static void destroy_finish(struct engine *e, struct env *v)
 {
@@ -998,8 +1132,9 @@ static void record_deleting(struct engine *e, struct env *v, bool synced)
 
 int engine_destroy(struct engine *e, struct env *v, bool force)
 {
-        if (v->pidfd >= 0 && !force && !v->deleting)
+        if ((v->pidfd >= 0 || v->starting) && !force && !v->deleting)
                 return -EBUSY;
+        start_overtaken(e, v, "deleted");
         /* One synced write for the whole destroy: "deleting" is the journal entry (a crash
          * from here on finishes the delete at the next start, PID 1 killed through its
          * cgroup), so stopping records nothing (v->deleting), and the row's removal need not
@@ -1090,6 +1225,7 @@ int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void
                 return -ENOMEM;
         *w = (struct waiter){.fn = done, .data = data, .next = v->waiters};
         v->waiters = w;
+        start_overtaken(e, v, "deleted");
         if (v->pidfd < 0)
                 return engine_destroy(e, v, true); /* nothing to wait for; done is called */
         if (v->deleting)

@@ -15,6 +15,9 @@ struct http_server {
         struct loop_timer *tick;
         struct loop_timer *kick;
         struct http_config cfg;
+        /* Suspended connections (deferred answers, parked streams): MHD may not be stopped
+         * while it has one, so http_server_stop ends them first. */
+        struct request *suspended;
 };
 
 struct request {
@@ -39,6 +42,8 @@ struct request {
         bool stream_waiting; /* suspended inside the reader for lack of data */
         /* while suspended: the client's hang-up, watched by the daemon's loop (watch_hangup) */
         struct loop_source *hangup_watch;
+        struct request *susp_next, *susp_prev; /* on srv->suspended while suspended */
+        bool susp_listed;
         void (*on_free)(void *);
         void *on_free_data;
         /* protocol switch */
@@ -245,8 +250,28 @@ static void on_kick(struct loop_timer *t, void *data)
 
 /* A resumed connection is processed by the next MHD_run(); in external-epoll mode nothing
  * else wakes MHD for it, so run it right after the current loop iteration. */
+static void suspend(struct request *r)
+{
+        MHD_suspend_connection(r->conn);
+        r->susp_prev = NULL;
+        r->susp_next = r->srv->suspended;
+        if (r->susp_next)
+                r->susp_next->susp_prev = r;
+        r->srv->suspended = r;
+        r->susp_listed = true;
+}
+
 static void resume(struct request *r)
 {
+        if (r->susp_listed) {
+                if (r->susp_prev)
+                        r->susp_prev->susp_next = r->susp_next;
+                else
+                        r->srv->suspended = r->susp_next;
+                if (r->susp_next)
+                        r->susp_next->susp_prev = r->susp_prev;
+                r->susp_listed = false;
+        }
         MHD_resume_connection(r->conn);
         if (!r->srv->kick)
                 r->srv->kick = loop_add_timer(r->srv->loop, 0, on_kick, r->srv);
@@ -421,7 +446,7 @@ void http_defer(struct request *r)
         if (r->answered || r->suspended)
                 return;
         r->suspended = true;
-        MHD_suspend_connection(r->conn);
+        suspend(r);
         watch_hangup(r, on_deferred_hangup);
 }
 
@@ -445,7 +470,7 @@ static void on_parked_hangup(struct loop_source *s, int fd, uint32_t events, voi
 static void park(struct request *r)
 {
         r->stream_waiting = true;
-        MHD_suspend_connection(r->conn);
+        suspend(r);
         watch_hangup(r, on_parked_hangup);
 }
 
@@ -811,7 +836,23 @@ void http_server_stop(struct http_server *s)
                 return;
         loop_remove(s->src);
         loop_cancel_timer(s->tick);
-        loop_cancel_timer(s->kick);
+        /* Deferred answers still waiting (a create, a start, a stop's grace period) are told the
+         * daemon stops, and parked streams end; MHD aborts if stopped with one suspended. */
+        while (s->suspended) {
+                struct request *r = s->suspended;
+                if (r->stream_waiting) {
+                        r->aborted = true;
+                        unpark(r);
+                } else if (r->suspended && !r->answered) {
+                        http_reply_error(r, 503, "unavailable", "the daemon is shutting down");
+                }
+                if (s->suspended == r) { /* neither: resumed here all the same */
+                        r->suspended = r->stream_waiting = false;
+                        unwatch_hangup(r);
+                        resume(r);
+                }
+        }
+        loop_cancel_timer(s->kick); /* MHD_stop_daemon goes through what was resumed */
         MHD_stop_daemon(s->mhd);
         free(s);
 }

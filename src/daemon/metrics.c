@@ -87,8 +87,8 @@ struct sample {
         uint64_t disk;
 };
 
-static const char *const states[] = {"creating", "running", "paused",
-                                     "stopping", "stopped", "deleting"};
+static const char *const states[] = {"creating", "starting", "running", "paused",
+                                     "stopping", "stopped",  "deleting"};
 static const char *const kinds[] = {"computer", "sandbox"};
 
 #define N_ENV_FAMILIES 13 /* ELEMENTSOF(env_families), checked below */
@@ -150,11 +150,6 @@ static const struct {
 };
 
 _Static_assert(ELEMENTSOF(env_families) == N_ENV_FAMILIES, "N_ENV_FAMILIES");
-
-static const char *env_state(const struct env *v)
-{
-        return v->stopping ? "stopping" : v->row.status;
-}
 
 /* The value of family fam for s, or false when s has no sample in it. */
 static bool sample_value(const struct sample *s, enum env_family fam, char *buf, size_t len)

@@ -296,3 +296,41 @@ def test_a_create_waiting_for_its_pid1_holds_up_no_one(gateway_daemon):
     assert sorted(x["sandboxID"] for x in e2b(d, "GET", "/v2/sandboxes", key).json) == \
         sorted([other["sandboxID"], sid])
     assert {row[0] for row in rows(d)} == {other["sandboxID"], sid}
+
+
+def test_connecting_a_stopped_sandbox_starts_it_without_holding_up_anyone(gateway_daemon):
+    # A sandbox stopped by hand (the native API) is started by E2B's connect the way
+    # POST /v1/envs/NAME/start starts it (over turns of the loop): while its PID 1 sets up
+    # (held by a stopped lxcfs) others are served and another connect is refused; then 201 with
+    # a new access token that envd accepts.
+    d = gateway_daemon
+    key = token(d, "waker")
+    lxcfs = [p for p, comm, _ in children_of(d.pid) if comm == "lxcfs"]
+    if not lxcfs:
+        pytest.skip("this daemon runs without lxcfs")
+    sid = create(d, key)["sandboxID"]
+    other = create(d, key)
+    assert d.api("POST", "/v1/envs/%s/stop?timeout=0" % sid).json["state"] == "stopped"
+    box = {}
+
+    def connect():
+        box["r"] = e2b(d, "POST", "/v2/sandboxes/%s/connect" % sid, key, {"timeout": 60})
+
+    os.kill(lxcfs[0], signal.SIGSTOP)
+    try:
+        t = threading.Thread(target=connect)
+        t.start()
+        wait_for(lambda: d.inspect(sid)["state"] == "starting", 10, 0.02, "the start")
+        envd = {"E2b-Sandbox-Id": other["sandboxID"], "X-Access-Token": other["envdAccessToken"]}
+        assert e2b(d, "GET", "/health", headers=envd).status == 204
+        again = e2b(d, "POST", "/v2/sandboxes/%s/connect" % sid, key, {"timeout": 60})
+        assert again.status == 409 and "is starting" in again.json["message"], again
+        assert t.is_alive() and "r" not in box
+    finally:
+        os.kill(lxcfs[0], signal.SIGCONT)
+    t.join(60)
+    r = box["r"]
+    assert r.status == 201 and r.json["sandboxID"] == sid, r
+    envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": r.json["envdAccessToken"]}
+    assert e2b(d, "GET", "/health", headers=envd).status == 204
+    assert d.api("GET", "/v1/envs/%s" % sid).json["ttl"] == 60

@@ -1,0 +1,181 @@
+"""A start (and a restart, and E2B's connect of a stopped sandbox) answers once PID 1 runs, and
+the daemon serves everyone else meanwhile (issue 12: the loop never waits for an environment's
+setup). The setup is held up on purpose, as in test_create_async.py: the daemon's lxcfs is
+stopped, so PID 1's child waits in its one lxcfs access while it builds the root. Meanwhile the
+environment is listed as "starting": it can be looked at, stopped and deleted (either overtakes
+the start, and nothing of it is left), nothing else."""
+import os
+import signal
+import threading
+
+from conftest import children_of, proc_cgroup, wait_for
+from test_create_async import held_lxcfs, setting_up
+
+
+def stopped_env(daemon, name, *opts):
+    daemon.create(name, *opts)
+    r = daemon.api("POST", "/v1/envs/%s/stop?timeout=0" % name)
+    assert r.status == 200 and r.json["state"] == "stopped", r
+
+
+def call_in_thread(daemon, method, path, body=None, headers=None):
+    box = {}
+
+    def call():
+        try:
+            box["r"] = daemon.api(method, path, body, headers=headers, timeout=60)
+        except OSError as e:  # the daemon went away before answering
+            box["error"] = e
+
+    t = threading.Thread(target=call)
+    t.start()
+    return t, box
+
+
+def pid1_running(daemon, name):
+    return any(comm == "paddock-init" and ("/env-%s\n" % name) in proc_cgroup(pid)
+               for pid, comm, _ in children_of(daemon.pid))
+
+
+def test_a_start_that_is_setting_up_holds_up_no_one(daemon):
+    daemon.create("other")
+    stopped_env(daemon, "slow")
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/slow/start")
+        wait_for(lambda: setting_up(daemon, "slow"), 10, 0.02, "the start's setup child")
+        # Everyone else is served while it sets up (the old daemon waited here with them).
+        res = daemon.api("POST", "/v1/envs/other/exec", {"cmd": ["echo", "served"]}, timeout=10)
+        assert res.status == 200 and res.json["stdout"] == "served\n", res
+        # It is listed as starting, and only looking at it is allowed meanwhile.
+        assert daemon.inspect("slow")["state"] == "starting"
+        assert daemon.envs()["slow"]["state"] == "starting"
+        kind = daemon.inspect("slow")["kind"]
+        scrape = daemon.api("GET", "/metrics", timeout=10).body.decode()
+        assert 'paddock_envs{state="starting",kind="%s"} 1\n' % kind in scrape, scrape
+        ex = daemon.api("POST", "/v1/envs/slow/exec", {"cmd": ["true"]}, timeout=10)
+        assert ex.status == 409 and "is starting" in ex.json["error"]["message"], ex
+        again = daemon.api("POST", "/v1/envs/slow/start", timeout=10)
+        assert again.status == 409 and "is starting" in again.json["error"]["message"], again
+        keep = daemon.api("DELETE", "/v1/envs/slow", timeout=10)  # not forced
+        assert keep.status == 409 and "is starting" in keep.json["error"]["message"], keep
+        assert t.is_alive() and "r" not in box
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    t.join(60)
+    assert box["r"].status == 200 and box["r"].json["state"] == "running", box
+    assert daemon.sh("slow", "echo up") == "up\n"
+    scrape = daemon.api("GET", "/metrics").body.decode()
+    assert 'paddock_envs{state="starting",kind="%s"} 0\n' % kind in scrape, scrape
+
+
+def test_a_restart_answers_once_pid1_runs_again(daemon):
+    daemon.create("again", "--computer")
+    daemon.sh("again", "echo before > /root/mark")
+    first = daemon.inspect("again")["pid"]
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/again/restart?timeout=0")
+        wait_for(lambda: daemon.inspect("again")["state"] == "starting", 10, 0.02,
+                 "the restart's start")
+        assert daemon.api("GET", "/v1/system", timeout=10).status == 200
+        assert t.is_alive() and "r" not in box
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    t.join(60)
+    r = box["r"]
+    assert r.status == 200 and r.json["state"] == "running" and r.json["pid"] != first, r
+    assert daemon.sh("again", "cat /root/mark") == "before\n"
+
+
+def test_a_delete_overtakes_a_start_and_leaves_nothing(daemon):
+    stopped_env(daemon, "gone")
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/gone/start")
+        wait_for(lambda: setting_up(daemon, "gone"), 10, 0.02, "the start's setup child")
+        d = daemon.api("DELETE", "/v1/envs/gone?force=1", timeout=10)
+        assert d.status == 200 and d.json == {"deleted": "gone"}, d
+        t.join(60)
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    r = box["r"]
+    assert r.status == 409 and "was deleted while it started" in r.json["error"]["message"], r
+    assert not setting_up(daemon, "gone")
+    assert "gone" not in daemon.envs()
+    assert daemon.cgroup_dirs("gone") == []
+    daemon.create("gone")  # the name is free again
+    assert daemon.sh("gone", "echo ok") == "ok\n"
+
+
+def test_a_stop_overtakes_a_start_and_it_can_start_again(daemon):
+    stopped_env(daemon, "halt")
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/halt/start")
+        wait_for(lambda: setting_up(daemon, "halt"), 10, 0.02, "the start's setup child")
+        s = daemon.api("POST", "/v1/envs/halt/stop", timeout=10)
+        assert s.status == 200 and s.json["state"] == "stopped", s
+        t.join(60)
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    r = box["r"]
+    assert r.status == 409 and "was stopped while it started" in r.json["error"]["message"], r
+    assert not setting_up(daemon, "halt")
+    assert daemon.cgroup_dirs("halt") == []
+    assert daemon.inspect("halt")["state"] == "stopped"
+    r = daemon.api("POST", "/v1/envs/halt/start")
+    assert r.status == 200 and r.json["state"] == "running", r
+    assert daemon.sh("halt", "echo ok") == "ok\n"
+
+
+def test_a_start_in_progress_at_shutdown_leaves_it_stopped_and_clean(daemon):
+    stopped_env(daemon, "cut")
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/cut/start")
+        wait_for(lambda: setting_up(daemon, "cut"), 10, 0.02, "the start's setup child")
+        daemon.stop()
+    finally:
+        try:
+            os.kill(lxcfs, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    t.join(60)
+    assert "error" in box or box["r"].status >= 500, box
+    # A clean exit: libmicrohttpd aborts a daemon stopped with a deferred answer pending.
+    assert daemon.proc.returncode == 0, open(daemon.logpath).read()[-2000:]
+    daemon.start()
+    assert daemon.inspect("cut")["state"] == "stopped"
+    assert daemon.cgroup_dirs("cut") == [], open(daemon.logpath).read()[-3000:]
+    r = daemon.api("POST", "/v1/envs/cut/start")
+    assert r.status == 200 and r.json["state"] == "running", r
+    assert daemon.sh("cut", "echo ok") == "ok\n"
+
+
+def test_a_start_in_progress_counts_toward_its_tokens_quota(daemon):
+    r = daemon.api("POST", "/v1/tokens", {"name": "one", "max_cpus": 1})
+    assert r.status == 201, r
+    auth = {"Authorization": "Bearer " + r.json["secret"]}
+    for name in ("qa", "qb"):
+        r = daemon.api("POST", "/v1/envs", {"name": name, "cpus": 1}, headers=auth)
+        assert r.status == 201, r
+        r = daemon.api("POST", "/v1/envs/%s/stop?timeout=0" % name, headers=auth)
+        assert r.status == 200, r
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/qa/start", headers=auth)
+        wait_for(lambda: setting_up(daemon, "qa"), 10, 0.02, "the start's setup child")
+        second = daemon.api("POST", "/v1/envs/qb/start", headers=auth, timeout=10)
+        assert second.status == 403 and second.json["error"]["code"] == "quota_exceeded", second
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    t.join(60)
+    assert box["r"].status == 200, box
+    assert daemon.inspect("qb")["state"] == "stopped"
