@@ -14,7 +14,8 @@ connection into a sandbox, for BENCH_MIX_SECONDS in each of four phases:
   - alone;
   - while client B lists every environment (GET /v1/envs, the whole answer read) back to back;
   - while client C creates a sandbox, execs `true` in it and deletes it (?force=1) in a loop;
-  - while B and C both run.
+  - while B and C both run;
+  - while D stops (timeout 0) and starts a networked computer of its own in a loop.
 
 B and C are processes of their own (no shared interpreter lock with A). For each phase it
 prints A's median, p99 and worst, how many listings and cycles B and C finished, and the
@@ -89,6 +90,16 @@ def cycler(sock, stop, done):
         done.value += 1
 
 
+def restarter(sock, stop, done):
+    c = conftest.UnixHTTPConnection(sock)
+    while not stop.is_set():
+        for action in ("stop?timeout=0", "start"):
+            status, data = request(c, "POST", "/v1/envs/mix-r/" + action, b"")
+            if status != 200:
+                raise SystemExit("%s mix-r: %d %s" % (action, status, data[:200]))
+        done.value += 1
+
+
 def loop_maxima(c):
     """The daemon's longest loop turn and longest single callback since the previous scrape
     (a scrape starts both again)."""
@@ -100,7 +111,7 @@ def loop_maxima(c):
             float(found.get("paddock_loop_callback_max_seconds", "nan")))
 
 
-def phase(d, admin, probe, with_lister, with_cycler):
+def phase(d, admin, probe, with_lister, with_cycler, with_restarter=False):
     stop = multiprocessing.Event()
     listed = multiprocessing.Value("i", 0)
     cycled = multiprocessing.Value("i", 0)
@@ -109,6 +120,8 @@ def phase(d, admin, probe, with_lister, with_cycler):
         procs.append(multiprocessing.Process(target=lister, args=(d.sock, stop, listed)))
     if with_cycler:
         procs.append(multiprocessing.Process(target=cycler, args=(d.sock, stop, cycled)))
+    if with_restarter:
+        procs.append(multiprocessing.Process(target=restarter, args=(d.sock, stop, cycled)))
     for p in procs:
         p.start()
     time.sleep(0.5 if procs else 0)  # let them get going
@@ -181,6 +194,7 @@ def main():
     try:
         admin = conftest.UnixHTTPConnection(d.sock)
         create(admin, "probe", "sandbox", False)
+        create(admin, "mix-r", "computer", NET)
         t0 = time.perf_counter()
         for i in range(N):
             computer = NET and i % 2 == 0
@@ -196,9 +210,11 @@ def main():
             ls.append(time.perf_counter() - t0)
             if status != 200:
                 raise SystemExit("list: %d" % status)
-        rows = [("alone", False, False), ("while B lists", True, False),
-                ("while C creates, execs, deletes", False, True), ("while B and C run", True, True)]
-        results = [(label, phase(d, admin, probe, b, c)) for label, b, c in rows]
+        rows = [("alone", False, False, False), ("while B lists", True, False, False),
+                ("while C creates, execs, deletes", False, True, False),
+                ("while B and C run", True, True, False),
+                ("while D stops and starts a computer", False, False, True)]
+        results = [(label, phase(d, admin, probe, b, c, r)) for label, b, c, r in rows]
         idle = results[0][1]
         print("Exec `true` into a sandbox (client A, raw HTTP keep-alive) with %d other "
               "environments (%s); %.0f s a phase; %s, load %.1f; population grown in %.0f s; "
@@ -208,7 +224,7 @@ def main():
                   grown, statistics.median(ls) * 1e3))
         print()
         print("| A's execs | median | p99 | worst | p99 / alone's median | B's listings | "
-              "C's cycles | daemon's longest loop turn | longest callback |")
+              "C's (D's) cycles | daemon's longest loop turn | longest callback |")
         print("|---|---|---|---|---|---|---|---|---|")
         for label, r in results:
             print("| %s (%d) | %.2f ms | %.2f ms | %.2f ms | %.1f× | %s | %s | %.2f ms | "

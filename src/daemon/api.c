@@ -608,9 +608,11 @@ static bool route_request(struct request *r, struct route_call *c,
                 return false;
         }
         /* One starting (engine_start_async) can be looked at, deleted and stopped (either
-         * overtakes the start); the rest waits for it to run. */
+         * overtakes the start); exec and files wait for it to run (api_idle_before); the rest
+         * is refused. */
         if (c->v && env_starting(c->v) && strcmp(req_method(r), "GET") &&
-            hit->call != env_delete && !(hit->call == env_action && !strcmp(hit->what, "stop"))) {
+            hit->call != env_delete && !(hit->call == env_action && !strcmp(hit->what, "stop")) &&
+            !api_idle_waits(hit->route.pattern)) {
                 http_reply_error(r, 409, "conflict", "%s is starting; try again once it runs",
                                  env_name(c->v));
                 return false;

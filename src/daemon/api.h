@@ -112,6 +112,13 @@ struct request *api_later_take(struct api_later *l);
  * and wake it if the route needs it running (false: answered with an error); when it is over,
  * count it again (a long request). */
 bool api_idle_before(struct request *r, struct engine *e, struct env *v, const char *pattern);
+/* Whether the route waits for an environment that is starting (or stopped by the idle timer)
+ * rather than being refused: exec, files, archive, not a terminal's upgrade. */
+bool api_idle_waits(const char *pattern);
+/* When v is starting, or stopped by the idle timer: r is deferred, v started (or its start
+ * joined), and r dispatched again (api_handle) once it runs, or answered with the error
+ * (E2B's format with e2b). true: r is taken care of; false: v runs or is not idle. */
+bool api_wake_later(struct request *r, struct engine *e, struct env *v, bool e2b);
 void api_idle_done(struct request *r, struct engine *e);
 void api_quota_refused(struct request *r, const char *limit, const char *message);
 

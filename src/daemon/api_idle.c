@@ -1,8 +1,11 @@
 /* The API's side of idle stop (engine_idle.c): which requests count as activity of the
  * environment they name, and which need it running and so wake it first. */
 #include "daemon/api.h"
+#include "daemon/e2b.h"
 #include "daemon/engine.h"
 #include "daemon/http.h"
+
+#include <stdlib.h>
 
 #include <errno.h>
 #include <string.h>
@@ -32,13 +35,80 @@ static enum idle_kind route_kind(const char *pattern)
         return has_prefix(pattern, "/v1/envs/{name}/processes") ? IDLE_TOUCH : IDLE_NONE;
 }
 
+/* A terminal's upgrade is answered in the turn that dispatched it: its wake-up waits in place. */
+static bool is_terminal(const char *pattern)
+{
+        return !strcmp(pattern, "/v1/envs/{name}/exec/ws");
+}
+
+bool api_idle_waits(const char *pattern)
+{
+        return route_kind(pattern) == IDLE_WAKE && !is_terminal(pattern);
+}
+
+struct awake {
+        struct api_later *l;
+        bool e2b; /* answer errors as E2B does */
+};
+
+/* The environment that a request waited for runs (or failed to start): the request is
+ * dispatched again from the start, as if it came now (its environment looked up again). */
+static void on_awake(struct engine *e, struct env *v, int rc, const char *err, void *data)
+{
+        (void)v;
+        struct awake *a = data;
+        bool e2b = a->e2b;
+        struct request *r = api_later_take(a->l);
+        free(a);
+        if (!r)
+                return;
+        if (rc < 0 && e2b)
+                e2b_reply_error(r, rc == -EBUSY ? 409 : 502, "sandbox %s could not be woken: %s",
+                                req_env(r) ? req_env(r) : "", err);
+        else if (rc < 0)
+                http_reply_errno(r, rc, "waking: %s", err);
+        else
+                api_handle(r, e);
+}
+
+bool api_wake_later(struct request *r, struct engine *e, struct env *v, bool e2b)
+{
+        if (!env_starting(v) && !(env_idled(v) && !env_running(v)))
+                return false;
+        struct awake *a = calloc(1, sizeof(*a));
+        if (a)
+                a->l = api_later(r);
+        char err[512] = "out of memory";
+        int rc = -ENOMEM;
+        if (a && a->l) {
+                a->e2b = e2b;
+                rc = env_starting(v) ? engine_start_join(e, v, on_awake, a)
+                                     : engine_idle_wake_async(e, v, on_awake, a, err, sizeof(err));
+        }
+        if (rc >= 0)
+                return true;
+        struct request *back = a && a->l ? api_later_take(a->l) : r; /* not called */
+        free(a);
+        if (back && e2b)
+                e2b_reply_error(back, rc == -EBUSY ? 409 : 502, "sandbox %s could not be woken: %s",
+                                env_name(v), err);
+        else if (back)
+                http_reply_errno(back, rc, "waking %s: %s", env_name(v), err);
+        return true;
+}
+
 bool api_idle_before(struct request *r, struct engine *e, struct env *v, const char *pattern)
 {
         enum idle_kind k = route_kind(pattern);
         if (!v || k == IDLE_NONE)
                 return true;
         engine_idle_touch(e, v);
-        if (k != IDLE_WAKE || !env_idled(v))
+        if (k != IDLE_WAKE)
+                return true;
+        /* Starting, or stopped by the idle timer: answered once it runs. */
+        if (!is_terminal(pattern) && api_wake_later(r, e, v, false))
+                return false;
+        if (!env_idled(v))
                 return true;
         char err[512] = "";
         int rc = engine_idle_wake(e, v, err, sizeof(err));

@@ -38,6 +38,8 @@ static bool envd_wake(struct request *r, struct engine *e, struct env *v)
         if (!strcmp(req_path(r), "/health"))
                 return true;
         engine_idle_touch(e, v);
+        if (api_wake_later(r, e, v, true))
+                return false; /* dispatched again once it runs (starting, or stopped when idle) */
         if (!env_idled(v))
                 return true;
         char err[512] = "";
@@ -181,7 +183,7 @@ int e2b_envd_target(struct request *r, struct engine *e, struct e2b_target *t)
                 free(b.metadata);
         /* Through the gateway an environment that is not an E2B sandbox answers like a missing
          * one: nobody can probe other tenants' environment names. */
-        bool up = v && ((env_running(v) && !env_paused(v)) || env_idled(v));
+        bool up = v && ((env_running(v) && !env_paused(v)) || env_idled(v) || env_starting(v));
         if (!up || (remote && !known)) {
                 e2b_reply_error(r, 502, "sandbox %s is not running", id ? id : "");
                 return -ENOENT;

@@ -683,6 +683,7 @@ struct connect_later {
         struct api_later *l;
         char id[NAME_BUF_SIZE];
         uint64_t timeout;
+        unsigned status; /* the answer's once it runs */
 };
 
 static void on_connect_started(struct engine *e, struct env *v, int rc, const char *err,
@@ -694,12 +695,13 @@ static void on_connect_started(struct engine *e, struct env *v, int rc, const ch
         if (r && rc < 0)
                 e2b_reply_error(r, rc == -EBUSY ? 409 : 500, "resuming %s: %s", c->id, err);
         else if (r)
-                connect_finish(r, e, c->id, 201, c->timeout);
+                connect_finish(r, e, c->id, c->status, c->timeout);
         free(c);
 }
 
+/* A sandbox stopped by hand is started; one the idle timer stopped is woken (`wake`). */
 static void connect_start_later(struct request *r, struct engine *e, struct env *v,
-                                const char *id, uint64_t timeout)
+                                const char *id, uint64_t timeout, unsigned status, bool wake)
 {
         struct connect_later *c = calloc(1, sizeof(*c));
         if (c)
@@ -711,8 +713,10 @@ static void connect_start_later(struct request *r, struct engine *e, struct env 
         }
         snprintf(c->id, sizeof(c->id), "%s", id);
         c->timeout = timeout;
+        c->status = status;
         char err[512] = "";
-        int rc = engine_start_async(e, v, on_connect_started, c, err, sizeof(err));
+        int rc = wake ? engine_idle_wake_async(e, v, on_connect_started, c, err, sizeof(err))
+                      : engine_start_async(e, v, on_connect_started, c, err, sizeof(err));
         if (rc < 0) {
                 struct request *back = api_later_take(c->l); /* not called */
                 free(c);
@@ -738,20 +742,23 @@ static void sandbox_connect(struct request *r, struct engine *e, const char *id,
                 goto out;
         unsigned status = 200;
         int rc = 0;
-        if (env_idled(s.v)) {
+        if (env_starting(s.v)) {
+                e2b_reply_error(r, 409, "sandbox %s is starting", id);
+                goto out;
+        } else if (env_idled(s.v) && !env_running(s.v)) {
+                connect_start_later(r, e, s.v, id, timeout, resume ? 201 : 200, true);
+                goto out;
+        } else if (env_idled(s.v)) {
                 rc = engine_idle_wake(e, s.v, err, sizeof(err));
                 if (rc == -EBUSY) {
                         e2b_reply_error(r, 409, "%s", err);
                         goto out;
                 }
                 status = resume ? 201 : 200;
-        } else if (env_starting(s.v)) {
-                e2b_reply_error(r, 409, "sandbox %s is starting", id);
-                goto out;
         } else if (!env_running(s.v)) {
                 struct quota_ask q = {.env = s.v, .running = true, .limits = *env_limits(s.v)};
                 if (api_quota_ok(r, e, &q))
-                        connect_start_later(r, e, s.v, id, timeout);
+                        connect_start_later(r, e, s.v, id, timeout, 201, false);
                 goto out;
         } else if (env_paused(s.v)) {
                 rc = engine_pause(e, s.v, false);

@@ -133,8 +133,11 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen);
 int engine_start_async(struct engine *e, struct env *v, engine_created_fn done, void *data,
                        char *err, size_t errlen);
 bool env_starting(const struct env *v);
+/* One more caller of v's start in progress (env_starting): done is called as the first
+ * caller's is, after it. -EINVAL when it is not starting. */
+int engine_start_join(struct engine *e, struct env *v, engine_created_fn done, void *data);
 /* At shutdown: starts in progress are given up (the environment stays stopped), or kept
- * running when only the disk was still awaited. */
+ * running when only the disk was still awaited; their callers hear -ECANCELED either way. */
 void engine_starting_abandon(struct engine *e);
 /* Asynchronous stop: SIGTERM, then SIGKILL to the whole cgroup after timeout_s. done runs
  * once the environment is stopped (at once if it already is). */
@@ -197,6 +200,11 @@ bool env_idle_stop(const struct env *v);
 /* Undo what the idle timer did (resume or start): 1 woken, 0 nothing to do, < 0 failed
  * (err says why; -EBUSY while its idle stop is still under way). */
 int engine_idle_wake(struct engine *e, struct env *v, char *err, size_t errlen);
+/* The same for one the idle timer stopped (env_idled, not running), over turns of the loop
+ * (engine_start_async): done once it runs or failed, never from inside this call. < 0 with
+ * err when it cannot start (done never called). */
+int engine_idle_wake_async(struct engine *e, struct env *v, engine_created_fn done, void *data,
+                           char *err, size_t errlen);
 /* An explicit pause or stop of what the idle timer paused or stopped: it is the caller's now,
  * and no request or connection wakes it. */
 void engine_idle_keep(struct engine *e, struct env *v);

@@ -430,6 +430,15 @@ bool env_idled(const struct env *v)
         return v->idled_at != 0;
 }
 
+/* A wake-up done: counted, said, announced. */
+static void woke(struct engine *e, struct env *v, const char *was, uint64_t t0)
+{
+        e->idle_woken++;
+        log_info("%s: woken (was %s when idle) in %llu ms", v->row.name, was,
+                 (unsigned long long)(now_ms() - t0));
+        events_env("woke", v, json_pack("{s:s}", "was", was));
+}
+
 int engine_idle_wake(struct engine *e, struct env *v, char *err, size_t errlen)
 {
         if (!v->idled_at)
@@ -451,11 +460,42 @@ int engine_idle_wake(struct engine *e, struct env *v, char *err, size_t errlen)
         }
         if (r < 0)
                 return r;
-        e->idle_woken++;
-        log_info("%s: woken (was %s when idle) in %llu ms", v->row.name, was,
-                 (unsigned long long)(now_ms() - t0));
-        events_env("woke", v, json_pack("{s:s}", "was", was));
+        woke(e, v, was, t0);
         return 1;
+}
+
+struct waking {
+        engine_created_fn done;
+        void *data;
+        uint64_t t0;
+};
+
+static void on_woken(struct engine *e, struct env *v, int r, const char *err, void *data)
+{
+        struct waking *w = data;
+        if (r >= 0)
+                woke(e, v, "stopped", w->t0);
+        w->done(e, v, r, err, w->data);
+        free(w);
+}
+
+int engine_idle_wake_async(struct engine *e, struct env *v, engine_created_fn done, void *data,
+                           char *err, size_t errlen)
+{
+        if (!v->idled_at || v->pidfd >= 0) {
+                snprintf(err, errlen, "%s was not stopped when idle", v->row.name);
+                return -EINVAL;
+        }
+        struct waking *w = calloc(1, sizeof(*w));
+        if (!w) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        *w = (struct waking){.done = done, .data = data, .t0 = now_ms()};
+        int r = engine_start_async(e, v, on_woken, w, err, errlen); /* clears idled_at */
+        if (r < 0)
+                free(w);
+        return r;
 }
 
 void engine_idle_metrics(const struct engine *e, FILE *f)

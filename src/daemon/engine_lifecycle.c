@@ -700,12 +700,31 @@ struct env_creating {
          * fails. */
         bool start;
         int64_t idled_at;
+        struct start_joiner *joiners; /* a start's other callers (engine_start_join), in order */
         engine_created_fn done;  /* NULL once the caller forgot it */
         void *data;
         /* A fork's source and snapshot ("": none), for its log line and "fork" event. */
         char fork_of[NAME_BUF_SIZE], fork_snapshot[NAME_BUF_SIZE];
         struct env_creating *next;
 };
+
+struct start_joiner {
+        engine_created_fn fn;
+        void *data;
+        struct start_joiner *next;
+};
+
+/* A start's other callers hear what its first one heard (v NULL when r < 0); frees j. */
+static void joiners_answer(struct engine *e, struct start_joiner *j, struct env *v, int r,
+                           const char *err)
+{
+        while (j) {
+                struct start_joiner *next = j->next;
+                j->fn(e, r < 0 ? NULL : v, r, err, j->data);
+                free(j);
+                j = next;
+        }
+}
 
 /* A fork runs: said in the log, and to the source's watchers if it is still there. */
 static void fork_announce(struct engine *e, const struct env_creating *c)
@@ -759,6 +778,7 @@ static void creating_done(struct env_creating *c, int r, const char *err)
                 c->done(e, r < 0 ? NULL : c->v, r, err, c->data);
         else if (r < 0)
                 log_warn("%s %s failed: %s", c->start ? "start" : "create", name, err);
+        joiners_answer(e, c->joiners, c->v, r, err);
         free(c);
 }
 
@@ -853,6 +873,7 @@ static void creating_fail(struct env_creating *c, const char *name, bool removed
         engine_created_fn done = c->done;
         void *done_data = c->data;
         bool start = c->start;
+        struct start_joiner *joiners = c->joiners;
         creating_unlist(c);
         if (removed)
                 free(c);
@@ -862,6 +883,7 @@ static void creating_fail(struct env_creating *c, const char *name, bool removed
                 done(e, NULL, r, err, done_data);
         else
                 log_warn("%s %s failed: %s", start ? "start" : "create", name, err);
+        joiners_answer(e, joiners, NULL, r, err);
 }
 
 static void on_creating_step(struct loop_timer *t, void *data);
@@ -1042,6 +1064,22 @@ bool env_starting(const struct env *v)
         return v->starting != NULL;
 }
 
+int engine_start_join(struct engine *e, struct env *v, engine_created_fn done, void *data)
+{
+        (void)e;
+        if (!v->starting)
+                return -EINVAL;
+        struct start_joiner *j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (struct start_joiner){.fn = done, .data = data};
+        struct start_joiner **pp = &v->starting->joiners;
+        while (*pp) /* few: the requests that came while it started */
+                pp = &(*pp)->next;
+        *pp = j;
+        return 0;
+}
+
 /* A start that a delete or a stop overtakes: given up before PID 1's report (v stays stopped),
  * or, once PID 1 runs and only the disk was awaited, watched from now on so that the delete or
  * stop ends it the usual way. Its caller hears why (`why`: "deleted", "stopped"). */
@@ -1052,6 +1090,7 @@ static void start_overtaken(struct engine *e, struct env *v, const char *why)
                 return;
         engine_created_fn done = c->done;
         void *data = c->data;
+        struct start_joiner *joiners = c->joiners;
         creating_unlist(c);
         if (c->step != STEP_SYNC) {
                 creating_cancel(c);
@@ -1066,6 +1105,7 @@ static void start_overtaken(struct engine *e, struct env *v, const char *why)
         log_info("%s", err);
         if (done)
                 done(e, NULL, -EBUSY, err, data);
+        joiners_answer(e, joiners, NULL, -EBUSY, err);
 }
 
 void engine_starting_abandon(struct engine *e)
@@ -1076,6 +1116,7 @@ void engine_starting_abandon(struct engine *e)
                         continue;
                 engine_created_fn done = c->done;
                 void *data = c->data;
+                struct start_joiner *joiners = c->joiners;
                 bool runs = c->step == STEP_SYNC;
                 creating_unlist(c);
                 if (!runs) {
@@ -1089,9 +1130,11 @@ void engine_starting_abandon(struct engine *e)
                                 log_error("%s: the state database could not be synced: a host "
                                           "crash may lose this start", v->row.name);
                 }
+                /* Their callers are gone with the API: told only so that they free what they
+                 * hold, never to go on. */
                 if (done)
-                        done(e, runs ? v : NULL, runs ? 0 : -ECANCELED,
-                             runs ? "" : "the daemon is shutting down", data);
+                        done(e, NULL, -ECANCELED, "the daemon is shutting down", data);
+                joiners_answer(e, joiners, NULL, -ECANCELED, "the daemon is shutting down");
         }
 }
 

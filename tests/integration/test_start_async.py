@@ -3,7 +3,8 @@ the daemon serves everyone else meanwhile (issue 12: the loop never waits for an
 setup). The setup is held up on purpose, as in test_create_async.py: the daemon's lxcfs is
 stopped, so PID 1's child waits in its one lxcfs access while it builds the root. Meanwhile the
 environment is listed as "starting": it can be looked at, stopped and deleted (either overtakes
-the start, and nothing of it is left), nothing else."""
+the start, and nothing of it is left); exec and files wait for it to run; the rest is refused.
+Requests that wake an environment the idle timer stopped start it the same way."""
 import os
 import signal
 import threading
@@ -54,17 +55,22 @@ def test_a_start_that_is_setting_up_holds_up_no_one(daemon):
         kind = daemon.inspect("slow")["kind"]
         scrape = daemon.api("GET", "/metrics", timeout=10).body.decode()
         assert 'paddock_envs{state="starting",kind="%s"} 1\n' % kind in scrape, scrape
-        ex = daemon.api("POST", "/v1/envs/slow/exec", {"cmd": ["true"]}, timeout=10)
-        assert ex.status == 409 and "is starting" in ex.json["error"]["message"], ex
+        # exec waits for it; a change is refused.
+        t2, ex = call_in_thread(daemon, "POST", "/v1/envs/slow/exec", {"cmd": ["echo", "waited"]})
+        patch = daemon.api("PATCH", "/v1/envs/slow", {"ttl": "1h"}, timeout=10)
+        assert patch.status == 409 and "is starting" in patch.json["error"]["message"], patch
         again = daemon.api("POST", "/v1/envs/slow/start", timeout=10)
         assert again.status == 409 and "is starting" in again.json["error"]["message"], again
         keep = daemon.api("DELETE", "/v1/envs/slow", timeout=10)  # not forced
         assert keep.status == 409 and "is starting" in keep.json["error"]["message"], keep
         assert t.is_alive() and "r" not in box
+        assert t2.is_alive() and "r" not in ex
     finally:
         os.kill(lxcfs, signal.SIGCONT)
     t.join(60)
+    t2.join(60)
     assert box["r"].status == 200 and box["r"].json["state"] == "running", box
+    assert ex["r"].status == 200 and ex["r"].json["stdout"] == "waited\n", ex
     assert daemon.sh("slow", "echo up") == "up\n"
     scrape = daemon.api("GET", "/metrics").body.decode()
     assert 'paddock_envs{state="starting",kind="%s"} 0\n' % kind in scrape, scrape
@@ -179,3 +185,30 @@ def test_a_start_in_progress_counts_toward_its_tokens_quota(daemon):
     t.join(60)
     assert box["r"].status == 200, box
     assert daemon.inspect("qb")["state"] == "stopped"
+
+
+def test_requests_that_wake_an_idle_stopped_computer_wait_for_one_start(daemon):
+    # Stopped by its idle timer, a computer is started by the first exec or file request; the
+    # ones that come while it starts wait for the same start, and everyone else is served.
+    daemon.create("other")
+    daemon.create("nap", "--computer", "--idle-timeout", "2s")
+    daemon.sh("nap", "echo kept > /root/file")
+    wait_for(lambda: daemon.inspect("nap")["state"] == "stopped", 20, 0.2, "the idle stop")
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t1, one = call_in_thread(daemon, "POST", "/v1/envs/nap/exec", {"cmd": ["echo", "one"]})
+        wait_for(lambda: setting_up(daemon, "nap"), 10, 0.02, "the wake-up's setup child")
+        t2, two = call_in_thread(daemon, "GET", "/v1/envs/nap/files?path=/root/file")
+        res = daemon.api("POST", "/v1/envs/other/exec", {"cmd": ["echo", "served"]}, timeout=10)
+        assert res.status == 200 and res.json["stdout"] == "served\n", res
+        assert daemon.inspect("nap")["state"] == "starting"
+        assert t1.is_alive() and t2.is_alive() and not one and not two
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    t1.join(60)
+    t2.join(60)
+    assert one["r"].status == 200 and one["r"].json["stdout"] == "one\n", one
+    assert two["r"].status == 200 and two["r"].body == b"kept\n", two
+    log = open(daemon.logpath).read()
+    assert log.count("nap: woken (was stopped when idle)") == 1, log[-3000:]

@@ -61,7 +61,7 @@ export interface EnvInfo {
   name: string;
   kind: "computer" | "sandbox";
   image: string;
-  state: "creating" | "running" | "paused" | "stopping" | "stopped";
+  state: "creating" | "starting" | "running" | "paused" | "stopping" | "stopped" | "deleting";
   pid: number | null;
   created_at: string;
   expires_at: string | null;
