@@ -886,6 +886,27 @@ def test_published_port_survives_stop_and_start(ndaemon, internet):
         {"proto": "tcp", "host_port": 8082, "port": 8000}]
 
 
+def test_immediate_restarts_and_a_reused_name_get_a_working_link(ndaemon, internet):
+    """Right after a stop (or a delete) the host side of the old link is still there while the
+    kernel tears the old network namespace down; the start waits for it to go (rather than
+    holding the daemon's loop to delete it) and then makes the new one: the environment reaches
+    the internet after each, and only one link is left for it."""
+    d = ndaemon
+    create(d, "again")
+    for _ in range(3):
+        r = d.api("POST", "/v1/envs/again/restart?timeout=0")
+        assert r.status == 200 and r.json["state"] == "running", r
+        r = probe(d, "again", {"ip": wget("http://%s/" % ALLOWED, 5)})
+        assert reached(r["ip"], ALLOWED + ":80"), r
+    assert len(pdk_links(d)) == 1, pdk_links(d)
+    r = d.api("DELETE", "/v1/envs/again?force=1")
+    assert r.status == 200, r
+    create(d, "again")  # the same name, so the same link name, at once
+    r = probe(d, "again", {"ip": wget("http://%s/" % ALLOWED, 5)})
+    assert reached(r["ip"], ALLOWED + ":80"), r
+    assert len(pdk_links(d)) == 1, pdk_links(d)
+
+
 def test_computer_serves_port_80(ndaemon, internet):
     """Root of a computer has CAP_NET_BIND_SERVICE (Docker's set): a web server on port 80,
     published on host port 8081."""
