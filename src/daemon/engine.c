@@ -710,6 +710,7 @@ void engine_free(struct engine *e)
                 return;
         engine_creating_abandon(e);
         engine_starting_abandon(e);
+        engine_autostart_free(e);
         loop_cancel_timer(e->sweep);
         engine_idle_free(e);
         engine_image_helpers_release(e);

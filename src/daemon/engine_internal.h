@@ -18,6 +18,9 @@
 /* Longest cgroup directory name of an environment: "env-" and its name. */
 #define CGROUP_NAME_SIZE (4 + NAME_BUF_SIZE)
 
+/* At shutdown, after engine_starting_abandon: the autostarts not begun are forgotten. */
+void engine_autostart_free(struct engine *e);
+
 /* What an environment is doing now, for listings and metrics: its record's status, or
  * "starting" / "stopping" while those are under way (they are not written). */
 const char *env_state(const struct env *v);
@@ -120,6 +123,7 @@ struct engine {
         struct env_creating *creating;
         size_t n_creating;
         size_t n_starting; /* listed environments with v->starting (engine_start_async) */
+        struct autostart *autostart; /* the autostart starts still to begin (engine_reconcile.c) */
         size_t n_running; /* listed environments whose PID 1 runs (pidfd >= 0) */
         /* By name: chained hash buckets (env.hnext), a power of two, at least n_envs, so a
          * lookup costs the same with 10 or 4,000 environments. */

@@ -2,7 +2,8 @@
  * say "creating" / "deleting"), re-adopts environments whose PID 1 survived it (pid and start
  * time must both match), marks the others stopped, removes leftovers that have no record
  * (cgroups, directories, id claims, firewall state), destroys sandboxes that expired while it
- * was down and starts autostart computers. Then a one-second sweep destroys expired ones. */
+ * was down and starts autostart computers (over turns, once it serves). Then a one-second
+ * sweep destroys expired ones. */
 #include "daemon/engine_internal.h"
 #include "daemon/events.h"
 #include "daemon/log.h"
@@ -65,6 +66,88 @@ static void sweep_expired(struct loop_timer *t, void *data)
         struct engine *e = data;
         destroy_expired(e, "time to live expired");
         e->sweep = loop_add_timer(e->cfg.loop, 1000, sweep_expired, e);
+}
+
+/* Autostart: every stopped environment marked so is started once the daemon serves, over
+ * turns of the loop (engine_start_async), AUTOSTART_PARALLEL at a time: after a host reboot
+ * with a thousand of them the API answers at once (each is listed as "starting" until it
+ * runs), rather than after every start in turn. */
+#define AUTOSTART_PARALLEL 4
+
+struct autostart {
+        char (*names)[NAME_BUF_SIZE];
+        size_t n, next, running;
+};
+
+static void autostart_next(struct engine *e);
+
+static void on_autostarted(struct engine *e, struct env *v, int r, const char *err, void *data)
+{
+        char *name = data;
+        if (r < 0 && r != -ECANCELED)
+                log_error("%s: autostart failed: %s", name, err);
+        free(name);
+        if (!e->autostart)
+                return;
+        e->autostart->running--;
+        if (r != -ECANCELED) /* the daemon stops: nothing more */
+                autostart_next(e);
+}
+
+static void autostart_next(struct engine *e)
+{
+        struct autostart *a = e->autostart;
+        while (a->next < a->n && a->running < AUTOSTART_PARALLEL) {
+                const char *name = a->names[a->next++];
+                struct env *v = engine_find(e, name);
+                if (!v || v->pidfd >= 0 || !v->row.autostart)
+                        continue; /* deleted, started by hand or changed meanwhile */
+                char err[512], *mine = strdup(name);
+                int r = mine ? engine_start_async(e, v, on_autostarted, mine, err, sizeof(err))
+                             : -ENOMEM;
+                if (r < 0) {
+                        if (r != -EBUSY) /* starting or being deleted: not ours to start */
+                                log_error("%s: autostart failed: %s", name,
+                                          mine ? err : "out of memory");
+                        free(mine);
+                        continue;
+                }
+                a->running++;
+        }
+        if (a->next == a->n && a->running == 0)
+                engine_autostart_free(e);
+}
+
+static void autostart_begin(struct engine *e)
+{
+        size_t n = 0;
+        for (struct env *v = e->envs; v; v = v->next)
+                n += v->pidfd < 0 && v->row.autostart;
+        if (!n)
+                return;
+        struct autostart *a = calloc(1, sizeof(*a));
+        if (a)
+                a->names = calloc(n, sizeof(*a->names));
+        if (!a || !a->names) {
+                free(a);
+                log_error("autostart: out of memory: %zu environments stay stopped", n);
+                return;
+        }
+        for (struct env *v = e->envs; v && a->n < n; v = v->next)
+                if (v->pidfd < 0 && v->row.autostart)
+                        memcpy(a->names[a->n++], v->row.name, NAME_BUF_SIZE);
+        log_info("autostart: starting %zu environments, %d at a time", n, AUTOSTART_PARALLEL);
+        e->autostart = a;
+        autostart_next(e);
+}
+
+void engine_autostart_free(struct engine *e)
+{
+        if (!e->autostart)
+                return;
+        free(e->autostart->names);
+        free(e->autostart);
+        e->autostart = NULL;
 }
 
 static bool known_env(struct engine *e, const char *name)
@@ -203,13 +286,7 @@ int engine_reconcile(struct engine *e)
                 network_batch_end(e->net);
         remove_orphans(e);
         destroy_expired(e, "expired while the daemon was down");
-        for (struct env *v = e->envs; v; v = v->next) {
-                if (v->pidfd < 0 && v->row.autostart) {
-                        char err[512];
-                        if (engine_start(e, v, err, sizeof(err)) < 0)
-                                log_error("%s: autostart failed: %s", v->row.name, err);
-                }
-        }
+        autostart_begin(e);
         e->sweep = loop_add_timer(e->cfg.loop, 1000, sweep_expired, e);
         engine_idle_start(e);
         return 0;

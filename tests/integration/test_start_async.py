@@ -212,3 +212,26 @@ def test_requests_that_wake_an_idle_stopped_computer_wait_for_one_start(daemon):
     assert two["r"].status == 200 and two["r"].body == b"kept\n", two
     log = open(daemon.logpath).read()
     assert log.count("nap: woken (was stopped when idle)") == 1, log[-3000:]
+
+
+def test_autostart_begins_once_the_daemon_serves(daemon):
+    # After a reboot (here: stopped computers marked autostart, and a daemon restart) the
+    # daemon is ready first and then starts its autostart environments over turns of its
+    # loop, a few at a time (before, it started each in turn before it would answer anyone).
+    for i in range(6):
+        daemon.create("boot%d" % i, "--computer", "--autostart")
+        r = daemon.api("POST", "/v1/envs/boot%d/stop?timeout=0" % i)
+        assert r.status == 200 and r.json["state"] == "stopped", r
+    daemon.create("manual", "--computer")
+    r = daemon.api("POST", "/v1/envs/manual/stop?timeout=0")
+    assert r.status == 200, r
+    daemon.restart()
+    for i in range(6):
+        wait_for(lambda: daemon.inspect("boot%d" % i)["state"] == "running", 30, 0.05,
+                 "autostart of boot%d" % i)
+        assert daemon.sh("boot%d" % i, "echo up") == "up\n"
+    assert daemon.inspect("manual")["state"] == "stopped"
+    log = open(daemon.logpath).read()
+    this_run = log[log.rindex("autostart: starting 6 environments"):]
+    assert "ready: root" in log[log.rindex("received signal 15"):log.rindex("boot0: started")]
+    assert all("boot%d: started (pid" % i in this_run for i in range(6)), this_run
