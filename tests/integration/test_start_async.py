@@ -96,43 +96,37 @@ def test_a_restart_answers_once_pid1_runs_again(daemon):
     assert daemon.sh("again", "cat /root/mark") == "before\n"
 
 
-def test_a_delete_overtakes_a_start_and_leaves_nothing(daemon):
-    stopped_env(daemon, "gone")
+def overtake(daemon, name, method, path, why):
+    """Starts stopped `name`, holds its setup, sends the overtaking call while it is held;
+    returns that call's answer once the start's is in (which must say `why`)."""
+    stopped_env(daemon, name)
     lxcfs = held_lxcfs(daemon)
     os.kill(lxcfs, signal.SIGSTOP)
     try:
-        t, box = call_in_thread(daemon, "POST", "/v1/envs/gone/start")
-        wait_for(lambda: setting_up(daemon, "gone"), 10, 0.02, "the start's setup child")
-        d = daemon.api("DELETE", "/v1/envs/gone?force=1", timeout=10)
-        assert d.status == 200 and d.json == {"deleted": "gone"}, d
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/%s/start" % name)
+        wait_for(lambda: setting_up(daemon, name), 10, 0.02, "the start's setup child")
+        answer = daemon.api(method, path, timeout=10)
         t.join(60)
     finally:
         os.kill(lxcfs, signal.SIGCONT)
     r = box["r"]
-    assert r.status == 409 and "was deleted while it started" in r.json["error"]["message"], r
-    assert not setting_up(daemon, "gone")
+    assert r.status == 409 and "was %s while it started" % why in r.json["error"]["message"], r
+    assert not setting_up(daemon, name)
+    assert daemon.cgroup_dirs(name) == []
+    return answer
+
+
+def test_a_delete_overtakes_a_start_and_leaves_nothing(daemon):
+    d = overtake(daemon, "gone", "DELETE", "/v1/envs/gone?force=1", "deleted")
+    assert d.status == 200 and d.json == {"deleted": "gone"}, d
     assert "gone" not in daemon.envs()
-    assert daemon.cgroup_dirs("gone") == []
     daemon.create("gone")  # the name is free again
     assert daemon.sh("gone", "echo ok") == "ok\n"
 
 
 def test_a_stop_overtakes_a_start_and_it_can_start_again(daemon):
-    stopped_env(daemon, "halt")
-    lxcfs = held_lxcfs(daemon)
-    os.kill(lxcfs, signal.SIGSTOP)
-    try:
-        t, box = call_in_thread(daemon, "POST", "/v1/envs/halt/start")
-        wait_for(lambda: setting_up(daemon, "halt"), 10, 0.02, "the start's setup child")
-        s = daemon.api("POST", "/v1/envs/halt/stop", timeout=10)
-        assert s.status == 200 and s.json["state"] == "stopped", s
-        t.join(60)
-    finally:
-        os.kill(lxcfs, signal.SIGCONT)
-    r = box["r"]
-    assert r.status == 409 and "was stopped while it started" in r.json["error"]["message"], r
-    assert not setting_up(daemon, "halt")
-    assert daemon.cgroup_dirs("halt") == []
+    s = overtake(daemon, "halt", "POST", "/v1/envs/halt/stop", "stopped")
+    assert s.status == 200 and s.json["state"] == "stopped", s
     assert daemon.inspect("halt")["state"] == "stopped"
     r = daemon.api("POST", "/v1/envs/halt/start")
     assert r.status == 200 and r.json["state"] == "running", r
