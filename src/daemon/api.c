@@ -460,7 +460,9 @@ struct request *api_later_take(struct api_later *l)
         if (r)
                 req_on_free(r, NULL, NULL);
         free(l);
-        return r;
+        /* Answered meanwhile (the client hung up: 499), though not freed yet: nothing more may
+         * run for it. */
+        return r && !req_status(r) ? r : NULL;
 }
 
 void api_caller(const struct request *r, struct caller *ret)

@@ -103,7 +103,7 @@ bool api_quota_ok(struct request *r, struct engine *e, const struct quota_ask *q
 /* A request answered by a callback that may run after its client went away (the waiter of an
  * engine_destroy_async, say): api_later defers r (NULL: out of memory, r not deferred);
  * api_later_take, in the callback or when starting the work failed, gives r back, or NULL
- * once the client is gone, and frees the handle. */
+ * once the client is gone or r was answered otherwise, and frees the handle. */
 struct api_later;
 struct api_later *api_later(struct request *r);
 struct request *api_later_take(struct api_later *l);

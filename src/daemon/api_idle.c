@@ -49,6 +49,7 @@ bool api_idle_waits(const char *pattern)
 struct awake {
         struct api_later *l;
         bool e2b; /* answer errors as E2B does */
+        char name[NAME_BUF_SIZE];
 };
 
 /* The environment that a request waited for runs (or failed to start): the request is
@@ -57,18 +58,15 @@ static void on_awake(struct engine *e, struct env *v, int rc, const char *err, v
 {
         (void)v;
         struct awake *a = data;
-        bool e2b = a->e2b;
         struct request *r = api_later_take(a->l);
-        free(a);
-        if (!r)
-                return;
-        if (rc < 0 && e2b)
+        if (r && rc < 0 && a->e2b)
                 e2b_reply_error(r, rc == -EBUSY ? 409 : 502, "sandbox %s could not be woken: %s",
-                                req_env(r) ? req_env(r) : "", err);
-        else if (rc < 0)
-                http_reply_errno(r, rc, "waking: %s", err);
-        else
+                                a->name, err);
+        else if (r && rc < 0)
+                http_reply_errno(r, rc, "waking %s: %s", a->name, err);
+        else if (r)
                 api_handle(r, e);
+        free(a);
 }
 
 bool api_wake_later(struct request *r, struct engine *e, struct env *v, bool e2b)
@@ -82,6 +80,7 @@ bool api_wake_later(struct request *r, struct engine *e, struct env *v, bool e2b
         int rc = -ENOMEM;
         if (a && a->l) {
                 a->e2b = e2b;
+                snprintf(a->name, sizeof(a->name), "%s", env_name(v));
                 rc = env_starting(v) ? engine_start_join(e, v, on_awake, a)
                                      : engine_idle_wake_async(e, v, on_awake, a, err, sizeof(err));
         }

@@ -699,6 +699,26 @@ static void on_connect_started(struct engine *e, struct env *v, int rc, const ch
         free(c);
 }
 
+/* A connect that finds the sandbox starting (another connect, or a wake-up) waits for the same
+ * start. */
+static void connect_join_later(struct request *r, struct engine *e, struct env *v,
+                               const char *id, uint64_t timeout, unsigned status)
+{
+        struct connect_later *c = calloc(1, sizeof(*c));
+        if (c)
+                c->l = api_later(r);
+        if (!c || !c->l || engine_start_join(e, v, on_connect_started, c) < 0) {
+                struct request *back = c && c->l ? api_later_take(c->l) : r;
+                free(c);
+                if (back)
+                        e2b_reply_error(back, 500, "resuming %s: out of memory", id);
+                return;
+        }
+        snprintf(c->id, sizeof(c->id), "%s", id);
+        c->timeout = timeout;
+        c->status = status;
+}
+
 /* A sandbox stopped by hand is started; one the idle timer stopped is woken (`wake`). */
 static void connect_start_later(struct request *r, struct engine *e, struct env *v,
                                 const char *id, uint64_t timeout, unsigned status, bool wake)
@@ -743,7 +763,8 @@ static void sandbox_connect(struct request *r, struct engine *e, const char *id,
         unsigned status = 200;
         int rc = 0;
         if (env_starting(s.v)) {
-                e2b_reply_error(r, 409, "sandbox %s is starting", id);
+                connect_join_later(r, e, s.v, id, timeout,
+                                   env_idled(s.v) && !resume ? 200 : 201);
                 goto out;
         } else if (env_idled(s.v) && !env_running(s.v)) {
                 connect_start_later(r, e, s.v, id, timeout, resume ? 201 : 200, true);
@@ -836,7 +857,9 @@ static void sandbox_timeout(struct request *r, struct engine *e, const char *id)
 }
 
 /* pause = Paddock's pause (every process frozen); the deadline becomes E2B_PAUSED_KEEP. One
- * the idle timer paused or stopped stays so, but as E2B's pause: requests no longer wake it. */
+ * the idle timer paused or stopped stays so, but as E2B's pause: requests no longer wake it.
+ * One that is starting (a connect or a wake-up) has its start given up: it stays stopped,
+ * which E2B sees as paused. */
 static void sandbox_pause(struct request *r, struct engine *e, const char *id)
 {
         struct sbx s = {0};
@@ -844,7 +867,10 @@ static void sandbox_pause(struct request *r, struct engine *e, const char *id)
         if (!find_sandbox(r, e, id, &s))
                 return;
         sbx_clear(&s);
-        bool idled = env_idled(s.v);
+        bool starting = env_starting(s.v);
+        if (starting)
+                engine_stop(e, s.v, 0, NULL, NULL); /* overtakes the start */
+        bool idled = env_idled(s.v) || starting;
         if (!idled && (!env_running(s.v) || env_paused(s.v))) {
                 e2b_reply_error(r, 409, "sandbox %s is already paused", id);
                 return;

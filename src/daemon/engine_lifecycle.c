@@ -701,6 +701,7 @@ struct env_creating {
         bool start;
         int64_t idled_at;
         struct start_joiner *joiners; /* a start's other callers (engine_start_join), in order */
+        struct start_joiner **joiners_end; /* where the next one goes (NULL: &joiners) */
         unsigned link_waits; /* turns spent waiting for the previous run's link to go */
         engine_created_fn done;  /* NULL once the caller forgot it */
         void *data;
@@ -763,7 +764,10 @@ static void creating_done(struct env_creating *c, int r, const char *err)
         char name[NAME_BUF_SIZE];
         snprintf(name, sizeof(name), "%s", c->v->row.name);
         if (r < 0 && c->start) {
-                c->v->idled_at = c->idled_at; /* still stopped, as before */
+                if (c->v->idled_at != c->idled_at) { /* zeroed with its record of the start */
+                        c->v->idled_at = c->idled_at; /* still stopped, as before */
+                        env_save(e, c->v);
+                }
         } else if (r < 0) {
                 create_roll_back(e, c->v);
         } else if (c->start) {
@@ -807,27 +811,6 @@ static void on_creating_synced(int result, void *data)
         creating_synced(c, result);
 }
 
-/* The host side of the environment's link from its previous run (a restart, or a create under
- * a name just deleted) is still there while the kernel tears the old network namespace down
- * in the background, tens of milliseconds on a busy host. Deleting it now would hold the loop
- * for RCU grace periods (40-110 ms measured at 1,000 environments): it is waited for instead,
- * every LINK_WAIT_MS for at most LINK_WAIT_MAX turns, then deleted as before. */
-#define LINK_WAIT_MS 5
-#define LINK_WAIT_MAX 200
-
-static void on_creating_timeout(struct loop_timer *t, void *data);
-
-static bool old_link_lingers(struct env_creating *c)
-{
-        struct engine *e = c->eng;
-        if (!e->net || c->v->net.mode == NET_NONE || c->link_waits >= LINK_WAIT_MAX ||
-            !network_link_present(e->net, c->v->row.name))
-                return false;
-        c->link_waits++;
-        c->timer = loop_add_timer(e->cfg.loop, LINK_WAIT_MS, on_creating_timeout, c);
-        return c->timer != NULL;
-}
-
 /* PID 1's report is in (or its time is up): its start recorded without waiting for the disk,
  * which the sync process waits for while the loop serves others; in place without one. */
 static void creating_end(struct env_creating *c, int timeout_ms)
@@ -837,8 +820,6 @@ static void creating_end(struct env_creating *c, int timeout_ms)
         c->src = NULL;
         loop_cancel_timer(c->timer);
         c->timer = NULL;
-        if (old_link_lingers(c))
-                return; /* on_creating_timeout comes back here; the report stays readable */
         char err[512] = "";
         if (c->start)
                 c->v->idled_at = 0; /* recorded with the start (creating_done restores it) */
@@ -864,9 +845,7 @@ static void creating_cancel(struct env_creating *c)
         env_spawn_abandon(&c->p);
         exec_slot_discard(c->v);
         cgroup_env_destroy(c->eng->cfg.cgroups, c->v->cgname, NULL);
-        if (c->start)
-                c->v->idled_at = c->idled_at;
-        else
+        if (!c->start) /* a start's environment stays as it was (idled_at is changed later) */
                 create_roll_back(c->eng, c->v);
         free(c);
 }
@@ -912,6 +891,26 @@ static void creating_fail(struct env_creating *c, const char *name, bool removed
 
 static void on_creating_step(struct loop_timer *t, void *data);
 
+/* The host side of the environment's link from its previous run (a restart, or a create under
+ * a name just deleted) is still there while the kernel tears the old network namespace down
+ * in the background, tens of milliseconds on a busy host. Deleting it would hold the loop for
+ * RCU grace periods (40-110 ms measured at 1,000 environments): it is waited for instead, before
+ * anything of the start is made (so PID 1 gets its eth0 right after its setup, as always),
+ * every LINK_WAIT_MS for at most LINK_WAIT_MAX turns; then network_env_up deletes it. */
+#define LINK_WAIT_MS 5
+#define LINK_WAIT_MAX 200
+
+static bool old_link_lingers(struct env_creating *c)
+{
+        struct engine *e = c->eng;
+        if (!e->net || c->v->net.mode == NET_NONE || c->link_waits >= LINK_WAIT_MAX ||
+            !network_link_present(e->net, c->v->row.name))
+                return false;
+        c->link_waits++;
+        c->timer = loop_add_timer(e->cfg.loop, LINK_WAIT_MS, on_creating_step, c);
+        return c->timer != NULL;
+}
+
 /* Runs c->step, then arms the next one. */
 static int run_creating_step(struct env_creating *c, char *err, size_t errlen, bool *removed)
 {
@@ -920,6 +919,8 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
         *removed = c->step == STEP_CGROUP || c->step == STEP_CLONE;
         switch (c->step) {
         case STEP_CGROUP: /* a start's failure leaves nothing either */
+                if (old_link_lingers(c))
+                        return 0; /* this step again in LINK_WAIT_MS */
                 r = c->start ? env_spawn_cgroup(e, c->v, err, errlen)
                              : create_cgroup(e, c->v, err, errlen);
                 if (r < 0)
@@ -1097,10 +1098,9 @@ int engine_start_join(struct engine *e, struct env *v, engine_created_fn done, v
         if (!j)
                 return -ENOMEM;
         *j = (struct start_joiner){.fn = done, .data = data};
-        struct start_joiner **pp = &v->starting->joiners;
-        while (*pp) /* few: the requests that came while it started */
-                pp = &(*pp)->next;
-        *pp = j;
+        struct env_creating *c = v->starting;
+        *(c->joiners_end ? c->joiners_end : &c->joiners) = j;
+        c->joiners_end = &j->next;
         return 0;
 }
 
@@ -1290,9 +1290,11 @@ int engine_destroy_async(struct engine *e, struct env *v, env_done_fn done, void
         struct waiter *w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
+        /* First, so that the start's end (in place if it cannot be watched) cannot answer the
+         * delete's caller before the environment is gone. */
+        start_overtaken(e, v, "deleted");
         *w = (struct waiter){.fn = done, .data = data, .next = v->waiters};
         v->waiters = w;
-        start_overtaken(e, v, "deleted");
         if (v->pidfd < 0)
                 return engine_destroy(e, v, true); /* nothing to wait for; done is called */
         if (v->deleting)

@@ -229,3 +229,28 @@ def test_autostart_begins_once_the_daemon_serves(daemon):
     this_run = log[log.rindex("autostart: starting 6 environments"):]
     assert "ready: root" in log[log.rindex("received signal 15"):log.rindex("boot0: started")]
     assert all("boot%d: started (pid" % i in this_run for i in range(6)), this_run
+
+
+def test_a_stop_during_a_wake_up_keeps_it_stopped_for_good(daemon):
+    # A computer the idle timer stopped is being woken by an exec when its owner stops it: the
+    # wake-up is given up, and the stop is the owner's (no later request starts it again).
+    daemon.create("dozy", "--computer", "--idle-timeout", "2s")
+    wait_for(lambda: daemon.inspect("dozy")["state"] == "stopped", 20, 0.2, "the idle stop")
+    assert daemon.inspect("dozy")["idled_at"] is not None
+    lxcfs = held_lxcfs(daemon)
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        t, box = call_in_thread(daemon, "POST", "/v1/envs/dozy/exec", {"cmd": ["true"]})
+        wait_for(lambda: setting_up(daemon, "dozy"), 10, 0.02, "the wake-up's setup child")
+        s = daemon.api("POST", "/v1/envs/dozy/stop", timeout=10)
+        assert s.status == 200 and s.json["state"] == "stopped", s
+        t.join(60)
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    r = box["r"]
+    assert r.status == 409 and "was stopped while it started" in r.json["error"]["message"], r
+    e = daemon.inspect("dozy")
+    assert e["state"] == "stopped" and e["idled_at"] is None, e
+    r = daemon.api("POST", "/v1/envs/dozy/exec", {"cmd": ["true"]})
+    assert r.status == 409 and "not running" in r.json["error"]["message"], r
+    assert daemon.inspect("dozy")["state"] == "stopped"
