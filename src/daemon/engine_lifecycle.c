@@ -728,6 +728,27 @@ static void joiners_answer(struct engine *e, struct start_joiner *j, struct env 
         }
 }
 
+/* Who waits for a start ends: its first caller and the ones that joined, taken from it before
+ * it is freed (callers_of), then answered (callers_answer, v NULL when r < 0). */
+struct start_callers {
+        engine_created_fn done;
+        void *data;
+        struct start_joiner *joiners;
+};
+
+static struct start_callers callers_of(const struct env_creating *c)
+{
+        return (struct start_callers){.done = c->done, .data = c->data, .joiners = c->joiners};
+}
+
+static void callers_answer(struct engine *e, const struct start_callers *k, struct env *v, int r,
+                           const char *err)
+{
+        if (k->done)
+                k->done(e, r < 0 ? NULL : v, r, err, k->data);
+        joiners_answer(e, k->joiners, v, r, err);
+}
+
 /* A fork runs: said in the log, and to the source's watchers if it is still there. */
 static void fork_announce(struct engine *e, const struct env_creating *c)
 {
@@ -1112,9 +1133,7 @@ static void start_overtaken(struct engine *e, struct env *v, const char *why)
         struct env_creating *c = v->starting;
         if (!c)
                 return;
-        engine_created_fn done = c->done;
-        void *data = c->data;
-        struct start_joiner *joiners = c->joiners;
+        struct start_callers callers = callers_of(c);
         creating_unlist(c);
         if (c->step != STEP_SYNC) {
                 creating_cancel(c);
@@ -1127,9 +1146,7 @@ static void start_overtaken(struct engine *e, struct env *v, const char *why)
         char err[128];
         snprintf(err, sizeof(err), "%s was %s while it started", v->row.name, why);
         log_info("%s", err);
-        if (done)
-                done(e, NULL, -EBUSY, err, data);
-        joiners_answer(e, joiners, NULL, -EBUSY, err);
+        callers_answer(e, &callers, v, -EBUSY, err);
 }
 
 void engine_starting_abandon(struct engine *e)
@@ -1138,9 +1155,7 @@ void engine_starting_abandon(struct engine *e)
                 struct env_creating *c = v->starting;
                 if (!c)
                         continue;
-                engine_created_fn done = c->done;
-                void *data = c->data;
-                struct start_joiner *joiners = c->joiners;
+                struct start_callers callers = callers_of(c);
                 bool runs = c->step == STEP_SYNC;
                 creating_unlist(c);
                 if (!runs) {
@@ -1156,9 +1171,7 @@ void engine_starting_abandon(struct engine *e)
                 }
                 /* Their callers are gone with the API: told only so that they free what they
                  * hold, never to go on. */
-                if (done)
-                        done(e, NULL, -ECANCELED, "the daemon is shutting down", data);
-                joiners_answer(e, joiners, NULL, -ECANCELED, "the daemon is shutting down");
+                callers_answer(e, &callers, v, -ECANCELED, "the daemon is shutting down");
         }
 }
 
