@@ -193,8 +193,10 @@ def test_autostart_brings_a_computer_back(daemon):
         os.kill(pid, signal.SIGKILL)
     wait_for(lambda: all(reaped(p) for p in pids.values()), 15, what="PID 1s to die and be reaped")
     daemon.start()
+    # autostart runs over the loop's turns once the daemon serves: "starting", then "running"
+    wait_for(lambda: daemon.inspect("auto")["state"] == "running", 30, what="auto to be started again")
     a = daemon.inspect("auto")
-    assert a["state"] == "running" and a["pid"] not in (None, pids["auto"]), a
+    assert a["pid"] not in (None, pids["auto"]), a
     assert daemon.sh("auto", "cat /root/f") == "still-here\n"
     assert daemon.inspect("manual")["state"] == "stopped"
 
@@ -204,7 +206,8 @@ def test_autostart_brings_a_computer_back(daemon):
     daemon.cli("update", "auto", "--no-autostart")
     assert daemon.inspect("auto")["autostart"] is False
     daemon.restart()
-    assert daemon.inspect("manual")["state"] == "running"
+    assert daemon.inspect("manual")["state"] in ("starting", "running")
+    wait_for(lambda: daemon.inspect("manual")["state"] == "running", 30, what="manual to be autostarted")
 
 
 def test_second_daemon_on_same_root_is_refused(daemon):
