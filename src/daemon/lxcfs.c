@@ -26,12 +26,52 @@ struct lxcfs {
         bool serving;
         unsigned restarts;
         char status[8300];
+        char status_now[8400]; /* what lxcfs_status returns: status, or that it is stopped */
 };
 
+/* Asks the mount itself: a FUSE request, answered only by a running lxcfs. For the instance
+ * this daemon just started. */
 static bool is_fuse(const char *dir)
 {
         struct statfs sf;
         return statfs(dir, &sf) == 0 && (unsigned long)sf.f_type == FUSE_SUPER_MAGIC;
+}
+
+/* The same asked of /proc/self/mountinfo, never of the mount: an instance found at start may be
+ * stopped (SIGSTOP, a debugger) or hung, and every request to its mount would wait for it. The
+ * last entry for dir is the one on top. */
+static bool fuse_mounted(const char *dir)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return false;
+        _cleanup_free_ char *line = NULL;
+        size_t cap = 0;
+        bool found = false;
+        while (getline(&line, &cap, f) > 0) {
+                /* id parent major:minor root mount-point options [optional...] - type ... */
+                char *save = NULL, *tok = strtok_r(line, " ", &save);
+                const char *mount_point = NULL;
+                for (int i = 1; tok && i <= 4; i++) {
+                        tok = strtok_r(NULL, " ", &save);
+                        if (i == 4)
+                                mount_point = tok;
+                }
+                if (!mount_point || strcmp(mount_point, dir) != 0)
+                        continue;
+                while ((tok = strtok_r(NULL, " ", &save)) && strcmp(tok, "-") != 0)
+                        ;
+                tok = tok ? strtok_r(NULL, " ", &save) : NULL;
+                found = tok && (strcmp(tok, "fuse") == 0 || strncmp(tok, "fuse.", 5) == 0);
+        }
+        return found;
+}
+
+/* Whether the instance is stopped (or being traced): then requests to its mount wait. */
+static bool stopped(const struct lxcfs *l)
+{
+        struct proc_stat st;
+        return l->pid > 0 && proc_stat(l->pid, &st) == 0 && (st.state == 'T' || st.state == 't');
 }
 
 static const char *find_lxcfs(void)
@@ -55,7 +95,7 @@ static void watch(struct lxcfs *l)
 /* A previous daemon's instance, still serving: its pid file names it. */
 static bool adopt(struct lxcfs *l)
 {
-        if (!is_fuse(l->dir))
+        if (!fuse_mounted(l->dir))
                 return false;
         FILE *f = fopen(l->pidfile, "re");
         long pid = 0;
@@ -78,6 +118,9 @@ static bool adopt(struct lxcfs *l)
         l->serving = true;
         snprintf(l->status, sizeof(l->status), "running (pid %d, adopted)", (int)l->pid);
         log_info("lxcfs: adopted pid %d at %s", (int)l->pid, l->dir);
+        if (stopped(l))
+                log_warn("lxcfs (pid %d) is stopped: environments starting now wait for it, up to "
+                         "their set-up timeout, until it continues", (int)l->pid);
         return true;
 }
 
@@ -88,8 +131,9 @@ static int spawn(struct lxcfs *l)
                 snprintf(l->status, sizeof(l->status), "not installed (apt install lxcfs)");
                 return -ENOENT;
         }
-        /* A dead instance leaves "Transport endpoint is not connected" behind. */
-        if (!is_fuse(l->dir) || access(l->dir, F_OK) < 0)
+        /* A dead instance leaves "Transport endpoint is not connected" behind; one that was not
+         * adopted (no pid file, another program) is not asked anything either. */
+        if (fuse_mounted(l->dir))
                 (void)umount2(l->dir, MNT_DETACH);
         if (mkdir(l->dir, 0755) < 0 && errno != EEXIST) {
                 int r = -errno;
@@ -211,9 +255,16 @@ const char *lxcfs_dir(const struct lxcfs *l)
         return l && l->serving ? l->dir : NULL;
 }
 
-const char *lxcfs_status(const struct lxcfs *l)
+const char *lxcfs_status(struct lxcfs *l)
 {
-        return l ? l->status : "failed: out of memory";
+        if (!l)
+                return "failed: out of memory";
+        if (l->serving && stopped(l))
+                snprintf(l->status_now, sizeof(l->status_now), "stopped (pid %d): environments "
+                         "starting now wait for it", (int)l->pid);
+        else
+                snprintf(l->status_now, sizeof(l->status_now), "%s", l->status);
+        return l->status_now;
 }
 
 void lxcfs_free(struct lxcfs *l, bool keep)

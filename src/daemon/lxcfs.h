@@ -23,7 +23,8 @@ struct lxcfs;
 void lxcfs_start(struct loop *loop, const char *name, struct lxcfs **ret);
 /* Its mount point while it serves, else NULL. */
 const char *lxcfs_dir(const struct lxcfs *l);
-/* "running", "not installed", "failed: ..." for `paddock system`. */
-const char *lxcfs_status(const struct lxcfs *l);
+/* "running", "stopped", "not installed", "failed: ..." for `paddock system`; valid until the
+ * next call. */
+const char *lxcfs_status(struct lxcfs *l);
 /* At shutdown: keep = environments still run (leave it serving them); else stop and unmount. */
 void lxcfs_free(struct lxcfs *l, bool keep);

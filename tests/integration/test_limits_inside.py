@@ -98,6 +98,26 @@ def test_lxcfs_survives_daemon_restart(daemon, kill):
     assert meminfo_total_kb(daemon, "n") == 256 * 1024
 
 
+def test_daemon_starts_beside_a_stopped_lxcfs(daemon):
+    """An lxcfs left stopped (SIGSTOP, a debugger) answers no request to its mount: the daemon's
+    start adopts it without asking the mount anything, and says it is stopped."""
+    from test_create_async import held_lxcfs
+    daemon.create("r", "--computer", "--image", "base", "--memory", "512M")
+    lxcfs = held_lxcfs(daemon)
+    daemon.stop()
+    os.kill(lxcfs, signal.SIGSTOP)
+    try:
+        daemon.start(timeout=10)
+        status = daemon.api("GET", "/v1/system").json["lxcfs"]
+        assert status.startswith("stopped (pid %d)" % lxcfs), status
+        assert daemon.inspect("r")["state"] == "running"
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    status = daemon.api("GET", "/v1/system").json["lxcfs"]
+    assert status == "running (pid %d, adopted)" % lxcfs, status
+    assert meminfo_total_kb(daemon, "r") == 512 * 1024
+
+
 def test_unlimited_environment_sees_the_host(daemon):
     daemon.create("h", "--computer", "--image", "base")
     host_kb = int(re.search(r"^MemTotal:\s+(\d+)", open("/proc/meminfo").read(), re.M).group(1))
