@@ -175,7 +175,7 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
 
 /* A pass over every environment that never holds the loop for long: each() runs for every
  * environment there when it starts (and still there when its turn comes), in creation order,
- * in slices of about 2 ms, one per turn of the loop, so other clients are served in between;
+ * in slices of about 0.5 ms, one per turn of the loop, so other clients are served in between;
  * then done(). A pass that fits in one slice runs whole inside engine_pass_start (done()
  * included) and sets *ret to NULL; otherwise *ret is the pass, which engine_pass_cancel stops
  * (neither callback runs again; never from inside one of them). */
