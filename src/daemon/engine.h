@@ -38,6 +38,8 @@ struct engine_config {
         /* Syncs the state database's log off the loop (a create's record of its start);
          * NULL if its process could not start: those syncs then happen in place. */
         struct syncer *syncer;
+        /* Clones PID 1s for async creates and starts (spawner.h); NULL, or gone: in place. */
+        struct spawner *spawner;
 };
 
 /* What an idle environment becomes: IDLE_DEFAULT is pause for a sandbox, stop for a computer. */

@@ -7,6 +7,7 @@
 #include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/lxcfs.h"
+#include "daemon/spawner.h"
 #include "daemon/syncer.h"
 #include "lib/blockdev.h"
 #include "lib/spawn.h"
@@ -145,10 +146,14 @@ static int env_spawn_cgroup(struct engine *e, struct env *v, char *err, size_t e
         return r;
 }
 
+struct env_creating;
+static int creating_spawn(struct env_creating *c, const struct spawn_config *sc);
+
 /* The second: PID 1's child cloned (with its user namespace and disk); it sets up on its
- * own. On failure its cgroups go too. */
-static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
-                           size_t errlen)
+ * own. On failure its cgroups go too. With `async` (a create or start over turns), the spawn
+ * process clones it if it can: 1, and creating_spawned has the answer; else 0 with p. */
+static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending *p,
+                           struct env_creating *async, char *err, size_t errlen)
 {
         char dir[4096], image[4096], resolv[4200];
         int r = env_dir(e, v->row.name, NULL, dir, sizeof(dir));
@@ -198,7 +203,15 @@ static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending
                 snprintf(err, errlen, "storage: %s", strerror(-r));
                 return r;
         }
-        r = env_spawn_start(&sc, p, err, errlen);
+        r = async ? creating_spawn(async, &sc) : -ESRCH;
+        if (r == 0) {
+                envp_free(envp);
+                return 1;
+        }
+        if (r == -ESRCH || r == -E2BIG) /* no spawn process, or a request too big for it */
+                r = env_spawn_start(&sc, p, err, errlen);
+        else
+                snprintf(err, errlen, "spawn: %s", strerror(-r));
         envp_free(envp);
         if (r < 0)
                 cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
@@ -252,7 +265,7 @@ static int env_spawn_begin(struct engine *e, struct env *v, struct spawn_pending
                            size_t errlen)
 {
         int r = env_spawn_cgroup(e, v, err, errlen);
-        return r < 0 ? r : env_spawn_clone(e, v, p, err, errlen);
+        return r < 0 ? r : env_spawn_clone(e, v, p, NULL, err, errlen);
 }
 
 static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errlen)
@@ -629,11 +642,12 @@ static int create_cgroup(struct engine *e, struct env *v, char *err, size_t errl
         return r;
 }
 
-/* PID 1's clone (it sets up on its own). On failure everything is removed (v freed). */
-static int create_clone(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
-                        size_t errlen)
+/* PID 1's clone (it sets up on its own; 1: by the spawn process, as env_spawn_clone). On
+ * failure everything is removed (v freed). */
+static int create_clone(struct engine *e, struct env *v, struct spawn_pending *p,
+                        struct env_creating *c, char *err, size_t errlen)
 {
-        int r = env_spawn_clone(e, v, p, err, errlen);
+        int r = env_spawn_clone(e, v, p, c, err, errlen);
         if (r < 0)
                 create_roll_back(e, v);
         return r;
@@ -685,6 +699,7 @@ enum creating_step {
         STEP_SLOT,   /* its exec slot's clone; then PID 1's report is awaited */
         STEP_SETUP,  /* waiting for PID 1's report */
         STEP_SYNC,   /* running, its record written: waiting for the disk (the syncer) */
+        STEP_CLONING, /* STEP_CLONE asked the spawn process: waiting for its answer */
 };
 
 struct env_creating {
@@ -695,6 +710,7 @@ struct env_creating {
         struct loop_source *src; /* PID 1's report pipe, from STEP_SETUP */
         struct loop_timer *timer; /* the next step's turn; in STEP_SETUP its time limit */
         struct syncer_wait *wait; /* in STEP_SYNC */
+        struct spawner_req *spawn_req; /* in STEP_CLONING */
         /* A listed environment's start (engine_start_async; v->starting), not a create: no
          * disk or record to make or roll back, and its idled_at as before it, kept if it
          * fails. */
@@ -863,6 +879,7 @@ static void creating_cancel(struct env_creating *c)
 {
         loop_remove(c->src);
         loop_cancel_timer(c->timer);
+        spawner_cancel(c->spawn_req); /* its child, if made, killed and reaped */
         env_spawn_abandon(&c->p);
         exec_slot_discard(c->v);
         cgroup_env_destroy(c->eng->cfg.cgroups, c->v->cgname, NULL);
@@ -948,10 +965,15 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
                         return r;
                 break;
         case STEP_CLONE:
-                r = c->start ? env_spawn_clone(e, c->v, &c->p, err, errlen)
-                             : create_clone(e, c->v, &c->p, err, errlen);
+                r = c->start ? env_spawn_clone(e, c->v, &c->p, c, err, errlen)
+                             : create_clone(e, c->v, &c->p, c, err, errlen);
                 if (r < 0)
                         return r;
+                if (r > 0) { /* creating_spawned goes on */
+                        c->step = STEP_CLONING;
+                        *removed = false;
+                        return 0;
+                }
                 break;
         case STEP_SLOT:
                 exec_slot_early(e, c->v, c->p.pidfd);
@@ -965,6 +987,7 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
                 }
                 c->step = STEP_SETUP; /* on_creating_report or on_creating_timeout goes on */
                 return 0;
+        case STEP_CLONING:
         case STEP_SETUP:
         case STEP_SYNC:
                 return 0; /* not steps of their own */
@@ -991,6 +1014,45 @@ static void on_creating_step(struct loop_timer *t, void *data)
         int r = run_creating_step(c, err, sizeof(err), &removed);
         if (r < 0)
                 creating_fail(c, name, removed, r, err);
+}
+
+/* The spawn process's answer to STEP_CLONE: PID 1 sets up (STEP_SLOT next), or the create or
+ * start fails as an in-place clone would have; if the process died, the clone is made in
+ * place after all. */
+static void creating_spawned(int r, struct spawn_pending *p, const char *why, void *data)
+{
+        struct env_creating *c = data;
+        struct engine *e = c->eng;
+        c->spawn_req = NULL;
+        char err[512];
+        snprintf(err, sizeof(err), "%s", why);
+        if (r == -ESRCH) {
+                c->step = STEP_CLONE;
+                c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
+                if (c->timer)
+                        return;
+                r = -ENOMEM;
+                snprintf(err, sizeof(err), "out of memory");
+        }
+        char name[NAME_BUF_SIZE];
+        snprintf(name, sizeof(name), "%s", c->v->row.name);
+        if (r < 0) { /* as env_spawn_clone and create_clone clean up */
+                cgroup_env_destroy(e->cfg.cgroups, c->v->cgname, NULL);
+                if (!c->start)
+                        create_roll_back(e, c->v);
+                creating_fail(c, name, true, r, err);
+                return;
+        }
+        c->p = *p;
+        c->step = STEP_SLOT;
+        c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
+        if (!c->timer)
+                creating_fail(c, name, false, -ENOMEM, "out of memory");
+}
+
+static int creating_spawn(struct env_creating *c, const struct spawn_config *sc)
+{
+        return spawner_spawn(c->eng->cfg.spawner, sc, creating_spawned, c, &c->spawn_req);
 }
 
 int engine_create_async(struct engine *e, const struct env_spec *spec, engine_created_fn done,

@@ -3,6 +3,7 @@
 #include "daemon/api.h"
 #include "daemon/audit.h"
 #include "daemon/engine.h"
+#include "daemon/spawner.h"
 #include "daemon/syncer.h"
 #include "daemon/events.h"
 #include "daemon/gateway.h"
@@ -812,8 +813,11 @@ int main(int argc, char **argv)
                 log_error("signals: %m");
                 return 1;
         }
-        /* Before the environments are loaded and helpers started: the sync process is a copy
-         * of the daemon's memory as it is now, so the smaller the better. */
+        /* Before the environments are loaded and helpers started: the spawn and sync processes
+         * are copies of the daemon's memory as it is now, so the smaller the better. */
+        struct spawner *spawner = NULL;
+        if ((r = spawner_new(loop, cg, init_fd, &spawner)) < 0)
+                log_warn("PID 1s are cloned in the loop (no spawn process: %s)", strerror(-r));
         struct syncer *syncer = NULL;
         if ((r = syncer_new(loop, &syncer)) < 0)
                 log_warn("state syncs stay in the loop (no sync process: %s)", strerror(-r));
@@ -838,7 +842,8 @@ int main(int argc, char **argv)
                                    .cgroup_scope = scope[0] ? scope : NULL,
                                    .cgroup_scope_error = scope_err[0] ? scope_err : NULL,
                                    .nofile_at_start = nofile_at_start,
-                                   .syncer = syncer};
+                                   .syncer = syncer,
+                                   .spawner = spawner};
         struct engine *engine = NULL;
         if ((r = engine_new(&ec, &engine)) < 0) {
                 log_error("loading state: %s", strerror(-r));
@@ -898,6 +903,7 @@ int main(int argc, char **argv)
         unlink(o.socket);
         exec_slots_shutdown();
         engine_free(engine);
+        spawner_free(spawner); /* after the creates it served were given up */
         storage_free(storage);
         network_free(net);
         {

@@ -347,7 +347,10 @@ pid_t cgroup_env_clone(struct cgroup_manager *m, const char *env, const char *su
         *placed = false;
         if (!names_valid(env, sub))
                 return -EINVAL;
-        struct clone_args args = {.flags = flags, .exit_signal = SIGCHLD,
+        /* With CLONE_PARENT the child inherits its exit signal from the caller, and clone3
+         * refuses one of its own. */
+        struct clone_args args = {.flags = flags,
+                                  .exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD,
                                   .pidfd = (uint64_t)(uintptr_t)pidfd};
         const struct cg_hier *u = m->real ? cg_find_hier(m, NULL) : NULL;
         _cleanup_close_ int fd = -EBADF;

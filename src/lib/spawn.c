@@ -128,8 +128,8 @@ int env_spawn_start(const struct spawn_config *c, struct spawn_pending *ret, cha
         int pidfd = -1;
         bool placed;
         /* CLONE_NEWPID only: the other namespaces are child_main's. */
-        pid_t pid = cgroup_env_clone(c->cgroups, c->cgroup_name, NULL, CLONE_NEWPID | CLONE_PIDFD,
-                                     &pidfd, &placed);
+        uint64_t flags = CLONE_NEWPID | CLONE_PIDFD | (c->clone_parent ? CLONE_PARENT : 0);
+        pid_t pid = cgroup_env_clone(c->cgroups, c->cgroup_name, NULL, flags, &pidfd, &placed);
         if (pid < 0) {
                 snprintf(errbuf, errlen, "clone3: %s", strerror(-pid));
                 return pid;

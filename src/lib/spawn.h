@@ -26,6 +26,8 @@ struct spawn_config {
         const char *cgroup_name;
         int init_fd;            /* O_RDONLY fd of the paddock-init binary on the host */
         char *const *init_envp; /* environment of PID 1 */
+        bool clone_parent;      /* the caller's parent gets the child (CLONE_PARENT): the
+                                 * daemon's spawn process clones for the daemon */
 };
 
 struct spawn_result {

@@ -1,0 +1,620 @@
+/* The spawn process (spawner.h): the loop's side keeps the requests in the order they were
+ * sent; the process clones one PID 1 per request and answers with its fds. */
+#include "daemon/spawner.h"
+#include "daemon/log.h"
+#include "daemon/loop.h"
+#include "lib/util.h"
+
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+/* A request's strings (paths, the environment of PID 1) travel in one datagram. */
+#define SPAWN_MSG_MAX (256 * 1024)
+#define SPAWN_ENVP_MAX 4096
+/* How long a request may wait for its answer (a clone: milliseconds) before the process is
+ * taken for stuck (stopped, or hung in the kernel), killed, and the request cloned in place;
+ * and how long spawner_cancel, which holds the loop, waits for one. */
+#define SPAWN_ANSWER_MS 5000
+#define SPAWN_CANCEL_MS 1000
+#define SPAWNER_COMM "paddockd-spawn"
+
+enum { STR_HOSTNAME, STR_IMAGE, STR_ENV_DIR, STR_TREE, STR_OVERLAY, STR_RESOLV, STR_LXCFS,
+       STR_CPU_ONLINE, STR_CGROUP, N_STRS };
+
+struct spawn_head {
+        uint32_t profile, uid_base, n_envp;
+        uint8_t writable, shifted;
+        uint64_t tmp_bytes, shm_bytes;
+};
+
+struct spawn_answer {
+        int32_t r;
+        int32_t pid;
+        char err[256];
+};
+
+struct spawner_req {
+        struct spawner *owner;
+        spawner_fn fn;
+        void *data;
+        bool cancelled;
+        bool waiting_answer; /* sent, its answer not read yet */
+        uint64_t seq;
+        /* its answer, once read */
+        int r;
+        struct spawn_pending p;
+        char err[256];
+        struct spawner_req *next;
+};
+
+struct spawner {
+        struct loop *loop;
+        pid_t pid; /* 0 once gone */
+        int pidfd, sock;
+        struct loop_source *sock_src, *exit_src;
+        struct spawner_req *head, **tail;   /* sent, not answered; in order */
+        struct spawner_req *ready, **ready_tail; /* answered, not handed out yet */
+        struct loop_timer *ready_timer;
+        struct loop_timer *watchdog; /* while requests wait: for the one numbered `watched` */
+        uint64_t watched, sent;      /* requests are numbered from 1 as they are sent */
+};
+
+/* ---- the wire ----------------------------------------------------------------------------- */
+
+/* A string as a presence byte and its bytes with their NUL. */
+static bool put_str(char *buf, size_t *off, const char *s)
+{
+        size_t k = s ? strlen(s) + 1 : 0;
+        if (*off + 1 + k > SPAWN_MSG_MAX)
+                return false;
+        buf[(*off)++] = s ? 1 : 0;
+        memcpy(buf + *off, s, k);
+        *off += k;
+        return true;
+}
+
+static bool get_str(char *buf, size_t len, size_t *off, const char **ret)
+{
+        if (*off >= len)
+                return false;
+        bool present = buf[(*off)++];
+        *ret = NULL;
+        if (!present)
+                return true;
+        char *end = memchr(buf + *off, 0, len - *off);
+        if (!end)
+                return false;
+        *ret = buf + *off;
+        *off = (size_t)(end - buf) + 1;
+        return true;
+}
+
+static int encode(const struct spawn_config *c, char *buf, size_t *len)
+{
+        const struct rootfs_config *f = &c->rootfs;
+        struct spawn_head h = {.profile = (uint32_t)c->profile, .uid_base = f->uid_base,
+                               .writable = f->writable, .shifted = f->shifted,
+                               .tmp_bytes = f->tmp_bytes, .shm_bytes = f->shm_bytes};
+        while (c->init_envp && c->init_envp[h.n_envp])
+                if (++h.n_envp > SPAWN_ENVP_MAX)
+                        return -E2BIG;
+        size_t off = sizeof(h);
+        const char *strs[N_STRS] = {
+                [STR_HOSTNAME] = c->hostname,  [STR_IMAGE] = f->image_rootfs,
+                [STR_ENV_DIR] = f->env_dir,    [STR_TREE] = f->tree,
+                [STR_OVERLAY] = f->overlay_dir, [STR_RESOLV] = f->resolv_conf,
+                [STR_LXCFS] = f->lxcfs_dir,    [STR_CPU_ONLINE] = f->cpu_online,
+                [STR_CGROUP] = c->cgroup_name};
+        for (size_t i = 0; i < N_STRS; i++)
+                if (!put_str(buf, &off, strs[i]))
+                        return -E2BIG;
+        for (uint32_t i = 0; i < h.n_envp; i++)
+                if (!put_str(buf, &off, c->init_envp[i]))
+                        return -E2BIG;
+        memcpy(buf, &h, sizeof(h));
+        *len = off;
+        return 0;
+}
+
+/* Fills c from buf (pointers into it) and envp; the process's own side. */
+static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
+{
+        struct spawn_head h;
+        if (len < sizeof(h))
+                return -EBADMSG;
+        memcpy(&h, buf, sizeof(h));
+        if (h.n_envp > SPAWN_ENVP_MAX)
+                return -EBADMSG;
+        size_t off = sizeof(h);
+        const char *strs[N_STRS];
+        for (size_t i = 0; i < N_STRS; i++)
+                if (!get_str(buf, len, &off, &strs[i]))
+                        return -EBADMSG;
+        for (uint32_t i = 0; i < h.n_envp; i++)
+                if (!get_str(buf, len, &off, (const char **)&envp[i]) || !envp[i])
+                        return -EBADMSG;
+        envp[h.n_envp] = NULL;
+        if (!strs[STR_HOSTNAME] || !strs[STR_IMAGE] || !strs[STR_ENV_DIR] || !strs[STR_CGROUP])
+                return -EBADMSG;
+        c->hostname = strs[STR_HOSTNAME];
+        c->profile = (enum confine_profile)h.profile;
+        c->cgroup_name = strs[STR_CGROUP];
+        c->init_envp = envp;
+        c->rootfs = (struct rootfs_config){.image_rootfs = strs[STR_IMAGE],
+                                           .env_dir = strs[STR_ENV_DIR],
+                                           .writable = h.writable,
+                                           .tree = strs[STR_TREE],
+                                           .shifted = h.shifted,
+                                           .overlay_dir = strs[STR_OVERLAY],
+                                           .uid_base = h.uid_base,
+                                           .tmp_bytes = h.tmp_bytes,
+                                           .shm_bytes = h.shm_bytes,
+                                           .resolv_conf = strs[STR_RESOLV],
+                                           .lxcfs_dir = strs[STR_LXCFS],
+                                           .cpu_online = strs[STR_CPU_ONLINE]};
+        return 0;
+}
+
+/* ---- the process -------------------------------------------------------------------------- */
+
+/* Its buffers are static: a process forked from the daemon allocates nothing it need not. */
+static char msg_buf[SPAWN_MSG_MAX];
+static char *msg_envp[SPAWN_ENVP_MAX + 1];
+
+static void answer_fds(int sock, const struct spawn_answer *a, const int *fds, size_t n_fds)
+{
+        union {
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+                struct cmsghdr align;
+        } u = {0};
+        struct iovec iov = {.iov_base = (void *)a, .iov_len = sizeof(*a)};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (n_fds) {
+                m.msg_control = u.buf;
+                m.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(cm), fds, n_fds * sizeof(int));
+        }
+        while (sendmsg(sock, &m, MSG_NOSIGNAL) < 0 && errno == EINTR)
+                ;
+}
+
+/* One request: the user namespace's fd comes with it. */
+static void serve_one(int sock, struct cgroup_manager *cg, int init_fd, ssize_t n, int userns)
+{
+        struct spawn_answer a = {0};
+        struct spawn_config c = {0};
+        int r = n > 0 ? decode(msg_buf, (size_t)n, &c, msg_envp) : -EBADMSG;
+        if (r < 0 || userns < 0) {
+                a.r = r < 0 ? r : -EBADMSG;
+                snprintf(a.err, sizeof(a.err), "spawner: a request it cannot read");
+                answer_fds(sock, &a, NULL, 0);
+                return;
+        }
+        c.rootfs.userns_fd = userns;
+        c.cgroups = cg;
+        c.init_fd = init_fd;
+        c.clone_parent = true;
+        struct spawn_pending p;
+        /* The child takes its name from here: "paddockd" until its exec, as when the daemon
+         * cloned it itself (what `ps` and the tests look for). */
+        prctl(PR_SET_NAME, "paddockd");
+        a.r = env_spawn_start(&c, &p, a.err, sizeof(a.err));
+        prctl(PR_SET_NAME, SPAWNER_COMM);
+        if (a.r < 0) {
+                answer_fds(sock, &a, NULL, 0);
+                return;
+        }
+        a.pid = p.pid;
+        int fds[2] = {p.pidfd, p.report_fd};
+        answer_fds(sock, &a, fds, 2);
+        close(p.pidfd);
+        close(p.report_fd);
+}
+
+static _Noreturn void spawner_main(int sock, struct cgroup_manager *cg, int init_fd,
+                                   pid_t daemon)
+{
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL); /* the daemon's signals are the daemon's */
+        prctl(PR_SET_NAME, SPAWNER_COMM);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != daemon)
+                _exit(0); /* the daemon died before the line above */
+        for (;;) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int))];
+                        struct cmsghdr align;
+                } u;
+                struct iovec iov = {.iov_base = msg_buf, .iov_len = sizeof(msg_buf)};
+                struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                                   .msg_controllen = sizeof(u.buf)};
+                ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        _exit(0); /* the daemon closed its end */
+                int userns = -EBADF;
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+                if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+                    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+                        memcpy(&userns, CMSG_DATA(cm), sizeof(int));
+                serve_one(sock, cg, init_fd, (m.msg_flags & MSG_TRUNC) ? -1 : n, userns);
+                if (userns >= 0)
+                        close(userns);
+        }
+}
+
+/* ---- the loop's side ---------------------------------------------------------------------- */
+
+static struct spawner_req *pop(struct spawner_req **head, struct spawner_req ***tail)
+{
+        struct spawner_req *q = *head;
+        if (q) {
+                *head = q->next;
+                if (!*head)
+                        *tail = head;
+                q->next = NULL;
+        }
+        return q;
+}
+
+static void push(struct spawner_req ***tail, struct spawner_req *q)
+{
+        q->next = NULL;
+        **tail = q;
+        *tail = &q->next;
+}
+
+/* Reads one answer into the oldest request and moves it to the ready list: 1, or 0 when none
+ * is there yet, or -errno when the socket is gone. */
+static int read_answer(struct spawner *s)
+{
+        struct spawn_answer a;
+        union {
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+                struct cmsghdr align;
+        } u;
+        struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                           .msg_controllen = sizeof(u.buf)};
+        ssize_t n;
+        while ((n = recvmsg(s->sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+                ;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return 0;
+        if (n <= 0)
+                return n < 0 ? -errno : -EPIPE;
+        int fds[2] = {-EBADF, -EBADF};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+            cm->cmsg_len == CMSG_LEN(2 * sizeof(int)))
+                memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+        a.err[sizeof(a.err) - 1] = 0;
+        bool ok = n == (ssize_t)sizeof(a) &&
+                  (a.r < 0 || (fds[0] >= 0 && fds[1] >= 0 && a.pid > 0));
+        struct spawner_req *q = pop(&s->head, &s->tail);
+        if (q)
+                q->waiting_answer = false;
+        if (!ok || !q || a.r < 0) {
+                /* A child it made still dies with its setup: its pidfd, if any, says which. */
+                if (fds[0] >= 0 && (!ok || !q))
+                        sys_pidfd_send_signal(fds[0], SIGKILL, 0);
+                closep(&fds[0]);
+                closep(&fds[1]);
+                if (!q)
+                        return 1; /* an answer to nothing */
+                q->r = ok ? a.r : -EBADMSG;
+                snprintf(q->err, sizeof(q->err), "%s", ok ? a.err : "spawner: a malformed answer");
+        } else {
+                q->p = (struct spawn_pending){.pid = a.pid, .pidfd = fds[0], .report_fd = fds[1]};
+        }
+        push(&s->ready_tail, q);
+        return 1;
+}
+
+/* Hands q's answer to its caller, or kills and reaps the child nobody waits for any more. */
+static void deliver(struct spawner_req *q)
+{
+        if (q->cancelled) {
+                env_spawn_abandon(&q->p);
+                free(q);
+                return;
+        }
+        spawner_fn fn = q->fn;
+        void *data = q->data;
+        struct spawn_pending p = q->p;
+        int r = q->r;
+        char err[sizeof(q->err)];
+        memcpy(err, q->err, sizeof(err));
+        free(q);
+        fn(r, &p, err, data);
+}
+
+static void deliver_ready(struct spawner *s)
+{
+        struct spawner_req *q;
+        while ((q = pop(&s->ready, &s->ready_tail)))
+                deliver(q);
+}
+
+static void on_ready_turn(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct spawner *s = data;
+        s->ready_timer = NULL;
+        deliver_ready(s);
+}
+
+/* The process is gone: every request still waiting fails (its caller gives the create up). */
+static void fail_all(struct spawner *s)
+{
+        struct spawner_req *q;
+        while ((q = pop(&s->head, &s->tail))) {
+                q->waiting_answer = false;
+                q->r = -ESRCH;
+                snprintf(q->err, sizeof(q->err), "the spawn process is gone");
+                push(&s->ready_tail, q);
+        }
+}
+
+static void gone(struct spawner *s)
+{
+        if (!s->pid)
+                return;
+        siginfo_t si = {0};
+        waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG);
+        log_error("the spawn process (pid %d) is gone: PID 1s are cloned in the loop now",
+                  (int)s->pid);
+        s->pid = 0;
+        loop_remove(s->exit_src);
+        s->exit_src = NULL;
+        loop_remove(s->sock_src);
+        s->sock_src = NULL;
+        loop_cancel_timer(s->watchdog);
+        s->watchdog = NULL;
+        fail_all(s);
+}
+
+/* Stuck: killed and reaped, and everything waiting fails over to the loop (gone). */
+static void kill_stuck(struct spawner *s, int waited_ms)
+{
+        log_error("the spawn process (pid %d) did not answer in %d ms: killed", (int)s->pid,
+                  waited_ms);
+        sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+        while (waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED | WNOWAIT) < 0 &&
+               errno == EINTR)
+                ;
+        gone(s);
+}
+
+static void on_watchdog(struct loop_timer *t, void *data);
+
+/* Arms the watchdog for the oldest request, if any waits and none is armed. */
+static void watch(struct spawner *s)
+{
+        if (s->watchdog || !s->head || !s->pid)
+                return;
+        s->watched = s->head->seq;
+        s->watchdog = loop_add_timer(s->loop, SPAWN_ANSWER_MS, on_watchdog, s);
+}
+
+static void on_watchdog(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct spawner *s = data;
+        s->watchdog = NULL;
+        if (s->pid && s->head && s->head->seq == s->watched) {
+                kill_stuck(s, SPAWN_ANSWER_MS);
+                deliver_ready(s);
+                return;
+        }
+        watch(s); /* the next one, from now */
+}
+
+static void on_answer(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        (void)src;
+        (void)fd;
+        (void)events;
+        struct spawner *s = data;
+        int r;
+        while ((r = read_answer(s)) > 0)
+                ;
+        if (r < 0)
+                gone(s);
+        watch(s);
+        deliver_ready(s);
+}
+
+static void on_exit_ev(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        (void)src;
+        (void)fd;
+        (void)events;
+        struct spawner *s = data;
+        gone(s);
+        deliver_ready(s);
+}
+
+int spawner_new(struct loop *loop, struct cgroup_manager *cg, int init_fd, struct spawner **ret)
+{
+        struct spawner *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *s = (struct spawner){.loop = loop, .pidfd = -EBADF, .sock = -EBADF};
+        s->tail = &s->head;
+        s->ready_tail = &s->ready;
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                int r = -errno;
+                free(s);
+                return r;
+        }
+        pid_t daemon = getpid();
+        int pidfd = -EBADF;
+        struct clone_args args = {.flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                                  .exit_signal = SIGCHLD};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0) {
+                close(sv[0]);
+                spawner_main(sv[1], cg, init_fd, daemon);
+        }
+        close(sv[1]);
+        if (pid < 0) {
+                int r = -errno;
+                close(sv[0]);
+                free(s);
+                return r;
+        }
+        s->pid = pid;
+        s->pidfd = pidfd;
+        s->sock = sv[0];
+        int r;
+        if ((r = loop_add_fd(loop, s->sock, EPOLLIN, on_answer, s, &s->sock_src)) < 0 ||
+            (r = loop_add_fd(loop, s->pidfd, EPOLLIN, on_exit_ev, s, &s->exit_src)) < 0) {
+                spawner_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+/* Reads answers here until q's (NULL: every one) has come, or the process is gone, or
+ * SPAWN_CANCEL_MS passed (then it is killed: a request taken off must never be answered
+ * later). Answers go to the ready list; nobody's function runs here. */
+static void wait_for(struct spawner *s, struct spawner_req *q)
+{
+        uint64_t end = now_ms() + SPAWN_CANCEL_MS;
+        while (s->pid && s->head && (!q || q->waiting_answer)) {
+                int r = read_answer(s);
+                if (r < 0) {
+                        gone(s);
+                        return;
+                }
+                if (r > 0)
+                        continue;
+                uint64_t now = now_ms();
+                if (now >= end) {
+                        kill_stuck(s, SPAWN_CANCEL_MS);
+                        return;
+                }
+                struct pollfd pf = {.fd = s->sock, .events = POLLIN};
+                (void)poll(&pf, 1, (int)(end - now));
+        }
+}
+
+void spawner_cancel(struct spawner_req *q)
+{
+        if (!q)
+                return;
+        struct spawner *s = q->owner;
+        q->cancelled = true;
+        wait_for(s, q);
+        /* Its child (if it was made) is killed and reaped now; any others' answers that came on
+         * the way go to their callers on the next turn. */
+        for (struct spawner_req **pp = &s->ready; *pp; pp = &(*pp)->next) {
+                if (*pp != q)
+                        continue;
+                *pp = q->next;
+                if (!*pp)
+                        s->ready_tail = pp;
+                deliver(q);
+                break;
+        }
+        if (s->ready && !s->ready_timer)
+                s->ready_timer = loop_add_next_turn(s->loop, on_ready_turn, s);
+        watch(s);
+}
+
+int spawner_spawn(struct spawner *s, const struct spawn_config *c, spawner_fn fn, void *data,
+                  struct spawner_req **ret)
+{
+        if (!s || !s->pid)
+                return -ESRCH;
+        static char buf[SPAWN_MSG_MAX];
+        size_t len;
+        int r = encode(c, buf, &len);
+        if (r < 0)
+                return r;
+        struct spawner_req *q = calloc(1, sizeof(*q));
+        if (!q)
+                return -ENOMEM;
+        *q = (struct spawner_req){.owner = s, .fn = fn, .data = data, .waiting_answer = true,
+                                  .seq = s->sent + 1,
+                                  .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
+        union {
+                char cbuf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } u = {0};
+        struct iovec iov = {.iov_base = buf, .iov_len = len};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.cbuf,
+                           .msg_controllen = sizeof(u.cbuf)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &c->rootfs.userns_fd, sizeof(int));
+        ssize_t n;
+        while ((n = sendmsg(s->sock, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+                ;
+        if (n != (ssize_t)len) {
+                r = n < 0 ? -errno : -EIO;
+                free(q);
+                /* A request too big for the socket's buffer goes the other way; a broken
+                 * socket means the process is gone (its exit event follows). */
+                return r == -EMSGSIZE || r == -ENOBUFS ? -E2BIG : -ESRCH;
+        }
+        s->sent++;
+        push(&s->tail, q);
+        watch(s);
+        if (ret)
+                *ret = q;
+        return 0;
+}
+
+void spawner_free(struct spawner *s)
+{
+        if (!s)
+                return;
+        /* Nobody is called any more: answers in flight only have their children reaped. */
+        for (struct spawner_req *q = s->head; q; q = q->next)
+                q->cancelled = true;
+        for (struct spawner_req *q = s->ready; q; q = q->next)
+                q->cancelled = true;
+        wait_for(s, NULL);
+        fail_all(s);
+        deliver_ready(s);
+        loop_cancel_timer(s->ready_timer);
+        loop_cancel_timer(s->watchdog);
+        loop_remove(s->sock_src);
+        loop_remove(s->exit_src);
+        closep(&s->sock); /* its recvmsg sees the end */
+        if (s->pid) {
+                struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+                while (poll(&p, 1, SPAWN_ANSWER_MS) < 0 && errno == EINTR)
+                        ;
+                if (!(p.revents & POLLIN))
+                        sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
+                while (waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED) < 0 &&
+                       errno == EINTR)
+                        ;
+        }
+        closep(&s->pidfd);
+        free(s);
+}
+
+pid_t spawner_pid(const struct spawner *s)
+{
+        return s ? s->pid : 0;
+}
