@@ -68,6 +68,11 @@ struct loop *engine_loop(struct engine *e)
         return e->cfg.loop;
 }
 
+struct spawner *engine_spawner(struct engine *e)
+{
+        return e->cfg.spawner;
+}
+
 struct cgroup_manager *engine_cgroups(struct engine *e)
 {
         return e->cfg.cgroups;

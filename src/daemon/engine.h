@@ -324,6 +324,7 @@ void engine_mark_thawed(struct engine *e, struct env *v);
 /* For exec.c */
 struct loop *engine_loop(struct engine *e);
 struct cgroup_manager *engine_cgroups(struct engine *e);
+struct spawner *engine_spawner(struct engine *e); /* NULL: none */
 int env_pidfd(const struct env *v);
 const char *env_cgroup(const struct env *v); /* its cgroup directory name */
 unsigned env_next_exec_id(struct env *v);

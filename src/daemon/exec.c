@@ -2,6 +2,7 @@
  * deadline, its exec cgroup); this file feeds its stdin, reads its stdout/stderr (or its
  * terminal) with a cap, and reports the result. */
 #include "daemon/exec.h"
+#include "daemon/spawner.h"
 #include "daemon/audit.h"
 #include "daemon/events.h"
 #include "daemon/log.h"
@@ -660,7 +661,11 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
         struct join_config jc = {.env_pidfd = pidfd, .profile = exec_profile(v),
                                  .cgroups = engine_cgroups(e), .cgroup_name = env_cgroup(v),
                                  .cgroup_sub = sl->sub};
-        int r = join_slot_start(&jc, wait, &sl->js);
+        /* From the spawn process if there is one: a fork of the daemon would leave every page
+         * it writes next to fault (copy-on-write). */
+        int r = spawner_slot(engine_spawner(e), &jc, wait, &sl->js);
+        if (r == -ESRCH || r == -E2BIG)
+                r = join_slot_start(&jc, wait, &sl->js);
         if (r < 0) {
                 log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
                 free(sl);

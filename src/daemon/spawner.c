@@ -27,7 +27,10 @@
 enum { STR_HOSTNAME, STR_IMAGE, STR_ENV_DIR, STR_TREE, STR_OVERLAY, STR_RESOLV, STR_LXCFS,
        STR_CPU_ONLINE, STR_CGROUP, N_STRS };
 
+enum spawn_kind { SPAWN_PID1 = 1, SPAWN_SLOT = 2 };
+
 struct spawn_head {
+        uint32_t kind; /* SPAWN_PID1 */
         uint32_t profile, uid_base, n_envp;
         uint8_t writable, shifted;
         uint64_t tmp_bytes, shm_bytes;
@@ -46,9 +49,11 @@ struct spawner_req {
         bool cancelled;
         bool waiting_answer; /* sent, its answer not read yet */
         uint64_t seq;
-        /* its answer, once read */
+        enum spawn_kind kind;
+        /* its answer, once read: p for a PID 1, slot for an exec slot */
         int r;
         struct spawn_pending p;
+        struct join_slot slot;
         char err[256];
         struct spawner_req *next;
 };
@@ -98,7 +103,8 @@ static bool get_str(char *buf, size_t len, size_t *off, const char **ret)
 static int encode(const struct spawn_config *c, char *buf, size_t *len)
 {
         const struct rootfs_config *f = &c->rootfs;
-        struct spawn_head h = {.profile = (uint32_t)c->profile, .uid_base = f->uid_base,
+        struct spawn_head h = {.kind = SPAWN_PID1, .profile = (uint32_t)c->profile,
+                               .uid_base = f->uid_base,
                                .writable = f->writable, .shifted = f->shifted,
                                .tmp_bytes = f->tmp_bytes, .shm_bytes = f->shm_bytes};
         while (c->init_envp && c->init_envp[h.n_envp])
@@ -129,7 +135,7 @@ static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
         if (len < sizeof(h))
                 return -EBADMSG;
         memcpy(&h, buf, sizeof(h));
-        if (h.n_envp > SPAWN_ENVP_MAX)
+        if (h.kind != SPAWN_PID1 || h.n_envp > SPAWN_ENVP_MAX)
                 return -EBADMSG;
         size_t off = sizeof(h);
         const char *strs[N_STRS];
@@ -161,6 +167,43 @@ static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
         return 0;
 }
 
+/* An exec slot (join.h): its profile, group and whether it waits for its go; the environment's
+ * pidfd comes with it. */
+struct slot_head {
+        uint32_t kind; /* SPAWN_SLOT */
+        int32_t profile;
+        uint8_t wait_go;
+};
+
+static int encode_slot(const struct join_config *c, bool wait_go, char *buf, size_t *len)
+{
+        struct slot_head h = {.kind = SPAWN_SLOT, .profile = (int32_t)c->profile,
+                              .wait_go = wait_go};
+        size_t off = sizeof(h);
+        if (!put_str(buf, &off, c->cgroup_name) || !put_str(buf, &off, c->cgroup_sub))
+                return -E2BIG;
+        memcpy(buf, &h, sizeof(h));
+        *len = off;
+        return 0;
+}
+
+static int decode_slot(char *buf, size_t len, struct join_config *c, bool *wait_go)
+{
+        struct slot_head h;
+        if (len < sizeof(h))
+                return -EBADMSG;
+        memcpy(&h, buf, sizeof(h));
+        size_t off = sizeof(h);
+        const char *name, *sub;
+        if (h.kind != SPAWN_SLOT || !get_str(buf, len, &off, &name) ||
+            !get_str(buf, len, &off, &sub) || !name || !sub)
+                return -EBADMSG;
+        *c = (struct join_config){.profile = (enum confine_profile)h.profile, .cgroup_name = name,
+                                  .cgroup_sub = sub};
+        *wait_go = h.wait_go;
+        return 0;
+}
+
 /* ---- the process -------------------------------------------------------------------------- */
 
 /* Its buffers are static: a process forked from the daemon allocates nothing it need not. */
@@ -188,12 +231,12 @@ static void answer_fds(int sock, const struct spawn_answer *a, const int *fds, s
                 ;
 }
 
-/* One request: the user namespace's fd comes with it. */
-static void serve_one(int sock, struct cgroup_manager *cg, int init_fd, ssize_t n, int userns)
+/* A PID 1; the user namespace's fd comes with it. */
+static void serve_pid1(int sock, struct cgroup_manager *cg, int init_fd, size_t n, int userns)
 {
         struct spawn_answer a = {0};
         struct spawn_config c = {0};
-        int r = n > 0 ? decode(msg_buf, (size_t)n, &c, msg_envp) : -EBADMSG;
+        int r = decode(msg_buf, n, &c, msg_envp);
         if (r < 0 || userns < 0) {
                 a.r = r < 0 ? r : -EBADMSG;
                 snprintf(a.err, sizeof(a.err), "spawner: a request it cannot read");
@@ -221,6 +264,54 @@ static void serve_one(int sock, struct cgroup_manager *cg, int init_fd, ssize_t 
         close(p.report_fd);
 }
 
+/* An exec slot; the environment's PID 1 pidfd comes with it. */
+static void serve_slot(int sock, struct cgroup_manager *cg, size_t n, int env_pidfd)
+{
+        struct spawn_answer a = {0};
+        struct join_config c;
+        bool wait_go;
+        int r = decode_slot(msg_buf, n, &c, &wait_go);
+        if (r < 0 || env_pidfd < 0) {
+                a.r = r < 0 ? r : -EBADMSG;
+                snprintf(a.err, sizeof(a.err), "spawner: a request it cannot read");
+                answer_fds(sock, &a, NULL, 0);
+                return;
+        }
+        c.env_pidfd = env_pidfd;
+        c.cgroups = cg;
+        c.clone_parent = true;
+        struct join_slot js;
+        prctl(PR_SET_NAME, "paddockd"); /* the slot's name, as above */
+        a.r = join_slot_start(&c, wait_go, &js);
+        prctl(PR_SET_NAME, SPAWNER_COMM);
+        if (a.r < 0) {
+                snprintf(a.err, sizeof(a.err), "exec slot: %s", strerror(-a.r));
+                answer_fds(sock, &a, NULL, 0);
+                return;
+        }
+        a.pid = js.pid;
+        answer_fds(sock, &a, &js.sock, 1);
+        close(js.sock);
+}
+
+static void serve_one(int sock, struct cgroup_manager *cg, int init_fd, ssize_t n, int fd)
+{
+        uint32_t kind = 0;
+        if (n >= (ssize_t)sizeof(kind))
+                memcpy(&kind, msg_buf, sizeof(kind));
+        if (kind == SPAWN_SLOT) {
+                serve_slot(sock, cg, (size_t)n, fd);
+                return;
+        }
+        if (kind == SPAWN_PID1) {
+                serve_pid1(sock, cg, init_fd, (size_t)n, fd);
+                return;
+        }
+        struct spawn_answer a = {.r = -EBADMSG};
+        snprintf(a.err, sizeof(a.err), "spawner: a request it cannot read");
+        answer_fds(sock, &a, NULL, 0);
+}
+
 static _Noreturn void spawner_main(int sock, struct cgroup_manager *cg, int init_fd,
                                    pid_t daemon)
 {
@@ -244,14 +335,14 @@ static _Noreturn void spawner_main(int sock, struct cgroup_manager *cg, int init
                         continue;
                 if (n <= 0)
                         _exit(0); /* the daemon closed its end */
-                int userns = -EBADF;
+                int fd = -EBADF; /* the user namespace's, or PID 1's pidfd for a slot */
                 struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
                 if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
                     cm->cmsg_len == CMSG_LEN(sizeof(int)))
-                        memcpy(&userns, CMSG_DATA(cm), sizeof(int));
-                serve_one(sock, cg, init_fd, (m.msg_flags & MSG_TRUNC) ? -1 : n, userns);
-                if (userns >= 0)
-                        close(userns);
+                        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+                serve_one(sock, cg, init_fd, (m.msg_flags & MSG_TRUNC) ? -1 : n, fd);
+                if (fd >= 0)
+                        close(fd);
         }
 }
 
@@ -296,19 +387,21 @@ static int read_answer(struct spawner *s)
         if (n <= 0)
                 return n < 0 ? -errno : -EPIPE;
         int fds[2] = {-EBADF, -EBADF};
+        size_t n_fds = 0;
         struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-            cm->cmsg_len == CMSG_LEN(2 * sizeof(int)))
-                memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+                for (size_t k = 1; k <= 2; k++)
+                        if (cm->cmsg_len == CMSG_LEN(k * sizeof(int))) {
+                                memcpy(fds, CMSG_DATA(cm), k * sizeof(int));
+                                n_fds = k;
+                        }
         a.err[sizeof(a.err) - 1] = 0;
-        bool ok = n == (ssize_t)sizeof(a) &&
-                  (a.r < 0 || (fds[0] >= 0 && fds[1] >= 0 && a.pid > 0));
         struct spawner_req *q = pop(&s->head, &s->tail);
-        if (q)
-                q->waiting_answer = false;
-        if (!ok || !q || a.r < 0) {
-                /* A child it made still dies with its setup: its pidfd, if any, says which. */
-                if (fds[0] >= 0 && (!ok || !q))
+        size_t want = q && q->kind == SPAWN_SLOT ? 1 : 2;
+        bool ok = q && n == (ssize_t)sizeof(a) && (a.r < 0 || (n_fds == want && a.pid > 0));
+        if (!ok || a.r < 0) {
+                /* A PID 1 it made still dies with its setup: its pidfd, if any, says which. */
+                if (!ok && want == 2 && fds[0] >= 0)
                         sys_pidfd_send_signal(fds[0], SIGKILL, 0);
                 closep(&fds[0]);
                 closep(&fds[1]);
@@ -316,9 +409,12 @@ static int read_answer(struct spawner *s)
                         return 1; /* an answer to nothing */
                 q->r = ok ? a.r : -EBADMSG;
                 snprintf(q->err, sizeof(q->err), "%s", ok ? a.err : "spawner: a malformed answer");
+        } else if (q->kind == SPAWN_SLOT) {
+                q->slot = (struct join_slot){.pid = a.pid, .sock = fds[0]};
         } else {
                 q->p = (struct spawn_pending){.pid = a.pid, .pidfd = fds[0], .report_fd = fds[1]};
         }
+        q->waiting_answer = false;
         push(&s->ready_tail, q);
         return 1;
 }
@@ -328,6 +424,7 @@ static void deliver(struct spawner_req *q)
 {
         if (q->cancelled) {
                 env_spawn_abandon(&q->p);
+                join_slot_discard(&q->slot);
                 free(q);
                 return;
         }
@@ -537,50 +634,101 @@ void spawner_cancel(struct spawner_req *q)
         watch(s);
 }
 
-int spawner_spawn(struct spawner *s, const struct spawn_config *c, spawner_fn fn, void *data,
-                  struct spawner_req **ret)
+/* Sends buf with fd and queues q (freed on failure): 0, -E2BIG (too big for the socket's
+ * buffer) or -ESRCH (the socket is broken: the process is gone, its exit event follows). */
+static int send_request(struct spawner *s, struct spawner_req *q, const char *buf, size_t len,
+                        int fd)
 {
-        if (!s || !s->pid)
-                return -ESRCH;
-        static char buf[SPAWN_MSG_MAX];
-        size_t len;
-        int r = encode(c, buf, &len);
-        if (r < 0)
-                return r;
-        struct spawner_req *q = calloc(1, sizeof(*q));
-        if (!q)
-                return -ENOMEM;
-        *q = (struct spawner_req){.owner = s, .fn = fn, .data = data, .waiting_answer = true,
-                                  .seq = s->sent + 1,
-                                  .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
         union {
                 char cbuf[CMSG_SPACE(sizeof(int))];
                 struct cmsghdr align;
         } u = {0};
-        struct iovec iov = {.iov_base = buf, .iov_len = len};
+        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
         struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.cbuf,
                            .msg_controllen = sizeof(u.cbuf)};
         struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
         cm->cmsg_level = SOL_SOCKET;
         cm->cmsg_type = SCM_RIGHTS;
         cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &c->rootfs.userns_fd, sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
         ssize_t n;
         while ((n = sendmsg(s->sock, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
                 ;
         if (n != (ssize_t)len) {
-                r = n < 0 ? -errno : -EIO;
+                int r = n < 0 ? -errno : -EIO;
                 free(q);
-                /* A request too big for the socket's buffer goes the other way; a broken
-                 * socket means the process is gone (its exit event follows). */
                 return r == -EMSGSIZE || r == -ENOBUFS ? -E2BIG : -ESRCH;
         }
-        s->sent++;
+        q->seq = ++s->sent;
         push(&s->tail, q);
         watch(s);
-        if (ret)
-                *ret = q;
         return 0;
+}
+
+static struct spawner_req *new_request(struct spawner *s, enum spawn_kind kind)
+{
+        struct spawner_req *q = calloc(1, sizeof(*q));
+        if (q)
+                *q = (struct spawner_req){.owner = s, .kind = kind, .waiting_answer = true,
+                                          .p = {.pidfd = -EBADF, .report_fd = -EBADF},
+                                          .slot = {.sock = -EBADF}};
+        return q;
+}
+
+static char request_buf[SPAWN_MSG_MAX];
+
+int spawner_spawn(struct spawner *s, const struct spawn_config *c, spawner_fn fn, void *data,
+                  struct spawner_req **ret)
+{
+        if (!s || !s->pid || !fn)
+                return -ESRCH;
+        size_t len;
+        int r = encode(c, request_buf, &len);
+        if (r < 0)
+                return r;
+        struct spawner_req *q = new_request(s, SPAWN_PID1);
+        if (!q)
+                return -ENOMEM;
+        q->fn = fn;
+        q->data = data;
+        r = send_request(s, q, request_buf, len, c->rootfs.userns_fd);
+        if (r == 0 && ret)
+                *ret = q;
+        return r;
+}
+
+int spawner_slot(struct spawner *s, const struct join_config *c, bool wait_go,
+                 struct join_slot *ret)
+{
+        if (!s || !s->pid)
+                return -ESRCH;
+        size_t len;
+        int r = encode_slot(c, wait_go, request_buf, &len);
+        if (r < 0)
+                return r;
+        struct spawner_req *q = new_request(s, SPAWN_SLOT);
+        if (!q)
+                return -ENOMEM;
+        if ((r = send_request(s, q, request_buf, len, c->env_pidfd)) < 0)
+                return r;
+        wait_for(s, q); /* earlier answers go to the ready list, handed out on the next turn */
+        for (struct spawner_req **pp = &s->ready; *pp; pp = &(*pp)->next) {
+                if (*pp != q)
+                        continue;
+                *pp = q->next;
+                if (!*pp)
+                        s->ready_tail = pp;
+                break;
+        }
+        if (s->ready && !s->ready_timer)
+                s->ready_timer = loop_add_next_turn(s->loop, on_ready_turn, s);
+        r = q->r;
+        if (r == 0)
+                *ret = q->slot;
+        else if (r != -ESRCH)
+                log_debug("exec slot from the spawn process: %s", q->err);
+        free(q);
+        return r;
 }
 
 void spawner_free(struct spawner *s)

@@ -14,9 +14,14 @@
  * the answer the pid, its pidfd and the report pipe's read end (SCM_RIGHTS over a SEQPACKET
  * socket pair). The spawner answers in the order it was asked.
  *
+ * The exec slots that come with every new environment (join.h) are a fork of whoever makes them
+ * too, and the spawner makes them the same way (spawner_slot), answering with the slot's pid and
+ * socket.
+ *
  * If the spawner is gone (killed), requests fail with -ESRCH and the caller clones in place. */
 #pragma once
 
+#include "lib/join.h"
 #include "lib/spawn.h"
 
 struct cgroup_manager;
@@ -42,6 +47,12 @@ int spawner_spawn(struct spawner *s, const struct spawn_config *c, spawner_fn fn
  * milliseconds), and kills and reaps the child it made, so that on return nothing of it is
  * left in the environment's cgroups. fn is never called. */
 void spawner_cancel(struct spawner_req *q);
+
+/* An exec slot (join.h) for c (c->cgroups are the spawner's own), made by the spawn process and
+ * waited for here (a clone: well under a millisecond; up to a second before the process is
+ * taken for stuck). -ESRCH or -E2BIG: the caller makes it in place (join_slot_start). */
+int spawner_slot(struct spawner *s, const struct join_config *c, bool wait_go,
+                 struct join_slot *ret);
 
 /* The process's pid (0 once it is gone): for tests and `ps`, where it is "paddockd-spawn". */
 pid_t spawner_pid(const struct spawner *s);

@@ -45,6 +45,9 @@ struct join_config {
          * handler (a warm slot): the command inherits them, applies only the rest of the
          * confinement and clears the signal mask. */
         bool confined;
+        /* join_slot_start: the caller's parent gets the slot (CLONE_PARENT): the daemon's
+         * spawn process makes slots for the daemon */
+        bool clone_parent;
 };
 
 /* Returns the host pid of the command process (a child of the caller). */

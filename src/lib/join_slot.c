@@ -96,7 +96,8 @@ int join_slot_start(const struct join_config *c, bool wait_go, struct join_slot 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 return -errno;
         bool placed;
-        pid_t pid = cgroup_env_clone(c->cgroups, c->cgroup_name, c->cgroup_sub, 0, NULL, &placed);
+        pid_t pid = cgroup_env_clone(c->cgroups, c->cgroup_name, c->cgroup_sub,
+                                     c->clone_parent ? CLONE_PARENT : 0, NULL, &placed);
         if (pid < 0) {
                 close(sp[0]);
                 close(sp[1]);
