@@ -8,6 +8,7 @@
 #include "daemon/log.h"
 #include "daemon/lxcfs.h"
 #include "daemon/spawner.h"
+#include "lib/btrfs.h"
 #include "daemon/syncer.h"
 #include "lib/blockdev.h"
 #include "lib/spawn.h"
@@ -485,6 +486,38 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
         return 0;
 }
 
+static void on_pool_committed(int result, void *data)
+{
+        int *fd = data;
+        if (result < 0)
+                log_debug("committing the storage pool: %s", strerror(-result));
+        close(*fd);
+        free(fd);
+}
+
+/* A computer's disk is a btrfs subvolume: its deletion is freed by btrfs' cleaner only after a
+ * transaction commit, which btrfs makes by itself within 30 s; one is asked for at once, so
+ * that the space (and the quota) come back at once, but by the sync process: a commit holds
+ * its caller for 5-50 ms. dir: what was removed, on the pool. */
+static void pool_commit_later(struct engine *e, const char *dir)
+{
+        char parent[4096];
+        snprintf(parent, sizeof(parent), "%s", dir);
+        char *slash = strrchr(parent, '/');
+        int *fd = malloc(sizeof(*fd));
+        if (!slash || slash == parent || !fd) {
+                free(fd);
+                return;
+        }
+        *slash = 0;
+        if ((*fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                free(fd);
+                return;
+        }
+        if (syncer_fs_after(e->cfg.syncer, *fd, on_pool_committed, fd, NULL) < 0)
+                on_pool_committed(btrfs_sync(*fd), fd); /* no sync process: in place */
+}
+
 void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
 {
         char dir[4096], cg[CGROUP_NAME_SIZE];
@@ -492,9 +525,12 @@ void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
         cgroup_env_destroy(e->cfg.cgroups, cg, NULL);
         if (env_dir(e, name, NULL, dir, sizeof(dir)) >= 0) {
                 e->cfg.storage->ops->destroy(e->cfg.storage, dir);
-                int r = rm_rf_at(AT_FDCWD, dir);
+                bool subvolume = false;
+                int r = rm_rf_at_unsynced(AT_FDCWD, dir, &subvolume);
                 if (r < 0)
                         log_warn("%s: removing %s: %s", name, dir, strerror(-r));
+                if (subvolume)
+                        pool_commit_later(e, dir);
         }
         char owner[4200];
         if (uid_base && owner_note(e, name, owner, sizeof(owner)) >= 0)

@@ -3,6 +3,7 @@
 #include "daemon/syncer.h"
 #include "daemon/log.h"
 #include "daemon/loop.h"
+#include "lib/btrfs.h"
 #include "lib/util.h"
 
 #include <linux/sched.h>
@@ -20,6 +21,7 @@
 struct syncer_wait {
         struct syncer *owner;
         int fd;
+        bool fs; /* a btrfs commit of fd's file system (syncer_fs_after), not its fdatasync */
         syncer_fn fn;
         void *data;
         bool in_flight; /* covered by the sync that runs now */
@@ -44,6 +46,19 @@ struct syncer {
         struct syncer_wait *answering;
 };
 
+/* A request on the pipe: the fd, and which sync. */
+struct sync_req {
+        int fd;
+        int fs;
+};
+
+static int sync_one(int fd, bool fs)
+{
+        if (fs)
+                return btrfs_sync(fd);
+        return fdatasync(fd) < 0 ? -errno : 0;
+}
+
 /* The process: a copy of the daemon's memory at syncer_new, the daemon's fd table itself.
  * Nothing here closes an fd (it would close the daemon's) or allocates. */
 static _Noreturn void sync_main(const struct syncer *s, pid_t daemon)
@@ -56,15 +71,15 @@ static _Noreturn void sync_main(const struct syncer *s, pid_t daemon)
         if (getppid() != daemon)
                 _exit(0); /* the daemon died before the line above */
         for (;;) {
-                int fd;
-                ssize_t n = read(s->req_r, &fd, sizeof(fd));
+                struct sync_req q;
+                ssize_t n = read(s->req_r, &q, sizeof(q));
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n != (ssize_t)sizeof(fd) || fd < 0)
+                if (n != (ssize_t)sizeof(q) || q.fd < 0)
                         _exit(0); /* syncer_free's request to end (or the pipe is gone) */
                 if (s->test_delay.tv_sec || s->test_delay.tv_nsec)
                         nanosleep(&s->test_delay, NULL);
-                int result = fdatasync(fd) < 0 ? -errno : 0;
+                int result = sync_one(q.fd, q.fs);
                 while (write(s->done_w, &result, sizeof(result)) < 0 && errno == EINTR)
                         ;
         }
@@ -84,14 +99,14 @@ static void start_next(struct syncer *s)
 {
         if (s->running || !s->waits || !s->pid)
                 return;
-        int fd = s->waits->fd;
+        struct sync_req q = {.fd = s->waits->fd, .fs = s->waits->fs};
         for (struct syncer_wait *w = s->waits; w; w = w->next)
-                if (w->fd == fd)
+                if (w->fd == q.fd && w->fs == q.fs)
                         w->in_flight = true;
         s->running = true;
         s->syncs++;
         /* One request at a time in a pipe: the write cannot block or be short. */
-        while (write(s->req_w, &fd, sizeof(fd)) < 0 && errno == EINTR)
+        while (write(s->req_w, &q, sizeof(q)) < 0 && errno == EINTR)
                 ;
 }
 
@@ -152,7 +167,7 @@ static void on_process_exit(struct loop_source *src, int fd, uint32_t events, vo
         while (s->waits) {
                 struct syncer_wait *w = s->waits;
                 s->waits = w->next;
-                answer(w, fdatasync(w->fd) < 0 ? -errno : 0);
+                answer(w, sync_one(w->fd, w->fs));
         }
 }
 
@@ -227,7 +242,7 @@ void syncer_free(struct syncer *s)
         if (s->pid) {
                 /* An fd of -1 asks it to end after the sync it may be running (closing our end
                  * would not do: it shares our fd table, so it holds the same end). */
-                int end = -1;
+                struct sync_req end = {.fd = -1};
                 while (write(s->req_w, &end, sizeof(end)) < 0 && errno == EINTR)
                         ;
                 /* A sync still running ends first; one stuck on a dead disk is not waited for
@@ -256,14 +271,15 @@ void syncer_free(struct syncer *s)
         free(s);
 }
 
-int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret)
+static int after(struct syncer *s, int fd, bool fs, syncer_fn fn, void *data,
+                 struct syncer_wait **ret)
 {
-        if (!s->pid)
+        if (!s || !s->pid)
                 return -ESRCH;
         struct syncer_wait *w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
-        *w = (struct syncer_wait){.owner = s, .fd = fd, .fn = fn, .data = data};
+        *w = (struct syncer_wait){.owner = s, .fd = fd, .fs = fs, .fn = fn, .data = data};
         struct syncer_wait **pp = &s->waits;
         while (*pp)
                 pp = &(*pp)->next;
@@ -274,6 +290,16 @@ int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct sync
         if (ret)
                 *ret = w;
         return 0;
+}
+
+int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret)
+{
+        return after(s, fd, false, fn, data, ret);
+}
+
+int syncer_fs_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret)
+{
+        return after(s, fd, true, fn, data, ret);
 }
 
 static bool unqueue(struct syncer_wait **head, struct syncer_wait *w)

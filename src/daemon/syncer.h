@@ -32,6 +32,9 @@ void syncer_free(struct syncer *s);
  * until then). *ret (may be NULL) can cancel it before. -ESRCH once the process is gone: the
  * caller syncs in place. */
 int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret);
+/* The same for a btrfs transaction commit of fd's file system (BTRFS_IOC_SYNC: the cleaner
+ * then frees deleted subvolumes at once), which can take tens of milliseconds. */
+int syncer_fs_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret);
 void syncer_cancel(struct syncer_wait *w); /* NULL is fine */
 /* The sync process's pid (0 once it is gone): for tests and `ps`, where it is "paddockd-sync". */
 pid_t syncer_pid(const struct syncer *s);

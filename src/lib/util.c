@@ -155,15 +155,23 @@ bool dirent_is_dir(int dirfd, const struct dirent *de)
 struct rm_walk {
         int top; /* the directory the walk started in */
         dev_t dev;
+        struct rm_opts *opts;
         unsigned long moved; /* directories renamed up to top in this pass */
         unsigned long serial;
 };
-static int rm_rf_tree(int fd, dev_t dev);
+/* How a removal treats btrfs subvolumes: each deletion is followed by a commit (so that the
+ * cleaner frees it, and its quota, at once rather than within 30 s), unless the caller does
+ * that later, off its own thread (defer_sync; then deleted_subvolume says whether one is due). */
+struct rm_opts {
+        bool defer_sync;
+        bool deleted_subvolume;
+};
+static int rm_rf_tree(int fd, dev_t dev, struct rm_opts *o);
 static int rm_rf_children(int fd, struct rm_walk *w, int depth);
 
 /* A btrfs subvolume (not a mount point) at dirfd/name: deleted whole, read-only ones too;
  * subvolumes nested inside it first. -EBUSY for anything else on another device. */
-static int rm_subvolume(int dirfd, const char *name)
+static int rm_subvolume(int dirfd, const char *name, struct rm_opts *o)
 {
         struct statx sx;
         if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_INO, &sx) < 0)
@@ -177,14 +185,16 @@ static int rm_subvolume(int dirfd, const char *name)
         if (!btrfs_is_subvolume(fd))
                 return -EBUSY;
         int r = btrfs_subvol_delete(dirfd, name);
-        if (r >= 0)
+        if (r >= 0 && o->defer_sync)
+                o->deleted_subvolume = true;
+        else if (r >= 0)
                 btrfs_sync(dirfd); /* the cleaner frees it (and its quota) at once, not in 30 s */
         if (r != -ENOTEMPTY)
                 return r;
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return -errno;
-        r = rm_rf_tree(TAKE_FD(fd), st.st_dev);
+        r = rm_rf_tree(TAKE_FD(fd), st.st_dev, o);
         return r < 0 ? r : btrfs_subvol_delete(dirfd, name);
 }
 
@@ -223,7 +233,7 @@ static int rm_rf_children(int fd, struct rm_walk *w, int depth)
                 if (S_ISDIR(st.st_mode)) {
                         int q;
                         if (st.st_dev != w->dev)
-                                q = rm_subvolume(dirfd(d), de->d_name); /* never descend */
+                                q = rm_subvolume(dirfd(d), de->d_name, w->opts); /* never descend */
                         else if (depth >= RM_RF_MAX_DEPTH)
                                 q = move_to_top(w, dirfd(d), de->d_name);
                         else if ((q = openat(dirfd(d), de->d_name,
@@ -245,9 +255,9 @@ static int rm_rf_children(int fd, struct rm_walk *w, int depth)
 }
 
 /* Empty the directory fd (taken): passes until nothing deep was moved up. */
-static int rm_rf_tree(int fd, dev_t dev)
+static int rm_rf_tree(int fd, dev_t dev, struct rm_opts *o)
 {
-        struct rm_walk w = {.top = fd, .dev = dev};
+        struct rm_walk w = {.top = fd, .dev = dev, .opts = o};
         int r;
         do {
                 w.moved = 0;
@@ -263,7 +273,7 @@ static int rm_rf_tree(int fd, dev_t dev)
         return r;
 }
 
-int rm_rf_at(int dirfd, const char *name)
+static int rm_rf_at_opts(int dirfd, const char *name, struct rm_opts *o)
 {
         struct stat st;
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -281,20 +291,34 @@ int rm_rf_at(int dirfd, const char *name)
                 free(parent);
                 if (pfd < 0)
                         return -errno;
-                int r = rm_rf_at(pfd, slash + 1);
+                int r = rm_rf_at_opts(pfd, slash + 1, o);
                 close(pfd);
                 return r;
         }
         struct stat parent;
         if ((dirfd == AT_FDCWD ? stat(".", &parent) : fstat(dirfd, &parent)) == 0 &&
             parent.st_dev != st.st_dev)
-                return rm_subvolume(dirfd, name);
+                return rm_subvolume(dirfd, name, o);
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        int r = rm_rf_tree(fd, st.st_dev);
+        int r = rm_rf_tree(fd, st.st_dev, o);
         if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
                 return r < 0 ? r : -errno;
+        return r;
+}
+
+int rm_rf_at(int dirfd, const char *name)
+{
+        struct rm_opts o = {0};
+        return rm_rf_at_opts(dirfd, name, &o);
+}
+
+int rm_rf_at_unsynced(int dirfd, const char *name, bool *ret_subvolume)
+{
+        struct rm_opts o = {.defer_sync = true};
+        int r = rm_rf_at_opts(dirfd, name, &o);
+        *ret_subvolume = o.deleted_subvolume;
         return r;
 }
 

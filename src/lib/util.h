@@ -108,6 +108,9 @@ int mkdir_p_at(int dirfd, const char *path, mode_t mode);
 /* rm -rf of dirfd/name without following symlinks and without crossing mount points; btrfs
  * subvolumes inside (read-only ones too) are deleted whole. */
 int rm_rf_at(int dirfd, const char *name);
+/* The same without the btrfs commit after each subvolume deleted (a transaction commit: 5-50 ms
+ * on a busy pool); *ret_subvolume says whether one is due (btrfs_sync on the pool). */
+int rm_rf_at_unsynced(int dirfd, const char *name, bool *ret_subvolume);
 
 /* The directory walker every tree walk in src/lib uses (rm -rf, cgroup trees, uid shifting,
  * listings):
