@@ -469,6 +469,9 @@ static void gone(struct spawner *s)
 {
         if (!s->pid)
                 return;
+        /* Its socket may close a moment before it is a zombie: reaped, not left behind. */
+        struct pollfd pf = {.fd = s->pidfd, .events = POLLIN};
+        (void)poll(&pf, 1, SPAWN_CANCEL_MS);
         siginfo_t si = {0};
         waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG);
         log_error("the spawn process (pid %d) is gone: PID 1s are cloned in the loop now",
@@ -611,6 +614,24 @@ static void wait_for(struct spawner *s, struct spawner_req *q)
         }
 }
 
+/* Takes q (answered by wait_for) off the ready list; the others' answers there go to their
+ * callers on the next turn. */
+static bool take_ready(struct spawner *s, struct spawner_req *q)
+{
+        bool found = false;
+        for (struct spawner_req **pp = &s->ready; *pp; pp = &(*pp)->next)
+                if (*pp == q) {
+                        *pp = q->next;
+                        if (!*pp)
+                                s->ready_tail = pp;
+                        found = true;
+                        break;
+                }
+        if (s->ready && !s->ready_timer)
+                s->ready_timer = loop_add_next_turn(s->loop, on_ready_turn, s);
+        return found;
+}
+
 void spawner_cancel(struct spawner_req *q)
 {
         if (!q)
@@ -620,17 +641,8 @@ void spawner_cancel(struct spawner_req *q)
         wait_for(s, q);
         /* Its child (if it was made) is killed and reaped now; any others' answers that came on
          * the way go to their callers on the next turn. */
-        for (struct spawner_req **pp = &s->ready; *pp; pp = &(*pp)->next) {
-                if (*pp != q)
-                        continue;
-                *pp = q->next;
-                if (!*pp)
-                        s->ready_tail = pp;
+        if (take_ready(s, q))
                 deliver(q);
-                break;
-        }
-        if (s->ready && !s->ready_timer)
-                s->ready_timer = loop_add_next_turn(s->loop, on_ready_turn, s);
         watch(s);
 }
 
@@ -712,16 +724,7 @@ int spawner_slot(struct spawner *s, const struct join_config *c, bool wait_go,
         if ((r = send_request(s, q, request_buf, len, c->env_pidfd)) < 0)
                 return r;
         wait_for(s, q); /* earlier answers go to the ready list, handed out on the next turn */
-        for (struct spawner_req **pp = &s->ready; *pp; pp = &(*pp)->next) {
-                if (*pp != q)
-                        continue;
-                *pp = q->next;
-                if (!*pp)
-                        s->ready_tail = pp;
-                break;
-        }
-        if (s->ready && !s->ready_timer)
-                s->ready_timer = loop_add_next_turn(s->loop, on_ready_turn, s);
+        take_ready(s, q);
         r = q->r;
         if (r == 0)
                 *ret = q->slot;
