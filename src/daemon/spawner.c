@@ -1,5 +1,6 @@
 /* The spawn process (spawner.h): the loop's side keeps the requests in the order they were
- * sent; the process clones one PID 1 per request and answers with its fds. */
+ * sent; the process clones one PID 1 or exec slot per request and answers with
+ * its fds. */
 #include "daemon/spawner.h"
 #include "daemon/log.h"
 #include "daemon/loop.h"

@@ -61,7 +61,8 @@ int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, siz
  * daemon's address space. join_slot_start uses only c's env_pidfd, profile and cgroup
  * fields. */
 struct join_slot {
-        pid_t pid; /* the slot, a child of the caller; 0 once discarded */
+        pid_t pid; /* the slot, a child of the caller (or of its parent: clone_parent); 0 once
+                    * discarded */
         int sock;  /* the caller's end of its socket */
 };
 /* wait_go: the slot joins its group and then waits for join_slot_go before it enters the
