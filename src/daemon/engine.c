@@ -677,6 +677,7 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
         if (!e)
                 return -ENOMEM;
         e->cfg = *cfg;
+        e->pool_commit_fd = -EBADF;
         struct env_row *rows;
         size_t n;
         int r = state_env_list(cfg->state, &rows, &n);
@@ -721,6 +722,7 @@ void engine_free(struct engine *e)
         engine_image_helpers_release(e);
         tokens_free(e->tokens);
         spare_free(e);
+        closep(&e->pool_commit_fd); /* a commit it still waits for goes with the sync process */
         free(e->by_name);
         free(e->by_addr);
         while (e->owners) {

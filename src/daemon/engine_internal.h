@@ -115,6 +115,10 @@ struct spare_disk {
 
 struct engine {
         struct engine_config cfg;
+        /* R/envs, opened at the first computer delete: the pool's btrfs commit after a deleted
+         * disk is asked of the sync process on this one fd, so that a burst of deletes shares
+         * commits (env_remove_artifacts). -EBADF until then. */
+        int pool_commit_fd;
         struct env *envs;     /* in creation order (listings) */
         struct env *envs_tail;
         size_t n_envs;

@@ -488,34 +488,26 @@ int engine_start(struct engine *e, struct env *v, char *err, size_t errlen)
 
 static void on_pool_committed(int result, void *data)
 {
-        int *fd = data;
+        (void)data;
         if (result < 0)
                 log_debug("committing the storage pool: %s", strerror(-result));
-        close(*fd);
-        free(fd);
 }
 
 /* A computer's disk is a btrfs subvolume: its deletion is freed by btrfs' cleaner only after a
  * transaction commit, which btrfs makes by itself within 30 s; one is asked for at once, so
  * that the space (and the quota) come back at once, but by the sync process: a commit holds
- * its caller for 5-50 ms. dir: what was removed, on the pool. */
-static void pool_commit_later(struct engine *e, const char *dir)
+ * its caller for 5-50 ms. Always on the same fd, so that deletes meanwhile share the next
+ * commit rather than queue one each. */
+static void pool_commit_later(struct engine *e)
 {
-        char parent[4096];
-        snprintf(parent, sizeof(parent), "%s", dir);
-        char *slash = strrchr(parent, '/');
-        int *fd = malloc(sizeof(*fd));
-        if (!slash || slash == parent || !fd) {
-                free(fd);
-                return;
+        if (e->pool_commit_fd < 0) {
+                _cleanup_free_ char *envs = path_join(e->cfg.root, "envs");
+                if (!envs || (e->pool_commit_fd = open(envs, O_RDONLY | O_DIRECTORY |
+                                                                   O_CLOEXEC)) < 0)
+                        return;
         }
-        *slash = 0;
-        if ((*fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-                free(fd);
-                return;
-        }
-        if (syncer_fs_after(e->cfg.syncer, *fd, on_pool_committed, fd, NULL) < 0)
-                on_pool_committed(btrfs_sync(*fd), fd); /* no sync process: in place */
+        if (syncer_fs_after(e->cfg.syncer, e->pool_commit_fd, on_pool_committed, NULL, NULL) < 0)
+                on_pool_committed(btrfs_sync(e->pool_commit_fd), NULL); /* in place */
 }
 
 void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
@@ -530,7 +522,7 @@ void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
                 if (r < 0)
                         log_warn("%s: removing %s: %s", name, dir, strerror(-r));
                 if (subvolume)
-                        pool_commit_later(e, dir);
+                        pool_commit_later(e);
         }
         char owner[4200];
         if (uid_base && owner_note(e, name, owner, sizeof(owner)) >= 0)

@@ -765,8 +765,3 @@ void spawner_free(struct spawner *s)
         closep(&s->pidfd);
         free(s);
 }
-
-pid_t spawner_pid(const struct spawner *s)
-{
-        return s ? s->pid : 0;
-}

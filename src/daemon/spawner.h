@@ -53,6 +53,3 @@ void spawner_cancel(struct spawner_req *q);
  * taken for stuck). -ESRCH or -E2BIG: the caller makes it in place (join_slot_start). */
 int spawner_slot(struct spawner *s, const struct join_config *c, bool wait_go,
                  struct join_slot *ret);
-
-/* The process's pid (0 once it is gone): for tests and `ps`, where it is "paddockd-spawn". */
-pid_t spawner_pid(const struct spawner *s);
