@@ -217,8 +217,13 @@ void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base)
 int ensure_addr(struct engine *e, struct env *v);
 /* a is held (used) or given back: the address bitmap (nothing before its first allocation). */
 void addr_mark(struct engine *e, struct in_addr a, bool used);
+/* Its network up: env_net_link (its address, the veth), then env_net_policy (firewall,
+ * bandwidth, published ports; a failure takes the link down too). `adopt`: a veth that survived
+ * a daemon restart is kept (its policy applied again) instead of cutting connections. */
 int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
                size_t errlen);
+int env_net_link(struct engine *e, struct env *v, char *err, size_t errlen);
+int env_net_policy(struct engine *e, struct env *v, char *err, size_t errlen);
 void reapply_linked(struct engine *e, struct env *v);
 int write_resolv_conf(struct engine *e, const char *dir, char *path, size_t len);
 bool env_has_ports(struct engine *e, const struct env *v); /* any published port */

@@ -219,11 +219,10 @@ static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending
         return r;
 }
 
-/* PID 1 exec'd (waiting up to timeout_ms for its report): record it, bring up its network.
- * `synced`: its record is on disk and its exit watched on return; else the record is only
- * written, and the caller watches it once a sync made the record durable (creating_synced). */
-static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pending *p,
-                              int timeout_ms, bool synced, char *err, size_t errlen)
+/* PID 1 exec'd (waiting up to timeout_ms for its report): running, in memory only. On failure
+ * nothing of it is left (its exec slot and cgroups removed). */
+static int env_spawn_running(struct engine *e, struct env *v, struct spawn_pending *p,
+                             int timeout_ms, char *err, size_t errlen)
 {
         struct spawn_result res;
         int r = env_spawn_finish(p, timeout_ms, &res, err, errlen);
@@ -237,13 +236,19 @@ static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pend
         v->row.pid = res.pid;
         v->row.pid_start = res.start_time;
         snprintf(v->row.status, sizeof(v->row.status), "running");
-        r = env_net_up(e, v, false, true, err, errlen);
-        if (r < 0) {
-                env_kill_sync(e, v);
-                return r;
-        }
+        return 0;
+}
+
+/* Its network is up: linked peers accept its address, and its start is recorded.
+ * `synced`: its record is on disk and its exit watched on return; else the record is only
+ * written, and the caller watches it once a sync made the record durable (creating_synced).
+ * On failure PID 1 is killed. */
+static int env_spawn_record(struct engine *e, struct env *v, bool synced, char *err,
+                            size_t errlen)
+{
         if (e->net && v->net.mode != NET_NONE)
                 reapply_linked(e, v); /* links are symmetric: peers accept the new address */
+        int r;
         if (!synced) {
                 r = env_save_unsynced(e, v);
                 if (r < 0) {
@@ -262,6 +267,21 @@ static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pend
         return r;
 }
 
+/* PID 1's start in one go: running, its network up, recorded (synced) and watched. */
+static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pending *p,
+                              int timeout_ms, char *err, size_t errlen)
+{
+        int r = env_spawn_running(e, v, p, timeout_ms, err, errlen);
+        if (r < 0)
+                return r;
+        r = env_net_up(e, v, false, true, err, errlen);
+        if (r < 0) {
+                env_kill_sync(e, v);
+                return r;
+        }
+        return env_spawn_record(e, v, true, err, errlen);
+}
+
 static int env_spawn_begin(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
                            size_t errlen)
 {
@@ -273,7 +293,7 @@ static int env_spawn_now(struct engine *e, struct env *v, char *err, size_t errl
 {
         struct spawn_pending p;
         int r = env_spawn_begin(e, v, &p, err, errlen);
-        return r < 0 ? r : env_spawn_complete(e, v, &p, SPAWN_SETUP_MS, true, err, errlen);
+        return r < 0 ? r : env_spawn_complete(e, v, &p, SPAWN_SETUP_MS, err, errlen);
 }
 
 static void notify_waiters(struct env *v)
@@ -726,6 +746,7 @@ enum creating_step {
         STEP_CLONE,  /* PID 1's clone (create_clone) */
         STEP_SLOT,   /* its exec slot's clone; then PID 1's report is awaited */
         STEP_SETUP,  /* waiting for PID 1's report */
+        STEP_NET,    /* PID 1 runs, its link is up: its firewall and bandwidth next (creating_end) */
         STEP_SYNC,   /* running, its record written: waiting for the disk (the syncer) */
         STEP_CLONING, /* STEP_CLONE asked the spawn process: waiting for its answer */
 };
@@ -876,19 +897,15 @@ static void on_creating_synced(int result, void *data)
         creating_synced(c, result);
 }
 
-/* PID 1's report is in (or its time is up): its start recorded without waiting for the disk,
- * which the sync process waits for while the loop serves others; in place without one. */
-static void creating_end(struct env_creating *c, int timeout_ms)
+static void on_creating_step(struct loop_timer *t, void *data);
+
+/* PID 1 runs with its network up: its start recorded without waiting for the disk, which the
+ * sync process waits for while the loop serves others; in place without one. */
+static void creating_record(struct env_creating *c)
 {
         struct engine *e = c->eng;
-        loop_remove(c->src);
-        c->src = NULL;
-        loop_cancel_timer(c->timer);
-        c->timer = NULL;
         char err[512] = "";
-        if (c->start)
-                c->v->idled_at = 0; /* recorded with the start (creating_done restores it) */
-        int r = env_spawn_complete(e, c->v, &c->p, timeout_ms, false, err, sizeof(err));
+        int r = env_spawn_record(e, c->v, false, err, sizeof(err));
         if (r < 0) {
                 creating_done(c, r, err);
                 return;
@@ -900,15 +917,72 @@ static void creating_end(struct env_creating *c, int timeout_ms)
         creating_synced(c, sync_in_place(e, c->v));
 }
 
-/* A create or start given up before PID 1's report (no loop slot for it, a delete or stop,
- * shutdown): its child killed and reaped, everything it made removed (a start's environment
- * stays, stopped). Not on the creating list (any more). */
+/* PID 1's report is in (or its time is up): it runs. A networked one gets its link in this
+ * turn and its firewall and bandwidth in the next (STEP_NET): each is milliseconds of the
+ * kernel's work at a large population. Until then the link passes nothing (network.h). */
+static void creating_end(struct env_creating *c, int timeout_ms)
+{
+        struct engine *e = c->eng;
+        loop_remove(c->src);
+        c->src = NULL;
+        loop_cancel_timer(c->timer);
+        c->timer = NULL;
+        char err[512] = "";
+        if (c->start)
+                c->v->idled_at = 0; /* recorded with the start (creating_done restores it) */
+        int r = env_spawn_running(e, c->v, &c->p, timeout_ms, err, sizeof(err));
+        if (r < 0) {
+                creating_done(c, r, err);
+                return;
+        }
+        if (!e->net || c->v->net.mode == NET_NONE) {
+                creating_record(c);
+                return;
+        }
+        r = env_net_link(e, c->v, err, sizeof(err));
+        if (r >= 0) {
+                c->step = STEP_NET;
+                c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
+                if (c->timer)
+                        return;
+                r = -ENOMEM;
+                snprintf(err, sizeof(err), "out of memory");
+        }
+        env_kill_sync(e, c->v);
+        creating_done(c, r, err);
+}
+
+/* STEP_NET given up (a delete or stop overtook it, shutdown): PID 1, not announced yet, is
+ * killed and reaped as a setup's child is, and its network removed. */
+static void creating_kill_running(struct env_creating *c)
+{
+        struct engine *e = c->eng;
+        struct env *v = c->v;
+        log_info("%s: PID 1 killed before its firewall was in", v->row.name);
+        sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
+        while (waitpid((pid_t)v->row.pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        close(v->pidfd);
+        env_set_pidfd(e, v, -EBADF);
+        network_env_gone(e->net, v->row.name, v->addr);
+        v->row.pid = 0;
+        v->row.pid_start = 0;
+        snprintf(v->row.status, sizeof(v->row.status), "stopped");
+        if (c->start)
+                v->idled_at = c->idled_at; /* zeroed in memory only: its record is as before */
+}
+
+/* A create or start given up before its start is recorded (no loop slot for it, a delete or
+ * stop, shutdown): its child killed and reaped, everything it made removed (a start's
+ * environment stays, stopped). Not on the creating list (any more). */
 static void creating_cancel(struct env_creating *c)
 {
         loop_remove(c->src);
         loop_cancel_timer(c->timer);
         spawner_cancel(c->spawn_req); /* its child, if made, killed and reaped */
         env_spawn_abandon(&c->p);
+        if (c->step == STEP_NET)
+                creating_kill_running(c);
         exec_slot_discard(c->v);
         cgroup_env_destroy(c->eng->cfg.cgroups, c->v->cgname, NULL);
         if (!c->start) /* a start's environment stays as it was (idled_at is changed later) */
@@ -954,8 +1028,6 @@ static void creating_fail(struct env_creating *c, const char *name, bool removed
                 log_warn("%s %s failed: %s", start ? "start" : "create", name, err);
         joiners_answer(e, joiners, NULL, r, err);
 }
-
-static void on_creating_step(struct loop_timer *t, void *data);
 
 /* The host side of the environment's link from its previous run (a restart, or a create under
  * a name just deleted) is still there while the kernel tears the old network namespace down
@@ -1015,6 +1087,15 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
                 }
                 c->step = STEP_SETUP; /* on_creating_report or on_creating_timeout goes on */
                 return 0;
+        case STEP_NET:
+                r = env_net_policy(e, c->v, err, errlen);
+                if (r < 0) { /* as a failure of env_net_up in one go */
+                        env_kill_sync(e, c->v);
+                        creating_done(c, r, err);
+                } else {
+                        creating_record(c);
+                }
+                return 0; /* c may be gone */
         case STEP_CLONING:
         case STEP_SETUP:
         case STEP_SYNC:
@@ -1215,9 +1296,9 @@ int engine_start_join(struct engine *e, struct env *v, engine_created_fn done, v
         return 0;
 }
 
-/* A start that a delete or a stop overtakes: given up before PID 1's report (v stays stopped),
- * or, once PID 1 runs and only the disk was awaited, watched from now on so that the delete or
- * stop ends it the usual way. Its caller hears why (`why`: "deleted", "stopped"). */
+/* A start that a delete or a stop overtakes: given up before its start is recorded (v stays
+ * stopped; a PID 1 already running is killed), or, once only the disk was awaited, watched from
+ * now on so that the delete or stop ends it the usual way. Its caller hears why (`why`: "deleted", "stopped"). */
 static void start_overtaken(struct engine *e, struct env *v, const char *why)
 {
         struct env_creating *c = v->starting;

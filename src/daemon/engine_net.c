@@ -209,9 +209,7 @@ bool env_has_ports(struct engine *e, const struct env *v)
         return env_ports(e, v, &rows, &n) >= 0 && n > 0;
 }
 
-/* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
-int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
-               size_t errlen)
+int env_net_link(struct engine *e, struct env *v, char *err, size_t errlen)
 {
         if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
                 return 0;
@@ -220,17 +218,21 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
                 snprintf(err, errlen, "no free address in the environments' subnet");
                 return r;
         }
-        struct in_addr links[NETPOLICY_MAX_LINKS * 2];
-        size_t nl = link_addrs(e, v, links, ELEMENTSOF(links));
-        if (adopt && network_link_present(e->net, v->row.name))
-                return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl,
-                                          flush_learned, err, errlen);
         _cleanup_close_ int ns = env_netns_fd(v);
         if (ns < 0) {
                 snprintf(err, errlen, "network namespace: %s", strerror(-ns));
                 return ns;
         }
-        r = network_env_up(e->net, v->row.name, ns, v->addr, &v->net, links, nl, err, errlen);
+        return network_env_link(e->net, v->row.name, ns, v->addr, &v->net, err, errlen);
+}
+
+int env_net_policy(struct engine *e, struct env *v, char *err, size_t errlen)
+{
+        if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
+                return 0;
+        struct in_addr links[NETPOLICY_MAX_LINKS * 2];
+        size_t nl = link_addrs(e, v, links, ELEMENTSOF(links));
+        int r = network_env_policy(e->net, v->row.name, v->addr, &v->net, links, nl, err, errlen);
         if (r < 0)
                 return r;
         /* Published ports leave the firewall with the environment's chain at stop. */
@@ -241,6 +243,27 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
                         network_port_add(e->net, v->row.name, ports[i].proto, ports[i].host_port,
                                          v->addr, ports[i].port);
         return 0;
+}
+
+/* adopt: keep a veth that survived a daemon restart instead of cutting connections. */
+int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, char *err,
+               size_t errlen)
+{
+        if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
+                return 0;
+        if (adopt && network_link_present(e->net, v->row.name)) {
+                int r = ensure_addr(e, v);
+                if (r < 0) {
+                        snprintf(err, errlen, "no free address in the environments' subnet");
+                        return r;
+                }
+                struct in_addr links[NETPOLICY_MAX_LINKS * 2];
+                size_t nl = link_addrs(e, v, links, ELEMENTSOF(links));
+                return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl,
+                                          flush_learned, err, errlen);
+        }
+        int r = env_net_link(e, v, err, errlen);
+        return r < 0 ? r : env_net_policy(e, v, err, errlen);
 }
 
 /* Environments linked with v apply their firewall again (their peer's address changed). */

@@ -224,9 +224,8 @@ static int apply_policy(struct network *n, const char *env, struct in_addr addr,
         return r;
 }
 
-int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
-                   const struct netpolicy *p, const struct in_addr *links, size_t n_links,
-                   char *err, size_t errlen)
+int network_env_link(struct network *n, const char *env, int netns_fd, struct in_addr addr,
+                     const struct netpolicy *p, char *err, size_t errlen)
 {
         if (p->mode == NET_NONE)
                 return 0;
@@ -242,14 +241,29 @@ int network_env_up(struct network *n, const char *env, int netns_fd, struct in_a
                                  .host_conf6_fd = n->conf6_fd > 0 ? n->conf6_fd : 0};
         vc.ipv6 = network_addr6(n, addr, &vc.addr6);
         int r = netlink_veth_create(&vc);
-        if (r < 0) {
+        if (r < 0)
                 snprintf(err, errlen, "network link: %s", strerror(-r));
-                return r;
-        }
-        r = apply_policy(n, env, addr, p, links, n_links, true, err, errlen);
+        return r;
+}
+
+int network_env_policy(struct network *n, const char *env, struct in_addr addr,
+                       const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                       char *err, size_t errlen)
+{
+        if (p->mode == NET_NONE)
+                return 0;
+        int r = apply_policy(n, env, addr, p, links, n_links, true, err, errlen);
         if (r < 0)
                 network_env_down(n, env);
         return r;
+}
+
+int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
+                   const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                   char *err, size_t errlen)
+{
+        int r = network_env_link(n, env, netns_fd, addr, p, err, errlen);
+        return r < 0 ? r : network_env_policy(n, env, addr, p, links, n_links, err, errlen);
 }
 
 int network_env_update(struct network *n, const char *env, struct in_addr addr,

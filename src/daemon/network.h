@@ -40,10 +40,20 @@ bool network_addr6(const struct network *n, struct in_addr a, struct in6_addr *r
 /* Host-side interface name of an environment ("pdk" + 8 hex digits). */
 void network_ifname(const struct network *n, const char *env, char out[16]);
 
-/* Bring an environment's network up (veth into its netns, firewall chain, bandwidth). */
+/* Bring an environment's network up (veth into its netns, firewall chain, bandwidth):
+ * network_env_link then network_env_policy. */
 int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
                    const struct netpolicy *p, const struct in_addr *links, size_t n_links,
                    char *err, size_t errlen);
+/* Its two halves, for a caller that runs them in turns of their own. The link (the veth, its
+ * end in the environment addressed and routed) passes nothing until the policy (firewall and
+ * bandwidth) is in: a "pdk*" link without a firewall entry is dropped both ways (nft.c). A
+ * failed policy takes the link down too. */
+int network_env_link(struct network *n, const char *env, int netns_fd, struct in_addr addr,
+                     const struct netpolicy *p, char *err, size_t errlen);
+int network_env_policy(struct network *n, const char *env, struct in_addr addr,
+                       const struct netpolicy *p, const struct in_addr *links, size_t n_links,
+                       char *err, size_t errlen);
 /* Change the policy of an environment whose network is up (firewall + bandwidth).
  * flush_learned: the allow list changed, so addresses learned through DNS are forgotten. */
 int network_env_update(struct network *n, const char *env, struct in_addr addr,

@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -1174,3 +1175,60 @@ def test_ports_of_a_stopped_env_do_not_outlive_it(ndaemon, internet):
     assert d.sh("next", wget("http://%s:8000/" % old_ip)) == "hello from next\n"
     rc, out = from_internet(internet, "http://%s:8091/" % UPLINK)
     assert rc != 0 and "hello" not in out, out
+
+
+def test_a_delete_between_a_starts_link_and_its_firewall_leaves_nothing(ndaemon):
+    """A networked start gets its link in the turn of PID 1's report and its firewall in the
+    next (neither holds the loop for both). A delete that the daemon reads in between kills PID
+    1 and leaves nothing: no process, cgroup, chain, set, route or link. The daemon is held
+    (SIGSTOP) while PID 1 finishes its setup and the delete is sent, so that both reach it in
+    one turn: the report first (the link), then the delete, before the firewall's turn."""
+    from test_create_async import held_lxcfs, setting_up
+    from test_start_async import call_in_thread, pid1_running
+    d = ndaemon
+    create(d, "mid", network={"mode": "allow", "allow": ["allowed.test:80"]})
+    r = d.api("POST", "/v1/envs/mid/stop?timeout=0")
+    assert r.status == 200 and r.json["state"] == "stopped", r
+    lxcfs = held_lxcfs(d)
+    os.kill(lxcfs, signal.SIGSTOP)  # PID 1's setup waits in its one lxcfs access
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(30)
+    daemon_held = False
+    try:
+        t, box = call_in_thread(d, "POST", "/v1/envs/mid/start")
+        wait_for(lambda: setting_up(d, "mid"), 10, 0.02, "the start's setup child")
+        conn.connect(d.sock)
+        time.sleep(0.3)  # accepted: its request is read in the turn its bytes arrive
+        os.kill(d.pid, signal.SIGSTOP)
+        daemon_held = True
+        os.kill(lxcfs, signal.SIGCONT)
+        wait_for(lambda: pid1_running(d, "mid"), 10, 0.02, "PID 1 to run")
+        conn.sendall(b"DELETE /v1/envs/mid?force=1 HTTP/1.1\r\nHost: x\r\n"
+                     b"Connection: close\r\n\r\n")
+        time.sleep(0.3)
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+        if daemon_held:
+            os.kill(d.pid, signal.SIGCONT)
+    answer = b""
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+    conn.close()
+    t.join(60)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert box["r"].status == 409 and "was deleted while it started" in \
+        box["r"].json["error"]["message"], box
+    assert "mid: PID 1 killed before its firewall was in" in d.log(), d.log()[-3000:]
+    assert "mid" not in d.envs()
+    assert not pid1_running(d, "mid")
+    assert d.cgroup_dirs("mid") == []
+    assert env_chains(d) == [] and not [x for x in nft_sets(d) if x.endswith("_mid")]
+    assert "fd77" not in routes6(d), routes6(d)
+    wait_for(lambda: pdk_links(d) == [], 10, what="the veth to go with its namespace")
+    create(d, "mid")  # the name and its address work again
+    assert d.sh("mid", "echo ok") == "ok\n"
+
+
