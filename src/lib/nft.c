@@ -29,9 +29,11 @@
  *   chain postrouting     nat, srcnat: masquerade the subnet (and v6 subnet: NAT66) out of every
  *                         non-environment link; masquerade 127.0.0.0/8 into a "pdk*" link (the
  *                         environment sees the gateway address, never a loopback one).
- *   chain input           filter, 0, policy accept (a shared host): from "pdk*" only DNS to the
- *                         resolver, IPv6 neighbour discovery and replies to the host's own
- *                         connections; MLD/router solicitations dropped uncounted; rest dropped.
+ *   chain input           filter, 0, policy accept (a shared host): from "pdk*" IPv4 whose source
+ *                         does not route back out of that link (spoofed) dropped first; then
+ *                         only DNS to the resolver, IPv6 neighbour discovery and replies to the
+ *                         host's own connections; MLD/router solicitations dropped uncounted;
+ *                         rest dropped.
  *   chain forward         filter, 0, policy accept: from "pdk*" -> vmap @envs (a veth without an
  *                         entry is dropped); to "pdk*" only established/related or DNATed (and
  *                         no IPv6 at all without a v6 subnet).
@@ -563,6 +565,16 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
                    t, subnet6);
 
 #define RULE_IN "add rule inet %s input iifname \"" VETH_PREFIX "*\" "
+        /* A source that does not route back out of the link it came in on (the route to each
+         * environment's address names its link) is spoofed. An environment cannot write its
+         * source (no CAP_NET_RAW or CAP_NET_ADMIN in its network namespace), but the resolver
+         * tells environments apart by source address and must not rely on that alone: such a
+         * query would be answered as another environment's (opening its allow sets, taking its
+         * share of queries in flight) or its answer sent to any address on the internet.
+         * Counted as the sender's denied traffic (a link without a counter: the next rule). */
+        sb(b, RULE_IN "meta nfproto ipv4 fib saddr . iif oif missing "
+                      "counter name iifname map @envctr drop\n", t);
+        sb(b, RULE_IN "meta nfproto ipv4 fib saddr . iif oif missing counter drop\n", t);
         sb(b, RULE_IN "ip daddr %s udp dport 53 accept\n", t, resolver);
         sb(b, RULE_IN "ip daddr %s tcp dport 53 accept\n", t, resolver);
         sb(b, RULE_IN "ct state established,related accept\n", t);

@@ -1232,3 +1232,55 @@ def test_a_delete_between_a_starts_link_and_its_firewall_leaves_nothing(ndaemon)
     assert d.sh("mid", "echo ok") == "ok\n"
 
 
+
+
+# One DNS query (type A for argv[3]) from argv[1]:40000 to argv[2]:53, written by hand as an
+# IPv4/UDP packet on a raw socket, so that any source address can go in.
+SPOOF_DNS = r"""
+import socket, struct, sys
+src, dst, name = sys.argv[1:4]
+q = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0\0\1\0\1"
+udp = struct.pack("!HHHH", 40000, 53, 8 + len(q), 0) + q  # checksum 0: none (IPv4)
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, socket.IPPROTO_UDP, 0,
+                 socket.inet_aton(src), socket.inet_aton(dst))  # the kernel fills the checksum
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+s.sendto(ip + udp, (dst, 0))
+"""
+
+
+def test_a_dns_query_from_another_environments_address_is_dropped(ndaemon):
+    """The resolver tells environments apart by source address. An environment cannot write
+    its packets' source (its network namespace belongs to the host's user namespace: its root
+    has neither CAP_NET_RAW nor CAP_NET_ADMIN there), and the host does not rely on that alone:
+    a packet that arrives on one environment's link from another's address (sent here by host
+    root inside the first one's network namespace) is dropped before the resolver, counted as
+    the first one's denied traffic. Answered as the other's, it would open that one's allow set
+    for the names it allows and use up its share of queries in flight; from any other address,
+    its answer would be sent there."""
+    d = ndaemon
+    victim = create(d, "victim", network={"mode": "allow", "allow": ["allowed.test:80"]})
+    create(d, "spoofer", network={"mode": "open"})
+    vip = victim["network"]["ip"]
+
+    def learned():
+        return sh("ip", "netns", "exec", d.netns, "nft", "list", "set", "inet", "paddock",
+                  "allowp4_victim")
+
+    # from inside, it cannot
+    r = probe(d, "spoofer", {"addr": "ip addr add %s/32 dev eth0" % vip})
+    assert r["addr"][0] != 0 and "not permitted" in r["addr"][1], r
+    before = denied(d, "spoofer")
+    netns = "/proc/%d/ns/net" % d.inspect("spoofer")["pid"]
+    for _ in range(3):
+        sh("nsenter", "--net=" + netns, "/usr/bin/python3", "-c", SPOOF_DNS, vip, GATEWAY,
+           "allowed.test")
+    time.sleep(1)  # an answer forwarded upstream would have come back by now
+    assert ALLOWED not in learned(), learned()  # the victim's allow set learned nothing
+    assert denied(d, "spoofer") >= before + 3
+    # queries from the right address are answered as before
+    r = probe(d, "victim", {"own": "nslookup allowed.test"})
+    assert resolved(r["own"], "allowed.test", ALLOWED), r
+    assert ALLOWED in learned(), learned()
+    r = probe(d, "spoofer", {"own": "nslookup allowed.test"})
+    assert resolved(r["own"], "allowed.test", ALLOWED), r
