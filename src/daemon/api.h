@@ -113,7 +113,7 @@ struct request *api_later_take(struct api_later *l);
  * count it again (a long request). */
 bool api_idle_before(struct request *r, struct engine *e, struct env *v, const char *pattern);
 /* Whether the route waits for an environment that is starting (or stopped by the idle timer)
- * rather than being refused: exec, files, archive, not a terminal's upgrade. */
+ * rather than being refused: exec (a terminal's upgrade too), files, archive. */
 bool api_idle_waits(const char *pattern);
 /* When v is starting, or stopped by the idle timer: r is deferred, v started (or its start
  * joined), and r dispatched again (api_handle) once it runs, or answered with the error

@@ -35,15 +35,9 @@ static enum idle_kind route_kind(const char *pattern)
         return has_prefix(pattern, "/v1/envs/{name}/processes") ? IDLE_TOUCH : IDLE_NONE;
 }
 
-/* A terminal's upgrade is answered in the turn that dispatched it: its wake-up waits in place. */
-static bool is_terminal(const char *pattern)
-{
-        return !strcmp(pattern, "/v1/envs/{name}/exec/ws");
-}
-
 bool api_idle_waits(const char *pattern)
 {
-        return route_kind(pattern) == IDLE_WAKE && !is_terminal(pattern);
+        return route_kind(pattern) == IDLE_WAKE;
 }
 
 struct awake {
@@ -104,8 +98,9 @@ bool api_idle_before(struct request *r, struct engine *e, struct env *v, const c
         engine_idle_touch(e, v);
         if (k != IDLE_WAKE)
                 return true;
-        /* Starting, or stopped by the idle timer: answered once it runs. */
-        if (!is_terminal(pattern) && api_wake_later(r, e, v, false))
+        /* Starting, or stopped by the idle timer: answered once it runs; paused, resumed in
+         * place (a thaw takes no setup). */
+        if (api_wake_later(r, e, v, false))
                 return false;
         if (!env_idled(v))
                 return true;

@@ -6,6 +6,7 @@ requests and connect wake it too; a preview URL request or a TCP connection to a
 port wakes a paused one; a pause or stop asked for is never undone, also when asked for while
 the environment was already idle."""
 import json
+import os
 import time
 
 from conftest import wait_for
@@ -303,3 +304,44 @@ def test_inbound_connection_and_preview_wake_an_idle_paused_environment(make_dae
     st, _, body = get(d, host(8000, "comp"), secret=adm)
     assert st == 502 and b"stopped when idle" in body, (st, body)
     assert state(d, "comp")[0] == "stopped"
+
+
+def test_a_terminal_wakes_an_idle_stopped_computer_without_holding_others(daemon):
+    """A terminal (exec/ws) into a computer the idle timer stopped waits for its start like an
+    exec does (deferred, then dispatched again once PID 1 runs): the daemon answers others
+    meanwhile, and the terminal works once the protocol switch comes."""
+    import signal
+    import threading
+    from test_create_async import held_lxcfs, setting_up
+    from wsclient import WS
+    d = daemon
+    d.create("term", "--computer", "--idle-timeout", "2s")
+    wait_for(lambda: state(d, "term")[0] == "stopped", timeout=20, what="idle stop")
+    lxcfs = held_lxcfs(d)
+    os.kill(lxcfs, signal.SIGSTOP)  # its start's setup waits in its one lxcfs access
+    box = {}
+
+    def open_terminal():
+        try:
+            box["ws"] = WS(d.sock, "term", {"cmd": ["sh"]}, timeout=60)
+        except Exception as ex:  # reported below
+            box["error"] = ex
+
+    t = threading.Thread(target=open_terminal)
+    try:
+        t.start()
+        wait_for(lambda: setting_up(d, "term"), 10, 0.02, "the wake-up's setup child")
+        assert d.inspect("term")["state"] == "starting"
+        assert d.api("GET", "/v1/system", timeout=5).status == 200  # others are answered
+        assert t.is_alive() and not box, box  # the terminal waits for its start
+    finally:
+        os.kill(lxcfs, signal.SIGCONT)
+    t.join(60)
+    assert "ws" in box, box
+    ws = box["ws"]
+    ws.send_bytes(b"echo woke=$((6*7))\n")
+    ws.collect(until=lambda o: b"woke=42" in o)
+    ws.send_bytes(b"exit 3\n")
+    out, ctl, code = ws.collect()
+    assert ctl and ctl[-1]["exit_code"] == 3 and code == 1000, (out, ctl, code)
+    assert state(d, "term")[0] == "running"
