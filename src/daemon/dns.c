@@ -476,6 +476,8 @@ static enum query_result handle_query(struct dns_resolver *r, const uint8_t *msg
         enum dns_verdict v =
             r->policy->decide(r->ctx, src, q.name, q.qtype, env, sizeof(env), &port);
         env[sizeof(env) - 1] = '\0';
+        if (v == DNS_IGNORE)
+                return QUERY_DROP;
         if (v == DNS_NXDOMAIN) {
                 rcode = DNS_RCODE_NXDOMAIN;
                 goto reply;

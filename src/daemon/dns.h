@@ -3,6 +3,8 @@
  *
  * For each query the policy decides, by source address and name:
  *   DNS_REFUSE         REFUSED (unknown source: not an environment's address).
+ *   DNS_IGNORE         no answer at all (an environment whose network is still being set up:
+ *                      its client asks again a moment later, when it is answered).
  *   DNS_NXDOMAIN       NXDOMAIN, no records, nothing sent upstream. NXDOMAIN rather than
  *                      REFUSED because that is what programs expect of a name that "does not
  *                      exist": resolvers give up at once instead of trying the next server or
@@ -65,7 +67,7 @@
 #define DNS_LEARN_MAX              128
 #define DNS_ENV_NAME_MAX           NAME_BUF_SIZE /* holds a name with its NUL */
 
-enum dns_verdict { DNS_REFUSE, DNS_NXDOMAIN, DNS_FORWARD, DNS_FORWARD_LEARN };
+enum dns_verdict { DNS_REFUSE, DNS_NXDOMAIN, DNS_FORWARD, DNS_FORWARD_LEARN, DNS_IGNORE };
 
 struct dns_policy {
         /* Decide for a query from src for qname (lower-case, no trailing dot, only

@@ -387,9 +387,13 @@ static void addr_unhash(struct engine *e, struct env *v)
 
 void env_addr_set(struct engine *e, struct env *v)
 {
-        if (!env_listed(e, v) || !v->addr.s_addr)
-                return; /* env_append hashes and marks it */
+        if (!v->addr.s_addr)
+                return;
+        /* Held from now on, listed or not: a create between its link and its listing must not
+         * have its address handed to another (create_roll_back gives it back). */
         addr_mark(e, v->addr, true);
+        if (!env_listed(e, v))
+                return; /* env_append hashes it */
         if (!e->n_buckets)
                 return;
         addr_unhash(e, v);

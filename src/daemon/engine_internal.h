@@ -52,6 +52,9 @@ struct env {
         char cgname[CGROUP_NAME_SIZE];
         int pidfd;
         bool is_child; /* we are its parent and must reap it */
+        /* Its link is up and its firewall not in yet (a start's STEP_NET): its resolver
+         * leaves its queries unanswered meanwhile (it would learn into sets not made yet). */
+        bool net_pending;
         struct loop_source *exit_src;
         bool stopping;
         bool paused;
@@ -212,6 +215,11 @@ void env_mark_stopped(struct engine *e, struct env *v);
 void slot_watch_end(struct env *v);
 /* Remove everything an environment may own on the host; safe to repeat. */
 void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base);
+
+/* Creates in progress (engine_lifecycle.c): the one with address a, or NULL; their
+ * addresses marked held (addr_mark). */
+struct env *creating_by_addr(struct engine *e, struct in_addr a);
+void creating_addrs_mark(struct engine *e);
 
 /* engine_net.c */
 int ensure_addr(struct engine *e, struct env *v);

@@ -581,6 +581,8 @@ static int make_env_dirs(struct engine *e, struct env *v, const char *from_tree,
 static void create_roll_back(struct engine *e, struct env *v)
 {
         exec_slot_discard(v); /* one made alongside PID 1 (exec_slot_early) */
+        if (v->addr.s_addr && !engine_find_addr(e, v->addr))
+                addr_mark(e, v->addr, false); /* held since its link (env_addr_set) */
         env_remove_artifacts(e, v->row.name, v->row.uid_base);
         state_env_delete(e->cfg.state, v->row.name);
         env_free(v);
@@ -898,6 +900,7 @@ static void on_creating_synced(int result, void *data)
 }
 
 static void on_creating_step(struct loop_timer *t, void *data);
+static void creating_unrun(struct env_creating *c);
 
 /* PID 1 runs with its network up: its start recorded without waiting for the disk, which the
  * sync process waits for while the loop serves others; in place without one. */
@@ -919,7 +922,8 @@ static void creating_record(struct env_creating *c)
 
 /* PID 1's report is in (or its time is up): it runs. A networked one gets its link in this
  * turn and its firewall and bandwidth in the next (STEP_NET): each is milliseconds of the
- * kernel's work at a large population. Until then the link passes nothing (network.h). */
+ * kernel's work at a large population. Until then the link reaches nothing but the resolver
+ * (network.h), which leaves its queries unanswered (net_pending). */
 static void creating_end(struct env_creating *c, int timeout_ms)
 {
         struct engine *e = c->eng;
@@ -939,32 +943,48 @@ static void creating_end(struct env_creating *c, int timeout_ms)
                 creating_record(c);
                 return;
         }
+        c->step = STEP_NET;
+        c->v->net_pending = true; /* its resolver waits for its firewall (env_by_addr) */
         r = env_net_link(e, c->v, err, sizeof(err));
         if (r >= 0) {
-                c->step = STEP_NET;
                 c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
                 if (c->timer)
                         return;
                 r = -ENOMEM;
                 snprintf(err, sizeof(err), "out of memory");
         }
-        env_kill_sync(e, c->v);
+        creating_unrun(c);
         creating_done(c, r, err);
 }
 
-/* STEP_NET given up (a delete or stop overtook it, shutdown): PID 1, not announced yet, is
- * killed and reaped as a setup's child is, and its network removed. */
-static void creating_kill_running(struct env_creating *c)
+/* A networked PID 1 between its link and its recorded start (STEP_NET) that does not go on
+ * (its firewall failed, or a delete, stop or shutdown overtook it): killed and reaped, its
+ * network, exec slot and cgroups removed, and the environment as before the start in memory.
+ * Not announced yet: no "stopped" event, nothing written (a create's row goes with its roll
+ * back; a start's record still says stopped). The wait is bounded as env_kill_sync's: PID 1
+ * ends only once everything in its namespace is reaped, and a task stuck in the kernel (a
+ * stalled FUSE read) would hold it. */
+static void creating_unrun(struct env_creating *c)
 {
         struct engine *e = c->eng;
         struct env *v = c->v;
-        log_info("%s: PID 1 killed before its firewall was in", v->row.name);
+        v->net_pending = false;
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
-        while (waitpid((pid_t)v->row.pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
+        if (poll(&p, 1, 5000) <= 0) {
+                log_warn("%s: PID 1 did not die in 5 s: killing its cgroup", v->row.name);
+                cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
+                (void)poll(&p, 1, 1000);
+        }
+        siginfo_t si;
+        if (waitid(P_PIDFD, (id_t)v->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+                log_warn("%s: PID 1 (pid %lld) is not reaped yet", v->row.name,
+                         (long long)v->row.pid);
         close(v->pidfd);
         env_set_pidfd(e, v, -EBADF);
         network_env_gone(e->net, v->row.name, v->addr);
+        exec_slot_discard(v);
+        cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
         v->row.pid = 0;
         v->row.pid_start = 0;
         snprintf(v->row.status, sizeof(v->row.status), "stopped");
@@ -981,8 +1001,10 @@ static void creating_cancel(struct env_creating *c)
         loop_cancel_timer(c->timer);
         spawner_cancel(c->spawn_req); /* its child, if made, killed and reaped */
         env_spawn_abandon(&c->p);
-        if (c->step == STEP_NET)
-                creating_kill_running(c);
+        if (c->step == STEP_NET) {
+                log_info("%s: PID 1 killed before its firewall was in", c->v->row.name);
+                creating_unrun(c);
+        }
         exec_slot_discard(c->v);
         cgroup_env_destroy(c->eng->cfg.cgroups, c->v->cgname, NULL);
         if (!c->start) /* a start's environment stays as it was (idled_at is changed later) */
@@ -1089,8 +1111,9 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
                 return 0;
         case STEP_NET:
                 r = env_net_policy(e, c->v, err, errlen);
-                if (r < 0) { /* as a failure of env_net_up in one go */
-                        env_kill_sync(e, c->v);
+                c->v->net_pending = false;
+                if (r < 0) {
+                        creating_unrun(c);
                         creating_done(c, r, err);
                 } else {
                         creating_record(c);
@@ -1211,6 +1234,21 @@ struct env *engine_creating_find(struct engine *e, const char *name)
                 if (!strcmp(c->v->row.name, name))
                         return c->v;
         return NULL;
+}
+
+struct env *creating_by_addr(struct engine *e, struct in_addr a)
+{
+        for (struct env_creating *c = e->creating; c; c = c->next)
+                if (c->v->addr.s_addr == a.s_addr)
+                        return c->v;
+        return NULL;
+}
+
+void creating_addrs_mark(struct engine *e)
+{
+        for (struct env_creating *c = e->creating; c; c = c->next)
+                if (c->v->addr.s_addr)
+                        addr_mark(e, c->v->addr, true);
 }
 
 struct env *engine_next_creating(struct engine *e, struct env *prev)

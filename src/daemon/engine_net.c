@@ -69,6 +69,8 @@ static int addr_read(struct engine *e)
         for (struct env *v = e->envs; v && e->addr_first; v = v->next)
                 if (v->addr.s_addr)
                         addr_mark(e, v->addr, true);
+        if (e->addr_first)
+                creating_addrs_mark(e); /* held from their link on (env_addr_set) */
         return e->addr_first ? 0 : -ENOMEM;
 }
 
@@ -286,11 +288,14 @@ void reapply_linked(struct engine *e, struct env *v)
         }
 }
 
-static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *name, size_t len)
+static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *name, size_t len,
+                                           bool *pending)
 {
         struct engine *e = ctx;
         struct env *v = engine_find_addr(e, a);
-        if (!v || v->pidfd < 0)
+        /* a create in progress is not listed until its start is on disk */
+        *pending = v ? v->net_pending : creating_by_addr(e, a) != NULL;
+        if (!v || v->pidfd < 0 || *pending)
                 return NULL;
         snprintf(name, len, "%s", v->row.name);
         return &v->net;

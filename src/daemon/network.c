@@ -84,7 +84,10 @@ static enum dns_verdict dns_decide(void *ctx, struct in_addr src, const char *qn
                                    uint16_t qtype, char *env, size_t env_len, uint16_t *port)
 {
         struct network *n = ctx;
-        const struct netpolicy *p = n->envs.by_addr(n->envs.ctx, src, env, env_len);
+        bool pending = false;
+        const struct netpolicy *p = n->envs.by_addr(n->envs.ctx, src, env, env_len, &pending);
+        if (pending)
+                return DNS_IGNORE;
         if (!p || p->mode == NET_NONE)
                 return DNS_REFUSE;
         if (p->mode == NET_OPEN)

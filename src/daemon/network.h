@@ -25,8 +25,11 @@ struct network_config {
 
 /* What the network layer needs to know about environments (implemented by the engine). */
 struct network_envs {
-        /* The running environment with this address, or NULL; fills its policy. */
-        const struct netpolicy *(*by_addr)(void *ctx, struct in_addr a, char *name, size_t len);
+        /* The running environment with this address, or NULL; fills its policy. NULL with
+         * *pending set: an environment whose network is being set up has it (its queries are
+         * left unanswered: the client asks again). */
+        const struct netpolicy *(*by_addr)(void *ctx, struct in_addr a, char *name, size_t len,
+                                           bool *pending);
         void *ctx;
 };
 
@@ -45,10 +48,11 @@ void network_ifname(const struct network *n, const char *env, char out[16]);
 int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
                    const struct netpolicy *p, const struct in_addr *links, size_t n_links,
                    char *err, size_t errlen);
-/* Its two halves, for a caller that runs them in turns of their own. The link (the veth, its
- * end in the environment addressed and routed) passes nothing until the policy (firewall and
- * bandwidth) is in: a "pdk*" link without a firewall entry is dropped both ways (nft.c). A
- * failed policy takes the link down too. */
+/* Its two halves, for a caller that runs them in turns of their own. Until the policy
+ * (firewall and bandwidth) is in, the link (the veth, its end in the environment addressed and
+ * routed) reaches nothing but the resolver: the forward chain drops a "pdk*" link without an
+ * entry, and only replies and DNATed traffic go to one (nft.c). A failed policy takes the
+ * link down too. */
 int network_env_link(struct network *n, const char *env, int netns_fd, struct in_addr addr,
                      const struct netpolicy *p, char *err, size_t errlen);
 int network_env_policy(struct network *n, const char *env, struct in_addr addr,

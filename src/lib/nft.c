@@ -30,7 +30,8 @@
  *                         non-environment link; masquerade 127.0.0.0/8 into a "pdk*" link (the
  *                         environment sees the gateway address, never a loopback one).
  *   chain input           filter, 0, policy accept (a shared host): from "pdk*" IPv4 whose source
- *                         does not route back out of that link (spoofed) dropped first; then
+ *                         does not route back out of that link (spoofed) dropped first (chain
+ *                         spoofed: counted as the link's environment's denied traffic); then
  *                         only DNS to the resolver, IPv6 neighbour discovery and replies to the
  *                         host's own connections; MLD/router solicitations dropped uncounted;
  *                         rest dropped.
@@ -534,6 +535,12 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
                 sb(b, "add chain inet %s %s { %s }\n", t, chains[i].name, chains[i].spec);
                 sb(b, "flush chain inet %s %s\n", t, chains[i].name);
         }
+        /* Spoofed traffic to the host (input, below): counted as its link's environment's
+         * denied traffic; a link without a counter (not set up yet) falls to the plain drop. */
+        sb(b, "add chain inet %s spoofed\n", t);
+        sb(b, "flush chain inet %s spoofed\n", t);
+        sb(b, "add rule inet %s spoofed counter name iifname map @envctr drop\n", t);
+        sb(b, "add rule inet %s spoofed counter drop\n", t);
 
         /* Published ports: only for this host's own addresses, or a connection from an
          * environment (or anything routed through the host) to some remote host:PORT would be
@@ -571,10 +578,8 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
          * tells environments apart by source address and must not rely on that alone: such a
          * query would be answered as another environment's (opening its allow sets, taking its
          * share of queries in flight) or its answer sent to any address on the internet.
-         * Counted as the sender's denied traffic (a link without a counter: the next rule). */
-        sb(b, RULE_IN "meta nfproto ipv4 fib saddr . iif oif missing "
-                      "counter name iifname map @envctr drop\n", t);
-        sb(b, RULE_IN "meta nfproto ipv4 fib saddr . iif oif missing counter drop\n", t);
+         * One lookup per packet: the counting is in chain "spoofed". */
+        sb(b, RULE_IN "meta nfproto ipv4 fib saddr . iif oif missing jump spoofed\n", t);
         sb(b, RULE_IN "ip daddr %s udp dport 53 accept\n", t, resolver);
         sb(b, RULE_IN "ip daddr %s tcp dport 53 accept\n", t, resolver);
         sb(b, RULE_IN "ct state established,related accept\n", t);

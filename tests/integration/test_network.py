@@ -1284,3 +1284,30 @@ def test_a_dns_query_from_another_environments_address_is_dropped(ndaemon):
     assert ALLOWED in learned(), learned()
     r = probe(d, "spoofer", {"own": "nslookup allowed.test"})
     assert resolved(r["own"], "allowed.test", ALLOWED), r
+
+
+def test_networked_creates_in_parallel_get_distinct_addresses(ndaemon):
+    """An address is held from the moment its environment's link is made, not only once the
+    create is listed (after its record is on disk): creates in flight together never get the
+    same one (the second link's route would be refused, and that create fail)."""
+    import threading
+    d = ndaemon
+    names = ["par%d" % i for i in range(12)]
+    box = {}
+
+    def make(name):
+        box[name] = d.api("POST", "/v1/envs", {"name": name, "kind": "computer",
+                                               "network": {"mode": "open"}}, timeout=90)
+
+    threads = [threading.Thread(target=make, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    failed = {n: r for n, r in box.items() if r.status != 201}
+    assert not failed and len(box) == len(names), failed
+    ips = [box[n].json["network"]["ip"] for n in names]
+    assert len(set(ips)) == len(ips), ips
+    for n in (names[0], names[-1]):  # each is itself to the resolver
+        r = probe(d, n, {"lookup": "nslookup allowed.test"})
+        assert resolved(r["lookup"], "allowed.test", ALLOWED), (n, r)

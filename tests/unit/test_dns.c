@@ -7,7 +7,8 @@
  *   nothing on 127.0.0.3:53      (ICMP port unreachable)
  *   resolver 127.0.0.1:5353      policy: from 127.0.0.1 "*.example.com" learned (env "envA"),
  *                                anything else NXDOMAIN; from 127.0.0.6 everything forwarded
- *                                ("open"); any other source REFUSED.
+ *                                ("open"); from 127.0.0.7 no answer (an environment whose
+ *                                network is being set up); any other source REFUSED.
  *
  * The unit-test build links only libpaddock.a, and the resolver lives in the daemon (it is
  * event-loop glue around lib/dnsmsg.c), so its sources are compiled into this file. Make does
@@ -143,6 +144,8 @@ static enum dns_verdict decide(void *ctx, struct in_addr src, const char *qname,
         decided++;
         if (src.s_addr == htonl(0x7f000006))
                 return DNS_FORWARD;
+        if (src.s_addr == htonl(0x7f000007))
+                return DNS_IGNORE;
         if (src.s_addr != htonl(INADDR_LOOPBACK))
                 return DNS_REFUSE;
         if (!dns_name_match("*.example.com", qname))
@@ -391,6 +394,14 @@ static void test_dns_sources(struct dns_resolver *r)
         CHECK_EQ_INT(ans_id(&a), 0x4445);
         CHECK_EQ_INT(good.queries, before + 1);
         CHECK_EQ_INT(learned.n, 0);
+
+        /* Its network still being set up: no answer at all (the client asks again), and
+         * nothing asked upstream. */
+        uint8_t q[512];
+        size_t len = make_query(q, 0x4446, "api.example.com", DNS_TYPE_A, false);
+        ask_raw("127.0.0.7", RESOLVER_PORT, q, len, 300, &a);
+        CHECK_EQ_INT((int)a.n, -1);
+        CHECK_EQ_INT(good.queries, before + 1);
 }
 
 static void test_dns_malformed(struct dns_resolver *r)
