@@ -3,8 +3,9 @@
  *
  * For each query the policy decides, by source address and name:
  *   DNS_REFUSE         REFUSED (unknown source: not an environment's address).
- *   DNS_IGNORE         no answer at all (an environment whose network is still being set up:
- *                      its client asks again a moment later, when it is answered).
+ *   DNS_IGNORE         no answer at all (an environment whose firewall is not in yet, for a
+ *                      turn of the loop): over UDP its client asks again after its timeout
+ *                      (glibc's: 5 s); a TCP connection is closed.
  *   DNS_NXDOMAIN       NXDOMAIN, no records, nothing sent upstream. NXDOMAIN rather than
  *                      REFUSED because that is what programs expect of a name that "does not
  *                      exist": resolvers give up at once instead of trying the next server or

@@ -52,8 +52,9 @@ struct env {
         char cgname[CGROUP_NAME_SIZE];
         int pidfd;
         bool is_child; /* we are its parent and must reap it */
-        /* Its link is up and its firewall not in yet (a start's STEP_NET): its resolver
-         * leaves its queries unanswered meanwhile (it would learn into sets not made yet). */
+        /* Its link is up and its firewall not in yet (a create's or start's STEP_NET): the
+         * resolver leaves its queries unanswered meanwhile (it would learn into sets not made
+         * yet). */
         bool net_pending;
         struct loop_source *exit_src;
         bool stopping;

@@ -240,9 +240,9 @@ static int env_spawn_running(struct engine *e, struct env *v, struct spawn_pendi
 }
 
 /* Its network is up: linked peers accept its address, and its start is recorded.
- * `synced`: its record is on disk and its exit watched on return; else the record is only
- * written, and the caller watches it once a sync made the record durable (creating_synced).
- * On failure PID 1 is killed. */
+ * `synced`: its record is on disk and its exit watched on return (on failure PID 1 is killed);
+ * else the record is only written, and the caller watches it once a sync made the record
+ * durable (creating_synced), or ends it on failure (creating_unrun). */
 static int env_spawn_record(struct engine *e, struct env *v, bool synced, char *err,
                             size_t errlen)
 {
@@ -251,10 +251,8 @@ static int env_spawn_record(struct engine *e, struct env *v, bool synced, char *
         int r;
         if (!synced) {
                 r = env_save_unsynced(e, v);
-                if (r < 0) {
+                if (r < 0)
                         snprintf(err, errlen, "record start: %s", strerror(-r));
-                        env_kill_sync(e, v);
-                }
                 return r;
         }
         r = env_watch(e, v);
@@ -875,6 +873,8 @@ static void creating_done(struct env_creating *c, int r, const char *err)
         free(c);
 }
 
+static void creating_unrun(struct env_creating *c);
+
 /* Its record of the start is on disk (or the disk failed: said, and the create goes on; it
  * runs, and a host crash before the next synced write may lose it): its exit watched. */
 static void creating_synced(struct env_creating *c, int result)
@@ -887,7 +887,10 @@ static void creating_synced(struct env_creating *c, int result)
         int r = env_watch(e, c->v);
         if (r < 0) {
                 snprintf(err, sizeof(err), "record start: %s", strerror(-r));
-                env_kill_sync(e, c->v);
+                if (c->start)
+                        env_kill_sync(e, c->v); /* its start is on disk: its stop is written */
+                else
+                        creating_unrun(c); /* never announced: its row goes with the roll back */
         }
         creating_done(c, r, err);
 }
@@ -900,7 +903,6 @@ static void on_creating_synced(int result, void *data)
 }
 
 static void on_creating_step(struct loop_timer *t, void *data);
-static void creating_unrun(struct env_creating *c);
 
 /* PID 1 runs with its network up: its start recorded without waiting for the disk, which the
  * sync process waits for while the loop serves others; in place without one. */
@@ -910,6 +912,7 @@ static void creating_record(struct env_creating *c)
         char err[512] = "";
         int r = env_spawn_record(e, c->v, false, err, sizeof(err));
         if (r < 0) {
+                creating_unrun(c);
                 creating_done(c, r, err);
                 return;
         }
@@ -957,13 +960,24 @@ static void creating_end(struct env_creating *c, int timeout_ms)
         creating_done(c, r, err);
 }
 
-/* A networked PID 1 between its link and its recorded start (STEP_NET) that does not go on
- * (its firewall failed, or a delete, stop or shutdown overtook it): killed and reaped, its
- * network, exec slot and cgroups removed, and the environment as before the start in memory.
- * Not announced yet: no "stopped" event, nothing written (a create's row goes with its roll
- * back; a start's record still says stopped). The wait is bounded as env_kill_sync's: PID 1
- * ends only once everything in its namespace is reaped, and a task stuck in the kernel (a
- * stalled FUSE read) would hold it. */
+/* A PID 1 that ran but whose start is not announced: reaped whenever it ends. */
+static void on_pid1_corpse(struct loop_source *s, int fd, uint32_t events, void *data)
+{
+        (void)events;
+        (void)data;
+        siginfo_t si;
+        waitid(P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG);
+        loop_remove(s);
+        close(fd);
+}
+
+/* A PID 1 that runs but whose start is not recorded yet (its firewall or its record failed, or
+ * a delete, stop or shutdown overtook it between its link and its firewall, STEP_NET): killed
+ * and reaped, its network, exec slot and cgroups removed, and the environment as before the
+ * start in memory. Not announced yet: no "stopped" event, nothing written (a create's row goes
+ * with its roll back; a start's record still says stopped). The wait is bounded as
+ * env_kill_sync's: PID 1 ends only once everything in its namespace is reaped, and a task stuck
+ * in the kernel (a stalled FUSE read) would hold it; then the loop reaps it when it ends. */
 static void creating_unrun(struct env_creating *c)
 {
         struct engine *e = c->eng;
@@ -976,13 +990,18 @@ static void creating_unrun(struct env_creating *c)
                 cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
                 (void)poll(&p, 1, 1000);
         }
-        siginfo_t si;
-        if (waitid(P_PIDFD, (id_t)v->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
-                log_warn("%s: PID 1 (pid %lld) is not reaped yet", v->row.name,
-                         (long long)v->row.pid);
-        close(v->pidfd);
-        env_set_pidfd(e, v, -EBADF);
-        network_env_gone(e->net, v->row.name, v->addr);
+        siginfo_t si = {0};
+        if ((waitid(P_PIDFD, (id_t)v->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0) &&
+            loop_add_fd(e->cfg.loop, v->pidfd, EPOLLIN, on_pid1_corpse, NULL, NULL) >= 0) {
+                log_warn("%s: PID 1 (pid %lld) has not ended yet: reaped when it does",
+                         v->row.name, (long long)v->row.pid);
+                env_set_pidfd(e, v, -EBADF); /* the corpse's now */
+        } else {
+                close(v->pidfd);
+                env_set_pidfd(e, v, -EBADF);
+        }
+        if (e->net && v->net.mode != NET_NONE)
+                network_env_gone(e->net, v->row.name, v->addr);
         exec_slot_discard(v);
         cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
         v->row.pid = 0;
@@ -1238,6 +1257,8 @@ struct env *engine_creating_find(struct engine *e, const char *name)
 
 struct env *creating_by_addr(struct engine *e, struct in_addr a)
 {
+        if (!a.s_addr)
+                return NULL; /* creates without one yet */
         for (struct env_creating *c = e->creating; c; c = c->next)
                 if (c->v->addr.s_addr == a.s_addr)
                         return c->v;

@@ -293,8 +293,9 @@ static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *na
 {
         struct engine *e = ctx;
         struct env *v = engine_find_addr(e, a);
-        /* a create in progress is not listed until its start is on disk */
-        *pending = v ? v->net_pending : creating_by_addr(e, a) != NULL;
+        if (!v) /* a create in progress: not listed until its start is on disk */
+                v = creating_by_addr(e, a);
+        *pending = v && v->net_pending;
         if (!v || v->pidfd < 0 || *pending)
                 return NULL;
         snprintf(name, len, "%s", v->row.name);

@@ -513,6 +513,7 @@ NETNS_TEST(test_nft_open__idempotent_and_confined)
         CHECK_EQ_INT(elems("map", "envs"), 1);
         CHECK_EQ_INT(elems("map", "pub_tcp"), 1);
         CHECK_EQ_INT(rules_in_chain("input"), 6);
+        CHECK_EQ_INT(rules_in_chain("spoofed"), 2);
         CHECK_EQ_INT(rules_in_chain("forward"), 6);
         CHECK_EQ_INT(rules_in_chain("prerouting"), 2);
         /* Re-applying the same environment is fine too. */
