@@ -1210,12 +1210,7 @@ def test_a_delete_between_a_starts_link_and_its_firewall_leaves_nothing(ndaemon)
         os.kill(lxcfs, signal.SIGCONT)
         if daemon_held:
             os.kill(d.pid, signal.SIGCONT)
-    answer = b""
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        answer += chunk
+    answer = b"".join(iter(lambda: conn.recv(65536), b""))  # until the daemon closes
     conn.close()
     t.join(60)
     assert answer.startswith(b"HTTP/1.1 200"), answer
