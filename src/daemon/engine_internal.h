@@ -56,6 +56,9 @@ struct env {
          * resolver leaves its queries unanswered meanwhile (it would learn into sets not made
          * yet). */
         bool net_pending;
+        /* This run's PID 1 was started networked: its setup made its namespace's IPv6
+         * settings (lib/spawn.h, enum spawn_net), which its link then needs not write. */
+        bool net_set_at_start;
         struct loop_source *exit_src;
         bool stopping;
         bool paused;

@@ -195,7 +195,11 @@ static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending
                 .cgroup_name = v->cgname,
                 .init_fd = e->cfg.init_fd,
                 .init_envp = envp,
+                .net = !e->net || v->net.mode == NET_NONE ? SPAWN_NET_NONE
+                       : network_has_ipv6(e->net)         ? SPAWN_NET_V6
+                                                          : SPAWN_NET_V4,
         };
+        v->net_set_at_start = sc.net != SPAWN_NET_NONE;
         char tree[4200];
         if ((v->kind == KIND_COMPUTER || e->cfg.storage->info.shifted) &&
             (r = e->cfg.storage->ops->root(e->cfg.storage, dir, &sc.rootfs, tree, sizeof(tree))) < 0) {

@@ -225,7 +225,8 @@ int env_net_link(struct engine *e, struct env *v, char *err, size_t errlen)
                 snprintf(err, errlen, "network namespace: %s", strerror(-ns));
                 return ns;
         }
-        return network_env_link(e->net, v->row.name, ns, v->addr, &v->net, err, errlen);
+        return network_env_link(e->net, v->row.name, ns, v->addr, &v->net, v->net_set_at_start,
+                                err, errlen);
 }
 
 int env_net_policy(struct engine *e, struct env *v, char *err, size_t errlen)

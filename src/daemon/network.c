@@ -227,8 +227,13 @@ static int apply_policy(struct network *n, const char *env, struct in_addr addr,
         return r;
 }
 
+bool network_has_ipv6(const struct network *n)
+{
+        return n->cfg.ipv6;
+}
+
 int network_env_link(struct network *n, const char *env, int netns_fd, struct in_addr addr,
-                     const struct netpolicy *p, char *err, size_t errlen)
+                     const struct netpolicy *p, bool ipv6_set, char *err, size_t errlen)
 {
         if (p->mode == NET_NONE)
                 return 0;
@@ -241,7 +246,8 @@ int network_env_link(struct network *n, const char *env, int netns_fd, struct in
                                  .env_netns_fd = netns_fd,
                                  .gateway = n->gateway,
                                  .addr = addr,
-                                 .host_conf6_fd = n->conf6_fd > 0 ? n->conf6_fd : 0};
+                                 .host_conf6_fd = n->conf6_fd > 0 ? n->conf6_fd : 0,
+                                 .env_ipv6_set = ipv6_set};
         vc.ipv6 = network_addr6(n, addr, &vc.addr6);
         int r = netlink_veth_create(&vc);
         if (r < 0)
@@ -265,7 +271,7 @@ int network_env_up(struct network *n, const char *env, int netns_fd, struct in_a
                    const struct netpolicy *p, const struct in_addr *links, size_t n_links,
                    char *err, size_t errlen)
 {
-        int r = network_env_link(n, env, netns_fd, addr, p, err, errlen);
+        int r = network_env_link(n, env, netns_fd, addr, p, false, err, errlen);
         return r < 0 ? r : network_env_policy(n, env, addr, p, links, n_links, err, errlen);
 }
 

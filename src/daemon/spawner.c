@@ -33,7 +33,7 @@ enum spawn_kind { SPAWN_PID1 = 1, SPAWN_SLOT = 2 };
 struct spawn_head {
         uint32_t kind; /* SPAWN_PID1 */
         uint32_t profile, uid_base, n_envp;
-        uint8_t writable, shifted;
+        uint8_t writable, shifted, net;
         uint64_t tmp_bytes, shm_bytes;
 };
 
@@ -107,7 +107,7 @@ static int encode(const struct spawn_config *c, char *buf, size_t *len)
         struct spawn_head h = {.kind = SPAWN_PID1, .profile = (uint32_t)c->profile,
                                .uid_base = f->uid_base,
                                .writable = f->writable, .shifted = f->shifted,
-                               .tmp_bytes = f->tmp_bytes, .shm_bytes = f->shm_bytes};
+                               .net = (uint8_t)c->net, .tmp_bytes = f->tmp_bytes, .shm_bytes = f->shm_bytes};
         while (c->init_envp && c->init_envp[h.n_envp])
                 if (++h.n_envp > SPAWN_ENVP_MAX)
                         return -E2BIG;
@@ -136,7 +136,7 @@ static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
         if (len < sizeof(h))
                 return -EBADMSG;
         memcpy(&h, buf, sizeof(h));
-        if (h.kind != SPAWN_PID1 || h.n_envp > SPAWN_ENVP_MAX)
+        if (h.kind != SPAWN_PID1 || h.n_envp > SPAWN_ENVP_MAX || h.net > SPAWN_NET_V6)
                 return -EBADMSG;
         size_t off = sizeof(h);
         const char *strs[N_STRS];
@@ -153,6 +153,7 @@ static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
         c->profile = (enum confine_profile)h.profile;
         c->cgroup_name = strs[STR_CGROUP];
         c->init_envp = envp;
+        c->net = (enum spawn_net)h.net;
         c->rootfs = (struct rootfs_config){.image_rootfs = strs[STR_IMAGE],
                                            .env_dir = strs[STR_ENV_DIR],
                                            .writable = h.writable,

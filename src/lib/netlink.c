@@ -450,6 +450,7 @@ static int configure_env_side(struct nl *nl, const struct veth_config *c)
 struct env_open {
         struct nl nl;
         bool ipv6;
+        bool ipv6_set; /* already done by PID 1's setup */
 };
 
 /* Runs inside the environment's namespace: its rtnetlink socket and the IPv6 settings.
@@ -464,6 +465,8 @@ struct env_open {
 static int env_open_cb(void *userdata)
 {
         struct env_open *e = userdata;
+        if (e->ipv6_set)
+                return nl_open(&e->nl);
         static const struct {
                 const char *path, *off, *on;
         } knobs[] = {
@@ -500,7 +503,7 @@ int netlink_veth_create(const struct veth_config *c)
         if (r < 0)
                 return r;
         /* Everything in the environment that can fail before the link exists, first. */
-        struct env_open e = {.ipv6 = c->ipv6};
+        struct env_open e = {.ipv6 = c->ipv6, .ipv6_set = c->env_ipv6_set};
         r = nl_in_netns(c->env_netns_fd, env_open_cb, &e);
         if (r < 0)
                 return r;

@@ -29,6 +29,8 @@ struct veth_config {
         struct in6_addr addr6;   /* the environment's IPv6 address (only with ipv6) */
         int host_conf6_fd;       /* /proc/sys/net/ipv6/conf of the caller's namespace, opened
                                   * once (cheaper than a path per knob); 0 (unset): by path */
+        bool env_ipv6_set;       /* the environment's IPv6 settings were made at its start
+                                  * (lib/spawn.h, enum spawn_net): not written here again */
 };
 
 /* The host side's IPv6 address on every veth: the environments' v6 default gateway. */

@@ -74,12 +74,26 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bo
                 child_fail(report_fd, "cgroup view", r);
         rootfs.cgroup_trees = trees;
         /* The network namespace belongs to the host's user namespace, so the environment's
-         * root has no CAP_NET_BIND_SERVICE there: let it bind low ports and ping anyway. */
-        static const struct rootfs_sysctl knobs[] = {
+         * root has no CAP_NET_BIND_SERVICE there: let it bind low ports and ping anyway.
+         * Then IPv6 as its link will need it (enum spawn_net): "default" covers the link added
+         * later, "all" the existing ones; a kernel without IPv6 is fine only without it. */
+        struct rootfs_sysctl knobs[8] = {
                 {"net/ipv4/ip_unprivileged_port_start", "0", false},
                 {"net/ipv4/ping_group_range", "0 2147483647", true},
-                {NULL, NULL, false},
         };
+        size_t n_knobs = 2;
+        if (c->net != SPAWN_NET_NONE) {
+                bool v6 = c->net == SPAWN_NET_V6;
+                const char *off = v6 ? "0" : "1";
+                knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/disable_ipv6", off, !v6};
+                knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/all/disable_ipv6", off, !v6};
+                if (v6) {
+                        knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/addr_gen_mode", "1", false};
+                        knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/accept_ra", "0", false};
+                        knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/autoconf", "0", false};
+                }
+        }
+        knobs[n_knobs] = (struct rootfs_sysctl){NULL, NULL, false};
         rootfs.sysctls = knobs;
         /* Made here rather than by the clone, whose caller waits: a network namespace's set-up
          * and a copy of the host's mount table both take longer the more environments exist.

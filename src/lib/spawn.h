@@ -18,6 +18,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The IPv6 settings a networked environment's namespace gets before its link is added
+ * (lib/netlink.c): written by the child through its own new /proc, where a lookup sees only
+ * its own namespace's entries (the daemon's /proc/sys/net holds one of each per namespace).
+ * NONE: left as the kernel makes them (a namespace with loopback only). */
+enum spawn_net {
+        SPAWN_NET_NONE,
+        SPAWN_NET_V4, /* IPv6 off: no IPv6 path at all */
+        SPAWN_NET_V6, /* on, but no generated link-local address and no router advertisements */
+};
+
 struct spawn_config {
         const char *hostname;
         enum confine_profile profile;
@@ -28,6 +38,7 @@ struct spawn_config {
         char *const *init_envp; /* environment of PID 1 */
         bool clone_parent;      /* the caller's parent gets the child (CLONE_PARENT): the
                                  * daemon's spawn process clones for the daemon */
+        enum spawn_net net;     /* its namespace's IPv6 set for the link added after it */
 };
 
 struct spawn_result {
