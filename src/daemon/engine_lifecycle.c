@@ -371,17 +371,14 @@ static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *da
 }
 
 /* Kill everything and wait (bounded) for PID 1 to be gone. */
-static void env_kill_sync(struct engine *e, struct env *v)
+/* SIGKILL to PID 1, and a wait of at most 5 s (then its cgroup killed, and up to 1 s more) for
+ * it to exit. Killing PID 1 ends the pid namespace: the kernel kills everything else in it.
+ * PID 1 finishes exiting only once every process of the namespace is reaped, and the commands
+ * exec'd into it are our children (CLONE_PARENT): they are reaped while waiting. The exec slot,
+ * outside the namespace, is told first: its exit (a copy of an address space to tear down)
+ * then overlaps PID 1's. */
+static void pid1_kill_wait(struct engine *e, struct env *v)
 {
-        if (v->pidfd < 0)
-                return;
-        if (v->paused)
-                engine_pause(e, v, false);
-        /* Killing PID 1 ends the pid namespace: the kernel kills everything else in it. PID 1
-         * finishes exiting only once every process of the namespace is reaped, and the commands
-         * exec'd into it are our children (CLONE_PARENT): reap them while waiting. The exec
-         * slot, outside the namespace, is told first: its exit (a copy of the daemon's address
-         * space to tear down) then overlaps PID 1's. */
         exec_slot_kill(v);
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
         bool gone = false;
@@ -398,6 +395,15 @@ static void env_kill_sync(struct engine *e, struct env *v)
                 cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
                 exec_reap_env(v->row.name, 1000);
         }
+}
+
+static void env_kill_sync(struct engine *e, struct env *v)
+{
+        if (v->pidfd < 0)
+                return;
+        if (v->paused)
+                engine_pause(e, v, false);
+        pid1_kill_wait(e, v);
         env_mark_stopped(e, v);
         if (!v->deleting) /* else once it is unlisted (destroy_finish): none may restart it */
                 notify_waiters(v);
@@ -979,21 +985,15 @@ static void on_pid1_corpse(struct loop_source *s, int fd, uint32_t events, void 
  * a delete, stop or shutdown overtook it between its link and its firewall, STEP_NET): killed
  * and reaped, its network, exec slot and cgroups removed, and the environment as before the
  * start in memory. Not announced yet: no "stopped" event, nothing written (a create's row goes
- * with its roll back; a start's record still says stopped). The wait is bounded as
- * env_kill_sync's: PID 1 ends only once everything in its namespace is reaped, and a task stuck
- * in the kernel (a stalled FUSE read) would hold it; then the loop reaps it when it ends. */
+ * with its roll back; a start's record still says stopped). The wait is env_kill_sync's
+ * (bounded); a PID 1 held past it by a task stuck in the kernel (a stalled FUSE read) is reaped
+ * by the loop when it ends. */
 static void creating_unrun(struct env_creating *c)
 {
         struct engine *e = c->eng;
         struct env *v = c->v;
         v->net_pending = false;
-        sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
-        struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
-        if (poll(&p, 1, 5000) <= 0) {
-                log_warn("%s: PID 1 did not die in 5 s: killing its cgroup", v->row.name);
-                cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
-                (void)poll(&p, 1, 1000);
-        }
+        pid1_kill_wait(e, v);
         siginfo_t si = {0};
         if ((waitid(P_PIDFD, (id_t)v->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0) &&
             loop_add_fd(e->cfg.loop, v->pidfd, EPOLLIN, on_pid1_corpse, NULL, NULL) >= 0) {

@@ -211,15 +211,22 @@ bool env_has_ports(struct engine *e, const struct env *v)
         return env_ports(e, v, &rows, &n) >= 0 && n > 0;
 }
 
+/* ensure_addr, saying why it failed. */
+static int net_addr(struct engine *e, struct env *v, char *err, size_t errlen)
+{
+        int r = ensure_addr(e, v);
+        if (r < 0)
+                snprintf(err, errlen, "no free address in the environments' subnet");
+        return r;
+}
+
 int env_net_link(struct engine *e, struct env *v, char *err, size_t errlen)
 {
         if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
                 return 0;
-        int r = ensure_addr(e, v);
-        if (r < 0) {
-                snprintf(err, errlen, "no free address in the environments' subnet");
+        int r = net_addr(e, v, err, errlen);
+        if (r < 0)
                 return r;
-        }
         _cleanup_close_ int ns = env_netns_fd(v);
         if (ns < 0) {
                 snprintf(err, errlen, "network namespace: %s", strerror(-ns));
@@ -255,11 +262,9 @@ int env_net_up(struct engine *e, struct env *v, bool adopt, bool flush_learned, 
         if (!e->net || v->net.mode == NET_NONE || v->pidfd < 0)
                 return 0;
         if (adopt && network_link_present(e->net, v->row.name)) {
-                int r = ensure_addr(e, v);
-                if (r < 0) {
-                        snprintf(err, errlen, "no free address in the environments' subnet");
+                int r = net_addr(e, v, err, errlen);
+                if (r < 0)
                         return r;
-                }
                 struct in_addr links[NETPOLICY_MAX_LINKS * 2];
                 size_t nl = link_addrs(e, v, links, ELEMENTSOF(links));
                 return network_env_update(e->net, v->row.name, v->addr, &v->net, links, nl,

@@ -453,33 +453,30 @@ struct env_open {
         bool ipv6_set; /* already done by PID 1's setup */
 };
 
-/* Runs inside the environment's namespace: its rtnetlink socket and the IPv6 settings.
- * /proc/sys/net shows the namespace of whoever opens the file, hence here. "default" covers
- * links created later (the veth's peer is born here), "all" the existing ones.
- * Without IPv6 for this environment: IPv6 off, so that no IPv6 path (link-local, SLAAC) exists
- * at all. With it: on, but no generated link-local addresses and no router advertisements, so
- * the only v6 address and routes are the ones configure_env_side() adds. No /proc/sys/net/ipv6
- * means no IPv6 in the kernel: fine without, an error with.
- * The knobs are written relative to one open of conf/: a path lookup of /proc/sys/net compares
- * against every namespace's "net" dentry, so one lookup per environment instead of five. */
+const struct netlink_ipv6_knob netlink_ipv6_knobs[NETLINK_IPV6_KNOBS] = {
+    {"default/disable_ipv6", "1", "0"},
+    {"all/disable_ipv6", "1", "0"},
+    {"default/addr_gen_mode", NULL, "1"},
+    {"default/accept_ra", NULL, "0"},
+    {"default/autoconf", NULL, "0"},
+};
+
+/* Runs inside the environment's namespace: its rtnetlink socket and, unless PID 1's setup made
+ * them, the IPv6 settings (netlink_ipv6_knobs): /proc/sys/net shows the namespace of whoever
+ * opens the file, hence here. No /proc/sys/net/ipv6 means no IPv6 in the kernel: fine without,
+ * an error with. The knobs are written relative to one open of conf/: a path lookup of
+ * /proc/sys/net compares against every namespace's "net" dentry, so one lookup per environment
+ * instead of five. */
 static int env_open_cb(void *userdata)
 {
         struct env_open *e = userdata;
         if (e->ipv6_set)
                 return nl_open(&e->nl);
-        static const struct {
-                const char *path, *off, *on;
-        } knobs[] = {
-            {"default/disable_ipv6", "1", "0"},
-            {"all/disable_ipv6", "1", "0"},
-            {"default/addr_gen_mode", NULL, "1"},
-            {"default/accept_ra", NULL, "0"},
-            {"default/autoconf", NULL, "0"},
-        };
+        const struct netlink_ipv6_knob *knobs = netlink_ipv6_knobs;
         _cleanup_close_ int conf = open("/proc/sys/net/ipv6/conf", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (conf < 0 && (errno != ENOENT || e->ipv6))
                 return -errno;
-        for (size_t i = 0; conf >= 0 && i < ELEMENTSOF(knobs); i++) {
+        for (size_t i = 0; conf >= 0 && i < NETLINK_IPV6_KNOBS; i++) {
                 const char *v = e->ipv6 ? knobs[i].on : knobs[i].off;
                 if (!v)
                         continue;

@@ -33,6 +33,18 @@ struct veth_config {
                                   * (lib/spawn.h, enum spawn_net): not written here again */
 };
 
+/* The IPv6 settings of an environment's namespace, below /proc/sys/net/ipv6/conf/, before its
+ * link is added: without IPv6 for it, off (`off` values; NULL: not written), so that no IPv6
+ * path (link-local, SLAAC) exists at all; with it, on but without generated link-local
+ * addresses or router advertisements (`on` values), so that its only v6 address and routes are
+ * the ones the link adds. "default" covers links made later, "all" the existing ones. Written
+ * by PID 1's setup (lib/spawn.c) or else by netlink_veth_create. */
+struct netlink_ipv6_knob {
+        const char *path, *off, *on;
+};
+#define NETLINK_IPV6_KNOBS 5
+extern const struct netlink_ipv6_knob netlink_ipv6_knobs[NETLINK_IPV6_KNOBS];
+
 /* The host side's IPv6 address on every veth: the environments' v6 default gateway. */
 #define NETLINK_GATEWAY6 "fe80::1"
 

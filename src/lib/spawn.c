@@ -1,4 +1,5 @@
 #include "lib/spawn.h"
+#include "lib/netlink.h"
 #include "lib/util.h"
 
 #include <grp.h>
@@ -77,21 +78,18 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bo
          * root has no CAP_NET_BIND_SERVICE there: let it bind low ports and ping anyway.
          * Then IPv6 as its link will need it (enum spawn_net): "default" covers the link added
          * later, "all" the existing ones; a kernel without IPv6 is fine only without it. */
-        struct rootfs_sysctl knobs[8] = {
+        struct rootfs_sysctl knobs[3 + NETLINK_IPV6_KNOBS] = {
                 {"net/ipv4/ip_unprivileged_port_start", "0", false},
                 {"net/ipv4/ping_group_range", "0 2147483647", true},
         };
+        char v6_paths[NETLINK_IPV6_KNOBS][64];
         size_t n_knobs = 2;
-        if (c->net != SPAWN_NET_NONE) {
-                bool v6 = c->net == SPAWN_NET_V6;
-                const char *off = v6 ? "0" : "1";
-                knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/disable_ipv6", off, !v6};
-                knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/all/disable_ipv6", off, !v6};
-                if (v6) {
-                        knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/addr_gen_mode", "1", false};
-                        knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/accept_ra", "0", false};
-                        knobs[n_knobs++] = (struct rootfs_sysctl){"net/ipv6/conf/default/autoconf", "0", false};
-                }
+        bool v6 = c->net == SPAWN_NET_V6;
+        for (size_t i = 0; c->net != SPAWN_NET_NONE && i < NETLINK_IPV6_KNOBS; i++) {
+                const struct netlink_ipv6_knob *k = &netlink_ipv6_knobs[i];
+                const char *value = v6 ? k->on : k->off;
+                if (value && BUF_PRINTF(v6_paths[i], "net/ipv6/conf/%s", k->path) >= 0)
+                        knobs[n_knobs++] = (struct rootfs_sysctl){v6_paths[i], value, !v6};
         }
         knobs[n_knobs] = (struct rootfs_sysctl){NULL, NULL, false};
         rootfs.sysctls = knobs;
