@@ -39,6 +39,17 @@ int cg_write(int dirfd, const char *name, const char *value)
         return (size_t)n == len ? 0 : -EIO;
 }
 
+int cg_write_changed(int dirfd, const char *name, const char *value)
+{
+        _cleanup_free_ char *have = NULL;
+        if (cg_read_all(dirfd, name, &have) == 0) {
+                size_t len = strcspn(have, "\n");
+                if (len == strlen(value) && !strncmp(have, value, len))
+                        return 0;
+        }
+        return cg_write(dirfd, name, value);
+}
+
 int cg_write_limit(int dirfd, const char *name, uint64_t v, const char *unlimited_str)
 {
         char buf[32];

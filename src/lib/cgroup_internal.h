@@ -80,6 +80,10 @@ extern const struct cgroup_ops cgroup_v1_ops; /* v1 and hybrid */
 /* Write value, truncating: on cgroupfs O_TRUNC is a no-op, in a test directory it keeps the file
  * holding exactly the last value written. */
 int cg_write(int dirfd, const char *name, const char *value);
+/* cg_write unless the file reads back as value already (its first line). For the CPU quota:
+ * each write of it walks every cpu group on the host (the kernel's schedulability check, also
+ * for an unlimited one), and a new group's is unlimited already. */
+int cg_write_changed(int dirfd, const char *name, const char *value);
 /* Write v in decimal, or unlimited_str for CG_UNLIMITED. A missing file is fine for an
  * unlimited value (nothing to lift) and -EOPNOTSUPP for a real limit (the controller is absent). */
 int cg_write_limit(int dirfd, const char *name, uint64_t v, const char *unlimited_str);

@@ -34,11 +34,14 @@ static int set_cpu(struct cgroup_manager *m, const char *env, uint64_t millis)
                 return 0;
         if (r < 0)
                 return r;
-        if (millis == CG_UNLIMITED)
-                return cg_write_limit(fd, "cpu.cfs_quota_us", CG_UNLIMITED, "-1");
-        /* The period first: the quota is checked against it. Quotas below 1 ms are refused.
-         * Each write walks every cpu group on the host (the kernel's schedulability check), so
-         * the period, which a new group already has, is written only if it differs. */
+        /* Each write of the quota or period walks every cpu group on the host (the kernel's
+         * schedulability check), so what a new group has already (no quota, the default
+         * period) is not written again. */
+        if (millis == CG_UNLIMITED) {
+                r = cg_write_changed(fd, "cpu.cfs_quota_us", "-1");
+                return r == -ENOENT ? 0 : r;
+        }
+        /* The period first: the quota is checked against it. Quotas below 1 ms are refused. */
         uint64_t cur = 0;
         if (cg_read_u64(fd, "cpu.cfs_period_us", &cur) < 0 || cur != CG_CPU_PERIOD_US) {
                 char period[24];

@@ -150,7 +150,9 @@ static int v2_set_limits(struct cgroup_manager *m, const char *env, const struct
                 snprintf(cpu, sizeof(cpu), "%llu %llu",
                          (unsigned long long)(quota < 1000 ? 1000 : quota), CG_CPU_PERIOD_US);
         }
-        r = cg_write(fd, "cpu.max", cpu);
+        /* Not again what the group has (a new one: "max 100000"): each write walks every cpu
+         * group on the host. */
+        r = cg_write_changed(fd, "cpu.max", cpu);
         if (r == -ENOENT)
                 r = l->cpu_millis == CG_UNLIMITED ? 0 : -EOPNOTSUPP;
         if (r < 0)
