@@ -14,7 +14,6 @@ PADDOCK_BUILD selects the directory holding paddockd, paddock and paddock-init
 """
 import ctypes
 import fcntl
-import glob
 import hashlib
 import http.client
 import itertools
@@ -181,29 +180,9 @@ def find_cgroup_dirs(name, maxdepth=4):
 
 def env_cgroup_dirs(subtree_dirs, env):
     """The daemon names an environment's cgroup "env-<name>" (so no name can clash with a
-    cgroup interface file); on cgroup v1 and hybrid hosts it sits in a shard group below the
-    subtree ("shard@2a/env-<name>", src/lib/cgroup_internal.h), on v2 directly in it."""
+    cgroup interface file)."""
     name = "env-" + env
-    found = []
-    for d in subtree_dirs:
-        found += [p for p in [os.path.join(d, name)] + glob.glob(os.path.join(d, "shard@*", name))
-                  if os.path.isdir(p)]
-    return found
-
-
-def subtree_env_groups(subtree_dir):
-    """The env groups in a subtree, in either layout (shards themselves are not env groups)."""
-    groups = []
-    for k in os.listdir(subtree_dir):
-        p = os.path.join(subtree_dir, k)
-        if not os.path.isdir(p):
-            continue
-        if k.startswith("shard@"):
-            groups += [os.path.join(k, g) for g in os.listdir(p)
-                       if os.path.isdir(os.path.join(p, g))]
-        else:
-            groups.append(k)
-    return groups
+    return [os.path.join(d, name) for d in subtree_dirs if os.path.isdir(os.path.join(d, name))]
 
 
 def _rmdir_tree(path):
@@ -560,7 +539,7 @@ class Daemon:
         # 4. leaked cgroups: env groups left in the subtree. The subtree itself (empty) is the
         #    daemon's to keep across restarts; remove it here so test runs do not pile them up.
         for d in self.subtree_dirs():
-            kids = subtree_env_groups(d)
+            kids = [k for k in os.listdir(d) if os.path.isdir(os.path.join(d, k))]
             if kids:
                 problems.append("leaked cgroups in %s: %s" % (d, kids))
             _rmdir_tree(d)

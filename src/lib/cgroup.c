@@ -6,7 +6,6 @@
 #include "lib/cgroup_internal.h"
 #include "lib/util.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <linux/sched.h>
 #include <limits.h>
@@ -224,39 +223,11 @@ bool cg_name_valid(const char *name)
         return true;
 }
 
-void cg_shard_name(const char *env, char out[static CG_SHARD_NAME_SIZE])
-{
-        snprintf(out, CG_SHARD_NAME_SIZE, CG_SHARD_PREFIX "%02x",
-                 fnv1a(FNV1A_INIT, env) % CG_SHARDS);
-}
-
-bool cg_is_shard_name(const char *name)
-{
-        size_t n = strlen(CG_SHARD_PREFIX);
-        return !strncmp(name, CG_SHARD_PREFIX, n) && strlen(name + n) == 2 &&
-               isxdigit((unsigned char)name[n]) && isxdigit((unsigned char)name[n + 1]);
-}
-
-void cg_env_path(const struct cg_hier *h, const char *env, char out[static CG_ENV_PATH_SIZE])
-{
-        if (!h->sharded) {
-                snprintf(out, CG_ENV_PATH_SIZE, "%s", env);
-                return;
-        }
-        char shard[CG_SHARD_NAME_SIZE];
-        cg_shard_name(env, shard);
-        snprintf(out, CG_ENV_PATH_SIZE, "%s/%s", shard, env);
-}
-
 int cg_open_group(const struct cg_hier *h, const char *env, const char *sub, bool create,
                   int *ret_fd)
 {
-        char path[CG_ENV_PATH_SIZE];
-        cg_env_path(h, env, path);
-        /* One lookup of the relative path: cgroupfs has no symlinks and env is a checked
-         * name, so "shard@2a/env" cannot lead anywhere else. */
         _cleanup_close_ int efd =
-                openat(h->subtree_fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                openat(h->subtree_fd, env, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (efd < 0)
                 return -errno;
         if (!sub) {
@@ -312,25 +283,12 @@ int cgroup_env_create(struct cgroup_manager *m, const char *env, const struct cg
                 return r;
         bool created[CG_MAX_HIER] = {false};
         for (size_t i = 0; i < m->n_hier; i++) {
-                const struct cg_hier *h = &m->hier[i];
-                char path[CG_ENV_PATH_SIZE];
-                cg_env_path(h, env, path);
-                r = mkdirat(h->subtree_fd, path, 0755) < 0 ? -errno : 0;
-                if (r == -ENOENT && h->sharded) {
-                        /* The shard's first environment: its group stays once made (made
-                         * and removed with each environment, a create would pay for two). */
-                        char shard[CG_SHARD_NAME_SIZE];
-                        cg_shard_name(env, shard);
-                        if (mkdirat(h->subtree_fd, shard, 0755) < 0 && errno != EEXIST) {
-                                r = -errno;
-                                goto rollback;
-                        }
-                        r = mkdirat(h->subtree_fd, path, 0755) < 0 ? -errno : 0;
-                }
-                if (r == 0)
+                if (mkdirat(m->hier[i].subtree_fd, env, 0755) == 0)
                         created[i] = true;
-                else if (r != -EEXIST)
+                else if (errno != EEXIST) {
+                        r = -errno;
                         goto rollback;
+                }
         }
         r = m->ops->set_limits(m, env, l);
         if (r < 0)
@@ -338,13 +296,9 @@ int cgroup_env_create(struct cgroup_manager *m, const char *env, const struct cg
         return 0;
 rollback:
         /* Only what this call made; a group that already existed belongs to a live env. */
-        for (size_t i = 0; i < m->n_hier; i++) {
-                if (!created[i])
-                        continue;
-                char path[CG_ENV_PATH_SIZE];
-                cg_env_path(&m->hier[i], env, path);
-                (void)unlinkat(m->hier[i].subtree_fd, path, AT_REMOVEDIR);
-        }
+        for (size_t i = 0; i < m->n_hier; i++)
+                if (created[i])
+                        (void)unlinkat(m->hier[i].subtree_fd, env, AT_REMOVEDIR);
         return r;
 }
 
@@ -638,8 +592,6 @@ static int rmdir_everywhere(struct cgroup_manager *m, const char *env, const cha
                 const struct cg_hier *h = &m->hier[i];
                 _cleanup_close_ int efd = -EBADF;
                 int parent = h->subtree_fd;
-                char path[CG_ENV_PATH_SIZE];
-                cg_env_path(h, env, path);
                 if (sub) {
                         int q = cg_open_group(h, env, NULL, false, &efd);
                         if (q == -ENOENT)
@@ -648,8 +600,7 @@ static int rmdir_everywhere(struct cgroup_manager *m, const char *env, const cha
                                 return q;
                         parent = efd;
                 }
-                /* rmdir_tree takes a relative path: "shard@2a/env" from the subtree. */
-                int q = rmdir_tree(parent, sub ? sub : path, 0, wait_busy);
+                int q = rmdir_tree(parent, sub ? sub : env, 0, wait_busy);
                 if (q != -ENOENT)
                         *found = true;
                 if (q < 0 && q != -ENOENT)
@@ -770,40 +721,25 @@ static int name_list_add(struct name_list *l, const char *name)
         return 0;
 }
 
-/* The env groups in dirfd (a subtree or a shard); shards are entered once (depth 0). */
-static int list_env_groups(int dir, struct name_list *l, int depth)
-{
-        _cleanup_closedir_ DIR *d = NULL;
-        int r = opendir_at(dir, ".", &d);
-        if (r < 0)
-                return r;
-        FOREACH_DIRENT(de, d)
-        {
-                if (!dirent_is_dir(dirfd(d), de))
-                        continue;
-                if (cg_name_valid(de->d_name)) {
-                        r = name_list_add(l, de->d_name);
-                } else if (depth == 0 && cg_is_shard_name(de->d_name)) {
-                        _cleanup_close_ int sfd = openat(dirfd(d), de->d_name,
-                                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                                 O_CLOEXEC);
-                        r = sfd < 0 ? (errno == ENOENT ? 0 : -errno)
-                                    : list_env_groups(sfd, l, depth + 1);
-                }
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
 int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n)
 {
         /* The union over hierarchies: a crash during create can leave a group in only some.
-         * Sorted, then the duplicates dropped (thousands of names, seven hierarchies). */
+         * Sorted, then the duplicates dropped: thousands of names in each of up to seven
+         * hierarchies, at every start and stop. */
         struct name_list l = {0};
         int r = 0;
-        for (size_t i = 0; i < m->n_hier && r >= 0; i++)
-                r = list_env_groups(m->hier[i].subtree_fd, &l, 0);
+        for (size_t i = 0; i < m->n_hier && r >= 0; i++) {
+                _cleanup_closedir_ DIR *d = NULL;
+                if ((r = opendir_at(m->hier[i].subtree_fd, ".", &d)) < 0)
+                        break;
+                FOREACH_DIRENT(de, d)
+                {
+                        if (!cg_name_valid(de->d_name) || !dirent_is_dir(dirfd(d), de))
+                                continue;
+                        if ((r = name_list_add(&l, de->d_name)) < 0)
+                                break;
+                }
+        }
         if (r < 0) {
                 for (size_t k = 0; k < l.n; k++)
                         free(l.v[k]);
@@ -859,11 +795,9 @@ int cgroup_env_view_trees(struct cgroup_manager *m, const char *env,
                         r = -ENAMETOOLONG;
                         break;
                 }
-                char path[CG_ENV_PATH_SIZE];
-                cg_env_path(h, env, path);
                 /* No AT_RECURSIVE: a cgroup file system has no mounts below a group. */
-                t->fd = open_tree(h->subtree_fd, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                                           AT_SYMLINK_NOFOLLOW);
+                t->fd = open_tree(h->subtree_fd, env, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                          AT_SYMLINK_NOFOLLOW);
                 if (t->fd < 0) {
                         r = -errno;
                         break;

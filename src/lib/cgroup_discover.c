@@ -5,7 +5,6 @@
 #include "lib/cgroup_internal.h"
 #include "lib/util.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
@@ -371,23 +370,6 @@ static int discover(struct cgroup_manager *m, const struct discover_ctx *c,
         return 0;
 }
 
-/* Whether an older daemon left environments directly in the subtree (see cgroup_internal.h:
- * they keep that layout). */
-static bool holds_flat_envs(const struct cgroup_manager *m)
-{
-        for (size_t i = 0; i < m->n_hier; i++) {
-                _cleanup_closedir_ DIR *d = NULL;
-                if (opendir_at(m->hier[i].subtree_fd, ".", &d) < 0)
-                        continue;
-                FOREACH_DIRENT(de, d)
-                {
-                        if (cg_name_valid(de->d_name) && dirent_is_dir(dirfd(d), de))
-                                return true;
-                }
-        }
-        return false;
-}
-
 static int manager_new(const char *sysfs_root, const char *self_cgroup, const char *v2_own,
                        const char *subtree, struct cgroup_manager **ret)
 {
@@ -432,9 +414,6 @@ static int manager_new(const char *sysfs_root, const char *self_cgroup, const ch
         if (r < 0)
                 goto fail;
 
-        bool sharded = m->mode != CGROUP_V2 && !holds_flat_envs(m);
-        for (size_t i = 0; i < m->n_hier; i++)
-                m->hier[i].sharded = sharded;
         m->ops = m->mode == CGROUP_V2 ? &cgroup_v2_ops : &cgroup_v1_ops;
         r = m->ops->setup(m);
         if (r < 0)
@@ -460,25 +439,11 @@ int cgroup_manager_new_delegated(const char *sysfs_root, const char *self_cgroup
         return manager_new(sysfs_root, self_cgroup, own, subtree, ret);
 }
 
-/* Shards without environments go first (rmdir refuses the others), then the subtree. */
-static void remove_empty_shards(int subtree_fd)
-{
-        _cleanup_closedir_ DIR *d = NULL;
-        if (opendir_at(subtree_fd, ".", &d) < 0)
-                return;
-        FOREACH_DIRENT(de, d)
-        {
-                if (cg_is_shard_name(de->d_name))
-                        (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
-        }
-}
-
 void cgroup_manager_remove_if_empty(struct cgroup_manager *m)
 {
         for (size_t i = 0; i < m->n_hier; i++) {
                 if (m->hier[i].subtree_fd < 0)
                         continue;
-                remove_empty_shards(m->hier[i].subtree_fd);
                 _cleanup_close_ int parent =
                         openat(m->hier[i].subtree_fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 /* rmdir refuses a group with children or processes: that is the check. */

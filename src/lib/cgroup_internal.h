@@ -28,17 +28,9 @@
 /* The cpu.max / cpu.cfs_period_us period. 100 ms is the kernel default; quota = millis * 100. */
 #define CG_CPU_PERIOD_US 100000ull
 
-#define CG_SHARDS       64
-#define CG_SHARD_PREFIX "shard@"
-/* "shard@2a" and its NUL; "@" keeps it apart from every name cg_name_valid accepts. */
-#define CG_SHARD_NAME_SIZE (sizeof(CG_SHARD_PREFIX) + 2)
-/* "shard@2a/" + an env name (at most 128) + NUL */
-#define CG_ENV_PATH_SIZE (CG_SHARD_NAME_SIZE + 129)
-
 struct cg_hier {
         char *controllers; /* "memory", "cpu,cpuacct"; "" for the unified hierarchy */
         bool unified;
-        bool sharded;      /* env groups below shard groups (the same in every hierarchy) */
         int subtree_fd;    /* O_DIRECTORY fd of <own>/<subtree> in this hierarchy */
         /* Only while cgroup_manager_new runs: the daemon's own group (v2 delegation writes
          * there) and whether this call made the subtree (removed again on failure). */
@@ -103,13 +95,8 @@ bool cg_is_cgroupfs(int fd);
 /* Env and sub names become directory names next to interface files: refuse anything that could
  * be a path or collide with a file such as "memory.max" or "tasks". */
 bool cg_name_valid(const char *name);
-/* The shard group of env (sharded layout): CG_SHARD_PREFIX and two hex digits. */
-void cg_shard_name(const char *env, char out[static CG_SHARD_NAME_SIZE]);
-bool cg_is_shard_name(const char *name);
-/* env's group relative to h's subtree: "shard@2a/env" or, flat, "env". env is a checked name. */
-void cg_env_path(const struct cg_hier *h, const char *env, char out[static CG_ENV_PATH_SIZE]);
-/* Open env (sub NULL) or env/sub in hierarchy h as an O_DIRECTORY fd. create: mkdir the sub
- * group if missing (existing is fine); the env group itself is cgroup_env_create's. */
+/* Open env (sub NULL) or env/sub in hierarchy h as an O_DIRECTORY fd. create: mkdir what is
+ * missing (existing is fine). */
 int cg_open_group(const struct cg_hier *h, const char *env, const char *sub, bool create,
                   int *ret_fd);
 /* The hierarchy that carries a v1 controller ("memory", "cpuacct"), or the unified one with

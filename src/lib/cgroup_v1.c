@@ -252,7 +252,7 @@ static int v1_kill_fast(struct cgroup_manager *m, const char *env, const char *s
 }
 
 /* Missing controller or file reads as 0, like on v2. */
-/* One file of the group, opened by "[SHARD/]ENV/FILE" from the subtree (no open and close of the
+/* One file of the group, opened by "ENV/FILE" from the subtree (no open and close of the
  * group's directory: a listing reads this for every environment). env is a checked name (no
  * "/" or ".."); cgroupfs has no symlinks. A missing file or group reads as 0, like a missing
  * file did (v1_stats has found the memory group before). */
@@ -264,9 +264,8 @@ static int stat_u64(struct cgroup_manager *m, const char *controller, const char
                 return 0;
         if (!cg_name_valid(env))
                 return -EINVAL;
-        char group[CG_ENV_PATH_SIZE], path[PATH_MAX];
-        cg_env_path(h, env, group);
-        if (BUF_PRINTF(path, "%s/%s", group, file) < 0)
+        char path[PATH_MAX];
+        if (BUF_PRINTF(path, "%s/%s", env, file) < 0)
                 return -ENAMETOOLONG;
         int r = key ? cg_read_keyed_u64(h->subtree_fd, path, key, ret)
                     : cg_read_u64(h->subtree_fd, path, ret);

@@ -6,7 +6,6 @@
  * host is hybrid or v2, and removes everything it made even when a check fails. */
 #include <sys/sysmacros.h>
 #include "lib/cgroup.h"
-#include "lib/cgroup_internal.h"
 #include "lib/util.h"
 #include "unit.h"
 
@@ -83,6 +82,14 @@ static const char *get(const char *rel)
         if (n && b[n - 1] == '\n')
                 b[n - 1] = 0;
         return b;
+}
+
+/* Bytes in a file under the temp root (-1: missing): tells a value the kernel printed with its
+ * newline from one cg_write wrote without. */
+static long size_of(const char *rel)
+{
+        struct stat st;
+        return stat(pathf("%s", rel), &st) == 0 ? (long)st.st_size : -1;
 }
 
 static bool exists(const char *rel)
@@ -392,6 +399,12 @@ static void test_cgroup_v2__limits(void)
 
         CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &limits_none), 0);
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/cpu.max"), "max 100000");
+        CHECK_EQ_INT(size_of("agent/x/" SUB "/e1/cpu.max"), 10); /* written */
+        /* What the group has already is not written again (each cpu.max write walks every
+         * cpu group of the host): the kernel's own "max 100000\n" stays as it was. */
+        put("agent/x/" SUB "/e1/cpu.max", "max 100000\n");
+        CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &limits_none), 0);
+        CHECK_EQ_INT(size_of("agent/x/" SUB "/e1/cpu.max"), 11);
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/memory.max"), "max");
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/memory.swap.max"), "max");
         CHECK_EQ_STR(get("agent/x/" SUB "/e1/pids.max"), "max");
@@ -563,6 +576,11 @@ static void test_cgroup_v1__limits(void)
 
         CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &limits_none), 0);
         CHECK_EQ_STR(get("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_quota_us"), "-1");
+        CHECK_EQ_INT(size_of("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_quota_us"), 2); /* written */
+        /* A new group's "-1\n" is not written again: each write walks every cpu group. */
+        put("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_quota_us", "-1\n");
+        CHECK_EQ_INT(cgroup_env_set_limits(m, "e1", &limits_none), 0);
+        CHECK_EQ_INT(size_of("cpu,cpuacct/agent/x/" SUB "/e1/cpu.cfs_quota_us"), 3);
         CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/memory.limit_in_bytes"), "-1");
         CHECK_EQ_STR(get("memory/agent/x/" SUB "/e1/memory.memsw.limit_in_bytes"), "-1");
         CHECK_EQ_STR(get("pids/agent/x/" SUB "/e1/pids.max"), "max");
@@ -664,92 +682,6 @@ static void test_cgroup_v1__attach_freeze_destroy(void)
                 CHECK(exists(relf("%s/agent/x/" SUB, v1_dirs[i])));
         }
 out:
-        cgroup_manager_free(m);
-        tmp_teardown();
-}
-
-/* A subtree without environments in it gets shards: each env group one level down, in the
- * shard its name hashes to (a v1 cpuset mkdir walks its siblings). One with environments left
- * directly in it by an older daemon keeps that flat layout, and both are listed. */
-static void test_cgroup_v1__shards(void)
-{
-        int r;
-        tmp_setup();
-        layout_v1();
-        for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++)
-                rm_rf_at(AT_FDCWD, pathf("%s/agent/x/" SUB "/e1", v1_dirs[i]));
-        rm_rf_at(AT_FDCWD, pathf("cpuset/" SUB "/e1"));
-        char s2[CG_SHARD_NAME_SIZE], s3[CG_SHARD_NAME_SIZE];
-        cg_shard_name("e2", s2);
-        cg_shard_name("e3", s3);
-        CHECK(cg_is_shard_name(s2) && !cg_name_valid(s2));
-        /* e3's limit files, so that a real limit has somewhere to go */
-        put(relf("memory/agent/x/" SUB "/%s/e3/memory.limit_in_bytes", s3), "");
-        put(relf("cpu,cpuacct/agent/x/" SUB "/%s/e3/cpu.cfs_period_us", s3), "");
-        put(relf("cpu,cpuacct/agent/x/" SUB "/%s/e3/cpu.cfs_quota_us", s3), "");
-        put(relf("pids/agent/x/" SUB "/%s/e3/pids.max", s3), "");
-        put(relf("pids/agent/x/" SUB "/%s/e3/pids.current", s3), "3\n");
-        struct cgroup_manager *m = new_manager(&r), *old = NULL;
-        CHECK_EQ_INT(r, 0);
-        if (!m)
-                goto out;
-        CHECK_EQ_INT(cgroup_env_create(m, "e2", &limits_none), 0);
-        CHECK_EQ_INT(cgroup_env_create(m, "e3", &limits_a), 0);
-        for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++) {
-                CHECK(exists(relf("%s/agent/x/" SUB "/%s/e2", v1_dirs[i], s2)));
-                CHECK(!exists(relf("%s/agent/x/" SUB "/e2", v1_dirs[i])));
-        }
-        CHECK(exists(relf("cpuset/" SUB "/%s/e2", s2)));
-        CHECK_EQ_STR(get(relf("pids/agent/x/" SUB "/%s/e3/pids.max", s3)), "100");
-        CHECK_EQ_STR(get(relf("cpu,cpuacct/agent/x/" SUB "/%s/e3/cpu.cfs_quota_us", s3)),
-                     "150000");
-        struct cgroup_stats st;
-        CHECK_EQ_INT(cgroup_env_stats(m, "e3", &st), 0);
-        CHECK_EQ_INT(st.pids_current, 3);
-        for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++)
-                put(relf("%s/agent/x/" SUB "/%s/e2/tasks", v1_dirs[i], s2), "");
-        put(relf("cpuset/" SUB "/%s/e2/tasks", s2), "");
-        CHECK_EQ_INT(cgroup_env_join(m, "e2", NULL, false), 0);
-        CHECK_EQ_STR(get(relf("memory/agent/x/" SUB "/%s/e2/tasks", s2)), "0");
-        CHECK_EQ_STR(get(relf("cpuset/" SUB "/%s/e2/tasks", s2)), "0");
-
-        /* A restarted daemon finds them; a flat group left by an older one keeps its layout,
-         * and new environments then go flat too. */
-        put("memory/agent/x/" SUB "/old/cgroup.procs", "");
-        r = cgroup_manager_new(tmp_root, pathf("self"), SUB, &old);
-        CHECK_EQ_INT(r, 0);
-        if (!old)
-                goto out;
-        CHECK_EQ_INT(cgroup_env_create(old, "e4", &limits_none), 0);
-        CHECK(exists("memory/agent/x/" SUB "/e4"));
-        char **names = NULL;
-        size_t n = 0;
-        CHECK_EQ_INT(cgroup_list_envs(old, &names, &n), 0);
-        CHECK_EQ_INT(n, 4);
-        if (n == 4) {
-                CHECK_EQ_STR(names[0], "e2");
-                CHECK_EQ_STR(names[1], "e3");
-                CHECK_EQ_STR(names[2], "e4");
-                CHECK_EQ_STR(names[3], "old");
-        }
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
-
-        /* The destroy takes the group; its shard stays until the daemon stops. */
-        for (size_t i = 0; i < ELEMENTSOF(v1_dirs); i++)
-                put(relf("%s/agent/x/" SUB "/%s/e2/cgroup.procs", v1_dirs[i], s2), "");
-        put(relf("cpuset/" SUB "/%s/e2/cgroup.procs", s2), "");
-        CHECK_EQ_INT(cgroup_env_destroy(m, "e2", NULL), 0);
-        CHECK(!exists(relf("memory/agent/x/" SUB "/%s/e2", s2)));
-        CHECK(exists(relf("memory/agent/x/" SUB "/%s", s2)));
-        CHECK_EQ_INT(cgroup_env_destroy(m, "e2", NULL), -ENOENT);
-        cgroup_manager_remove_if_empty(m);
-        if (strcmp(s2, s3))
-                CHECK(!exists(relf("memory/agent/x/" SUB "/%s", s2)));
-        CHECK(exists(relf("memory/agent/x/" SUB "/%s/e3", s3)));
-out:
-        cgroup_manager_free(old);
         cgroup_manager_free(m);
         tmp_teardown();
 }
@@ -950,19 +882,11 @@ static void real_cleanup(struct real_ctx *c, struct cgroup_manager *m, bool v2)
                 char dir[4200];
                 subtree_dir(dir, sizeof(dir) - 8, line, ctl, own, v2, c->subtree);
                 size_t len = strlen(dir);
-                /* Both layouts: flat (v2) and sharded (v1, hybrid), the shard last. */
-                char shard[CG_SHARD_NAME_SIZE];
-                cg_shard_name("e", shard);
                 static const char *const kids[] = {"/e/x1", "/e/hog", "/e"};
-                for (int sharded = 0; sharded < 2; sharded++) {
-                        for (size_t k = 0; k < ELEMENTSOF(kids); k++) {
-                                snprintf(dir + len, sizeof(dir) - len, "%s%s%s",
-                                         sharded ? "/" : "", sharded ? shard : "", kids[k]);
-                                (void)rmdir(dir);
-                        }
+                for (size_t i = 0; i < ELEMENTSOF(kids); i++) {
+                        snprintf(dir + len, sizeof(dir) - len, "%s", kids[i]);
+                        (void)rmdir(dir);
                 }
-                snprintf(dir + len, sizeof(dir) - len, "/%s", shard);
-                (void)rmdir(dir);
                 dir[len] = 0;
                 (void)rmdir(dir);
         }
@@ -1013,12 +937,8 @@ static void real_lifecycle(const char *root, const char *name, bool want_v1)
         if (c.kids[0] <= 0)
                 goto out;
 
-        /* The env group: flat on v2, in its shard on v1 and hybrid (cgroup_internal.h). */
-        char group[64], shard[CG_SHARD_NAME_SIZE];
-        cg_shard_name("e", shard);
-        snprintf(group, sizeof(group), "%s%se", v2 ? "" : shard, v2 ? "" : "/");
-        char want[160], path[4096], file[4400];
-        snprintf(want, sizeof(want), "/%s/%s", c.subtree, group);
+        char want[128], path[4096], file[4400];
+        snprintf(want, sizeof(want), "/%s/e", c.subtree);
         const char *mem_ctl = v2 ? "" : "memory";
         CHECK(proc_cgroup_path(c.kids[0], mem_ctl, path, sizeof(path)));
         CHECK(ends_with(path, want));
@@ -1051,10 +971,10 @@ static void real_lifecycle(const char *root, const char *name, bool want_v1)
         if (c.kids[1] > 0) {
                 /* The sub-group exists only where groups are killed (unified, or the v1
                  * freezer); under the memory controller the exec joins the env group. */
-                snprintf(want, sizeof(want), "/%s/%s%s", c.subtree, group, v2 ? "/x1" : "");
+                snprintf(want, sizeof(want), "/%s/e%s", c.subtree, v2 ? "/x1" : "");
                 CHECK(proc_cgroup_path(c.kids[1], mem_ctl, path, sizeof(path)) &&
                       ends_with(path, want));
-                snprintf(want, sizeof(want), "/%s/%s/x1", c.subtree, group);
+                snprintf(want, sizeof(want), "/%s/e/x1", c.subtree);
                 if (mode == CGROUP_HYBRID)
                         CHECK(proc_cgroup_path(c.kids[1], "", path, sizeof(path)) &&
                               ends_with(path, want));
@@ -1113,32 +1033,8 @@ static void real_lifecycle(const char *root, const char *name, bool want_v1)
                 if (stat(dir, &sst) < 0)
                         fprintf(stderr, "  missing %s\n", dir);
                 CHECK(stat(dir, &sst) == 0); /* the subtree stays until the daemon goes */
-                size_t len = strlen(dir);
-                snprintf(dir + len, sizeof(dir) - len, "/%s", group);
+                strncat(dir, "/e", sizeof(dir) - strlen(dir) - 1);
                 CHECK(stat(dir, &sst) < 0 && errno == ENOENT);
-                if (!v2) { /* its shard stays for the next environment */
-                        snprintf(dir + len, sizeof(dir) - len, "/%s", shard);
-                        CHECK(stat(dir, &sst) == 0);
-                }
-        }
-        /* At the daemon's stop: empty shards go, then the subtree (not on v2, whose daemon
-         * moved itself into a leaf of it). */
-        if (!v2) {
-                cgroup_manager_remove_if_empty(m);
-                snprintf(file, sizeof(file), "%s", c.self_cgroup);
-                save = NULL;
-                for (char *line = strtok_r(file, "\n", &save); line;
-                     line = strtok_r(NULL, "\n", &save)) {
-                        if (!split_cgroup_line(line, &ctl, &own) || !strncmp(ctl, "name=", 5) ||
-                            !strcmp(ctl, "devices") || (mode == CGROUP_V1 && !strcmp(line, "0")))
-                                continue;
-                        char dir[4400];
-                        subtree_dir(dir, sizeof(dir) - 8, line, ctl, own, v2, c.subtree);
-                        struct stat sst;
-                        if (stat(dir, &sst) == 0)
-                                fprintf(stderr, "  left %s\n", dir);
-                        CHECK(stat(dir, &sst) < 0 && errno == ENOENT);
-                }
         }
 out:
         real_cleanup(&c, m, v2);
@@ -1188,7 +1084,6 @@ int main(void)
         RUN(test_cgroup_v1__limits);
         RUN(test_cgroup_v1__stats);
         RUN(test_cgroup_v1__attach_freeze_destroy);
-        RUN(test_cgroup_v1__shards);
         RUN(test_cgroup_hybrid__unified_mirror);
         RUN(test_cgroup_real__lifecycle);
         RUN(test_cgroup_real__v1_only);
