@@ -682,6 +682,7 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
                 return -ENOMEM;
         e->cfg = *cfg;
         e->pool_commit_fd = -EBADF;
+        spare_init(e); /* its process a copy of the daemon while it is small */
         struct env_row *rows;
         size_t n;
         int r = state_env_list(cfg->state, &rows, &n);

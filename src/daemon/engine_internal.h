@@ -112,12 +112,17 @@ struct image_use {
         struct image_use *next;
 };
 
-/* The next computer's disk, made by a helper after a create (engine_storage.c). */
+/* The next computer's disk, made after a create by the spare process (`paddockd-spare`, a
+ * syncer made at start-up), or by a forked helper where that process is gone
+ * (engine_storage.c). */
 struct spare_disk {
         struct loop_timer *timer;
         char image[NAME_BUF_SIZE];
-        struct supervise *sv; /* the helper making it, or NULL */
-        bool again;           /* a create asked while the helper ran: make another after it */
+        struct syncer *maker;      /* the spare process, or NULL */
+        struct syncer_wait *wait;  /* its snapshot under way, or NULL */
+        int from_fd, dir_fd;       /* that snapshot's image and spares directory */
+        struct supervise *sv;      /* the helper making it, or NULL */
+        bool again; /* a create asked while one was being made: make another after it */
 };
 
 struct engine {
@@ -252,5 +257,6 @@ void engine_idle_free(struct engine *e);
 void engine_idle_start(struct engine *e); /* after reconcile: every environment */
 
 /* engine_storage.c */
+void spare_init(struct engine *e);
 void spare_schedule(struct engine *e, const char *image);
 void spare_free(struct engine *e);

@@ -15,6 +15,7 @@
 #include "daemon/events.h"
 #include "daemon/log.h"
 #include "daemon/supervise.h"
+#include "daemon/syncer.h"
 #include "lib/parse.h"
 #include "lib/util.h"
 
@@ -490,15 +491,28 @@ void engine_storage_reconcile(struct engine *e)
 
 /* ---- spare disks --------------------------------------------------------------------------
  * A computer's disk is a writable snapshot of its image; the btrfs driver can make the next
- * one ahead of time so that a create only renames it into place. */
+ * one ahead of time so that a create only renames it into place. The snapshot commits a btrfs
+ * transaction (5-15 ms), so the loop never makes it: the spare process does (a syncer made at
+ * start-up, `paddockd-spare`), or, where that one is gone, a helper forked for each spare. A
+ * fork of the daemon copies its page tables and leaves it copy-on-write faults, both growing
+ * with the number of environments: one for every computer created, before the process. */
 
-static void on_spare_made(void *data, const struct supervise_exit *x)
+void spare_init(struct engine *e)
 {
-        struct engine *e = data;
-        if (x->signaled || x->status != 0)
-                log_warn("image %s: preparing a spare disk failed", e->spare.image);
-        supervise_abandon(e->spare.sv, false);
-        e->spare.sv = NULL;
+        e->spare.from_fd = e->spare.dir_fd = -EBADF;
+        struct storage *s = e->cfg.storage;
+        if (!s || !s->ops->spare_target || !e->cfg.loop)
+                return;
+        int r = syncer_new(e->cfg.loop, "paddockd-spare", &e->spare.maker);
+        if (r < 0) {
+                log_warn("no spare process (%s): spare disks are made by a helper each",
+                         strerror(-r));
+                e->spare.maker = NULL;
+        }
+}
+
+static void spare_made(struct engine *e)
+{
         if (e->spare.again) { /* a create took a spare while this one was being made */
                 e->spare.again = false;
                 char image[sizeof(e->spare.image)];
@@ -507,7 +521,29 @@ static void on_spare_made(void *data, const struct supervise_exit *x)
         }
 }
 
+static void on_spare_made(void *data, const struct supervise_exit *x)
+{
+        struct engine *e = data;
+        if (x->signaled || x->status != 0)
+                log_warn("image %s: preparing a spare disk failed", e->spare.image);
+        supervise_abandon(e->spare.sv, false);
+        e->spare.sv = NULL;
+        spare_made(e);
+}
+
 static const struct supervise_ops spare_ops = {.exit = on_spare_made};
+
+static void on_spare_snapshot(int result, void *data)
+{
+        struct engine *e = data;
+        e->spare.wait = NULL;
+        closep(&e->spare.from_fd);
+        closep(&e->spare.dir_fd);
+        if (result < 0 && result != -EEXIST)
+                log_warn("image %s: preparing a spare disk failed: %s", e->spare.image,
+                         strerror(-result));
+        spare_made(e);
+}
 
 struct spare_arg {
         struct storage *storage;
@@ -526,18 +562,38 @@ static void make_spare(void *arg, pid_t daemon_pid, int status_fd, int data_fd)
         _exit(r < 0 && r != -ENOENT ? 1 : 0);
 }
 
-/* The snapshot commits a btrfs transaction (5-15 ms): a helper makes it, so the event loop
- * keeps serving meanwhile. */
+/* Through the spare process: 0 if it took the job (or there is nothing to make), <0 to make
+ * it with a helper instead. */
+static int spare_by_process(struct engine *e, const char *image)
+{
+        struct storage *s = e->cfg.storage;
+        if (!e->spare.maker || !syncer_pid(e->spare.maker))
+                return -ESRCH;
+        char name[32];
+        int r = s->ops->spare_target(s, image, &e->spare.from_fd, &e->spare.dir_fd, name);
+        if (r != 0)
+                return r == -ENOENT ? 0 : r; /* made already, or no image (it went) */
+        r = syncer_snapshot(e->spare.maker, e->spare.from_fd, e->spare.dir_fd, name,
+                            on_spare_snapshot, e, &e->spare.wait);
+        if (r < 0) {
+                closep(&e->spare.from_fd);
+                closep(&e->spare.dir_fd);
+        }
+        return r;
+}
+
 static void on_spare_timer(struct loop_timer *t, void *data)
 {
         struct engine *e = data;
         e->spare.timer = NULL;
-        if (e->spare.sv) {
+        if (e->spare.sv || e->spare.wait) {
                 e->spare.again = true; /* one at a time: the next one when this is done */
                 return;
         }
         char image[4200];
         if (image_rootfs(e, e->spare.image, image, sizeof(image)) < 0)
+                return;
+        if (spare_by_process(e, image) >= 0)
                 return;
         struct spare_arg a = {.storage = e->cfg.storage, .image = image};
         const struct supervise_spec spec = {
@@ -554,9 +610,9 @@ void spare_schedule(struct engine *e, const char *image)
         if (!s->ops->prepare_spare)
                 return;
         snprintf(e->spare.image, sizeof(e->spare.image), "%s", image);
-        if (e->spare.sv) {
-                /* The helper may have made its spare and not yet been reaped: a create that
-                 * took that spare must still get the next one. */
+        if (e->spare.sv || e->spare.wait) {
+                /* The one being made may be done and not yet answered: a create that took it
+                 * must still get the next one. */
                 e->spare.again = true;
                 return;
         }
@@ -569,4 +625,11 @@ void spare_free(struct engine *e)
         loop_cancel_timer(e->spare.timer);
         supervise_abandon(e->spare.sv, false); /* the helper dies with us (PR_SET_PDEATHSIG) */
         e->spare.sv = NULL;
+        /* The process first: a snapshot it runs uses the two fds (its request names them in
+         * the fd table it shares with us), so they are closed only once it has ended. */
+        syncer_free(e->spare.maker);
+        e->spare.maker = NULL;
+        e->spare.wait = NULL;
+        closep(&e->spare.from_fd);
+        closep(&e->spare.dir_fd);
 }

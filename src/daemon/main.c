@@ -819,7 +819,7 @@ int main(int argc, char **argv)
         if ((r = spawner_new(loop, cg, init_fd, &spawner)) < 0)
                 log_warn("PID 1s are cloned in the loop (no spawn process: %s)", strerror(-r));
         struct syncer *syncer = NULL;
-        if ((r = syncer_new(loop, &syncer)) < 0)
+        if ((r = syncer_new(loop, "paddockd-sync", &syncer)) < 0)
                 log_warn("state syncs stay in the loop (no sync process: %s)", strerror(-r));
         struct audit_config ac = {.root = root, .max_size = o.audit_max_size,
                                   .keep = o.audit_keep, .loop = loop, .syncer = syncer};

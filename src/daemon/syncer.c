@@ -1,5 +1,6 @@
 /* The sync process (syncer.h). The loop's side keeps the queue; the process only answers "the
- * fd you named is synced, with this result", one request at a time. */
+ * fd you named is synced (or the snapshot you named is made), with this result", one request at
+ * a time. */
 #include "daemon/syncer.h"
 #include "daemon/log.h"
 #include "daemon/loop.h"
@@ -18,10 +19,18 @@
 /* How long syncer_free lets a running sync finish. */
 #define SYNCER_END_MS 5000
 
+enum sync_kind {
+        SYNC_DATA,     /* fdatasync of fd (syncer_after) */
+        SYNC_FS,       /* a btrfs commit of fd's file system (syncer_fs_after) */
+        SYNC_SNAPSHOT, /* a snapshot of the subvolume fd as name in dirfd (syncer_snapshot) */
+};
+
 struct syncer_wait {
         struct syncer *owner;
         int fd;
-        bool fs; /* a btrfs commit of fd's file system (syncer_fs_after), not its fdatasync */
+        enum sync_kind kind;
+        int dirfd;                         /* SYNC_SNAPSHOT */
+        char name[SYNCER_SNAPSHOT_NAME_MAX]; /* SYNC_SNAPSHOT */
         syncer_fn fn;
         void *data;
         bool in_flight; /* covered by the sync that runs now */
@@ -30,6 +39,7 @@ struct syncer_wait {
 
 struct syncer {
         struct loop *loop;
+        const char *name;   /* the process's, "paddockd-sync" (a string constant) */
         pid_t pid;          /* the sync process; 0 once reaped */
         int pidfd;
         int req_w, req_r;   /* loop → process: the fd to sync */
@@ -46,17 +56,31 @@ struct syncer {
         struct syncer_wait *answering;
 };
 
-/* A request on the pipe: the fd, and which sync. */
+/* A request on the pipe (well below PIPE_BUF: one write, never split). */
 struct sync_req {
         int fd;
-        int fs;
+        int kind;
+        int dirfd;
+        char name[SYNCER_SNAPSHOT_NAME_MAX];
 };
 
-static int sync_one(int fd, bool fs)
+static int sync_one(const struct sync_req *q)
 {
-        if (fs)
-                return btrfs_sync(fd);
-        return fdatasync(fd) < 0 ? -errno : 0;
+        switch (q->kind) {
+        case SYNC_FS:
+                return btrfs_sync(q->fd);
+        case SYNC_SNAPSHOT:
+                return btrfs_snapshot(q->fd, q->dirfd, q->name, false);
+        default:
+                return fdatasync(q->fd) < 0 ? -errno : 0;
+        }
+}
+
+static struct sync_req req_of(const struct syncer_wait *w)
+{
+        struct sync_req q = {.fd = w->fd, .kind = (int)w->kind, .dirfd = w->dirfd};
+        memcpy(q.name, w->name, sizeof(q.name));
+        return q;
 }
 
 /* The process: a copy of the daemon's memory at syncer_new, the daemon's fd table itself.
@@ -66,7 +90,7 @@ static _Noreturn void sync_main(const struct syncer *s, pid_t daemon)
         sigset_t all;
         sigfillset(&all);
         sigprocmask(SIG_SETMASK, &all, NULL); /* the daemon's signals are the daemon's */
-        prctl(PR_SET_NAME, "paddockd-sync");
+        prctl(PR_SET_NAME, s->name);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != daemon)
                 _exit(0); /* the daemon died before the line above */
@@ -77,9 +101,10 @@ static _Noreturn void sync_main(const struct syncer *s, pid_t daemon)
                         continue;
                 if (n != (ssize_t)sizeof(q) || q.fd < 0)
                         _exit(0); /* syncer_free's request to end (or the pipe is gone) */
-                if (s->test_delay.tv_sec || s->test_delay.tv_nsec)
+                if (q.kind != SYNC_SNAPSHOT && (s->test_delay.tv_sec || s->test_delay.tv_nsec))
                         nanosleep(&s->test_delay, NULL);
-                int result = sync_one(q.fd, q.fs);
+                q.name[sizeof(q.name) - 1] = 0;
+                int result = sync_one(&q);
                 while (write(s->done_w, &result, sizeof(result)) < 0 && errno == EINTR)
                         ;
         }
@@ -94,14 +119,16 @@ static void answer(struct syncer_wait *w, int result)
         fn(result, fn_data);
 }
 
-/* Starts a sync for the oldest waiting request and every other one on the same fd. */
+/* Starts a sync for the oldest waiting request and every other one on the same fd (a
+ * snapshot is a job of its own). */
 static void start_next(struct syncer *s)
 {
         if (s->running || !s->waits || !s->pid)
                 return;
-        struct sync_req q = {.fd = s->waits->fd, .fs = s->waits->fs};
-        for (struct syncer_wait *w = s->waits; w; w = w->next)
-                if (w->fd == q.fd && w->fs == q.fs)
+        struct sync_req q = req_of(s->waits);
+        s->waits->in_flight = true;
+        for (struct syncer_wait *w = s->waits->next; w && q.kind != SYNC_SNAPSHOT; w = w->next)
+                if (w->fd == q.fd && (int)w->kind == q.kind)
                         w->in_flight = true;
         s->running = true;
         s->syncs++;
@@ -158,8 +185,9 @@ static void on_process_exit(struct loop_source *src, int fd, uint32_t events, vo
         struct syncer *s = data;
         siginfo_t si = {0};
         waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG);
-        log_error("the sync process (pid %d) is gone (%s %d): state syncs run in the loop now",
-                  (int)s->pid, si.si_code == CLD_EXITED ? "exit" : "signal", si.si_status);
+        log_error("the %s process (pid %d) is gone (%s %d): its work runs in the loop now",
+                  s->name, (int)s->pid, si.si_code == CLD_EXITED ? "exit" : "signal",
+                  si.si_status);
         s->pid = 0;
         loop_remove(s->exit_src);
         s->exit_src = NULL;
@@ -167,7 +195,8 @@ static void on_process_exit(struct loop_source *src, int fd, uint32_t events, vo
         while (s->waits) {
                 struct syncer_wait *w = s->waits;
                 s->waits = w->next;
-                answer(w, sync_one(w->fd, w->fs));
+                struct sync_req q = req_of(w);
+                answer(w, sync_one(&q));
         }
 }
 
@@ -179,13 +208,13 @@ static void close_pipes(struct syncer *s)
         closep(&s->done_w);
 }
 
-int syncer_new(struct loop *l, struct syncer **ret)
+int syncer_new(struct loop *l, const char *name, struct syncer **ret)
 {
         struct syncer *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        *s = (struct syncer){.loop = l, .pidfd = -EBADF, .req_r = -EBADF, .req_w = -EBADF,
-                             .done_r = -EBADF, .done_w = -EBADF};
+        *s = (struct syncer){.loop = l, .name = name, .pidfd = -EBADF, .req_r = -EBADF,
+                             .req_w = -EBADF, .done_r = -EBADF, .done_w = -EBADF};
         const char *delay = getenv("PADDOCK_TEST_SYNC_DELAY_MS");
         if (delay) {
                 unsigned long ms = strtoul(delay, NULL, 10);
@@ -252,8 +281,8 @@ void syncer_free(struct syncer *s)
                         ;
                 int flags = WEXITED;
                 if (!(p.revents & POLLIN)) {
-                        log_warn("the sync process (pid %d) is still syncing: killed, not "
-                                 "waited for", (int)s->pid);
+                        log_warn("the %s process (pid %d) is still at work: killed, not "
+                                 "waited for", s->name, (int)s->pid);
                         sys_pidfd_send_signal(s->pidfd, SIGKILL, 0);
                         flags |= WNOHANG; /* whoever inherits it reaps it */
                 }
@@ -271,15 +300,15 @@ void syncer_free(struct syncer *s)
         free(s);
 }
 
-static int after(struct syncer *s, int fd, bool fs, syncer_fn fn, void *data,
-                 struct syncer_wait **ret)
+static int queue(struct syncer *s, const struct syncer_wait *job, struct syncer_wait **ret)
 {
         if (!s || !s->pid)
                 return -ESRCH;
         struct syncer_wait *w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
-        *w = (struct syncer_wait){.owner = s, .fd = fd, .fs = fs, .fn = fn, .data = data};
+        *w = *job;
+        w->owner = s;
         struct syncer_wait **pp = &s->waits;
         while (*pp)
                 pp = &(*pp)->next;
@@ -294,12 +323,25 @@ static int after(struct syncer *s, int fd, bool fs, syncer_fn fn, void *data,
 
 int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret)
 {
-        return after(s, fd, false, fn, data, ret);
+        return queue(s, &(struct syncer_wait){.fd = fd, .kind = SYNC_DATA, .fn = fn, .data = data},
+                     ret);
 }
 
 int syncer_fs_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret)
 {
-        return after(s, fd, true, fn, data, ret);
+        return queue(s, &(struct syncer_wait){.fd = fd, .kind = SYNC_FS, .fn = fn, .data = data},
+                     ret);
+}
+
+int syncer_snapshot(struct syncer *s, int src_fd, int dirfd, const char *name, syncer_fn fn,
+                    void *data, struct syncer_wait **ret)
+{
+        struct syncer_wait w = {.fd = src_fd, .kind = SYNC_SNAPSHOT, .dirfd = dirfd, .fn = fn,
+                                .data = data};
+        if (!name || !*name || strchr(name, '/') || strlen(name) >= sizeof(w.name))
+                return -EINVAL;
+        memcpy(w.name, name, strlen(name) + 1);
+        return queue(s, &w, ret);
 }
 
 static bool unqueue(struct syncer_wait **head, struct syncer_wait *w)

@@ -23,7 +23,8 @@ struct syncer_wait;
 /* result: 0, or -errno of the fdatasync that covered the request. */
 typedef void (*syncer_fn)(int result, void *data);
 
-int syncer_new(struct loop *l, struct syncer **ret);
+/* name: the process's in `ps` ("paddockd-sync"); a string constant. */
+int syncer_new(struct loop *l, const char *name, struct syncer **ret);
 /* Ends the process and reaps it. Requests not answered yet are dropped, their functions not
  * called. */
 void syncer_free(struct syncer *s);
@@ -35,6 +36,13 @@ int syncer_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct sync
 /* The same for a btrfs transaction commit of fd's file system (BTRFS_IOC_SYNC: the cleaner
  * then frees deleted subvolumes at once), which can take tens of milliseconds. */
 int syncer_fs_after(struct syncer *s, int fd, syncer_fn fn, void *data, struct syncer_wait **ret);
+/* Calls fn from the loop once a writable btrfs snapshot of the subvolume src_fd is made as name
+ * in dirfd (BTRFS_IOC_SNAP_CREATE_V2, a transaction commit: 5-15 ms), with its result. Each is
+ * a job of its own. Both fds must stay open until fn runs or the syncer is freed: a cancelled
+ * job may be running already. */
+#define SYNCER_SNAPSHOT_NAME_MAX 64
+int syncer_snapshot(struct syncer *s, int src_fd, int dirfd, const char *name, syncer_fn fn,
+                    void *data, struct syncer_wait **ret);
 void syncer_cancel(struct syncer_wait *w); /* NULL is fine */
-/* The sync process's pid (0 once it is gone): for tests and `ps`, where it is "paddockd-sync". */
+/* The process's pid (0 once it is gone): for tests and `ps`, where it has its name. */
 pid_t syncer_pid(const struct syncer *s);

@@ -64,6 +64,13 @@ struct storage_ops {
          * ready (btrfs: a spare snapshot; renaming it into place commits no transaction).
          * NULL where nothing helps. drop_spares: forget them all (an image goes away). */
         int (*prepare_spare)(struct storage *s, const char *image_rootfs);
+        /* prepare_spare in two halves, so that a process made at start-up can do the slow one
+         * without a fork of the daemon per computer: the image's subvolume and the spares
+         * directory opened and the spare's name chosen; 1 (nothing opened) when there is
+         * nothing to make. The caller then makes the spare with btrfs_snapshot(*ret_from,
+         * *ret_dir, name, false) and closes both. */
+        int (*spare_target)(struct storage *s, const char *image_rootfs, int *ret_from,
+                            int *ret_dir, char name[static 32]);
         void (*drop_spares)(struct storage *s);
         int (*image_prepare)(struct storage *s, const char *rootfs);
         int (*image_seal)(struct storage *s, const char *rootfs);

@@ -331,19 +331,34 @@ static int take_spare(struct storage *s, const char *image_rootfs, const char *e
         return renameat(spares, name, env, "disk") < 0 ? -errno : 0;
 }
 
-static int btrfs_prepare_spare(struct storage *s, const char *image_rootfs)
+static int btrfs_spare_target(struct storage *s, const char *image_rootfs, int *ret_from,
+                              int *ret_dir, char name[static 32])
 {
         if (s->info.shifted)
-                return 0; /* each copy is chowned for its own range: nothing to share */
-        char name[32];
+                return 1; /* each copy is chowned for its own range: nothing to share */
         _cleanup_close_ int spares = -EBADF, from = -EBADF;
         int r = spare_open(s, image_rootfs, image_rootfs, name, &spares, &from);
         if (r < 0)
                 return r;
         struct stat st;
         if (fstatat(spares, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                return 0;
-        return btrfs_snapshot(from, spares, name, false);
+                return 1;
+        *ret_from = TAKE_FD(from);
+        *ret_dir = TAKE_FD(spares);
+        return 0;
+}
+
+static int btrfs_prepare_spare(struct storage *s, const char *image_rootfs)
+{
+        char name[32];
+        int from = -EBADF, spares = -EBADF;
+        int r = btrfs_spare_target(s, image_rootfs, &from, &spares, name);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = btrfs_snapshot(from, spares, name, false);
+        close(from);
+        close(spares);
+        return r;
 }
 
 static void btrfs_drop_spares(struct storage *s)
@@ -502,6 +517,7 @@ const struct storage_ops storage_btrfs_ops = {
         .destroy = btrfs_destroy,
         .recover = btrfs_recover,
         .prepare_spare = btrfs_prepare_spare,
+        .spare_target = btrfs_spare_target,
         .drop_spares = btrfs_drop_spares,
         .image_prepare = btrfs_image_prepare,
         .image_seal = btrfs_image_seal,

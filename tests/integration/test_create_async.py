@@ -268,4 +268,4 @@ def test_the_sync_process_waits_for_the_disk_and_the_loop_takes_over_if_it_dies(
     assert daemon.sh("b", "echo still") == "still\n"
     assert daemon.api("DELETE", "/v1/envs/b?force=1", timeout=30).status in (200, 204)
     assert "b" not in daemon.envs()
-    assert "the sync process (pid %d) is gone" % sync in daemon.log()
+    assert "the paddockd-sync process (pid %d) is gone" % sync in daemon.log()

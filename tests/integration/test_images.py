@@ -393,11 +393,11 @@ def test_pull_errors(daemon, registry):
 
 def not_lasting(st):
     """Neither the daemon's lxcfs (it outlives the daemon on purpose: environments keep their
-    /proc views, the next daemon adopts it) nor its sync process (syncer.c: lives as long as
-    the daemon, shares its fd table) nor its spawn process (spawner.c: a copy of the daemon at
-    start-up, which clones PID 1s and exec slots): they are no helpers."""
+    /proc views, the next daemon adopts it) nor its sync and spare processes (syncer.c: live
+    as long as the daemon, share its fd table) nor its spawn process (spawner.c: a copy of the
+    daemon at start-up, which clones PID 1s and exec slots): they are no helpers."""
     return st[st.index("(") + 1:st.rindex(")")] not in ("lxcfs", "paddockd-sync",
-                                                        "paddockd-spawn")
+                                                        "paddockd-spare", "paddockd-spawn")
 
 
 def helper_pids(daemon_pid):

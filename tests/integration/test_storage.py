@@ -32,6 +32,22 @@ def spares(daemon):
     return [p for p in all_subvolumes(daemon) if p.startswith("spares/")]
 
 
+def spare_ids(daemon):
+    """btrfs ids of the spare disks: a new spare has a new one."""
+    out = subprocess.run(["btrfs", "subvolume", "list", os.path.join(daemon.root, "pool")],
+                         check=True, capture_output=True, text=True).stdout
+    return sorted(int(line.split()[1]) for line in out.splitlines() if " path spares/" in line)
+
+
+def spare_process(daemon):
+    return [p for p, comm, _ in children_of(daemon.pid) if comm == "paddockd-spare"]
+
+
+def reads(pid):
+    with open("/proc/%d/io" % pid) as f:
+        return int(dict(line.split(": ") for line in f.read().splitlines())["syscr"])
+
+
 def loop_devices(daemon):
     return daemon._loop_devices()
 
@@ -620,6 +636,25 @@ def test_snapshots_count_against_the_quota_until_removed(daemon):
              what="the snapshot's space to come back")
     rc, err = write_until_full(daemon, "q", "/root/b", 16)
     assert rc == 0, err
+
+
+def test_spare_disks_come_from_the_spare_process_and_from_a_helper_without_it(daemon):
+    """The spare process (paddockd-spare, made at start-up) makes each spare (one read of its
+    request pipe each): the daemon forks nothing per computer for it. Killed, the daemon makes
+    the next spare with a forked helper, as before there was one."""
+    [sp] = spare_process(daemon)
+    before = reads(sp)
+    daemon.create("a", "--computer")
+    wait_for(lambda: len(spare_ids(daemon)) == 1, timeout=30, what="a spare disk")
+    assert reads(sp) - before >= 1
+    first = spare_ids(daemon)
+    os.kill(sp, signal.SIGKILL)
+    wait_for(lambda: not spare_process(daemon), 10, 0.05, "the spare process reaped")
+    daemon.create("b", "--computer")  # takes the spare; the next one is a helper's
+    wait_for(lambda: spare_ids(daemon) not in ([], first), timeout=30, what="the next spare")
+    assert daemon.sh("b", "echo ok") == "ok\n"
+    for x in ("a", "b"):
+        daemon.cli("rm", "-f", x)
 
 
 def test_spare_disks_are_made_ahead_and_never_shared(daemon):

@@ -70,7 +70,7 @@ static void reset(void)
 static void test_syncer__each_request_answered_once_in_order(void)
 {
         struct syncer *s;
-        CHECK(syncer_new(L, &s) == 0);
+        CHECK(syncer_new(L, "paddockd-sync", &s) == 0);
         int fd = temp_file();
         CHECK(fd >= 0);
         reset();
@@ -96,7 +96,7 @@ static void test_syncer__each_request_answered_once_in_order(void)
 static void test_syncer__cancelled_request_never_answered(void)
 {
         struct syncer *s;
-        CHECK(syncer_new(L, &s) == 0);
+        CHECK(syncer_new(L, "paddockd-sync", &s) == 0);
         int fd = temp_file();
         reset();
         struct syncer_wait *w;
@@ -126,7 +126,7 @@ static void cancel_the_second(int result, void *data)
 static void test_syncer__cancelled_by_an_answer_of_the_same_sync(void)
 {
         struct syncer *s;
-        CHECK(syncer_new(L, &s) == 0);
+        CHECK(syncer_new(L, "paddockd-sync", &s) == 0);
         int fd = temp_file();
         reset();
         /* Held before the first request so both are in flight in one sync. */
@@ -146,7 +146,7 @@ static void test_syncer__cancelled_by_an_answer_of_the_same_sync(void)
 static void test_syncer__sync_error_reaches_its_caller(void)
 {
         struct syncer *s;
-        CHECK(syncer_new(L, &s) == 0);
+        CHECK(syncer_new(L, "paddockd-sync", &s) == 0);
         reset();
         int fd = temp_file();
         CHECK(syncer_after(s, 1000000, answered, (void *)(intptr_t)7, NULL) == 0); /* not open */
@@ -162,7 +162,7 @@ static void test_syncer__sync_error_reaches_its_caller(void)
 static void test_syncer__free_drops_the_unanswered(void)
 {
         struct syncer *s;
-        CHECK(syncer_new(L, &s) == 0);
+        CHECK(syncer_new(L, "paddockd-sync", &s) == 0);
         int fd = temp_file();
         reset();
         CHECK(syncer_after(s, fd, answered, (void *)(intptr_t)1, NULL) == 0);
@@ -177,7 +177,7 @@ static void test_syncer__free_drops_the_unanswered(void)
 static void test_syncer__a_killed_process_leaves_the_syncs_to_the_loop(void)
 {
         struct syncer *s;
-        CHECK(syncer_new(L, &s) == 0);
+        CHECK(syncer_new(L, "paddockd-sync", &s) == 0);
         pid_t pid = syncer_pid(s);
         CHECK(pid > 0);
         /* Named by itself once it runs: given a second. */
@@ -212,6 +212,45 @@ static void test_syncer__a_killed_process_leaves_the_syncs_to_the_loop(void)
         close(fd);
 }
 
+/* A snapshot is a job of its own, answered with its own result, among syncs of another fd;
+ * the process carries the name it was given. The temp directory is not btrfs: the ioctl's
+ * error is what reaches the caller (the real snapshot: test_storage.py's spare disks). */
+static void test_syncer__a_snapshot_is_a_job_of_its_own(void)
+{
+        struct syncer *s;
+        CHECK(syncer_new(L, "paddockd-spare", &s) == 0);
+        char comm[64] = "", path[64];
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int)syncer_pid(s));
+        for (int i = 0; i < 100 && strcmp(comm, "paddockd-spare\n"); i++) {
+                FILE *f = fopen(path, "re");
+                if (!f || !fgets(comm, sizeof(comm), f))
+                        comm[0] = 0;
+                if (f)
+                        fclose(f);
+                if (strcmp(comm, "paddockd-spare\n"))
+                        usleep(10000);
+        }
+        CHECK(strcmp(comm, "paddockd-spare\n") == 0);
+        int fd = temp_file();
+        int dir = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(dir >= 0);
+        CHECK_EQ_INT(syncer_snapshot(s, dir, dir, "a/b", answered, NULL, NULL), -EINVAL);
+        CHECK_EQ_INT(syncer_snapshot(s, dir, dir, "", answered, NULL, NULL), -EINVAL);
+        reset();
+        CHECK(syncer_after(s, fd, answered, (void *)(intptr_t)1, NULL) == 0);
+        CHECK(syncer_snapshot(s, dir, dir, "paddock-syncer-snap", answered, (void *)(intptr_t)2,
+                              NULL) == 0);
+        run_until_answered(2, 10000);
+        CHECK_EQ_INT(n_answered, 2);
+        CHECK(order[0] == 1 && results[0] == 0);
+        CHECK(order[1] == 2 && results[1] < 0 && results[1] != -EINVAL);
+        struct stat st;
+        CHECK(fstatat(dir, "paddock-syncer-snap", &st, 0) < 0 && errno == ENOENT);
+        syncer_free(s);
+        close(dir);
+        close(fd);
+}
+
 int main(void)
 {
         log_set_level(LOG_ERROR);
@@ -225,6 +264,7 @@ int main(void)
         RUN(test_syncer__sync_error_reaches_its_caller);
         RUN(test_syncer__free_drops_the_unanswered);
         RUN(test_syncer__a_killed_process_leaves_the_syncs_to_the_loop);
+        RUN(test_syncer__a_snapshot_is_a_job_of_its_own);
         loop_free(L);
         UNIT_EXIT();
 }
