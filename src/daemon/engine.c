@@ -687,6 +687,7 @@ int engine_new(const struct engine_config *cfg, struct engine **ret)
         size_t n;
         int r = state_env_list(cfg->state, &rows, &n);
         if (r < 0) {
+                spare_free(e);
                 free(e);
                 return r;
         }

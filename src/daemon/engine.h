@@ -296,6 +296,9 @@ void engine_image_helpers_release(struct engine *e);
 
 /* Storage (engine_storage.c): snapshots, restore, fork, commit. */
 struct storage *engine_storage(struct engine *e);
+/* Every spare disk goes (an image is removed: a spare shares its data), and one being made
+ * goes too once it is done. */
+void engine_spares_drop(struct engine *e);
 int engine_env_dir(const struct engine *e, const char *name, char *buf, size_t len);
 uint64_t env_disk_bytes(const struct env *v);
 uint32_t env_uid_base(const struct env *v);

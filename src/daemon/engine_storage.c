@@ -501,7 +501,9 @@ void spare_init(struct engine *e)
 {
         e->spare.from_fd = e->spare.dir_fd = -EBADF;
         struct storage *s = e->cfg.storage;
-        if (!s || !s->ops->spare_target || !e->cfg.loop)
+        /* Not where nothing is shared (a pool without idmapped mounts: each copy is chowned
+         * for its own range), and not without a driver that makes spares. */
+        if (!s || !s->ops->spare_target || s->info.shifted || !e->cfg.loop)
                 return;
         int r = syncer_new(e->cfg.loop, "paddockd-spare", &e->spare.maker);
         if (r < 0) {
@@ -513,6 +515,10 @@ void spare_init(struct engine *e)
 
 static void spare_made(struct engine *e)
 {
+        /* An image went while this spare was being made: the removal may have listed the
+         * spares before it landed, and it shares that image's data. */
+        if (e->spare.drops != e->spare.drops_at_start)
+                engine_spares_drop(e);
         if (e->spare.again) { /* a create took a spare while this one was being made */
                 e->spare.again = false;
                 char image[sizeof(e->spare.image)];
@@ -571,8 +577,12 @@ static int spare_by_process(struct engine *e, const char *image)
                 return -ESRCH;
         char name[32];
         int r = s->ops->spare_target(s, image, &e->spare.from_fd, &e->spare.dir_fd, name);
+        if (r < 0 && r != -ENOENT) /* a helper would fail the same way */
+                log_warn("image %s: preparing a spare disk failed: %s", e->spare.image,
+                         strerror(-r));
         if (r != 0)
-                return r == -ENOENT ? 0 : r; /* made already, or no image (it went) */
+                return 0; /* made already, or no image (it went) */
+        e->spare.drops_at_start = e->spare.drops;
         r = syncer_snapshot(e->spare.maker, e->spare.from_fd, e->spare.dir_fd, name,
                             on_spare_snapshot, e, &e->spare.wait);
         if (r < 0) {
@@ -595,6 +605,7 @@ static void on_spare_timer(struct loop_timer *t, void *data)
                 return;
         if (spare_by_process(e, image) >= 0)
                 return;
+        e->spare.drops_at_start = e->spare.drops;
         struct spare_arg a = {.storage = e->cfg.storage, .image = image};
         const struct supervise_spec spec = {
             .loop = e->cfg.loop, .label = "spare disk", .ops = &spare_ops, .data = e};
@@ -618,6 +629,14 @@ void spare_schedule(struct engine *e, const char *image)
         }
         if (!e->spare.timer)
                 e->spare.timer = loop_add_timer(e->cfg.loop, 1, on_spare_timer, e);
+}
+
+void engine_spares_drop(struct engine *e)
+{
+        struct storage *s = e->cfg.storage;
+        e->spare.drops++;
+        if (s->ops->drop_spares)
+                s->ops->drop_spares(s);
 }
 
 void spare_free(struct engine *e)

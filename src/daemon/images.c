@@ -620,9 +620,7 @@ int engine_image_delete(struct engine *e, const char *name, char *err, size_t er
                 snprintf(err, errlen, "cannot update the record: %s", strerror(-r));
                 return r;
         }
-        struct storage *sto = engine_storage(e);
-        if (sto->ops->drop_spares)
-                sto->ops->drop_spares(sto); /* a spare shares this image's data */
+        engine_spares_drop(e); /* a spare shares this image's data */
         r = image_dir_remove(path);
         if (r < 0)
                 log_warn("image %s: removing %s: %s", name, path, strerror(-r));

@@ -185,7 +185,7 @@ static void on_process_exit(struct loop_source *src, int fd, uint32_t events, vo
         struct syncer *s = data;
         siginfo_t si = {0};
         waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG);
-        log_error("the %s process (pid %d) is gone (%s %d): its work runs in the loop now",
+        log_error("the %s process (pid %d) is gone (%s %d): what it had queued runs in the loop",
                   s->name, (int)s->pid, si.si_code == CLD_EXITED ? "exit" : "signal",
                   si.si_status);
         s->pid = 0;
