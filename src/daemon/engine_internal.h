@@ -123,8 +123,8 @@ struct spare_disk {
         int from_fd, dir_fd;       /* that snapshot's image and spares directory */
         struct supervise *sv;      /* the helper making it, or NULL */
         bool again; /* a create asked while one was being made: make another after it */
-        unsigned drops, drops_at_start; /* spare_drop_all calls: all of them, and before the
-                                         * one being made started */
+        unsigned drops, drops_at_start; /* engine_spares_drop calls: all of them, and those
+                                         * before the one being made started */
 };
 
 struct engine {

@@ -1079,7 +1079,7 @@ static void creating_fail(struct env_creating *c, const char *name, bool removed
  * in the background, tens of milliseconds on a busy host. Deleting it would hold the loop for
  * RCU grace periods (40-110 ms measured at 1,000 environments): it is waited for instead, before
  * anything of the start is made (so PID 1 gets its eth0 right after its setup, as always),
- * every LINK_WAIT_MS for at most LINK_WAIT_MAX turns; then network_env_up deletes it. */
+ * every LINK_WAIT_MS for at most LINK_WAIT_MAX turns; then network_env_link deletes it. */
 #define LINK_WAIT_MS 5
 #define LINK_WAIT_MAX 200
 

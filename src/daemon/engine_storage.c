@@ -582,7 +582,6 @@ static int spare_by_process(struct engine *e, const char *image)
                          strerror(-r));
         if (r != 0)
                 return 0; /* made already, or no image (it went) */
-        e->spare.drops_at_start = e->spare.drops;
         r = syncer_snapshot(e->spare.maker, e->spare.from_fd, e->spare.dir_fd, name,
                             on_spare_snapshot, e, &e->spare.wait);
         if (r < 0) {
@@ -603,9 +602,9 @@ static void on_spare_timer(struct loop_timer *t, void *data)
         char image[4200];
         if (image_rootfs(e, e->spare.image, image, sizeof(image)) < 0)
                 return;
+        e->spare.drops_at_start = e->spare.drops;
         if (spare_by_process(e, image) >= 0)
                 return;
-        e->spare.drops_at_start = e->spare.drops;
         struct spare_arg a = {.storage = e->cfg.storage, .image = image};
         const struct supervise_spec spec = {
             .loop = e->cfg.loop, .label = "spare disk", .ops = &spare_ops, .data = e};

@@ -267,14 +267,6 @@ int network_env_policy(struct network *n, const char *env, struct in_addr addr,
         return r;
 }
 
-int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
-                   const struct netpolicy *p, const struct in_addr *links, size_t n_links,
-                   char *err, size_t errlen)
-{
-        int r = network_env_link(n, env, netns_fd, addr, p, false, err, errlen);
-        return r < 0 ? r : network_env_policy(n, env, addr, p, links, n_links, err, errlen);
-}
-
 int network_env_update(struct network *n, const char *env, struct in_addr addr,
                        const struct netpolicy *p, const struct in_addr *links, size_t n_links,
                        bool flush_learned, char *err, size_t errlen)

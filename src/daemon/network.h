@@ -43,18 +43,13 @@ bool network_addr6(const struct network *n, struct in_addr a, struct in6_addr *r
 /* Host-side interface name of an environment ("pdk" + 8 hex digits). */
 void network_ifname(const struct network *n, const char *env, char out[16]);
 
-/* Bring an environment's network up (veth into its netns, firewall chain, bandwidth):
- * network_env_link then network_env_policy. */
-int network_env_up(struct network *n, const char *env, int netns_fd, struct in_addr addr,
-                   const struct netpolicy *p, const struct in_addr *links, size_t n_links,
-                   char *err, size_t errlen);
 /* Whether environments get IPv6 (a v6 subnet): what PID 1's setup prepares (enum spawn_net). */
 bool network_has_ipv6(const struct network *n);
-/* Its two halves, for a caller that runs them in turns of their own. Until the policy
- * (firewall and bandwidth) is in, the link (the veth, its end in the environment addressed and
- * routed) reaches nothing but the resolver: the forward chain drops a "pdk*" link without an
- * entry, and only replies and DNATed traffic go to one (nft.c). A failed policy takes the
- * link down too. ipv6_set: the environment's IPv6 settings were made by its PID 1's setup
+/* Bring an environment's network up in two halves, which a caller may run in turns of their
+ * own: the link (veth into its netns), then the policy (firewall chain, bandwidth). Until the
+ * policy is in, the link (the veth, its end in the environment addressed and routed) reaches
+ * nothing but the resolver: the forward chain drops a "pdk*" link without an entry, and only
+ * replies and DNATed traffic go to one (nft.c). A failed policy takes the link down too. ipv6_set: the environment's IPv6 settings were made by its PID 1's setup
  * (lib/spawn.h), not to be written again. */
 int network_env_link(struct network *n, const char *env, int netns_fd, struct in_addr addr,
                      const struct netpolicy *p, bool ipv6_set, char *err, size_t errlen);
