@@ -124,11 +124,6 @@ struct nft {
         unsigned long n_fast;   /* changes made through it */
 };
 
-/* The template of an open environment's chain (nft_fast.c copies its rules): names outside
- * the environments' ("env_", "denied_"), so no listing takes them for an environment. */
-#define TMPL_CHAIN   "tmpl_open"
-#define TMPL_COUNTER "tmpl_denied"
-
 /* One queued transaction (see nft_batch_begin): its commands, self-contained, and for an
  * environment's apply its name and interface (to redo it the listing way if it is refused). */
 struct batch_item {
@@ -498,6 +493,44 @@ static void forbidden_set(struct sbuf *b, const char *t, const char *set, const 
         sb(b, "%s }\n", subnet);
 }
 
+/* Chain open_env: the policy of every open environment without links, one chain for all of
+ * them, reached from forward for the links in set open_envs. What differs between two such
+ * environments is their address and their counter: the address is checked by the route back
+ * (the only route into the environments' subnet through a link is the /32 (and /128) of its
+ * own environment, so a source in the subnet that routes back out of the link it came in on is
+ * that environment's), and the counter is looked up by link in envctr (chain "denied"). An
+ * environment is then two elements and a counter: adding it adds no rule and no jump, which
+ * is what makes the kernel validate the whole table at a commit (nf_tables_validate walks
+ * every chain reachable from the base chains). Same order and verdicts as env_chain_rules()
+ * for an open environment without links. */
+static void open_env_chain(struct sbuf *b, const char *t, const char *subnet,
+                           const char *subnet6)
+{
+        /* Counted as the link's environment's denied traffic; a link without a counter entry
+         * (none is ever added without one, in one transaction) is still dropped. */
+        sb(b, "add chain inet %s denied\n", t);
+        sb(b, "flush chain inet %s denied\n", t);
+        sb(b, "add rule inet %s denied counter name iifname map @envctr drop\n", t);
+        sb(b, "add rule inet %s denied counter drop\n", t);
+
+        const char *ch = "open_env";
+        sb(b, "add chain inet %s %s\n", t, ch);
+        sb(b, "flush chain inet %s %s\n", t, ch);
+        if (subnet6)
+                sb(b, "add rule inet %s %s ip6 saddr != %s goto denied\n", t, ch, subnet6);
+        else
+                sb(b, "add rule inet %s %s meta nfproto ipv6 goto denied\n", t, ch);
+        sb(b, "add rule inet %s %s ip saddr != %s goto denied\n", t, ch, subnet);
+        sb(b, "add rule inet %s %s fib saddr . iif oif missing goto denied\n", t, ch);
+        sb(b, "add rule inet %s %s ct state established,related accept\n", t, ch);
+        sb(b, "add rule inet %s %s ip daddr @forbidden4 goto denied\n", t, ch);
+        if (subnet6)
+                sb(b, "add rule inet %s %s ip6 daddr @forbidden6 goto denied\n", t, ch);
+        sb(b, "add rule inet %s %s meta l4proto @tcp_udp th dport @dns_ports goto denied\n", t,
+           ch);
+        sb(b, "add rule inet %s %s accept\n", t, ch);
+}
+
 /* Base chains are (re)created and flushed in the same transaction that refills them, so
  * re-running nft_open (daemon restart, changed subnet or resolver) swaps the rules atomically
  * and leaves per-environment chains, sets, counters and the maps' entries alone. */
@@ -518,6 +551,7 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
         sb(b, "add set inet %s dns_ports { type inet_service; }\n", t);
         sb(b, "add element inet %s dns_ports { 53, 853 }\n", t);
         sb(b, "add map inet %s envs { type ifname : verdict; }\n", t);
+        sb(b, "add set inet %s open_envs { type ifname; }\n", t);
         sb(b, "add map inet %s envctr { type ifname : counter; }\n", t);
         sb(b, "add map inet %s pub_tcp { type inet_service : ipv4_addr . inet_service; }\n", t);
         sb(b, "add map inet %s pub_udp { type inet_service : ipv4_addr . inet_service; }\n", t);
@@ -541,6 +575,11 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
         sb(b, "flush chain inet %s spoofed\n", t);
         sb(b, "add rule inet %s spoofed counter name iifname map @envctr drop\n", t);
         sb(b, "add rule inet %s spoofed counter drop\n", t);
+        open_env_chain(b, t, subnet, subnet6);
+        /* The template chain and counter nft_fast.c copied an open environment's chain from,
+         * left by a daemon before the shared chain above: nothing refers to them. */
+        sb(b, "add chain inet %s tmpl_open\ndelete chain inet %s tmpl_open\n", t, t);
+        sb(b, "add counter inet %s tmpl_denied\ndelete counter inet %s tmpl_denied\n", t, t);
 
         /* Published ports: only for this host's own addresses, or a connection from an
          * environment (or anything routed through the host) to some remote host:PORT would be
@@ -602,6 +641,7 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
 #define RULE_FI "add rule inet %s forward iifname \"" VETH_PREFIX "*\" "
 #define RULE_FO "add rule inet %s forward oifname \"" VETH_PREFIX "*\" "
         sb(b, RULE_FI "iifname vmap @envs\n", t);
+        sb(b, RULE_FI "iifname @open_envs goto open_env\n", t);
         sb(b, RULE_FI "counter drop\n", t); /* a veth without an environment entry: fail closed */
         if (!subnet6)
                 sb(b, RULE_FO "meta nfproto ipv6 drop\n", t);
@@ -610,33 +650,6 @@ static void base_ruleset(struct sbuf *b, const char *t, const char *subnet, cons
         sb(b, RULE_FO "counter drop\n", t);
 #undef RULE_FI
 #undef RULE_FO
-}
-
-static void env_chain_rules(struct sbuf *b, const struct nft *n, const struct env_names *nm,
-                            const struct nft_env *e);
-
-/* The template's made-up environment: the subnet's last address (never one of the pool's) and
- * the v6 subnet's, which no other constant of the chain can equal. */
-static void tmpl_env(const struct nft *n, struct nft_env *ret)
-{
-        *ret = (struct nft_env){.name = "tmpl", .host_ifname = VETH_PREFIX "tmpl",
-                                .addr = {htonl(n->subnet | ~n->mask)}, .mode = NET_OPEN};
-        ret->addr6 = n->subnet6;
-        for (unsigned bit = n->prefix6; n->ipv6 && bit < 128; bit++)
-                ret->addr6.s6_addr[bit / 8] |= (uint8_t)(0x80 >> (bit % 8));
-}
-
-/* Chain TMPL_CHAIN and counter TMPL_COUNTER, refilled like the base chains. Nothing jumps to
- * the chain: its rules are only ever read. */
-static void tmpl_ruleset(struct sbuf *b, const struct nft *n)
-{
-        struct env_names nm = {.name = "tmpl", .chain = TMPL_CHAIN, .counter = TMPL_COUNTER};
-        struct nft_env e;
-        tmpl_env(n, &e);
-        sb(b, "add counter inet %s %s\n", n->table, TMPL_COUNTER);
-        sb(b, "add chain inet %s %s\n", n->table, TMPL_CHAIN);
-        sb(b, "flush chain inet %s %s\n", n->table, TMPL_CHAIN);
-        env_chain_rules(b, n, &nm, &e);
 }
 
 int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in_addr resolver,
@@ -679,19 +692,15 @@ int nft_open(const char *table, struct in_addr subnet, uint8_t prefix, struct in
                 snprintf(subnet6_s, sizeof(subnet6_s), "%s/%u", ip6(&n->subnet6, net6), n->prefix6);
         struct sbuf b = {0};
         base_ruleset(&b, n->table, subnet_s, ip4(resolver, res), n->ipv6 ? subnet6_s : NULL);
-        tmpl_ruleset(&b, n);
         int r = run_sbuf(n, &b);
         sbuf_done(&b);
         if (r < 0) {
                 nft_close(n);
                 return r;
         }
-        /* Without it (an older kernel, a template that does not check out) every change goes
-         * through libnftables, as before: slower with many environments, the same rules. */
-        struct nft_env t;
-        tmpl_env(n, &t);
-        if (nft_fast_open(n->table, TMPL_CHAIN, TMPL_COUNTER, t.addr, n->ipv6 ? &t.addr6 : NULL,
-                          &n->fast) < 0)
+        /* Without it (a kernel before 6.3) every change goes through libnftables: slower with
+         * many environments, the same table. */
+        if (nft_fast_open(n->table, &n->fast) < 0)
                 n->fast = NULL;
         *ret = n;
         return 0;
@@ -825,12 +834,19 @@ static json_t *elem_key(json_t *pair, json_t **ret_comment)
         return el ? json_object_get(el, "val") : k;
 }
 
+/* Delete ifname from a set of links if it is there ("add" first: never an error). */
+static void set_leave(struct sbuf *b, const struct nft *n, const char *set, const char *ifname)
+{
+        sb(b, "add element inet %s %s { \"%s\" }\n", n->table, set, ifname);
+        sb(b, "delete element inet %s %s { \"%s\" }\n", n->table, set, ifname);
+}
+
 /* Append "delete element" commands for entries of an ifname map: those whose key is ifname
  * (about to be re-added) and those whose data is ours (stale: the environment's veth got
  * another name, or it is going away). which: "envs" (data {"jump": {"target": chain}}) or
- * "envctr" (data "counter name"). */
+ * "envctr" (data "counter name"). also: a set of links (open_envs) each such key leaves too. */
 static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, const char *ours,
-                               const char *ifname)
+                               const char *ifname, const char *also)
 {
         _cleanup_json_ json_t *root = NULL;
         json_t *elems;
@@ -849,8 +865,11 @@ static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, c
                                                json_object_get(data, "jump"), "target"));
                 if (!key || !ifname_valid(key))
                         continue;
-                if ((ifname && strcmp(key, ifname) == 0) || (target && strcmp(target, ours) == 0))
-                        sb(b, "delete element inet %s %s { \"%s\" }\n", n->table, map, key);
+                if ((!ifname || strcmp(key, ifname) != 0) && (!target || strcmp(target, ours) != 0))
+                        continue;
+                sb(b, "delete element inet %s %s { \"%s\" }\n", n->table, map, key);
+                if (also)
+                        set_leave(b, n, also, key);
         }
         return 0;
 }
@@ -965,9 +984,9 @@ static int batch_redo_listed(struct nft *n, const struct batch_item *it)
         if (r < 0)
                 return r;
         struct sbuf b = {0};
-        r = drop_ifname_entries(n, &b, "envs", nm.chain, it->ifname);
+        r = drop_ifname_entries(n, &b, "envs", nm.chain, it->ifname, NULL);
         if (r >= 0)
-                r = drop_ifname_entries(n, &b, "envctr", nm.counter, it->ifname);
+                r = drop_ifname_entries(n, &b, "envctr", nm.counter, it->ifname, "open_envs");
         if (r >= 0) {
                 sb(&b, "%s", it->text);
                 r = run_sbuf(n, &b);
@@ -1021,56 +1040,75 @@ int nft_batch_end(struct nft *n)
         return r;
 }
 
+/* An open environment without links has no chain of its own: its link is in set open_envs
+ * and shares chain open_env (see open_env_chain()). */
+static bool env_shared(const struct nft_env *e)
+{
+        return e->mode == NET_OPEN && e->n_links == 0 && e->n_links6 == 0;
+}
+
 /* One transaction. listed: find and delete stale map entries by listing the maps first (the
  * slow path, see nft_env_apply). */
 static int env_apply(struct nft *n, const struct nft_env *e, const struct env_names *nm,
                      bool listed)
 {
-        const char *t = n->table;
+        const char *t = n->table, *ifname = e->host_ifname;
         struct sbuf b = {0};
         /* The counter survives re-applies (denied totals across daemon restarts); the learned
          * sets are emptied when the caller says the allow list changed (a new list must revoke
-         * what the old one let in) and kept otherwise (restart, bandwidth, links).
-         * The chain is flushed and refilled in the same transaction, so no packet ever sees a
-         * half-built or empty chain. */
+         * what the old one let in) and kept otherwise (restart, bandwidth, links). */
         sb(&b, "add counter inet %s %s\n", t, nm->counter);
-        if (e->mode == NET_ALLOW)
-                env_sets(&b, n, nm, e->flush_learned, false);
-        sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm->chain, nm->name);
-        sb(&b, "flush chain inet %s %s\n", t, nm->chain);
-        env_chain_rules(&b, n, nm, e);
-        /* An open environment learns nothing: no sets. Each set is one more object in the
-         * cache libnftables refetches on every change, for every environment (two or four of
-         * an environment's four to six objects). Those of an earlier allow policy (or of a
-         * daemon before this one) go here, after the flush above dropped the rules using them. */
-        if (e->mode == NET_OPEN)
-                env_sets_delete(&b, n, nm);
         if (listed) {
-                int r = drop_ifname_entries(n, &b, "envs", nm->chain, e->host_ifname);
+                int r = drop_ifname_entries(n, &b, "envs", nm->chain, ifname, NULL);
                 if (r >= 0)
-                        r = drop_ifname_entries(n, &b, "envctr", nm->counter, e->host_ifname);
+                        r = drop_ifname_entries(n, &b, "envctr", nm->counter, ifname, "open_envs");
                 if (r < 0) {
                         sbuf_done(&b);
                         return r;
                 }
         }
-        sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, e->host_ifname, nm->chain);
-        sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, e->host_ifname,
-           nm->counter);
+        if (env_shared(e)) {
+                /* The chain of an earlier policy goes, with the jump of the link to it: added
+                 * first, so that deleting it cannot fail (EBUSY when the link jumps elsewhere:
+                 * then the listing way, which dropped it above). */
+                sb(&b, "add chain inet %s %s\n", t, nm->chain);
+                if (!listed) {
+                        sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, ifname,
+                           nm->chain);
+                        sb(&b, "delete element inet %s envs { \"%s\" }\n", t, ifname);
+                }
+                sb(&b, "delete chain inet %s %s\n", t, nm->chain);
+                env_sets_delete(&b, n, nm);
+                sb(&b, "add element inet %s open_envs { \"%s\" }\n", t, ifname);
+        } else {
+                /* The chain is flushed and refilled in the same transaction, so no packet ever
+                 * sees a half-built or empty chain. */
+                if (e->mode == NET_ALLOW)
+                        env_sets(&b, n, nm, e->flush_learned, false);
+                sb(&b, "add chain inet %s %s { comment \"env:%s\"; }\n", t, nm->chain, nm->name);
+                sb(&b, "flush chain inet %s %s\n", t, nm->chain);
+                env_chain_rules(&b, n, nm, e);
+                /* An open environment learns nothing: no sets. Those of an earlier allow policy
+                 * (or of a daemon before this one) go here, after the flush above dropped the
+                 * rules using them. */
+                if (e->mode == NET_OPEN)
+                        env_sets_delete(&b, n, nm);
+                set_leave(&b, n, "open_envs", ifname);
+                sb(&b, "add element inet %s envs { \"%s\" : jump %s }\n", t, ifname, nm->chain);
+        }
+        sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, ifname, nm->counter);
         if (!listed && n->batching)
-                return batch_queue(n, &b, nm->name, e->host_ifname);
+                return batch_queue(n, &b, nm->name, ifname);
         int r = run_sbuf(n, &b);
         sbuf_done(&b);
         return r;
 }
 
-static struct nft_fast_env fast_env(const struct env_names *nm, const char *comment,
-                                    const char *ifname)
+static struct nft_fast_env fast_env(const struct env_names *nm, const char *ifname)
 {
         return (struct nft_fast_env){
             .chain = nm->chain,
             .counter = nm->counter,
-            .comment = comment,
             .sets = {nm->allow4, nm->allowp4, nm->allow6, nm->allowp6},
             .ifname = ifname,
         };
@@ -1096,13 +1134,8 @@ int nft_env_apply(struct nft *n, const struct nft_env *e)
         r = env_valid(n, e);
         if (r < 0)
                 return r;
-        if (n->fast && !n->batching && e->mode == NET_OPEN && e->n_links == 0 &&
-            e->n_links6 == 0) {
-                char comment[ENV_NAME_MAX + 5];
-                snprintf(comment, sizeof(comment), "env:%s", nm.name);
-                struct nft_fast_env fe = fast_env(&nm, comment, e->host_ifname);
-                fe.addr = e->addr;
-                fe.addr6 = n->ipv6 ? &e->addr6 : NULL;
+        if (n->fast && !n->batching && env_shared(e)) {
+                struct nft_fast_env fe = fast_env(&nm, e->host_ifname);
                 r = nft_fast_apply(n->fast, &fe);
                 set_error(n, r < 0 ? strerror(-r) : NULL);
                 if (r >= 0) {
@@ -1140,9 +1173,9 @@ int nft_env_remove(struct nft *n, const char *name)
                 return r;
         struct sbuf b = {0};
         /* References first: map entries jumping to the chain or naming the counter. */
-        r = drop_ifname_entries(n, &b, "envs", nm.chain, NULL);
+        r = drop_ifname_entries(n, &b, "envs", nm.chain, NULL, NULL);
         if (r >= 0)
-                r = drop_ifname_entries(n, &b, "envctr", nm.counter, NULL);
+                r = drop_ifname_entries(n, &b, "envctr", nm.counter, NULL, "open_envs");
         if (r >= 0)
                 r = drop_env_ports(n, &b, "pub_tcp", nm.name);
         if (r >= 0)
@@ -1177,7 +1210,7 @@ int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifnam
          * the counter, each if there, in one netlink batch (no libnftables, no cache). Refused
          * when something else still refers to the chain or counter: the listing way below. */
         if (n->fast && n_ports == 0) {
-                struct nft_fast_env fe = fast_env(&nm, "", host_ifname);
+                struct nft_fast_env fe = fast_env(&nm, host_ifname);
                 r = nft_fast_remove(n->fast, &fe);
                 set_error(n, r < 0 ? strerror(-r) : NULL);
                 if (r >= 0) {
@@ -1193,6 +1226,7 @@ int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifnam
         sb(&b, "delete element inet %s envs { \"%s\" }\n", t, host_ifname);
         sb(&b, "add element inet %s envctr { \"%s\" : \"%s\" }\n", t, host_ifname, nm.counter);
         sb(&b, "delete element inet %s envctr { \"%s\" }\n", t, host_ifname);
+        set_leave(&b, n, "open_envs", host_ifname);
         for (size_t i = 0; i < n_ports; i++) {
                 const char *map = port_map(ports[i].proto);
                 char a[INET_ADDRSTRLEN];
@@ -1447,19 +1481,29 @@ const struct nft_denied *nft_denied_find(const struct nft_denied *all, size_t n,
         return n ? bsearch(&key, all, n, sizeof(*all), denied_cmp) : NULL;
 }
 
+static int name_cmp(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Names of environments with a chain (chain headers only: no rules, no set elements) or a
+ * counter (an open environment without links has only that): cheap even with many. */
 int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n)
 {
         if (!n || !ret_names || !ret_n)
                 return -EINVAL;
-        /* Chain headers only (no rules, no set elements): cheap even with many environments. */
         json_t *root, *items;
         int r = list_json(n, "list chains inet", &root, &items);
         if (r < 0)
                 return r;
         _cleanup_json_ json_t *owner = root;
+        _cleanup_free_ struct nft_denied *ctr = NULL;
+        size_t n_ctr = 0;
+        if ((r = nft_denied_all(n, &ctr, &n_ctr)) < 0)
+                return r;
 
         size_t cnt = 0, i;
-        char **names = calloc(json_array_size(items) + 1, sizeof(char *));
+        char **names = calloc(json_array_size(items) + n_ctr + 1, sizeof(char *));
         if (!names)
                 return -ENOMEM;
         json_t *it;
@@ -1473,18 +1517,30 @@ int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n)
                 if (!tbl || !fam || !cn || strcmp(tbl, n->table) != 0 || strcmp(fam, "inet") != 0 ||
                     strncmp(cn, "env_", 4) != 0 || !env_decode(cn + 4, real))
                         continue;
-                names[cnt] = strdup(real);
-                if (!names[cnt]) {
-                        for (size_t k = 0; k < cnt; k++)
-                                free(names[k]);
-                        free(names);
-                        return -ENOMEM;
-                }
-                cnt++;
+                if (!(names[cnt++] = strdup(real)))
+                        goto oom;
         }
+        for (i = 0; i < n_ctr; i++)
+                if (!(names[cnt++] = strdup(ctr[i].name)))
+                        goto oom;
+        /* one name per environment: most have both */
+        qsort(names, cnt, sizeof(char *), name_cmp);
+        size_t o = 0;
+        for (i = 0; i < cnt; i++) {
+                if (o > 0 && strcmp(names[o - 1], names[i]) == 0)
+                        free(names[i]);
+                else
+                        names[o++] = names[i];
+        }
+        names[o] = NULL;
         *ret_names = names;
-        *ret_n = cnt;
+        *ret_n = o;
         return 0;
+oom:
+        for (i = 0; i < cnt; i++)
+                free(names[i]);
+        free(names);
+        return -ENOMEM;
 }
 
 /* ---------------------------------------------------------------- published ports */

@@ -469,9 +469,12 @@ def pdk_links(d):
     return [l for l in daemon_links(d) if l.startswith("pdk")]
 
 
-def env_chains(d):
+def env_firewalls(d):
+    """Environments with anything in the firewall: each has its counter denied_<name> (an open
+    one without links has no chain of its own: its link is in set open_envs)."""
     out = sh("ip", "netns", "exec", d.netns, "nft", "list", "table", "inet", "paddock")
-    return re.findall(r"^\s*chain (env_\S+)", out, flags=re.M)
+    return sorted(re.findall(r"^\s*counter denied_(\S+) \{", out, flags=re.M)
+                  + re.findall(r"^\s*chain env_(\S+) \{", out, flags=re.M))
 
 
 def nft_map(d, name):
@@ -517,7 +520,7 @@ def test_none_is_loopback_only(ndaemon):
     assert failed(r["ip"]) and "unreachable" in r["ip"][1].lower(), r
     assert r["dns"][0] != 0 and ALLOWED not in r["dns"][1], r
     assert took < 2.5, "no route should fail at once, took %.1fs: %s" % (took, r)
-    assert pdk_links(d) == [] and env_chains(d) == []
+    assert pdk_links(d) == [] and env_firewalls(d) == []
 
 
 def test_open_reaches_internet_but_nothing_private(ndaemon, internet):
@@ -744,7 +747,7 @@ def test_switch_modes_while_running(ndaemon):
     assert d.inspect("sw")["network"]["mode"] == "none"
     assert ifaces(d, "sw") == ["lo"]
     assert failed(probe(d, "sw", {"x": wget("http://%s/" % ALLOWED)})["x"])
-    assert pdk_links(d) == [] and env_chains(d) == []
+    assert pdk_links(d) == [] and env_firewalls(d) == []
     # all of it without a restart
     assert d.inspect("sw")["pid"] == pid and d.inspect("sw")["state"] == "running"
 
@@ -944,12 +947,18 @@ def test_rm_removes_link_and_chain(ndaemon):
     stays = create(d, "stays")["network"]
     assert gone["ip6"] in routes6(d) and stays["ip6"] in routes6(d), routes6(d)
     assert "allow6_gone" in nft_sets(d) and "allowp6_gone" in nft_sets(d), nft_sets(d)
-    assert len(pdk_links(d)) >= 2 and len(env_chains(d)) == 2, (daemon_links(d), env_chains(d))
+    assert len(pdk_links(d)) >= 2, daemon_links(d)
+    # gone (allow): a chain and a counter; stays (open): a counter, its link in set open_envs
+    assert env_firewalls(d) == ["gone", "gone", "stays"], env_firewalls(d)
+    open_envs = sh("ip", "netns", "exec", d.netns, "nft", "list", "set", "inet", "paddock",
+                   "open_envs")
+    assert "pdk%08x" % fnv1a_seeded(d, "stays") in open_envs, open_envs
+    assert "pdk%08x" % fnv1a_seeded(d, "gone") not in open_envs, open_envs
     assert d.api("POST", "/v1/envs/gone/ports", {"host_port": 8090, "port": 8000}).status == 201
     assert "8090" in nft_map(d, "pub_tcp")
     d.cli("rm", "-f", "gone")
     assert "8090" not in nft_map(d, "pub_tcp")
-    assert env_chains(d) == ["env_stays"]
+    assert env_firewalls(d) == ["stays"]
     assert gone["ip6"] not in routes6(d) and stays["ip6"] in routes6(d), routes6(d)
     routes4 = sh("ip", "-n", d.netns, "route", "show")
     assert gone["ip"] + " " not in routes4 and stays["ip"] + " " in routes4, routes4
@@ -958,7 +967,7 @@ def test_rm_removes_link_and_chain(ndaemon):
     # the kernel deletes an environment's veth pair with its network namespace, in the
     # background (the daemon only removes the routes to it at once)
     wait_for(lambda: pdk_links(d) == [], 10, what="the veths to go with their namespaces")
-    assert env_chains(d) == []
+    assert env_firewalls(d) == []
     # no v6 route, address or set of any environment is left
     assert "pdk" not in routes6(d) and "fd77" not in routes6(d), routes6(d)
     assert "fe80::1/64" not in addrs6(d) and "pdk" not in addrs6(d), addrs6(d)
@@ -973,14 +982,14 @@ def test_env_that_died_while_daemon_was_down_is_cleaned_up(ndaemon):
     pid = e["pid"]
     dies6 = e["network"]["ip6"]
     assert dies6 in routes6(d)
-    assert len(env_chains(d)) == 2
+    assert env_firewalls(d) == ["dies", "lives"]
     d.kill9()
     os.kill(pid, signal.SIGKILL)  # PID 1 of the environment, started by our daemon
     wait_for(lambda: not pid_alive(pid), 10, what="PID 1 to die")
     d.start()
     assert d.inspect("dies")["state"] == "stopped"
-    chains = env_chains(d)
-    assert chains == ["env_lives"], chains
+    firewalls = env_firewalls(d)
+    assert firewalls == ["lives"], firewalls
     ifname = "pdk%08x" % fnv1a_seeded(d, "dies")
     assert not any(l.startswith(ifname) for l in daemon_links(d)), daemon_links(d)
     assert dies6 not in routes6(d), routes6(d)
@@ -1220,7 +1229,7 @@ def test_a_delete_between_a_starts_link_and_its_firewall_leaves_nothing(ndaemon)
     assert "mid" not in d.envs()
     assert not pid1_running(d, "mid")
     assert d.cgroup_dirs("mid") == []
-    assert env_chains(d) == [] and not [x for x in nft_sets(d) if x.endswith("_mid")]
+    assert env_firewalls(d) == [] and not [x for x in nft_sets(d) if x.endswith("_mid")]
     assert "fd77" not in routes6(d), routes6(d)
     wait_for(lambda: pdk_links(d) == [], 10, what="the veth to go with its namespace")
     create(d, "mid")  # the name and its address work again

@@ -444,6 +444,22 @@ static long elems(const char *kind, const char *name)
         return n;
 }
 
+/* Number of rules in our table, every chain. */
+static size_t rules_in_table(void)
+{
+        json_t *root = nft_json("list table inet %s", table);
+        size_t n = 0, i;
+        json_t *it;
+        json_array_foreach(json_object_get(root, "nftables"), i, it)
+        {
+                if (json_object_get(it, "rule"))
+                        n++;
+        }
+        if (root)
+                json_decref(root);
+        return n;
+}
+
 static bool table_exists(void)
 {
         json_t *root = nft_json("list table inet %s", table);
@@ -498,7 +514,8 @@ NETNS_TEST(test_nft_open__idempotent_and_confined)
         CHECK(table_has("set", "forbidden4"));
         CHECK(table_has("map", "envs"));
         CHECK_EQ_INT(rules_in_chain("input"), 6);
-        CHECK_EQ_INT(rules_in_chain("forward"), 6);
+        CHECK_EQ_INT(rules_in_chain("forward"), 7);
+        CHECK_EQ_INT(rules_in_chain("open_env"), 7);
 
         struct nft_env e = env_open("keep.me");
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
@@ -509,16 +526,20 @@ NETNS_TEST(test_nft_open__idempotent_and_confined)
         n = open_test_table();
         if (!n)
                 return;
-        CHECK(table_has("chain", "env_keep_dme"));
-        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK(table_has("counter", "denied_keep_dme"));
+        CHECK_EQ_INT(elems("set", "open_envs"), 1);
+        CHECK_EQ_INT(elems("map", "envctr"), 1);
         CHECK_EQ_INT(elems("map", "pub_tcp"), 1);
         CHECK_EQ_INT(rules_in_chain("input"), 6);
         CHECK_EQ_INT(rules_in_chain("spoofed"), 2);
-        CHECK_EQ_INT(rules_in_chain("forward"), 6);
+        CHECK_EQ_INT(rules_in_chain("denied"), 2);
+        CHECK_EQ_INT(rules_in_chain("forward"), 7);
+        CHECK_EQ_INT(rules_in_chain("open_env"), 7);
         CHECK_EQ_INT(rules_in_chain("prerouting"), 2);
         /* Re-applying the same environment is fine too. */
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
-        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK_EQ_INT(elems("set", "open_envs"), 1);
+        CHECK_EQ_INT(elems("map", "envctr"), 1);
 
         CHECK_EQ_INT(nft_destroy_table(n), 0);
         CHECK(!table_exists());
@@ -603,7 +624,8 @@ NETNS_TEST(test_nft_names__validation)
         for (size_t k = 0; k < cnt; k++)
                 free(list[k]);
         free(list);
-        CHECK_EQ_INT(elems("map", "envs"), (long)ELEMENTSOF(names));
+        CHECK_EQ_INT(elems("set", "open_envs"), (long)ELEMENTSOF(names));
+        CHECK_EQ_INT(elems("map", "envctr"), (long)ELEMENTSOF(names));
 
         /* One dump reads every environment's counter, names decoded, sorted for lookup; a
          * single get agrees with it. */
@@ -639,9 +661,15 @@ NETNS_TEST(test_nft_open_mode__behaviour)
         CHECK(!reach(t.env, "10.77.0.1", 9999, "host"));
 
         struct nft_env e = env_open("box");
+        size_t rules = rules_in_table();
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
         dump_table("open environment \"box\"");
-        CHECK(table_has("chain", "env_box"));
+        /* One shared chain for every open environment without links: its create adds a counter
+         * and two elements, and no rule (a rule or a jump makes the kernel check the table). */
+        CHECK_EQ_INT(rules_in_table(), rules);
+        CHECK(!table_has("chain", "env_box"));
+        CHECK_EQ_INT(elems("set", "open_envs"), 1);
+        CHECK_EQ_INT(elems("map", "envs"), 0);
         CHECK(table_has("counter", "denied_box"));
         CHECK(!table_has("set", "allow4_box")); /* open: nothing to learn, no sets */
         CHECK_EQ_INT(denied(n, "box"), 0);
@@ -673,6 +701,12 @@ NETNS_TEST(test_nft_open_mode__behaviour)
         CHECK(send_udp(t.env, "10.77.0.50", "198.51.100.1", 80));
         usleep(100 * 1000);
         CHECK_EQ_INT(denied(n, "box"), before + 1);
+        /* ... and so is one outside the subnet, even one that routes back through the host. */
+        CHECK_EQ_INT(sh(t.env, "ip addr add 198.51.100.77/32 dev eth0"), 0);
+        CHECK(send_udp(t.env, "198.51.100.77", "198.51.100.1", 80));
+        usleep(100 * 1000);
+        CHECK_EQ_INT(denied(n, "box"), before + 2);
+        CHECK_EQ_INT(sh(t.env, "ip addr del 198.51.100.77/32 dev eth0"), 0);
         /* Masqueraded: the internet side sees the host's uplink address. */
         CHECK(reach(t.env, "198.51.100.1", 82, "192.0.2.1"));
         /* The host itself can still reach the environment. */
@@ -829,6 +863,15 @@ NETNS_TEST(test_nft_links__behaviour)
         CHECK_EQ_INT(nft_env_apply(n, &b), 0);
         CHECK(!reach(t.env, "10.77.0.3", 8080, "env2"));
         CHECK(!reach(t.env2, "10.77.0.2", 8080, "env"));
+        /* Both share chain open_env: one cannot pass for the other (b's address routes out of
+         * b's link, not a's). */
+        CHECK_EQ_INT(sh(t.env, "ip addr add 10.77.0.3/32 dev eth0"), 0);
+        uint64_t before = denied(n, "a"), before_b = denied(n, "b");
+        CHECK(send_udp(t.env, "10.77.0.3", "198.51.100.1", 80));
+        usleep(100 * 1000);
+        CHECK_EQ_INT(denied(n, "a"), before + 1);
+        CHECK_EQ_INT(denied(n, "b"), before_b);
+        CHECK_EQ_INT(sh(t.env, "ip addr del 10.77.0.3/32 dev eth0"), 0);
 
         struct in_addr to_b = A("10.77.0.3"), to_a = A("10.77.0.2");
         a.links = &to_b;
@@ -838,6 +881,8 @@ NETNS_TEST(test_nft_links__behaviour)
         b.mode = NET_ALLOW;
         CHECK_EQ_INT(nft_env_apply(n, &a), 0);
         CHECK_EQ_INT(nft_env_apply(n, &b), 0);
+        CHECK(table_has("chain", "env_a")); /* linked: a chain of its own */
+        CHECK_EQ_INT(elems("set", "open_envs"), 0);
         CHECK(reach(t.env, "10.77.0.3", 8080, "env2"));
         CHECK(reach(t.env2, "10.77.0.2", 8080, "env"));
         /* Unlinking one side cuts new connections from it. */
@@ -846,6 +891,15 @@ NETNS_TEST(test_nft_links__behaviour)
         CHECK_EQ_INT(nft_env_apply(n, &b), 0);
         CHECK(!reach(t.env2, "10.77.0.2", 8080, "env"));
         CHECK(reach(t.env, "10.77.0.3", 8080, "env2"));
+        /* Unlinked, a is back in the shared chain: its own chain and jump are gone. */
+        a.links = NULL;
+        a.n_links = 0;
+        CHECK_EQ_INT(nft_env_apply(n, &a), 0);
+        CHECK(!table_has("chain", "env_a"));
+        CHECK_EQ_INT(elems("set", "open_envs"), 1);
+        CHECK_EQ_INT(elems("map", "envs"), 1); /* b's */
+        CHECK(!reach(t.env, "10.77.0.3", 8080, "env2"));
+        CHECK(reach(t.env, "198.51.100.1", 80, "net"));
 out:
         topo_down(&t);
         if (n) {
@@ -892,8 +946,8 @@ NETNS_TEST(test_nft_none_list_destroy)
         CHECK(!table_has("set", "allow4_web_h1_dprod"));
         CHECK(!table_has("set", "allowp4_web_h1_dprod"));
         CHECK(!table_has("counter", "denied_web_h1_dprod"));
-        CHECK(table_has("chain", "env_other"));
-        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK(table_has("counter", "denied_other"));
+        CHECK_EQ_INT(elems("set", "open_envs"), 1);
         CHECK_EQ_INT(elems("map", "envctr"), 1);
         CHECK_EQ_INT(elems("map", "pub_tcp"), 0);
         /* Its veth, if one were left behind, is dropped by the fail-closed rule. */
@@ -1062,14 +1116,15 @@ NETNS_TEST(test_nft_remove_known__falls_back)
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
         e.host_ifname = "pdktest9"; /* a second entry for the same chain */
         CHECK_EQ_INT(nft_env_apply(n, &e), 0);
-        CHECK_EQ_INT(elems("map", "envs"), 2);
+        CHECK_EQ_INT(elems("set", "open_envs"), 2);
+        CHECK_EQ_INT(elems("map", "envctr"), 2);
         CHECK_EQ_INT(nft_port_add(n, "box", "tcp", 8081, A("10.77.0.2"), 80), 0);
         CHECK_EQ_INT(nft_port_add(n, "box", "udp", 8082, A("10.77.0.2"), 80), 0);
         /* Told about the tcp port only, and only one interface. */
         struct nft_port known[] = {{.proto = "tcp", .host_port = 8081, .addr = A("10.77.0.2"), .port = 80}};
         CHECK_EQ_INT(nft_env_remove_known(n, "box", "pdktest1", known, 1), 0);
-        CHECK(!table_has("chain", "env_box"));
-        CHECK_EQ_INT(elems("map", "envs"), 0);
+        CHECK(!table_has("counter", "denied_box"));
+        CHECK_EQ_INT(elems("set", "open_envs"), 0);
         CHECK_EQ_INT(elems("map", "envctr"), 0);
         CHECK_EQ_INT(elems("map", "pub_tcp"), 0);
         /* the udp port does not refer to the chain, so the fast path does not see it: this is
@@ -1102,22 +1157,22 @@ NETNS_TEST(test_nft_batch__queues_then_applies)
                 CHECK_EQ_INT(nft_env_apply(n, &x), 0);
         }
         CHECK_EQ_INT(nft_port_add(n, "b1", "tcp", 8085, A("10.77.0.3"), 80), 0);
-        CHECK(!table_has("chain", "env_b1")); /* only queued so far */
+        CHECK(!table_has("counter", "denied_b1")); /* only queued so far */
         CHECK_EQ_INT(elems("map", "pub_tcp"), 0);
         CHECK_EQ_INT(nft_batch_end(n), 0);
         CHECK_EQ_INT(nft_batch_end(n), -EINVAL);
         for (size_t i = 0; i < ELEMENTSOF(names); i++) {
-                char chain[32];
-                snprintf(chain, sizeof(chain), "env_%s", names[i]);
-                CHECK(table_has("chain", chain));
+                char counter[32];
+                snprintf(counter, sizeof(counter), "denied_%s", names[i]);
+                CHECK(table_has("counter", counter));
         }
         CHECK_EQ_INT(elems("map", "pub_tcp"), 1);
         /* old's entry was replaced by b3's: three interfaces, three entries */
-        CHECK_EQ_INT(elems("map", "envs"), 3);
+        CHECK_EQ_INT(elems("set", "open_envs"), 3);
         CHECK_EQ_INT(elems("map", "envctr"), 3);
-        json_t *root = nft_json("list map inet %s envs", table);
+        json_t *root = nft_json("list map inet %s envctr", table);
         char *text = root ? json_dumps(root, 0) : NULL;
-        CHECK(text && strstr(text, "env_b3") && !strstr(text, "env_old"));
+        CHECK(text && strstr(text, "denied_b3") && !strstr(text, "denied_old"));
         free(text);
         if (root)
                 json_decref(root);
@@ -1150,26 +1205,21 @@ NETNS_TEST(test_nft_ipv6_then_ipv4_only__removes_v6_sets)
         nft_close(n);
 }
 
-/* The text of "list chain" of our table's chain (malloc'd), names of env qqq1 read as qqq2. */
-static char *chain_text(const char *chain)
+/* The elements of our table's set or map, as JSON text (malloc'd). */
+static char *elems_text(const char *kind, const char *name)
 {
-        struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
-        nft_ctx_buffer_output(c);
-        nft_ctx_buffer_error(c);
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "list chain inet %s %s", table, chain);
-        char *out = NULL;
-        if (nft_run_cmd_from_buffer(c, cmd) == 0)
-                out = strdup(nft_ctx_get_output_buffer(c));
-        nft_ctx_free(c);
-        for (char *p = out; p && (p = strstr(p, "qqq1")); p += 4)
-                p[3] = '2';
-        return out;
+        json_t *root = nft_json("list %s inet %s %s", kind, table, name);
+        json_t *o = root ? find_obj(root, kind, name) : NULL;
+        char *text = o ? json_dumps(json_object_get(o, "elem"), JSON_SORT_KEYS) : NULL;
+        if (root)
+                json_decref(root);
+        return text;
 }
 
 /* An open environment applied and removed through raw netlink (nft_fast.c) gets exactly the
- * chain, counter and map entries that libnftables writes for one (batched applies take the
- * libnftables way), with IPv6 and without. */
+ * counter and elements that libnftables writes for one (batched applies take the libnftables
+ * way), with IPv6 and without; each takes over from a chain of an earlier policy, and each
+ * falls back to the listing way when something else refers to the environment's objects. */
 static void fast_same_as_text(const struct in6_addr *sub6)
 {
         struct nft *n = NULL;
@@ -1178,46 +1228,92 @@ static void fast_same_as_text(const struct in6_addr *sub6)
                 return;
         struct nft_env fast = env_open("qqq1"), text = env_open("qqq2");
         text.host_ifname = "pdktest2";
+        text.addr = A("10.77.0.3");
         if (sub6) {
                 fast.addr6 = A6("fd77:a4d::2");
-                text.addr6 = fast.addr6;
+                text.addr6 = A6("fd77:a4d::3");
         }
+        /* both linked first: a chain of their own each, which the unlinked apply replaces */
+        struct in_addr link = A("10.77.0.9");
+        fast.links = text.links = &link;
+        fast.n_links = text.n_links = 1;
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &text), 0);
+        CHECK(table_has("chain", "env_qqq1") && table_has("chain", "env_qqq2"));
+        CHECK_EQ_INT((int)nft_fast_changes(n), 0);
+        fast.n_links = text.n_links = 0;
+        size_t rules = rules_in_chain("open_env");
+
         CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
         CHECK_EQ_INT((int)nft_fast_changes(n), 1);
-        CHECK_EQ_INT(nft_env_apply(n, &fast), 0); /* again: flushed and refilled */
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0); /* again: nothing changes */
         CHECK_EQ_INT(nft_batch_begin(n), 0);
         CHECK_EQ_INT(nft_env_apply(n, &text), 0);
         CHECK_EQ_INT(nft_batch_end(n), 0);
         CHECK_EQ_INT((int)nft_fast_changes(n), 2);
-        char *a = chain_text("env_qqq1"), *b = chain_text("env_qqq2");
-        CHECK(a && b && strcmp(a, b) == 0);
-        if (a && b && strcmp(a, b) != 0)
-                fprintf(stderr, "  raw netlink:\n%s  libnftables:\n%s", a, b);
-        free(a);
-        free(b);
-        CHECK(table_has("counter", "denied_qqq1"));
-        CHECK_EQ_INT(elems("map", "envs"), 2);
-        CHECK_EQ_INT(elems("map", "envctr"), 2);
+        CHECK(!table_has("chain", "env_qqq1"));
+        CHECK(!table_has("chain", "env_qqq2"));
+        CHECK_EQ_INT(rules_in_chain("open_env"), rules);
+        CHECK(table_has("counter", "denied_qqq1") && table_has("counter", "denied_qqq2"));
+        CHECK_EQ_INT(elems("map", "envs"), 0);
+        char *set = elems_text("set", "open_envs"), *map = elems_text("map", "envctr");
+        CHECK(set && strstr(set, "\"pdktest1\"") && strstr(set, "\"pdktest2\""));
+        CHECK(map && strstr(map, "[\"pdktest1\", \"denied_qqq1\"]") &&
+              strstr(map, "[\"pdktest2\", \"denied_qqq2\"]"));
+        free(set);
+        free(map);
+
         CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
         CHECK_EQ_INT((int)nft_fast_changes(n), 3);
-        CHECK(!table_has("chain", "env_qqq1"));
         CHECK(!table_has("counter", "denied_qqq1"));
-        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK_EQ_INT(elems("set", "open_envs"), 1);
         CHECK_EQ_INT(elems("map", "envctr"), 1);
         /* gone already: still fine */
         CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
-        /* the chain still referred to by another entry: refused, then the listing way */
-        CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
+
+        /* the link's counter entry naming another counter: taken over (the link is this
+         * environment's) */
         struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
         nft_ctx_buffer_error(c);
-        char cmd[160];
-        snprintf(cmd, sizeof(cmd), "add element inet %s envs { \"pdkother\" : jump env_qqq1 }",
-                 table);
+        char cmd[200];
+        snprintf(cmd, sizeof(cmd),
+                 "add element inet %s envctr { \"pdktest1\" : \"denied_qqq2\" }", table);
+        CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
+        CHECK_EQ_INT((int)nft_fast_changes(n), 4);
+        map = elems_text("map", "envctr");
+        CHECK(map && strstr(map, "[\"pdktest1\", \"denied_qqq1\"]"));
+        free(map);
+        /* another link still jumping to the chain of an earlier policy, another link's entry
+         * naming the counter: refused, then the listing way, for the apply and the removal */
+        fast.n_links = 1;
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
+        fast.n_links = 0;
+        snprintf(cmd, sizeof(cmd),
+                 "add element inet %s envs { \"pdkother\" : jump env_qqq1 }\n"
+                 "add element inet %s envctr { \"pdkother\" : \"denied_qqq1\" }", table, table);
+        CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
+        nft_ctx_free(c);
+        CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
+        CHECK_EQ_INT((int)nft_fast_changes(n), 4);
+        CHECK(!table_has("chain", "env_qqq1"));
+        CHECK_EQ_INT(elems("map", "envs"), 0);
+        CHECK_EQ_INT(elems("set", "open_envs"), 2);
+        CHECK_EQ_INT(elems("map", "envctr"), 2); /* pdktest1, pdktest2: pdkother's went */
+        CHECK_EQ_INT(nft_env_remove_known(n, "qqq2", "pdktest2", NULL, 0), 0);
+        CHECK_EQ_INT((int)nft_fast_changes(n), 5);
+        c = nft_ctx_new(NFT_CTX_DEFAULT);
+        nft_ctx_buffer_error(c);
+        snprintf(cmd, sizeof(cmd),
+                 "add element inet %s envctr { \"pdkother\" : \"denied_qqq1\" }\n"
+                 "add element inet %s open_envs { \"pdkother\" }", table, table);
         CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
         nft_ctx_free(c);
         CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
-        CHECK(!table_has("chain", "env_qqq1"));
-        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK_EQ_INT((int)nft_fast_changes(n), 5);
+        CHECK(!table_has("counter", "denied_qqq1"));
+        CHECK_EQ_INT(elems("map", "envctr"), 0);
+        CHECK_EQ_INT(elems("set", "open_envs"), 0);
         nft_destroy_table(n);
         nft_close(n);
 }
