@@ -2,10 +2,12 @@
  * environments grows, alone (no veths, no daemon): lib/nft.c's nft_env_apply of one more open
  * environment, and its nft_env_remove_known, timed at each N in argv (default 1000 2000),
  * as medians of 21, in a network namespace of its own (unshare: the table and everything in it
- * goes with the process). The apply's time includes the kernel's commit, i.e. its validation
- * of the whole table when a jump is added to the "envs" map (nft_chain_validate over every
- * environment's chain). Linked against another build's libpaddock.a (e.g. one before
- * 2026-12-02: everything through libnftables) it measures that one.
+ * goes with the process). The apply's time includes the kernel's commit: before the shared
+ * chain open_env (2026-12-04) that was its validation of the whole table, as each apply added a
+ * chain's rules and a jump to the "envs" map (nft_chain_validate over every environment's
+ * chain); now an open environment is a counter and two set elements. Linked against another
+ * build's libpaddock.a (e.g. one before 2026-12-02: everything through libnftables) it
+ * measures that one.
  *
  *   make && cc -O2 -std=gnu11 -D_GNU_SOURCE -Isrc -o build/nft_scale bench/nft_scale.c \
  *      build/libpaddock.a $(pkg-config --libs libnftables jansson libmnl)

@@ -13,11 +13,13 @@
  *                         and the environments' subnet. Filled by nft_open().
  *   set forbidden6        ipv6_addr, interval (only with a v6 subnet): see forbidden6[] below,
  *                         and the environments' v6 subnet.
- *   sets tcp_udp, dns_ports  constants ({tcp, udp}, {53, 853}) the env_<e> chains look up.
- *   map envs              iifname -> verdict "jump env_<e>": each environment's traffic is
- *                         dispatched to its own chain in one lookup.
- *   map envctr            iifname -> counter "denied_<e>": drops in the input chain are counted
- *                         per environment too.
+ *   sets tcp_udp, dns_ports  constants ({tcp, udp}, {53, 853}) the policy chains look up.
+ *   map envs              iifname -> verdict "jump env_<e>": the traffic of each environment
+ *                         with a chain of its own (allow policy, links) dispatched in one lookup.
+ *   set open_envs         iifname: the links of open environments without links, which share
+ *                         chain open_env.
+ *   map envctr            iifname -> counter "denied_<e>": drops in the shared chains (input,
+ *                         open_env) are counted per environment too.
  *   map pub_tcp, pub_udp  host port -> address . port (DNAT targets), element comment
  *                         "env:<name>" so an environment's ports go away with it.
  *   chain prerouting      nat, dstnat: published ports, for addresses of this host only.
@@ -35,36 +37,39 @@
  *                         only DNS to the resolver, IPv6 neighbour discovery and replies to the
  *                         host's own connections; MLD/router solicitations dropped uncounted;
  *                         rest dropped.
- *   chain forward         filter, 0, policy accept: from "pdk*" -> vmap @envs (a veth without an
- *                         entry is dropped); to "pdk*" only established/related or DNATed (and
- *                         no IPv6 at all without a v6 subnet).
- *   chain env_<e>         per environment (comment "env:<name>"), see env_chain_rules().
+ *   chain forward         filter, 0, policy accept: from "pdk*" -> vmap @envs, then goto open_env
+ *                         for a link in @open_envs (a veth in neither is dropped); to "pdk*"
+ *                         only established/related or DNATed (and no IPv6 at all without a v6
+ *                         subnet).
+ *   chain open_env        every open environment without links, see open_env_chain(); chain
+ *                         denied counts (envctr) and drops for it.
+ *   chain env_<e>         per environment with an allow policy or links (comment "env:<name>"),
+ *                         see env_chain_rules().
  *   sets allow4_<e>       (allow policy only) ipv4_addr, timeout: learned addresses, any port.
  *        allowp4_<e>      ipv4_addr . inet_service, timeout: learned address + port pairs.
  *        allow6_<e>, allowp6_<e>  the same for IPv6 (only with a v6 subnet).
- *   counter denied_<e>    every drop of this environment's traffic, v4 and v6.
+ *   counter denied_<e>    every drop of this environment's traffic, v4 and v6; every
+ *                         environment has one (nft_env_list finds them by it).
  *
- *   chain tmpl_open,      the template of an open environment's chain (address: the subnet's
- *   counter tmpl_denied   last; v6: the v6 subnet's last), refilled by nft_open; nothing jumps
- *                         to it. nft_fast.c reads its rules back and sends them, with each open
- *                         environment's addresses and counter put in, as that one's chain.
- *
- * Fast path: an open environment without links (the common create and destroy) goes through
- * nft_fast.c as raw nf_tables netlink, one batch, without libnftables and so without its cache
- * refresh; when the kernel refuses that batch (an entry pointing elsewhere, something else
- * referring to the chain), the same change is made here the libnftables way below.
+ * Fast path: an open environment without links (the common create and destroy) is a counter and
+ * two elements, no rule and no jump, so its commit does not make the kernel validate the table;
+ * it goes through nft_fast.c as raw nf_tables netlink, one batch, without libnftables and so
+ * without its cache refresh. When the kernel refuses that batch (another link still jumps to the
+ * chain of an earlier policy, or refers to the counter), the same change is made here the
+ * libnftables way below.
  *
  * Costs: one netlink batch per call, and no listing on the common paths: nft_env_apply re-adds
  * the environment's map entries (a no-op when they are there) and nft_env_remove_known deletes
  * exactly what the caller says it added (adding each element first, so deleting what is gone
  * cannot fail). Either lists the maps (envs, envctr, pub_*) only when the kernel refuses that
  * picture (an entry pointing elsewhere: EBUSY); nft_env_remove (orphans) always lists them, and
- * nft_env_list lists chain headers only. What remains per call is libnftables' own cache
+ * nft_env_list lists chain headers and dumps the counters only. What remains per call is libnftables' own cache
  * refresh of the table's chains, sets and counters, which 1.0.6 redoes after every change
  * (~0.5 ms with a few environments, ~9 ms with 1,000 when each had 1 chain, 2 or 4 sets and 1
  * counter; an open environment now has no sets, and there are no anonymous sets: the constants
  * are the shared sets tcp_udp and dns_ports), and the kernel's validation of the whole table
- * on a commit that adds a jump (nft_chain_validate, every environment's chain). Re-applying many
+ * on a commit that adds a rule or a jump (nft_chain_validate, every chain reachable from the
+ * base chains: one per environment with an allow policy or links). Re-applying many
  * environments at once goes through nft_batch_begin/end (one refresh per BATCH_MAX). Counters
  * are read over netlink without libnftables (nft_env_denied: one get; nft_denied_all: one dump
  * of all), never by a "list", which would fetch every rule of the table.

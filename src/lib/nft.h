@@ -5,10 +5,12 @@
  * masquerade of the environments' subnet out of any non-environment interface), input (filter:
  * from environment veths only DNS to the resolver address is accepted, everything else to the
  * host is dropped), forward (filter: traffic from each environment's veth jumps to its own
- * chain; traffic to an environment is accepted only if established/related, or from a linked
- * environment, or DNATed by a published port). Per environment: chain "env_<name>" and sets
- * "allow4_<name>" (ipv4_addr, timeout: learned addresses, any port) and "allowp4_<name>"
- * (ipv4_addr . inet_service, timeout: learned address+port); listed CIDRs are rules.
+ * chain, or for an open environment without links goes to the shared chain "open_env";
+ * traffic to an environment is accepted only if established/related, or from a linked
+ * environment, or DNATed by a published port). Per environment with an allow policy or links:
+ * chain "env_<name>" and sets "allow4_<name>" (ipv4_addr, timeout: learned addresses, any port)
+ * and "allowp4_<name>" (ipv4_addr . inet_service, timeout: learned address+port); listed CIDRs
+ * are rules. An open environment without links: its veth in set "open_envs", no chain.
  * <name> is escaped for nft ('_' -> "__", '.' -> "_d", '-' -> "_h").
  *
  * Modes: none (no veth exists, nothing here); open (drop to RFC1918, CGNAT 100.64/10,
@@ -116,5 +118,6 @@ int nft_port_add(struct nft *n, const char *env, const char *proto, uint16_t hos
 int nft_port_remove(struct nft *n, const char *proto, uint16_t host_port);
 /* How many environment changes went through raw netlink instead of libnftables (tests). */
 unsigned long nft_fast_changes(const struct nft *n);
-/* Names of environments that have chains in the table (for orphan cleanup). */
+/* Names of environments that have anything in the table: a chain or a counter (for orphan
+ * cleanup). */
 int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n);
