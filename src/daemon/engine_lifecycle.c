@@ -1412,7 +1412,7 @@ void engine_starting_abandon(struct engine *e)
 /* The rest of a removal once nothing of the environment runs any more. */
 static void destroy_finish(struct engine *e, struct env *v)
 {
-        /* Its firewall chain and published ports went with its network when it stopped
+        /* Its firewall entries and published ports went with its network when it stopped
          * (env_mark_stopped); the port rows go with the record (ON DELETE CASCADE). */
         env_remove_artifacts(e, v->row.name, v->row.uid_base);
         int r = state_env_delete_unsynced(e->cfg.state, v->row.name);

@@ -1,5 +1,5 @@
 /* The host side of environments' networking (see network.h): each environment's routed veth,
- * its nftables chain and bandwidth, published ports (remembered so that a stop removes exactly
+ * its firewall entries and bandwidth, published ports (remembered so that a stop removes exactly
  * its own) and the DNS resolver. The engine decides what to ask (engine_net.c); this file
  * carries it out through lib/netlink, lib/nft and lib/tc. */
 #include "daemon/network.h"
@@ -167,8 +167,8 @@ void network_free(struct network *n)
  * kernel allows only with route_localnet on that veth. Set on each environment's link only
  * (never conf/all: that would accept 127.0.0.0/8 on every interface). What it opens, that the
  * veth accepts packets to or from 127.0.0.0/8, is closed by the firewall: the input chain drops
- * every new packet from a "pdk*" link except DNS to the resolver, and each environment's chain
- * drops any source but its own address (docs/network.md). */
+ * every new packet from a "pdk*" link except DNS to the resolver, and the forward policy drops
+ * any source but the environment's own address (docs/network.md). */
 /* Relative to conf_fd: every network namespace has its own "net", "ipv4" and "conf" dentries
  * under the one /proc/sys, same name and parent, so looking them up by path compares against
  * all of them (proc_sys_compare), a cost that grew with the number of environments (~0.6 ms at
@@ -241,6 +241,13 @@ int network_env_link(struct network *n, const char *env, int netns_fd, struct in
         network_ifname(n, env, ifname);
         if (netlink_link_exists(ifname))
                 netlink_link_delete(ifname);
+        /* Whatever the firewall still holds for the name (an entry that outlived its removal)
+         * must not apply to the new link before its own policy does: until then it is dropped. */
+        int r = nft_link_forget(n->nft, ifname);
+        if (r < 0) {
+                snprintf(err, errlen, "firewall: %s", strerror(-r));
+                return r;
+        }
         struct veth_config vc = {.host_ifname = ifname,
                                  .env_ifname = "eth0",
                                  .env_netns_fd = netns_fd,
@@ -249,7 +256,7 @@ int network_env_link(struct network *n, const char *env, int netns_fd, struct in
                                  .host_conf6_fd = n->conf6_fd > 0 ? n->conf6_fd : 0,
                                  .env_ipv6_set = ipv6_set};
         vc.ipv6 = network_addr6(n, addr, &vc.addr6);
-        int r = netlink_veth_create(&vc);
+        r = netlink_veth_create(&vc);
         if (r < 0)
                 snprintf(err, errlen, "network link: %s", strerror(-r));
         return r;
@@ -318,8 +325,8 @@ static void env_firewall_down(struct network *n, const char *env, const char *if
         int r = all_known ? nft_env_remove_known(n->nft, env, ifname, ports, np)
                           : nft_env_remove(n->nft, env);
         if (r < 0 && r != -ENOENT)
-                log_warn("%s: removing firewall chain: %s", env, strerror(-r));
-        /* The firewall entries are gone with the chain; the records (state) stay. */
+                log_warn("%s: removing firewall entries: %s", env, strerror(-r));
+        /* The published ports are gone with the firewall entries; the records (state) stay. */
         size_t o = 0;
         for (size_t i = 0; i < n->n_ports; i++)
                 if (strcmp(n->ports[i].env, env) != 0)
@@ -395,7 +402,7 @@ static bool sorted_has(char *const *sorted, size_t n, const char *s)
         return n && bsearch(&s, sorted, n, sizeof(char *), str_cmp) != NULL;
 }
 
-/* Sorted copies of the kept names and of their interface names, so that each chain and link
+/* Sorted copies of the kept names and of their interface names, so that each environment and link
  * found is looked up in O(log n): startup with thousands of environments stays linear. */
 void network_remove_orphans(struct network *n, const char *const *keep, size_t n_keep)
 {
@@ -414,10 +421,14 @@ void network_remove_orphans(struct network *n, const char *const *keep, size_t n
 
         char **names = NULL;
         size_t count = 0;
-        if (nft_env_list(n->nft, &names, &count) >= 0) {
+        int r = nft_env_list(n->nft, &names, &count);
+        if (r < 0) {
+                log_warn("listing the firewall's environments: %s (orphaned entries stay)",
+                         strerror(-r));
+        } else {
                 for (size_t i = 0; i < count; i++) {
                         if (!sorted_has(names_kept, n_keep, names[i])) {
-                                log_info("removing orphaned firewall chain of %s", names[i]);
+                                log_info("removing orphaned firewall entries of %s", names[i]);
                                 nft_env_remove(n->nft, names[i]);
                         }
                         free(names[i]);

@@ -46,7 +46,7 @@ void network_ifname(const struct network *n, const char *env, char out[16]);
 /* Whether environments get IPv6 (a v6 subnet): what PID 1's setup prepares (enum spawn_net). */
 bool network_has_ipv6(const struct network *n);
 /* Bring an environment's network up in two halves, which a caller may run in turns of their
- * own: the link (veth into its netns), then the policy (firewall chain, bandwidth). Until the
+ * own: the link (veth into its netns), then the policy (firewall entries, bandwidth). Until the
  * policy is in, the link (the veth, its end in the environment addressed and routed) reaches
  * nothing but the resolver: the forward chain drops a "pdk*" link without an entry, and only
  * replies and DNATed traffic go to one (nft.c). A failed policy takes the link down too. ipv6_set: the environment's IPv6 settings were made by its PID 1's setup
@@ -61,7 +61,7 @@ int network_env_policy(struct network *n, const char *env, struct in_addr addr,
 int network_env_update(struct network *n, const char *env, struct in_addr addr,
                        const struct netpolicy *p, const struct in_addr *links, size_t n_links,
                        bool flush_learned, char *err, size_t errlen);
-/* Remove host-side pieces (veth if still there, ifb, firewall chain). Idempotent. */
+/* Remove host-side pieces (veth if still there, ifb, firewall entries). Idempotent. */
 void network_env_down(struct network *n, const char *env);
 /* The same for an environment whose processes are all gone (its network namespace is dying):
  * the kernel deletes the veth pair with the namespace, so only the routes to addr go now (the
@@ -86,5 +86,5 @@ bool network_link_present(struct network *n, const char *env);
 void network_batch_begin(struct network *n);
 void network_batch_end(struct network *n);
 
-/* Startup: remove host interfaces and firewall chains of environments not in keep[]. */
+/* Startup: remove host interfaces and firewall entries of environments not in keep[]. */
 void network_remove_orphans(struct network *n, const char *const *keep, size_t n_keep);

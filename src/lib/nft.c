@@ -52,8 +52,10 @@
  *                         environment has one (nft_env_list finds them by it).
  *
  * Fast path: an open environment without links (the common create and destroy) is a counter and
- * two elements, no rule and no jump, so its commit does not make the kernel validate the table;
- * it goes through nft_fast.c as raw nf_tables netlink, one batch, without libnftables and so
+ * two elements, no rule and no jump, so its commit does not make the kernel validate the table
+ * (the libnftables way below still adds and deletes a jump to clear an earlier policy's: a
+ * validation on kernels before 6.3, in batches at daemon start and on fallbacks); it goes
+ * through nft_fast.c as raw nf_tables netlink, one batch, without libnftables and so
  * without its cache refresh. When the kernel refuses that batch (another link still jumps to the
  * chain of an earlier policy, or refers to the counter), the same change is made here the
  * libnftables way below.
@@ -76,7 +78,7 @@
  * A struct nft is not thread-safe: calls on it must be serialized, and one
  * process should own a table (listing-then-changing assumes nobody else edits it meanwhile).
  *
- * Why one file of ~1,400 lines: it is one thing, the text of one table. The base ruleset, the
+ * Why one file of ~1,600 lines: it is one thing, the text of one table. The base ruleset, the
  * per-environment chains, sets and map entries and the published ports refer to each other by
  * name (the maps the base chains look up are filled per environment, the env_<e> chains jump
  * into sets made next to them), and every safety argument above ("only validated names reach
@@ -125,6 +127,7 @@ struct nft {
         bool batching;          /* nft_batch_begin: queue applies and port adds */
         struct batch_item *batch;
         size_t n_batch;
+        int batch_error;        /* of a queue run early (see batch_settle), for nft_batch_end */
         struct nft_fast *fast;  /* open environments without libnftables; NULL: not here */
         unsigned long n_fast;   /* changes made through it */
 };
@@ -500,14 +503,15 @@ static void forbidden_set(struct sbuf *b, const char *t, const char *set, const 
 
 /* Chain open_env: the policy of every open environment without links, one chain for all of
  * them, reached from forward for the links in set open_envs. What differs between two such
- * environments is their address and their counter: the address is checked by the route back
- * (the only route into the environments' subnet through a link is the /32 (and /128) of its
- * own environment, so a source in the subnet that routes back out of the link it came in on is
- * that environment's), and the counter is looked up by link in envctr (chain "denied"). An
- * environment is then two elements and a counter: adding it adds no rule and no jump, which
- * is what makes the kernel validate the whole table at a commit (nf_tables_validate walks
- * every chain reachable from the base chains). Same order and verdicts as env_chain_rules()
- * for an open environment without links. */
+ * environments is their address and their counter. The address is checked by the route back,
+ * as the input chain does: the daemon's only routes into the environments' subnet through a
+ * link are the /32 and /128 of that link's environment (netlink.c), so a source in the subnet
+ * that routes back out of the link it came in on is that environment's (a route added by hand
+ * into the subnet through a "pdk*" link would widen this). The counter is looked up by link in
+ * envctr (chain "denied"). An environment is then two elements and a counter: adding it adds
+ * no rule and no jump, either of which makes the kernel validate the whole table at the commit
+ * (nf_tables_validate walks every chain reachable from the base chains). Same order and
+ * verdicts as env_chain_rules() for an open environment without links. */
 static void open_env_chain(struct sbuf *b, const char *t, const char *subnet,
                            const char *subnet6)
 {
@@ -746,7 +750,7 @@ int nft_destroy_table(struct nft *n)
 
 /* ---------------------------------------------------------------- environments */
 
-/* Per-environment chain. Order matters:
+/* The chain of an environment with an allow policy or links. Order matters:
  *   1. spoofed sources (and IPv6 when the table has none): drop, counted;
  *   2. replies of connections already accepted: accept;
  *   3. linked environments: accept (they are inside the subnet, which 4 drops);
@@ -1041,8 +1045,22 @@ int nft_batch_end(struct nft *n)
         if (!n || !n->batching)
                 return -EINVAL;
         int r = batch_flush(n);
+        if (n->batch_error < 0 && r >= 0)
+                r = n->batch_error;
+        n->batch_error = 0;
         n->batching = false;
         return r;
+}
+
+/* A change that is not queued runs after what is: otherwise a removal made while batching
+ * would be undone by the environment's apply queued before it. */
+static void batch_settle(struct nft *n)
+{
+        if (!n->batching || !n->n_batch)
+                return;
+        int r = batch_flush(n);
+        if (r < 0 && n->batch_error == 0)
+                n->batch_error = r;
 }
 
 /* An open environment without links has no chain of its own: its link is in set open_envs
@@ -1121,8 +1139,9 @@ static struct nft_fast_env fast_env(const struct env_names *nm, const char *ifna
 
 /* Fast path without any listing: re-adding a map entry with the same data is a no-op, so
  * nothing has to be looked up when the interface keeps its entry (re-apply) or has none (new).
- * The kernel refuses (EBUSY) only when the interface's entry points elsewhere: then the maps
- * are listed and stale entries replaced (the pre-existing slow path). */
+ * The kernel refuses (EBUSY, EEXIST) when the interface's entry points elsewhere, or when
+ * another link still jumps to the chain the apply deletes: then the maps are listed and stale
+ * entries replaced (the slow path). */
 int nft_env_apply(struct nft *n, const struct nft_env *e)
 {
         if (!n || !e)
@@ -1176,6 +1195,7 @@ int nft_env_remove(struct nft *n, const char *name)
         int r = env_names(name, &nm);
         if (r < 0)
                 return r;
+        batch_settle(n);
         struct sbuf b = {0};
         /* References first: map entries jumping to the chain or naming the counter. */
         r = drop_ifname_entries(n, &b, "envs", nm.chain, NULL, NULL);
@@ -1211,6 +1231,7 @@ int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifnam
                 return r;
         if (!ifname_valid(host_ifname))
                 return nft_env_remove(n, name);
+        batch_settle(n);
         /* Without published ports: the map entries of the interface, the chain, the sets and
          * the counter, each if there, in one netlink batch (no libnftables, no cache). Refused
          * when something else still refers to the chain or counter: the listing way below. */
@@ -1250,6 +1271,32 @@ int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifnam
          * interface name, a port we were not told about) fails the transaction as a whole. */
         if (r < 0)
                 r = nft_env_remove(n, name);
+        return r;
+}
+
+int nft_link_forget(struct nft *n, const char *ifname)
+{
+        if (!n || !ifname_valid(ifname))
+                return -EINVAL;
+        batch_settle(n);
+        int r;
+        if (n->fast) {
+                r = nft_fast_forget(n->fast, ifname);
+                set_error(n, r < 0 ? strerror(-r) : NULL);
+                if (r >= 0) {
+                        n->n_fast++;
+                        return r;
+                }
+        }
+        struct sbuf b = {0};
+        r = drop_ifname_entries(n, &b, "envs", "", ifname, NULL);
+        if (r >= 0)
+                r = drop_ifname_entries(n, &b, "envctr", "", ifname, NULL);
+        if (r >= 0) {
+                set_leave(&b, n, "open_envs", ifname);
+                r = run_sbuf(n, &b);
+        }
+        sbuf_done(&b);
         return r;
 }
 
@@ -1505,7 +1552,7 @@ int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n)
         _cleanup_free_ struct nft_denied *ctr = NULL;
         size_t n_ctr = 0;
         if ((r = nft_denied_all(n, &ctr, &n_ctr)) < 0)
-                return r;
+                return r; /* the caller logs it: half a list would leave entries behind */
 
         size_t cnt = 0, i;
         char **names = calloc(json_array_size(items) + n_ctr + 1, sizeof(char *));

@@ -95,6 +95,10 @@ int nft_env_remove(struct nft *n, const char *name);
  * nft_env_remove when the table holds anything else referring to the environment). */
 int nft_env_remove_known(struct nft *n, const char *name, const char *host_ifname,
                          const struct nft_port *ports, size_t n_ports);
+/* Delete whatever the table holds for link ifname (its entries in envs, envctr, open_envs),
+ * before a link of that name comes up: a new owner of the name starts with nothing (dropped)
+ * until its own policy is applied, never with a stale entry's. */
+int nft_link_forget(struct nft *n, const char *ifname);
 /* Add learned addresses (DNS answers) to the environment's allow set for ttl seconds. port 0
  * = the listed domain allowed any port; otherwise that port only. */
 int nft_env_allow_addr(struct nft *n, const char *name, struct in_addr a, uint16_t port,

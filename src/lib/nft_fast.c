@@ -25,7 +25,7 @@
 #define MSG_DESTROYSETELEM 30
 #define MSG_DESTROYOBJ     31
 
-#define FAST_BUF_SIZE  65536 /* one transaction; an open environment's is ~3 KiB */
+#define FAST_BUF_SIZE  65536 /* one transaction; an open environment's is well under 1 KiB */
 #define FAST_RECV_SIZE 32768
 #define MSG_ROOM       4096  /* left free before starting a message */
 
@@ -248,16 +248,30 @@ int nft_fast_apply(struct nft_fast *f, const struct nft_fast_env *e)
         return batch_run(f);
 }
 
+/* The entries keyed by ifname, whatever they point to. */
+static void put_link_forget(struct nft_fast *f, const char *ifname)
+{
+        put_map_elem(f, MSG_DESTROYSETELEM, "envs", ifname, NULL, NULL);
+        put_map_elem(f, MSG_DESTROYSETELEM, "envctr", ifname, NULL, NULL);
+        put_map_elem(f, MSG_DESTROYSETELEM, "open_envs", ifname, NULL, NULL);
+}
+
+int nft_fast_forget(struct nft_fast *f, const char *ifname)
+{
+        if (!f || !ifname)
+                return -EINVAL;
+        batch_begin(f);
+        put_link_forget(f, ifname);
+        return batch_run(f);
+}
+
 int nft_fast_remove(struct nft_fast *f, const struct nft_fast_env *e)
 {
         if (!f || !e)
                 return -EINVAL;
         batch_begin(f);
-        /* The entries keyed by this environment's interface, whatever they point to: the
-         * interface is going away, and a "pdk*" interface without an entry is dropped. */
-        put_map_elem(f, MSG_DESTROYSETELEM, "envs", e->ifname, NULL, NULL);
-        put_map_elem(f, MSG_DESTROYSETELEM, "envctr", e->ifname, NULL, NULL);
-        put_map_elem(f, MSG_DESTROYSETELEM, "open_envs", e->ifname, NULL, NULL);
+        /* The interface is going away, and a "pdk*" interface without an entry is dropped. */
+        put_link_forget(f, e->ifname);
         /* Refused (EBUSY) while anything else refers to them: the caller looks for it. */
         put_named(f, MSG_DESTROYCHAIN, 0, NFTA_CHAIN_TABLE, NFTA_CHAIN_NAME, e->chain);
         put_sets_destroy(f, e);

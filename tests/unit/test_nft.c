@@ -418,9 +418,9 @@ static bool table_has(const char *kind, const char *name)
         return r;
 }
 
-static size_t rules_in_chain(const char *chain)
+/* Rules in a listing (which it frees). */
+static size_t rules_in(json_t *root)
 {
-        json_t *root = nft_json("list chain inet %s %s", table, chain);
         size_t n = 0, i;
         json_t *it;
         json_array_foreach(json_object_get(root, "nftables"), i, it)
@@ -431,6 +431,11 @@ static size_t rules_in_chain(const char *chain)
         if (root)
                 json_decref(root);
         return n;
+}
+
+static size_t rules_in_chain(const char *chain)
+{
+        return rules_in(nft_json("list chain inet %s %s", table, chain));
 }
 
 /* Number of elements of a map/set in our table (-1: no such object). */
@@ -447,17 +452,7 @@ static long elems(const char *kind, const char *name)
 /* Number of rules in our table, every chain. */
 static size_t rules_in_table(void)
 {
-        json_t *root = nft_json("list table inet %s", table);
-        size_t n = 0, i;
-        json_t *it;
-        json_array_foreach(json_object_get(root, "nftables"), i, it)
-        {
-                if (json_object_get(it, "rule"))
-                        n++;
-        }
-        if (root)
-                json_decref(root);
-        return n;
+        return rules_in(nft_json("list table inet %s", table));
 }
 
 static bool table_exists(void)
@@ -501,6 +496,12 @@ NETNS_TEST(test_nft_open__idempotent_and_confined)
         CHECK_EQ_INT(nft_run_cmd_from_buffer(c, "add table inet other\n"
                                                 "add chain inet other keep\n"),
                      0);
+        /* What a daemon before the shared chain open_env left: its template, gone at open. */
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd),
+                 "add table inet %s\nadd chain inet %s tmpl_open\nadd counter inet %s tmpl_denied",
+                 table, table, table);
+        CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
         nft_ctx_free(c);
 
         struct nft *n = open_test_table();
@@ -513,6 +514,8 @@ NETNS_TEST(test_nft_open__idempotent_and_confined)
         CHECK(table_has("chain", "forward"));
         CHECK(table_has("set", "forbidden4"));
         CHECK(table_has("map", "envs"));
+        CHECK(!table_has("chain", "tmpl_open"));
+        CHECK(!table_has("counter", "tmpl_denied"));
         CHECK_EQ_INT(rules_in_chain("input"), 6);
         CHECK_EQ_INT(rules_in_chain("forward"), 7);
         CHECK_EQ_INT(rules_in_chain("open_env"), 7);
@@ -711,6 +714,23 @@ NETNS_TEST(test_nft_open_mode__behaviour)
         CHECK(reach(t.env, "198.51.100.1", 82, "192.0.2.1"));
         /* The host itself can still reach the environment. */
         CHECK(reach(0, "10.77.0.2", 8080, "env"));
+        /* A link forgotten (a new one of that name is coming up) is dropped until its policy
+         * is applied again; the environment's counter stays. */
+        CHECK_EQ_INT(nft_link_forget(n, "pdktest1"), 0);
+        CHECK_EQ_INT(elems("set", "open_envs"), 0);
+        CHECK_EQ_INT(elems("map", "envctr"), 0);
+        CHECK(table_has("counter", "denied_box"));
+        CHECK(!reach(t.env, "198.51.100.1", 80, "net"));
+        CHECK_EQ_INT(nft_link_forget(n, "pdktest1"), 0); /* nothing there: fine */
+        CHECK_EQ_INT(nft_link_forget(n, "eth0"), -EINVAL); /* never another's link */
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK(reach(t.env, "198.51.100.1", 80, "net"));
+        e.mode = NET_ALLOW; /* a chain of its own: its jump goes too */
+        CHECK_EQ_INT(nft_env_apply(n, &e), 0);
+        CHECK_EQ_INT(elems("map", "envs"), 1);
+        CHECK_EQ_INT(nft_link_forget(n, "pdktest1"), 0);
+        CHECK_EQ_INT(elems("map", "envs"), 0);
+        CHECK_EQ_INT(elems("map", "envctr"), 0);
 out:
         topo_down(&t);
         if (n) {
@@ -1059,6 +1079,15 @@ NETNS_TEST(test_nft_ipv6__behaviour)
         CHECK(send_udp(t.env, "fd77:a4d::50", "2001:db8:2::1", 80));
         usleep(100 * 1000);
         CHECK_EQ_INT(denied(n, "box"), before + 1);
+        /* ... as is another environment's address, routed out of another link */
+        CHECK_EQ_INT(sh(0, "ip -6 route add fd77:a4d::3/128 dev uplink0"), 0);
+        CHECK_EQ_INT(sh(t.env, "ip -6 addr add fd77:a4d::3/128 dev eth0 nodad"), 0);
+        usleep(300 * 1000);
+        before = denied(n, "box");
+        CHECK(send_udp(t.env, "fd77:a4d::3", "2001:db8:2::1", 80));
+        usleep(100 * 1000);
+        CHECK_EQ_INT(denied(n, "box"), before + 1);
+        CHECK_EQ_INT(sh(t.env, "ip -6 addr del fd77:a4d::3/128 dev eth0"), 0);
         /* (or the kernel may pick it as the source of the connections below) */
         CHECK_EQ_INT(sh(t.env, "ip -6 addr del fd77:a4d::50/128 dev eth0"), 0);
 
@@ -1176,6 +1205,31 @@ NETNS_TEST(test_nft_batch__queues_then_applies)
         free(text);
         if (root)
                 json_decref(root);
+        nft_destroy_table(n);
+        nft_close(n);
+}
+
+/* A removal while batching runs after what was queued before it, not before (the queued apply
+ * would bring the environment back). */
+NETNS_TEST(test_nft_batch__removal_runs_after_the_queue)
+{
+        struct nft *n = open_test_table();
+        if (!n)
+                return;
+        struct nft_env a = env_open("qa"), b = env_open("qb");
+        b.host_ifname = "pdktest2";
+        b.addr = A("10.77.0.3");
+        CHECK_EQ_INT(nft_batch_begin(n), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &a), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &b), 0);
+        CHECK_EQ_INT(nft_env_remove_known(n, "qa", "pdktest1", NULL, 0), 0);
+        CHECK_EQ_INT(nft_env_remove(n, "qb"), 0);
+        CHECK_EQ_INT(nft_env_apply(n, &b), 0);
+        CHECK_EQ_INT(nft_batch_end(n), 0);
+        CHECK(!table_has("counter", "denied_qa"));
+        CHECK(table_has("counter", "denied_qb"));
+        CHECK_EQ_INT(elems("set", "open_envs"), 1);
+        CHECK_EQ_INT(elems("map", "envctr"), 1);
         nft_destroy_table(n);
         nft_close(n);
 }
@@ -1345,6 +1399,7 @@ int main(void)
         RUN(test_nft_remove_known__falls_back);
         RUN(test_nft_ipv6_then_ipv4_only__removes_v6_sets);
         RUN(test_nft_batch__queues_then_applies);
+        RUN(test_nft_batch__removal_runs_after_the_queue);
         RUN(test_nft_fast__same_as_libnftables);
         RUN(test_nft_fast__same_as_libnftables_ipv6);
         UNIT_EXIT();
