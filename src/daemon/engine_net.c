@@ -245,7 +245,7 @@ int env_net_policy(struct engine *e, struct env *v, char *err, size_t errlen)
         int r = network_env_policy(e->net, v->row.name, v->addr, &v->net, links, nl, err, errlen);
         if (r < 0)
                 return r;
-        /* Published ports leave the firewall with the environment's other firewall entries at stop. */
+        /* Published ports leave the firewall with the environment's other entries at stop. */
         const struct port_row *ports;
         size_t np = 0;
         if (env_ports(e, v, &ports, &np) >= 0)

@@ -60,21 +60,21 @@
  * chain of an earlier policy, or refers to the counter), the same change is made here the
  * libnftables way below.
  *
- * Costs: one netlink batch per call, and no listing on the common paths: nft_env_apply re-adds
- * the environment's map entries (a no-op when they are there) and nft_env_remove_known deletes
- * exactly what the caller says it added (adding each element first, so deleting what is gone
- * cannot fail). Either lists the maps (envs, envctr, pub_*) only when the kernel refuses that
- * picture (an entry pointing elsewhere: EBUSY); nft_env_remove (orphans) always lists them, and
- * nft_env_list lists chain headers and dumps the counters only. What remains per call is libnftables' own cache
- * refresh of the table's chains, sets and counters, which 1.0.6 redoes after every change
- * (~0.5 ms with a few environments, ~9 ms with 1,000 when each had 1 chain, 2 or 4 sets and 1
- * counter; an open environment now has no sets, and there are no anonymous sets: the constants
- * are the shared sets tcp_udp and dns_ports), and the kernel's validation of the whole table
- * on a commit that adds a rule or a jump (nft_chain_validate, every chain reachable from the
- * base chains: one per environment with an allow policy or links). Re-applying many
- * environments at once goes through nft_batch_begin/end (one refresh per BATCH_MAX). Counters
- * are read over netlink without libnftables (nft_env_denied: one get; nft_denied_all: one dump
- * of all), never by a "list", which would fetch every rule of the table.
+ * Costs: one netlink batch per call, and no listing on the common paths: nft_env_apply re-adds the
+ * environment's map entries (a no-op when they are there) and nft_env_remove_known deletes exactly
+ * what the caller says it added (adding each element first, so deleting what is gone cannot fail).
+ * Either lists the maps (envs, envctr, pub_*) only when the kernel refuses that picture (an entry
+ * pointing elsewhere: EBUSY); nft_env_remove (orphans) always lists them, and nft_env_list lists
+ * chain headers and dumps the counters only. What remains per call is libnftables' own cache
+ * refresh of the table's chains, sets and counters, which 1.0.6 redoes after every change (~0.5 ms
+ * with a few environments, ~9 ms with 1,000 when each had 1 chain, 2 or 4 sets and 1 counter; an
+ * open environment now has no sets and no chain, and there are no anonymous sets: the constants are
+ * the shared sets tcp_udp and dns_ports), and the kernel's validation of the whole table on a
+ * commit that adds a rule or a jump (nft_chain_validate, every chain reachable from the base
+ * chains: one per environment with an allow policy or links). Re-applying many environments at once
+ * goes through nft_batch_begin/end (one refresh per BATCH_MAX). Counters are read over netlink
+ * without libnftables (nft_env_denied: one get; nft_denied_all: one dump of all), never by a
+ * "list", which would fetch every rule of the table.
  * A struct nft is not thread-safe: calls on it must be serialized, and one
  * process should own a table (listing-then-changing assumes nobody else edits it meanwhile).
  *

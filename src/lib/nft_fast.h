@@ -28,8 +28,9 @@ void nft_fast_free(struct nft_fast *f);
 
 /* One transaction: counter (kept if there); the jump entry of ifname in "envs", the chain and
  * the learned sets of an earlier policy, each deleted if there; entries "envctr" (ifname:
- * counter; an entry naming another counter is replaced by this kernel, refused with -EBUSY or
- * -EEXIST by others) and "open_envs" (ifname). -EBUSY: another link still jumps to the chain. */
+ * counter; Linux 6.18 replaces an entry naming another counter, a kernel that refused it with
+ * -EBUSY or -EEXIST would send nft.c the listing way) and "open_envs" (ifname). -EBUSY:
+ * another link still jumps to the chain. */
 int nft_fast_apply(struct nft_fast *f, const struct nft_fast_env *e);
 /* One transaction: the entries of ifname in envs, envctr and open_envs, each only if there. */
 int nft_fast_forget(struct nft_fast *f, const char *ifname);

@@ -1326,7 +1326,8 @@ static void fast_same_as_text(const struct in6_addr *sub6)
         CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
 
         /* the link's counter entry naming another counter: taken over (the link is this
-         * environment's) */
+         * environment's), by the raw message on this kernel, by the listing way where the
+         * kernel refuses it */
         struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
         nft_ctx_buffer_error(c);
         char cmd[200];
@@ -1334,7 +1335,8 @@ static void fast_same_as_text(const struct in6_addr *sub6)
                  "add element inet %s envctr { \"pdktest1\" : \"denied_qqq2\" }", table);
         CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
         CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
-        CHECK_EQ_INT((int)nft_fast_changes(n), 4);
+        int fast_n = (int)nft_fast_changes(n);
+        CHECK(fast_n == 3 || fast_n == 4);
         map = elems_text("map", "envctr");
         CHECK(map && strstr(map, "[\"pdktest1\", \"denied_qqq1\"]"));
         free(map);
@@ -1349,13 +1351,13 @@ static void fast_same_as_text(const struct in6_addr *sub6)
         CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
         nft_ctx_free(c);
         CHECK_EQ_INT(nft_env_apply(n, &fast), 0);
-        CHECK_EQ_INT((int)nft_fast_changes(n), 4);
+        CHECK_EQ_INT((int)nft_fast_changes(n), fast_n);
         CHECK(!table_has("chain", "env_qqq1"));
         CHECK_EQ_INT(elems("map", "envs"), 0);
         CHECK_EQ_INT(elems("set", "open_envs"), 2);
         CHECK_EQ_INT(elems("map", "envctr"), 2); /* pdktest1, pdktest2: pdkother's went */
         CHECK_EQ_INT(nft_env_remove_known(n, "qqq2", "pdktest2", NULL, 0), 0);
-        CHECK_EQ_INT((int)nft_fast_changes(n), 5);
+        CHECK_EQ_INT((int)nft_fast_changes(n), fast_n + 1);
         c = nft_ctx_new(NFT_CTX_DEFAULT);
         nft_ctx_buffer_error(c);
         snprintf(cmd, sizeof(cmd),
@@ -1364,7 +1366,7 @@ static void fast_same_as_text(const struct in6_addr *sub6)
         CHECK_EQ_INT(nft_run_cmd_from_buffer(c, cmd), 0);
         nft_ctx_free(c);
         CHECK_EQ_INT(nft_env_remove_known(n, "qqq1", "pdktest1", NULL, 0), 0);
-        CHECK_EQ_INT((int)nft_fast_changes(n), 5);
+        CHECK_EQ_INT((int)nft_fast_changes(n), fast_n + 1);
         CHECK(!table_has("counter", "denied_qqq1"));
         CHECK_EQ_INT(elems("map", "envctr"), 0);
         CHECK_EQ_INT(elems("set", "open_envs"), 0);
