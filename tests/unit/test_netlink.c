@@ -514,6 +514,16 @@ static void body_veth_ipv6(void)
                          "fe800000000000000000000000000001") != NULL);
         const char *hr6 = ns_file_all(host_ns, "/proc/thread-self/net/ipv6_route");
         CHECK(strstr(hr6, "fd770a4d000000000000000000000002 80") != NULL);
+        /* no fe80::/64 route through the veth: the gateway's address has none of its own */
+        bool ll_route = false;
+        for (const char *l = hr6; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+                const char *eol = strchr(l, '\n');
+                size_t n = eol ? (size_t)(eol - l) : strlen(l);
+                if (strncmp(l, "fe800000000000000000000000000000 40", 35) == 0 && n > 5 &&
+                    memcmp(l + n - 5, "pdkt6", 5) == 0)
+                        ll_route = true;
+        }
+        CHECK(!ll_route);
 
         CHECK(tcp_talks(host_ns, env, "fd77:a4d::2", 7011));
         CHECK(tcp_talks(env, env, "::1", 7012));
