@@ -131,11 +131,6 @@ static json_t *snapshot_json(const char *dir, const char *name)
         return json_pack("{s:s,s:s}", "name", name, "created_at", ts);
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 json_t *engine_snapshot_list(struct engine *e, struct env *v)
 {
         json_t *arr = json_array();
@@ -150,12 +145,12 @@ json_t *engine_snapshot_list(struct engine *e, struct env *v)
                         return arr;
                 struct dirent *de;
                 while ((de = readdir(d)) && n < ELEMENTSOF(names))
-                        if (de->d_name[0] != '.')
-                                names[n++] = strdup(de->d_name);
+                        if (de->d_name[0] != '.' && (names[n] = strdup(de->d_name)))
+                                n++;
         }
-        qsort(names, n, sizeof(char *), cmp_names);
+        qsort(names, n, sizeof(char *), str_ptr_cmp);
         for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *p = names[i] ? path_join(dir, names[i]) : NULL;
+                _cleanup_free_ char *p = path_join(dir, names[i]);
                 if (p)
                         json_array_append_new(arr, snapshot_json(p, names[i]));
                 free(names[i]);

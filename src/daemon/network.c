@@ -392,14 +392,9 @@ int network_port_remove(struct network *n, const char *proto, uint16_t host_port
         return nft_port_remove(n->nft, proto, host_port);
 }
 
-static int str_cmp(const void *a, const void *b)
-{
-        return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static bool sorted_has(char *const *sorted, size_t n, const char *s)
 {
-        return n && bsearch(&s, sorted, n, sizeof(char *), str_cmp) != NULL;
+        return n && bsearch(&s, sorted, n, sizeof(char *), str_ptr_cmp) != NULL;
 }
 
 /* Sorted copies of the kept names and of their interface names, so that each environment and link
@@ -416,8 +411,8 @@ void network_remove_orphans(struct network *n, const char *const *keep, size_t n
                 network_ifname(n, keep[k], ifbuf[k]);
                 ifs_kept[k] = ifbuf[k];
         }
-        qsort(names_kept, n_keep, sizeof(char *), str_cmp);
-        qsort(ifs_kept, n_keep, sizeof(char *), str_cmp);
+        qsort(names_kept, n_keep, sizeof(char *), str_ptr_cmp);
+        qsort(ifs_kept, n_keep, sizeof(char *), str_ptr_cmp);
 
         char **names = NULL;
         size_t count = 0;

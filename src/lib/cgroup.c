@@ -695,11 +695,6 @@ int cgroup_env_oom_kills(struct cgroup_manager *m, const char *env, uint64_t *re
         return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 struct name_list {
         char **v;
         size_t n, cap;
@@ -746,15 +741,7 @@ int cgroup_list_envs(struct cgroup_manager *m, char ***ret_names, size_t *ret_n)
                 free(l.v);
                 return r;
         }
-        if (l.n > 1)
-                qsort(l.v, l.n, sizeof(*l.v), cmp_str);
-        size_t n = 0;
-        for (size_t k = 0; k < l.n; k++) {
-                if (n > 0 && !strcmp(l.v[n - 1], l.v[k]))
-                        free(l.v[k]);
-                else
-                        l.v[n++] = l.v[k];
-        }
+        size_t n = str_sort_unique(l.v, l.n);
         *ret_names = l.v;
         *ret_n = n;
         return 0;

@@ -852,8 +852,9 @@ static void set_leave(struct sbuf *b, const struct nft *n, const char *set, cons
 
 /* Append "delete element" commands for entries of an ifname map: those whose key is ifname
  * (about to be re-added) and those whose data is ours (stale: the environment's veth got
- * another name, or it is going away). which: "envs" (data {"jump": {"target": chain}}) or
- * "envctr" (data "counter name"). also: a set of links (open_envs) each such key leaves too. */
+ * another name, or it is going away; NULL: by key only). map: "envs" (data {"jump": {"target":
+ * chain}}) or "envctr" (data "counter name"). also: a set of links (open_envs) each such key
+ * leaves too. */
 static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, const char *ours,
                                const char *ifname, const char *also)
 {
@@ -874,7 +875,8 @@ static int drop_ifname_entries(struct nft *n, struct sbuf *b, const char *map, c
                                                json_object_get(data, "jump"), "target"));
                 if (!key || !ifname_valid(key))
                         continue;
-                if ((!ifname || strcmp(key, ifname) != 0) && (!target || strcmp(target, ours) != 0))
+                if ((!ifname || strcmp(key, ifname) != 0) &&
+                    (!ours || !target || strcmp(target, ours) != 0))
                         continue;
                 sb(b, "delete element inet %s %s { \"%s\" }\n", n->table, map, key);
                 if (also)
@@ -1289,9 +1291,9 @@ int nft_link_forget(struct nft *n, const char *ifname)
                 }
         }
         struct sbuf b = {0};
-        r = drop_ifname_entries(n, &b, "envs", "", ifname, NULL);
+        r = drop_ifname_entries(n, &b, "envs", NULL, ifname, NULL);
         if (r >= 0)
-                r = drop_ifname_entries(n, &b, "envctr", "", ifname, NULL);
+                r = drop_ifname_entries(n, &b, "envctr", NULL, ifname, NULL);
         if (r >= 0) {
                 set_leave(&b, n, "open_envs", ifname);
                 r = run_sbuf(n, &b);
@@ -1533,11 +1535,6 @@ const struct nft_denied *nft_denied_find(const struct nft_denied *all, size_t n,
         return n ? bsearch(&key, all, n, sizeof(*all), denied_cmp) : NULL;
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Names of environments with a chain (chain headers only: no rules, no set elements) or a
  * counter (an open environment without links has only that): cheap even with many. */
 int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n)
@@ -1575,15 +1572,7 @@ int nft_env_list(struct nft *n, char ***ret_names, size_t *ret_n)
         for (i = 0; i < n_ctr; i++)
                 if (!(names[cnt++] = strdup(ctr[i].name)))
                         goto oom;
-        /* one name per environment: most have both */
-        qsort(names, cnt, sizeof(char *), name_cmp);
-        size_t o = 0;
-        for (i = 0; i < cnt; i++) {
-                if (o > 0 && strcmp(names[o - 1], names[i]) == 0)
-                        free(names[i]);
-                else
-                        names[o++] = names[i];
-        }
+        size_t o = str_sort_unique(names, cnt); /* one name per environment: most have both */
         names[o] = NULL;
         *ret_names = names;
         *ret_n = o;

@@ -8,7 +8,6 @@
 #include "lib/util.h"
 
 #include <arpa/inet.h>
-#include <endian.h>
 #include <libmnl/libmnl.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
@@ -178,10 +177,10 @@ static void put_ifname_key(struct nlmsghdr *nlh, const char *ifname)
         mnl_attr_nest_end(nlh, k);
 }
 
-/* One element of an ifname-keyed set or map: type NEWSETELEM (data: jump chain, counter, or
- * none for a set) or DESTROYSETELEM (key only). */
+/* One element of an ifname-keyed set or map: type NEWSETELEM (data: a counter, or none for a
+ * set) or DESTROYSETELEM (key only). No jump: that would make the kernel validate the table. */
 static void put_map_elem(struct nft_fast *f, int type, const char *map, const char *ifname,
-                         const char *jump, const char *counter)
+                         const char *counter)
 {
         struct nlmsghdr *nlh = nft_msg(f, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
         mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, f->table);
@@ -189,14 +188,6 @@ static void put_map_elem(struct nft_fast *f, int type, const char *map, const ch
         struct nlattr *list = mnl_attr_nest_start(nlh, NFTA_SET_ELEM_LIST_ELEMENTS);
         struct nlattr *el = mnl_attr_nest_start(nlh, NFTA_LIST_ELEM);
         put_ifname_key(nlh, ifname);
-        if (jump) {
-                struct nlattr *d = mnl_attr_nest_start(nlh, NFTA_SET_ELEM_DATA);
-                struct nlattr *v = mnl_attr_nest_start(nlh, NFTA_DATA_VERDICT);
-                mnl_attr_put_u32(nlh, NFTA_VERDICT_CODE, htonl((uint32_t)NFT_JUMP));
-                mnl_attr_put_strz(nlh, NFTA_VERDICT_CHAIN, jump);
-                mnl_attr_nest_end(nlh, v);
-                mnl_attr_nest_end(nlh, d);
-        }
         if (counter)
                 mnl_attr_put_strz(nlh, NFTA_SET_ELEM_OBJREF, counter);
         mnl_attr_nest_end(nlh, el);
@@ -239,21 +230,21 @@ int nft_fast_apply(struct nft_fast *f, const struct nft_fast_env *e)
         /* The chain of an earlier policy (links, an allow list, a daemon before the shared
          * chain) goes with the link's jump to it and its learned sets: the interface is this
          * environment's. Refused (EBUSY) while another link still jumps to the chain. */
-        put_map_elem(f, MSG_DESTROYSETELEM, "envs", e->ifname, NULL, NULL);
+        put_map_elem(f, MSG_DESTROYSETELEM, "envs", e->ifname, NULL);
         put_named(f, MSG_DESTROYCHAIN, 0, NFTA_CHAIN_TABLE, NFTA_CHAIN_NAME, e->chain);
         put_sets_destroy(f, e);
         /* -EBUSY when the link's entry names another counter */
-        put_map_elem(f, NFT_MSG_NEWSETELEM, "envctr", e->ifname, NULL, e->counter);
-        put_map_elem(f, NFT_MSG_NEWSETELEM, "open_envs", e->ifname, NULL, NULL);
+        put_map_elem(f, NFT_MSG_NEWSETELEM, "envctr", e->ifname, e->counter);
+        put_map_elem(f, NFT_MSG_NEWSETELEM, "open_envs", e->ifname, NULL);
         return batch_run(f);
 }
 
 /* The entries keyed by ifname, whatever they point to. */
 static void put_link_forget(struct nft_fast *f, const char *ifname)
 {
-        put_map_elem(f, MSG_DESTROYSETELEM, "envs", ifname, NULL, NULL);
-        put_map_elem(f, MSG_DESTROYSETELEM, "envctr", ifname, NULL, NULL);
-        put_map_elem(f, MSG_DESTROYSETELEM, "open_envs", ifname, NULL, NULL);
+        put_map_elem(f, MSG_DESTROYSETELEM, "envs", ifname, NULL);
+        put_map_elem(f, MSG_DESTROYSETELEM, "envctr", ifname, NULL);
+        put_map_elem(f, MSG_DESTROYSETELEM, "open_envs", ifname, NULL);
 }
 
 int nft_fast_forget(struct nft_fast *f, const char *ifname)

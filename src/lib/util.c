@@ -545,6 +545,25 @@ uint32_t fnv1a(uint32_t h, const char *s)
         return h;
 }
 
+int str_ptr_cmp(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+size_t str_sort_unique(char **v, size_t n)
+{
+        if (n > 1)
+                qsort(v, n, sizeof(*v), str_ptr_cmp);
+        size_t o = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (o > 0 && strcmp(v[o - 1], v[i]) == 0)
+                        free(v[i]);
+                else
+                        v[o++] = v[i];
+        }
+        return o;
+}
+
 const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE])
 {
         time_t t = (time_t)unix_s;

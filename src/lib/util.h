@@ -87,6 +87,11 @@ size_t take_pending(void *dst, size_t max, const void *src, size_t len, size_t *
 #define FNV1A_INIT 2166136261u
 uint32_t fnv1a(uint32_t h, const char *s);
 
+/* qsort/bsearch comparator of two char * (by strcmp). */
+int str_ptr_cmp(const void *a, const void *b);
+/* Sort v[0..n) of malloc'd strings and free the duplicates; the number left. */
+size_t str_sort_unique(char **v, size_t n);
+
 /* RFC 3339 UTC timestamp, "2026-12-01T23:11:03Z" (RFC3339_SIZE bytes with the NUL). */
 #define RFC3339_SIZE 21
 const char *format_rfc3339(int64_t unix_s, char buf[static RFC3339_SIZE]);
