@@ -344,9 +344,11 @@ static int buckets_grow(struct engine *e, size_t want)
         size_t cap = e->n_buckets ? 2 * e->n_buckets : 64;
         struct env **b = calloc(cap, sizeof(*b));
         struct env **a = calloc(cap, sizeof(*a));
-        if (!b || !a) {
+        struct env **f = calloc(cap, sizeof(*f));
+        if (!b || !a || !f) {
                 free(b);
                 free(a);
+                free(f);
                 return -ENOMEM;
         }
         for (struct env *v = e->envs; v; v = v->next) {
@@ -358,11 +360,18 @@ static int buckets_grow(struct engine *e, size_t want)
                         v->anext = a[i];
                         a[i] = v;
                 }
+                if (v->ifname[0]) {
+                        i = name_hash(v->ifname) & (cap - 1);
+                        v->inext = f[i];
+                        f[i] = v;
+                }
         }
         free(e->by_name);
         free(e->by_addr);
+        free(e->by_ifname);
         e->by_name = b;
         e->by_addr = a;
+        e->by_ifname = f;
         e->n_buckets = cap;
         return 0;
 }
@@ -412,6 +421,52 @@ struct env *engine_find_addr(struct engine *e, struct in_addr a)
         }
         for (struct env *v = e->by_addr[addr_hash(a) & (e->n_buckets - 1)]; v; v = v->anext)
                 if (v->addr.s_addr == a.s_addr)
+                        return v;
+        return NULL;
+}
+
+static void ifname_hash_in(struct engine *e, struct env *v)
+{
+        if (!e->n_buckets || !v->ifname[0])
+                return;
+        size_t i = name_hash(v->ifname) & (e->n_buckets - 1);
+        v->inext = e->by_ifname[i];
+        e->by_ifname[i] = v;
+}
+
+static void ifname_unhash(struct engine *e, struct env *v)
+{
+        if (!e->n_buckets || !v->ifname[0])
+                return;
+        for (struct env **p = &e->by_ifname[name_hash(v->ifname) & (e->n_buckets - 1)]; *p;
+             p = &(*p)->inext)
+                if (*p == v) {
+                        *p = v->inext;
+                        break;
+                }
+        v->inext = NULL;
+}
+
+void env_ifname_set(struct engine *e, struct env *v, const char *ifname)
+{
+        if (env_listed(e, v))
+                ifname_unhash(e, v);
+        snprintf(v->ifname, sizeof(v->ifname), "%s", ifname);
+        if (env_listed(e, v))
+                ifname_hash_in(e, v);
+}
+
+struct env *engine_find_ifname(struct engine *e, const char *ifname)
+{
+        if (!e->n_buckets) {
+                for (struct env *v = e->envs; v; v = v->next)
+                        if (strcmp(v->ifname, ifname) == 0)
+                                return v;
+                return NULL;
+        }
+        for (struct env *v = e->by_ifname[name_hash(ifname) & (e->n_buckets - 1)]; v;
+             v = v->inext)
+                if (strcmp(v->ifname, ifname) == 0)
                         return v;
         return NULL;
 }
@@ -576,6 +631,7 @@ void env_unlink(struct engine *e, struct env *v)
                         }
         if (env_listed(e, v)) {
                 addr_unhash(e, v);
+                ifname_unhash(e, v);
                 if (v->addr.s_addr && !engine_find_addr(e, v->addr))
                         addr_mark(e, v->addr, false);
                 owner_drop(e, v);
@@ -586,7 +642,7 @@ void env_unlink(struct engine *e, struct env *v)
                 *(v->next ? &v->next->prev : &e->envs_tail) = v->prev;
                 e->n_envs--;
         }
-        v->next = v->prev = v->hnext = v->anext = NULL;
+        v->next = v->prev = v->hnext = v->anext = v->inext = NULL;
 }
 
 /* O(1): the list keeps its tail, the hash its buckets (grown before v is linked, so the
@@ -610,6 +666,7 @@ void env_append(struct engine *e, struct env *v)
                         v->anext = e->by_addr[i];
                         e->by_addr[i] = v;
                 }
+                ifname_hash_in(e, v);
         }
         owner_add(e, v);
         image_use_add(e, v);
@@ -731,6 +788,7 @@ void engine_free(struct engine *e)
         closep(&e->pool_commit_fd); /* a commit it still waits for goes with the sync process */
         free(e->by_name);
         free(e->by_addr);
+        free(e->by_ifname);
         while (e->owners) {
                 struct owner *o = e->owners;
                 e->owners = o->next;

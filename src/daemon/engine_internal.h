@@ -90,6 +90,10 @@ struct env {
         struct env *next, *prev; /* the engine's list, in creation order */
         struct env *hnext;       /* next in its by_name bucket */
         struct env *anext;       /* next in its by_addr bucket (only while it has an address) */
+        struct env *inext;       /* next in its by_ifname bucket (only with an ifname) */
+        /* Its host-side interface name ("" on a daemon without networking): no two
+         * environments may share one (engine_ifname_check). */
+        char ifname[16];
         struct env *onext, *oprev; /* its owner's list (struct owner) */
         struct owner *owner;
         struct image_use *image_use; /* its image's count (struct image_use) */
@@ -150,6 +154,9 @@ struct engine {
         /* By IPv4 address (the resolver asks for every query): chained on env.anext, as many
          * buckets as by_name. */
         struct env **by_addr;
+        /* By host-side interface name (a create checks that its own is free): chained on
+         * env.inext, as many buckets as by_name. */
+        struct env **by_ifname;
         /* The owners with at least one environment (few: one per token in use). */
         struct owner *owners;
         struct image_use *images; /* the images with at least one environment */
@@ -211,6 +218,14 @@ void env_addr_set(struct engine *e, struct env *v);
 void env_expiry_set(struct engine *e, struct env *v);
 /* The environment holding address a (running or not), or NULL. */
 struct env *engine_find_addr(struct engine *e, struct in_addr a);
+/* v's host-side interface name (kept in the by_ifname index), and the environment that has
+ * ifname, or NULL. */
+void env_ifname_set(struct engine *e, struct env *v, const char *ifname);
+struct env *engine_find_ifname(struct engine *e, const char *ifname);
+/* May an environment be named name? -EEXIST (with err) when its host-side interface name is
+ * another environment's, listed or being created; ifname gets it ("" without networking). */
+int engine_ifname_check(struct engine *e, const char *name, char ifname[16], char *err,
+                        size_t errlen);
 void envp_free(char **arr);
 
 /* engine_json.c: v's counters (cgroups only while it runs), read now; or, listed (part of a listing or a
@@ -227,9 +242,10 @@ void slot_watch_end(struct env *v);
 /* Remove everything an environment may own on the host; safe to repeat. */
 void env_remove_artifacts(struct engine *e, const char *name, uint32_t uid_base);
 
-/* Creates in progress (engine_lifecycle.c): the one with address a, or NULL; their
- * addresses marked held (addr_mark). */
+/* Creates in progress (engine_lifecycle.c): the one with address a, or with interface name
+ * ifname, or NULL; their addresses marked held (addr_mark). */
 struct env *creating_by_addr(struct engine *e, struct in_addr a);
+struct env *creating_by_ifname(struct engine *e, const char *ifname);
 void creating_addrs_mark(struct engine *e);
 
 /* engine_net.c */

@@ -605,6 +605,10 @@ static int create_prepare(struct engine *e, const struct env_spec *spec, struct 
                 snprintf(err, errlen, "an environment named %s already exists", spec->name);
                 return -EEXIST;
         }
+        char ifname[16];
+        int r = engine_ifname_check(e, spec->name, ifname, err, errlen);
+        if (r < 0)
+                return r;
         if (e->n_envs + e->n_creating >= MAX_ENVS) {
                 snprintf(err, errlen, "too many environments (limit %d)", MAX_ENVS);
                 return -EAGAIN;
@@ -640,6 +644,7 @@ static int create_prepare(struct engine *e, const struct env_spec *spec, struct 
                 return -ENOEXEC;
         }
         snprintf(v->row.name, sizeof(v->row.name), "%s", spec->name);
+        env_ifname_set(e, v, ifname);
         cgroup_name_of(v->row.name, v->cgname);
         snprintf(v->row.kind, sizeof(v->row.kind), "%s", kind_name(spec->kind));
         snprintf(v->row.image, sizeof(v->row.image), "%s", spec->image);
@@ -654,7 +659,7 @@ static int create_prepare(struct engine *e, const struct env_spec *spec, struct 
         v->row.spec = spec_dump(v);
 
         char owner[4200];
-        int r = owner_note(e, spec->name, owner, sizeof(owner));
+        r = owner_note(e, spec->name, owner, sizeof(owner));
         if (r >= 0)
                 r = idrange_claim(e->cfg.uid_registry, owner, &v->row.uid_base);
         if (r < 0) {
@@ -1255,6 +1260,14 @@ struct env *engine_creating_find(struct engine *e, const char *name)
 {
         for (struct env_creating *c = e->creating; c; c = c->next)
                 if (!strcmp(c->v->row.name, name))
+                        return c->v;
+        return NULL;
+}
+
+struct env *creating_by_ifname(struct engine *e, const char *ifname)
+{
+        for (struct env_creating *c = e->creating; c; c = c->next)
+                if (!strcmp(c->v->ifname, ifname))
                         return c->v;
         return NULL;
 }

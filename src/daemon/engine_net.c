@@ -308,9 +308,40 @@ static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *na
         return &v->net;
 }
 
+/* Two environments with one interface name would share one link: the second's start deletes
+ * the first's (network_env_link). The name is keyed (lib/ifname.h), so only chance makes such
+ * a pair (44 bits: about one host in 10^5 with 2,000 environments), or a client that can
+ * compute the unkeyed names an earlier daemon's state directory keeps; either way the second
+ * create is refused. The message does not name the other environment: it may be another
+ * token's. */
+int engine_ifname_check(struct engine *e, const char *name, char ifname[16], char *err,
+                        size_t errlen)
+{
+        ifname[0] = 0;
+        if (!e->net)
+                return 0;
+        network_ifname(e->net, name, ifname);
+        if (!engine_find_ifname(e, ifname) && !creating_by_ifname(e, ifname))
+                return 0;
+        snprintf(err, errlen, "the name %s cannot be used on this host: its network interface "
+                 "name (%s) is another environment's; choose another name", name, ifname);
+        return -EEXIST;
+}
+
 void engine_set_network(struct engine *e, struct network *n)
 {
         e->net = n;
+        if (!n)
+                return;
+        for (struct env *v = e->envs; v; v = v->next) {
+                char ifname[16];
+                network_ifname(n, v->row.name, ifname);
+                struct env *other = engine_find_ifname(e, ifname);
+                if (other)
+                        log_warn("%s and %s have one interface name (%s): only one of them can "
+                                 "run networked at a time", other->row.name, v->row.name, ifname);
+                env_ifname_set(e, v, ifname);
+        }
 }
 
 struct network_envs engine_network_envs(struct engine *e)

@@ -299,6 +299,9 @@ int engine_fork(struct engine *e, struct env *v, const char *name, const char *s
                 snprintf(err, errlen, "an environment named %s already exists", name);
                 return -EEXIST;
         }
+        char ifname[16];
+        if ((r = engine_ifname_check(e, name, ifname, err, errlen)) < 0)
+                return r;
         char from[4300];
         struct fork_freeze ff = {.e = e, .v = v};
         if (snap) {

@@ -39,10 +39,9 @@ static const struct link_stats *veth_cached(const char *ifname)
 void metrics_env_net(struct engine *e, struct env *v, bool listed, struct link_stats *ret)
 {
         *ret = (struct link_stats){0};
-        if (!e->net || v->pidfd < 0 || v->net.mode == NET_NONE)
+        if (!e->net || v->pidfd < 0 || v->net.mode == NET_NONE || !v->ifname[0])
                 return;
-        char ifname[16];
-        network_ifname(e->net, v->row.name, ifname);
+        const char *ifname = v->ifname;
         struct link_stats one;
         const struct link_stats *s = listed                                  ? veth_cached(ifname)
                                      : netlink_link_stats(ifname, &one) >= 0 ? &one

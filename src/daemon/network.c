@@ -5,6 +5,7 @@
 #include "daemon/network.h"
 #include "daemon/dns.h"
 #include "daemon/log.h"
+#include "lib/ifname.h"
 #include "lib/netlink.h"
 #include "lib/nft.h"
 #include "lib/paddock.h"
@@ -16,7 +17,7 @@ struct network {
         struct network_config cfg;
         struct network_envs envs;
         struct in_addr gateway;
-        uint32_t hash_seed;
+        struct ifnamer names; /* the environments' host-side interface names */
         struct nft *nft;
         struct dns_resolver *dns;
         /* Published ports added through this daemon, so that taking an environment down
@@ -41,14 +42,11 @@ struct network {
 
 #define DENIED_CACHE_MS 1000
 
-/* An environment's veth is "pdk" + 8 hex digits; its ifb adds an "i". Orphan cleanup matches
- * links by this base length, so it lives next to the format that makes it. */
-#define IFNAME_BASE_LEN 11
-
 void network_ifname(const struct network *n, const char *env, char out[16])
 {
-        snprintf(out, 16, "pdk%08x", fnv1a(n->hash_seed, env));
+        ifnamer_name(&n->names, env, out);
 }
+
 
 struct in_addr network_gateway(const struct network *n)
 {
@@ -124,9 +122,28 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
         n->conf_fd = open("/proc/sys/net/ipv4/conf", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         n->conf6_fd = c->ipv6 ? open("/proc/sys/net/ipv6/conf", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                               : -EBADF;
-        n->hash_seed = fnv1a(FNV1A_INIT, c->root);
+        enum ifnamer_source names_from;
+        int r = ifnamer_open(c->root, &n->names, &names_from);
+        if (r < 0) {
+                if (r == -EINVAL)
+                        snprintf(err, errlen, "interface names: %s/%s is not a key of %d bytes",
+                                 c->root, IFNAME_KEY_FILE, IFNAME_KEY_LEN);
+                else
+                        snprintf(err, errlen, "interface names: %s/%s: %s", c->root,
+                                 IFNAME_KEY_FILE, strerror(-r));
+                closep(&n->conf_fd);
+                closep(&n->conf6_fd);
+                free(n);
+                return r;
+        }
+        if (names_from == IFNAMER_KEY_MADE)
+                log_info("made the key for interface names (%s/%s)", c->root, IFNAME_KEY_FILE);
+        else if (names_from == IFNAMER_UNKEYED_KEPT)
+                log_warn("interface names stay unkeyed (an earlier daemon's, which a client can "
+                         "compute) while its environments' links are up: the first start without "
+                         "any makes the key (docs/network.md)");
         n->gateway.s_addr = htonl(ntohl(c->subnet.s_addr) + 1);
-        int r = nft_open(c->table, c->subnet, c->prefix, n->gateway, c->ipv6 ? &c->subnet6 : NULL,
+        r = nft_open(c->table, c->subnet, c->prefix, n->gateway, c->ipv6 ? &c->subnet6 : NULL,
                          c->prefix6, &n->nft);
         if (r < 0) {
                 snprintf(err, errlen, "nftables table %s: %s", c->table, strerror(-r));
@@ -433,14 +450,11 @@ void network_remove_orphans(struct network *n, const char *const *keep, size_t n
         if (netlink_links_with_prefix("pdk", &names, &count) < 0)
                 return;
         for (size_t i = 0; i < count; i++) {
-                /* An environment's links: its veth "pdkXXXXXXXX" and its ifb "pdkXXXXXXXXi". */
+                /* An environment's links: its veth and its ifb (the veth's name and "i"). Which
+                 * daemon made one cannot be told: a link of our shape that no environment kept
+                 * claims is taken for ours. */
                 char base[16];
-                snprintf(base, sizeof(base), "%.*s", IFNAME_BASE_LEN, names[i]);
-                bool known = sorted_has(ifs_kept, n_keep, base);
-                /* Only interfaces of this daemon's naming (same hash seed) are ours to delete;
-                 * we cannot tell, so only delete when no live env claims it and it has our
-                 * exact shape. */
-                if (!known && strlen(names[i]) >= IFNAME_BASE_LEN) {
+                if (ifname_base(names[i], base) && !sorted_has(ifs_kept, n_keep, base)) {
                         log_info("removing orphaned interface %s", names[i]);
                         netlink_link_delete(names[i]);
                 }

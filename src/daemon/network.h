@@ -40,7 +40,7 @@ struct in_addr network_gateway(const struct network *n);
 bool network_in_subnet(const struct network *n, struct in_addr a);
 /* The IPv6 address that goes with an environment's v4 address; false when there is no IPv6. */
 bool network_addr6(const struct network *n, struct in_addr a, struct in6_addr *ret);
-/* Host-side interface name of an environment ("pdk" + 8 hex digits). */
+/* Host-side interface name of an environment (lib/ifname.h). */
 void network_ifname(const struct network *n, const char *env, char out[16]);
 
 /* Whether environments get IPv6 (a v6 subnet): what PID 1's setup prepares (enum spawn_net). */

@@ -481,14 +481,14 @@ def nft_map(d, name):
     return sh("ip", "netns", "exec", d.netns, "nft", "list", "map", "inet", "paddock", name)
 
 
-def fnv1a_seeded(d, name):
-    """network_ifname(): FNV-1a of the name, seeded with FNV-1a of the daemon's root."""
-    h = 2166136261
-    for b in os.path.realpath(d.root).encode():
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    for b in name.encode():
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return h
+def veth_of(d, name):
+    """The host-side veth of a running networked environment: the one its /32 route goes
+    through (the names are keyed, lib/ifname.h: only the daemon can compute them)."""
+    ip = netinfo(d, name)["ip"]
+    out = sh("ip", "-n", d.netns, "-o", "route", "show", ip)
+    m = re.search(r"\bdev (\S+)", out)
+    assert m, out
+    return m.group(1)
 
 
 def start_httpd(d, env, port, text=None):
@@ -952,8 +952,8 @@ def test_rm_removes_link_and_chain(ndaemon):
     assert env_firewalls(d) == ["gone", "gone", "stays"], env_firewalls(d)
     open_envs = sh("ip", "netns", "exec", d.netns, "nft", "list", "set", "inet", "paddock",
                    "open_envs")
-    assert "pdk%08x" % fnv1a_seeded(d, "stays") in open_envs, open_envs
-    assert "pdk%08x" % fnv1a_seeded(d, "gone") not in open_envs, open_envs
+    assert veth_of(d, "stays") in open_envs, open_envs
+    assert veth_of(d, "gone") not in open_envs, open_envs
     assert d.api("POST", "/v1/envs/gone/ports", {"host_port": 8090, "port": 8000}).status == 201
     assert "8090" in nft_map(d, "pub_tcp")
     d.cli("rm", "-f", "gone")
@@ -982,6 +982,7 @@ def test_env_that_died_while_daemon_was_down_is_cleaned_up(ndaemon):
     pid = e["pid"]
     dies6 = e["network"]["ip6"]
     assert dies6 in routes6(d)
+    ifname = veth_of(d, "dies")
     assert env_firewalls(d) == ["dies", "lives"]
     d.kill9()
     os.kill(pid, signal.SIGKILL)  # PID 1 of the environment, started by our daemon
@@ -990,7 +991,6 @@ def test_env_that_died_while_daemon_was_down_is_cleaned_up(ndaemon):
     assert d.inspect("dies")["state"] == "stopped"
     firewalls = env_firewalls(d)
     assert firewalls == ["lives"], firewalls
-    ifname = "pdk%08x" % fnv1a_seeded(d, "dies")
     assert not any(l.startswith(ifname) for l in daemon_links(d)), daemon_links(d)
     assert dies6 not in routes6(d), routes6(d)
     assert not [x for x in nft_sets(d) if x.endswith("_dies")], nft_sets(d)
