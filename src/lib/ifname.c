@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <sys/random.h>
 
-#define KEY_TMP IFNAME_KEY_FILE ".new"
+#define KEY_TMP     IFNAME_KEY_FILE ".new"
+#define UNKEYED_HEX 8
 
 static int key_read(int dirfd, uint8_t key[IFNAME_KEY_LEN])
 {
@@ -54,7 +55,7 @@ static int key_make(int dirfd, uint8_t key[IFNAME_KEY_LEN])
 }
 
 /* Links named by an earlier daemon (or orphans, which this start removes: the next one makes
- * the key). */
+ * the key). Keyed ones without the key do not count: no naming finds them again. */
 static int unkeyed_links_up(bool *ret)
 {
         char **names = NULL;
@@ -65,7 +66,8 @@ static int unkeyed_links_up(bool *ret)
         char base[16];
         *ret = false;
         for (size_t i = 0; i < n; i++) {
-                *ret = *ret || ifname_base(names[i], base);
+                *ret = *ret || (ifname_base(names[i], base) &&
+                                strlen(base) == strlen(IFNAME_PREFIX) + UNKEYED_HEX);
                 free(names[i]);
         }
         free(names);

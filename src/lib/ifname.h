@@ -7,8 +7,8 @@
  * Daemons before the key named links "pdk" + 8 hex digits, an FNV-1a of the name seeded with the
  * state directory: anybody can compute those. The links of running environments outlive a
  * daemon restart, and a restarted daemon must find them by name, so a state directory without
- * a key keeps that naming while any "pdk" link is there; the first start that finds none makes
- * the key. An environment's ifb (its ingress shaping) is its veth's name with an "i". */
+ * a key keeps that naming while any link of that shape is up; the first start that finds none
+ * makes the key. An environment's ifb (its ingress shaping) is its veth's name with an "i". */
 #pragma once
 #include <nettle/hmac.h>
 #include <stdbool.h>

@@ -92,6 +92,16 @@ static void test_unkeyed_while_earlier_links_are_up(void)
         ifnamer_name(&n, "web", got);
         snprintf(want, sizeof(want), "pdk%08x", fnv1a(fnv1a(FNV1A_INIT, dir), "web"));
         CHECK_EQ_STR(got, want);
+        /* a lost key: links of the keyed shape do not keep the unkeyed names */
+        CHECK_EQ_INT(system("ip link add pdk0123456789a type veth peer name pdkt-k"), 0);
+        CHECK_EQ_INT(system("ip link del pdk0123abcd"), 0);
+        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), 0);
+        CHECK_EQ_INT(src, IFNAMER_KEY_MADE);
+        CHECK_EQ_INT(system("ip link del pdk0123456789a"), 0);
+        reset_dir();
+        CHECK_EQ_INT(system("ip link add pdk0123abcd type veth peer name pdkt-e"), 0);
+        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), 0);
+        CHECK_EQ_INT(src, IFNAMER_UNKEYED_KEPT);
         /* a key made earlier wins over such links */
         CHECK_EQ_INT(system("ip link del pdk0123abcd"), 0);
         CHECK_EQ_INT(ifnamer_open(dir, &n, &src), 0);
