@@ -200,6 +200,8 @@ static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending
                                                           : SPAWN_NET_V4,
         };
         v->net_set_at_start = sc.net != SPAWN_NET_NONE;
+        /* A computer is a whole machine (udev, systemd-networkd read /sys/class/net): its own. */
+        sc.rootfs.sysfs_shared = v->kind == KIND_SANDBOX && sc.net == SPAWN_NET_NONE;
         char tree[4200];
         if ((v->kind == KIND_COMPUTER || e->cfg.storage->info.shifted) &&
             (r = e->cfg.storage->ops->root(e->cfg.storage, dir, &sc.rootfs, tree, sizeof(tree))) < 0) {

@@ -815,6 +815,13 @@ int main(int argc, char **argv)
         }
         /* Before the environments are loaded and helpers started: the spawn and sync processes
          * are copies of the daemon's memory as it is now, so the smaller the better. */
+        bool sysfs_cloned = false;
+        if ((r = rootfs_sysfs_share(&sysfs_cloned)) < 0)
+                log_warn("a shared sysfs for sandboxes without a network: %s (each mounts its own)",
+                         strerror(-r));
+        else
+                log_info("sandboxes without a network share one sysfs (%s)",
+                          sysfs_cloned ? "cloned" : "mounted in its network namespace");
         struct spawner *spawner = NULL;
         if ((r = spawner_new(loop, cg, init_fd, &spawner)) < 0)
                 log_warn("PID 1s are cloned in the loop (no spawn process: %s)", strerror(-r));

@@ -33,7 +33,7 @@ enum spawn_kind { SPAWN_PID1 = 1, SPAWN_SLOT = 2 };
 struct spawn_head {
         uint32_t kind; /* SPAWN_PID1 */
         uint32_t profile, uid_base, n_envp;
-        uint8_t writable, shifted, net;
+        uint8_t writable, shifted, net, sysfs_shared;
         uint64_t tmp_bytes, shm_bytes;
 };
 
@@ -107,6 +107,7 @@ static int encode(const struct spawn_config *c, char *buf, size_t *len)
         struct spawn_head h = {.kind = SPAWN_PID1, .profile = (uint32_t)c->profile,
                                .uid_base = f->uid_base,
                                .writable = f->writable, .shifted = f->shifted,
+                               .sysfs_shared = f->sysfs_shared,
                                .net = (uint8_t)c->net, .tmp_bytes = f->tmp_bytes, .shm_bytes = f->shm_bytes};
         while (c->init_envp && c->init_envp[h.n_envp])
                 if (++h.n_envp > SPAWN_ENVP_MAX)
@@ -165,7 +166,8 @@ static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
                                            .shm_bytes = h.shm_bytes,
                                            .resolv_conf = strs[STR_RESOLV],
                                            .lxcfs_dir = strs[STR_LXCFS],
-                                           .cpu_online = strs[STR_CPU_ONLINE]};
+                                           .cpu_online = strs[STR_CPU_ONLINE],
+                                           .sysfs_shared = h.sysfs_shared};
         return 0;
 }
 

@@ -1,7 +1,10 @@
 #include "lib/rootfs.h"
+#include "lib/netlink.h"
 #include "lib/util.h"
 
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -53,6 +56,106 @@ static int mount_fs_at(int root_fd, const char *rel, const char *fstype, const c
         if (target < 0)
                 return target;
         _cleanup_close_ int mnt = new_fs(fstype, opts, attrs);
+        if (mnt < 0)
+                return mnt;
+        return attach(mnt, target);
+}
+
+/* ---- the shared sysfs (rootfs_sysfs_share) ---------------------------------------------- */
+
+#define SYSFS_ATTRS (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
+
+static struct {
+        int mnt;   /* a detached sysfs of netns, read-only; keeps its superblock */
+        int netns; /* an empty network namespace, loopback up */
+        bool cloned; /* the kernel clones mnt (else a root's sysfs is mounted in netns) */
+} shared_sysfs = {-EBADF, -EBADF, false};
+
+struct share_made {
+        int mnt, netns, r;
+};
+
+/* In a thread of its own: a network namespace is per thread, and this one's ends with it. */
+static void *share_make(void *arg)
+{
+        struct share_made *m = arg;
+        if (unshare(CLONE_NEWNET) < 0) {
+                m->r = -errno;
+                return NULL;
+        }
+        m->netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (m->netns < 0) {
+                m->r = -errno;
+                return NULL;
+        }
+        /* like an environment's own: its /sys/class/net/lo says up */
+        if ((m->r = netlink_loopback_up(-1)) < 0)
+                return NULL;
+        m->mnt = new_fs("sysfs", NULL, SYSFS_ATTRS);
+        m->r = m->mnt < 0 ? m->mnt : 0;
+        return NULL;
+}
+
+int rootfs_sysfs_share(bool *cloned)
+{
+        struct share_made m = {.mnt = -EBADF, .netns = -EBADF};
+        pthread_t t;
+        int r = pthread_create(&t, NULL, share_make, &m);
+        if (r != 0)
+                return -r;
+        pthread_join(t, NULL);
+        if (m.r < 0) {
+                closep(&m.mnt);
+                closep(&m.netns);
+                return m.r;
+        }
+        _cleanup_close_ int probe =
+            getenv("PADDOCK_TEST_NO_DETACHED_CLONE")
+                ? -EBADF
+                : open_tree(m.mnt, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        closep(&shared_sysfs.mnt);
+        closep(&shared_sysfs.netns);
+        shared_sysfs.mnt = m.mnt;
+        shared_sysfs.netns = m.netns;
+        shared_sysfs.cloned = probe >= 0;
+        *cloned = shared_sysfs.cloned;
+        return 0;
+}
+
+/* The shared sysfs as a detached mount for one root: a clone, or a mount made in the shared
+ * namespace (the superblock is chosen at fsopen, by the caller's network namespace then). */
+static int shared_sysfs_mount(void)
+{
+        if (shared_sysfs.cloned) {
+                int t = open_tree(shared_sysfs.mnt, "",
+                                  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+                return t < 0 ? -errno : t;
+        }
+        _cleanup_close_ int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (own < 0)
+                return -errno;
+        if (setns(shared_sysfs.netns, CLONE_NEWNET) < 0)
+                return -errno;
+        _cleanup_close_ int fs = fsopen("sysfs", FSOPEN_CLOEXEC);
+        int err = errno;
+        if (setns(own, CLONE_NEWNET) < 0)
+                return -errno; /* the caller fails: never go on in the wrong namespace */
+        if (fs < 0)
+                return -err;
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        int mnt = fsmount(fs, FSMOUNT_CLOEXEC, SYSFS_ATTRS);
+        return mnt < 0 ? -errno : mnt;
+}
+
+static int mount_sysfs(int root_fd, const struct rootfs_config *c)
+{
+        if (!c->sysfs_shared || shared_sysfs.mnt < 0)
+                return mount_fs_at(root_fd, "sys", "sysfs", NULL, SYSFS_ATTRS);
+        _cleanup_close_ int target = open_in_root(root_fd, "sys", O_PATH | O_DIRECTORY);
+        if (target < 0)
+                return target;
+        _cleanup_close_ int mnt = shared_sysfs_mount();
         if (mnt < 0)
                 return mnt;
         return attach(mnt, target);
@@ -532,9 +635,7 @@ int rootfs_enter(const struct rootfs_config *c, const char **ret_step)
                         goto fail;
         }
         step = "/sys";
-        if ((r = mount_fs_at(root, "sys", "sysfs", NULL,
-                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                     MOUNT_ATTR_NOEXEC)) < 0)
+        if ((r = mount_sysfs(root, c)) < 0)
                 goto fail;
         step = "/dev";
         if ((r = setup_dev(root, c)) < 0)

@@ -47,11 +47,26 @@ struct rootfs_config {
          * of the cgroup namespace are mounted anew (cgroup2 on v2). */
         const struct cgroup_view_tree *cgroup_trees;
         size_t n_cgroup_trees;
+        /* /sys: the process's shared sysfs (rootfs_sysfs_share) instead of one of its own.
+         * For an environment without a link: the network its /sys/class/net shows is the
+         * shared namespace's loopback, and a link it gets later is not there (its /proc/net
+         * and netlink are its own, as always). */
+        bool sysfs_shared;
         /* Written through the environment's new /proc, before it is masked: a lookup there
          * matches only its own network namespace's entries, where the host's /proc/sys/net
          * holds one of each name per namespace on the host. NULL: none. */
         const struct rootfs_sysctl *sysctls;
 };
+
+/* Sandboxes without a network share one sysfs, that of an empty network namespace made here
+ * once, instead of one each: every new sysfs superblock is compared with every existing one
+ * (one per network namespace), so with thousands of environments each mount searched them all,
+ * and each left one more for the next. Called once, before the processes that clone PID 1s are
+ * forked (they use what it made as it is then). Where the kernel clones a detached mount
+ * (6.15 on), each root gets a clone of one read-only mount; before, the root's sysfs is
+ * mounted from within that namespace (the kernel finds its superblock, makes none). 0 with
+ * *cloned, or -errno: every root then mounts a sysfs of its own. */
+int rootfs_sysfs_share(bool *cloned);
 
 /* Assemble and pivot into the root. On failure *ret_step names the step that failed. */
 int rootfs_enter(const struct rootfs_config *c, const char **ret_step);

@@ -3,6 +3,8 @@ nothing left behind, and many creates must not make the daemon's memory grow."""
 import os
 import subprocess
 
+import pytest
+
 from conftest import children_of, proc_status, wait_for
 
 
@@ -105,3 +107,43 @@ def test_environment_root_may_bind_low_ports_and_ping_in_its_own_namespace(daemo
         assert res["exit_code"] != 0, res
     assert [open("/proc/sys/net/ipv4/" + k).read() for k in
             ("ip_unprivileged_port_start", "ping_group_range")] == host
+
+
+SYSFS_PROBE = ("stat -c %d /sys; ls /sys/class/net | tr '\\n' ' '; echo; "
+               "awk '$5 == \"/sys\" { print $6 }' /proc/self/mountinfo; "
+               "touch /sys/x 2>/dev/null && echo writable || echo refused")
+
+
+@pytest.mark.parametrize("how", ["cloned", "mounted in its network namespace"])
+def test_sandboxes_without_a_network_share_one_sysfs(make_daemon, how):
+    """Every sysfs superblock is compared with every other one at each new sysfs mount (one per
+    network namespace), so sandboxes without a network share one: a clone of a read-only
+    mount where the kernel clones detached mounts (6.15 on), else a mount made in the shared
+    namespace (forced here for the kernels before). Networked environments and computers keep
+    their own."""
+    d = make_daemon()
+    if how != "cloned":
+        d.extra_env["PADDOCK_TEST_NO_DETACHED_CLONE"] = "1"
+        d.restart()
+    assert "share one sysfs (%s)" % how in d.log(), d.log()
+    d.create("s1", "--sandbox")
+    d.create("s2", "--sandbox")
+    d.create("net", "--sandbox", "--net", "open")
+    d.create("pc", "--computer", "--net", "none")
+    rows = {}
+    for name in ("s1", "s2", "net", "pc"):
+        dev, nets, opts, write = d.sh(name, SYSFS_PROBE).splitlines()
+        rows[name] = (int(dev), nets.split(), opts.split(","), write)
+    assert rows["s1"][0] == rows["s2"][0], rows
+    assert rows["net"][0] != rows["s1"][0] and rows["pc"][0] != rows["s1"][0], rows
+    assert rows["pc"][0] != rows["net"][0], rows
+    for name, (_, nets, opts, write) in rows.items():
+        assert "ro" in opts and write == "refused", (name, rows[name])
+        assert "lo" in nets, (name, nets)
+    assert rows["s1"][1] == ["lo"] and "eth0" in rows["net"][1], rows
+    # one sandbox's end leaves the other's /sys as it was
+    d.cli("rm", "-f", "s1")
+    assert d.sh("s2", "cat /sys/class/net/lo/operstate; ls /sys/kernel | head -1").split()[0] \
+        in ("unknown", "up"), d.sh("s2", "ls /sys/class/net")
+    d.create("s3", "--sandbox")
+    assert int(d.sh("s3", "stat -c %d /sys")) == rows["s2"][0]
