@@ -471,6 +471,19 @@ struct env *engine_find_ifname(struct engine *e, const char *ifname)
         return NULL;
 }
 
+bool engine_ifname_busy(struct engine *e, const struct env *v)
+{
+        if (!v->ifname[0])
+                return false;
+        struct env *o = e->n_buckets ? e->by_ifname[name_hash(v->ifname) & (e->n_buckets - 1)]
+                                     : e->envs;
+        for (; o; o = e->n_buckets ? o->inext : o->next)
+                if (o != v && strcmp(o->ifname, v->ifname) == 0 &&
+                    (o->pidfd >= 0 || o->starting) && o->net.mode != NET_NONE)
+                        return true;
+        return false;
+}
+
 void env_expiry_set(struct engine *e, struct env *v)
 {
         if (v->row.expires_at && (!e->next_expiry || v->row.expires_at < e->next_expiry))

@@ -222,6 +222,9 @@ struct env *engine_find_addr(struct engine *e, struct in_addr a);
  * ifname, or NULL. */
 void env_ifname_set(struct engine *e, struct env *v, const char *ifname);
 struct env *engine_find_ifname(struct engine *e, const char *ifname);
+/* Does another environment with v's interface name run or start with a network? (Such pairs
+ * come from before keyed names: the second's link would replace the first's.) */
+bool engine_ifname_busy(struct engine *e, const struct env *v);
 /* May an environment be named name? -EEXIST (with err) when its host-side interface name is
  * another environment's, listed or being created; ifname gets it ("" without networking). */
 int engine_ifname_check(struct engine *e, const char *name, char ifname[16], char *err,

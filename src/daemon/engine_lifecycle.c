@@ -488,6 +488,12 @@ static int start_check(const struct env *v, char *err, size_t errlen)
                 snprintf(err, errlen, "%s is already running", v->row.name);
                 return -EALREADY;
         }
+        if (v->net.mode != NET_NONE && engine_ifname_busy(v->eng, v)) {
+                snprintf(err, errlen, "%s cannot start with its network while another "
+                         "environment with its network interface name (%s) runs", v->row.name,
+                         v->ifname);
+                return -EEXIST;
+        }
         return 0;
 }
 
@@ -1690,6 +1696,13 @@ int engine_patch(struct engine *e, struct env *v, const struct env_patch *p, cha
                         return -ENOEXEC;
                 }
                 enum net_mode old = v->net.mode;
+                if (old == NET_NONE && p->net.mode != NET_NONE && v->pidfd >= 0 &&
+                    engine_ifname_busy(e, v)) {
+                        snprintf(err, errlen, "%s cannot get a network while another "
+                                 "environment with its network interface name (%s) runs",
+                                 v->row.name, v->ifname);
+                        return -EEXIST;
+                }
                 bool rules_changed = old != p->net.mode || v->net.n_rules != p->net.n_rules ||
                                      (p->net.n_rules &&
                                       memcmp(v->net.rules, p->net.rules,

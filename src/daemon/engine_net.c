@@ -310,7 +310,7 @@ static const struct netpolicy *env_by_addr(void *ctx, struct in_addr a, char *na
 
 /* Two environments with one interface name would share one link: the second's start deletes
  * the first's (network_env_link). The name is keyed (lib/ifname.h), so only chance makes such
- * a pair (44 bits: about one host in 10^5 with 2,000 environments), or a client that can
+ * a pair (44 bits: about one host in 10^7 with 2,000 environments), or a client that can
  * compute the unkeyed names an earlier daemon's state directory keeps; either way the second
  * create is refused. The message does not name the other environment: it may be another
  * token's. */
@@ -339,7 +339,8 @@ void engine_set_network(struct engine *e, struct network *n)
                 struct env *other = engine_find_ifname(e, ifname);
                 if (other)
                         log_warn("%s and %s have one interface name (%s): only one of them can "
-                                 "run networked at a time", other->row.name, v->row.name, ifname);
+                                 "run networked at a time (the other's start is refused)",
+                                 other->row.name, v->row.name, ifname);
                 env_ifname_set(e, v, ifname);
         }
 }

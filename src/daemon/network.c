@@ -125,9 +125,12 @@ int network_new(const struct network_config *c, const struct network_envs *envs,
         enum ifnamer_source names_from;
         int r = ifnamer_open(c->root, &n->names, &names_from);
         if (r < 0) {
-                if (r == -EINVAL)
-                        snprintf(err, errlen, "interface names: %s/%s is not a key of %d bytes",
-                                 c->root, IFNAME_KEY_FILE, IFNAME_KEY_LEN);
+                if (r == -EBADMSG)
+                        snprintf(err, errlen, "interface names: %s/%s is not a file of a %d-byte "
+                                 "key", c->root, IFNAME_KEY_FILE, IFNAME_KEY_LEN);
+                else if (r == -EPERM)
+                        snprintf(err, errlen, "interface names: %s/%s must be root's and mode "
+                                 "0600", c->root, IFNAME_KEY_FILE);
                 else
                         snprintf(err, errlen, "interface names: %s/%s: %s", c->root,
                                  IFNAME_KEY_FILE, strerror(-r));

@@ -5,30 +5,41 @@
 #include <nettle/sha2.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #define KEY_TMP     IFNAME_KEY_FILE ".new"
 #define UNKEYED_HEX 8
 
+/* Only a key nobody but the daemon could have read or chosen: a regular file (O_NONBLOCK: a
+ * FIFO there must not hang the start) of the daemon's uid, mode 0600 or less. */
 static int key_read(int dirfd, uint8_t key[IFNAME_KEY_LEN])
 {
-        _cleanup_close_ int fd = openat(dirfd, IFNAME_KEY_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_close_ int fd =
+            openat(dirfd, IFNAME_KEY_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADMSG;
+        if (st.st_uid != geteuid() || (st.st_mode & 077))
+                return -EPERM;
         uint8_t buf[IFNAME_KEY_LEN + 1];
         ssize_t n = read_full(fd, buf, sizeof(buf));
         if (n < 0)
                 return (int)n;
         if (n != IFNAME_KEY_LEN) {
                 explicit_bzero(buf, sizeof(buf));
-                return -EINVAL;
+                return -EBADMSG;
         }
         memcpy(key, buf, IFNAME_KEY_LEN);
         explicit_bzero(buf, sizeof(buf));
         return 0;
 }
 
-/* Written to a new file first and renamed into place without replacing anything: a crash
- * leaves either no key or the whole key, never a short one. */
+/* Written to a new file first and linked into place (EEXIST rather than a replacement, on
+ * every file system): a crash leaves either no key or the whole key, never a short one. */
 static int key_make(int dirfd, uint8_t key[IFNAME_KEY_LEN])
 {
         for (size_t got = 0; got < IFNAME_KEY_LEN;) {
@@ -45,12 +56,11 @@ static int key_make(int dirfd, uint8_t key[IFNAME_KEY_LEN])
         int r = write_all(fd, key, IFNAME_KEY_LEN);
         if (r >= 0 && fsync(fd) < 0)
                 r = -errno;
-        if (r >= 0 && renameat2(dirfd, KEY_TMP, dirfd, IFNAME_KEY_FILE, RENAME_NOREPLACE) < 0)
+        if (r >= 0 && linkat(dirfd, KEY_TMP, dirfd, IFNAME_KEY_FILE, 0) < 0)
                 r = -errno;
-        if (r < 0) {
-                (void)unlinkat(dirfd, KEY_TMP, 0);
+        (void)unlinkat(dirfd, KEY_TMP, 0);
+        if (r < 0)
                 return r;
-        }
         return fsync(dirfd) < 0 ? -errno : 0;
 }
 

@@ -27,14 +27,15 @@ struct ifnamer {
 enum ifnamer_source {
         IFNAMER_KEY_READ,     /* the state directory's key */
         IFNAMER_KEY_MADE,     /* a new key, written to the state directory */
-        IFNAMER_UNKEYED_KEPT, /* no key, and "pdk" links of an earlier daemon are up */
+        IFNAMER_UNKEYED_KEPT, /* no key, and links of an earlier daemon's naming are up */
 };
 
 /* The naming of the state directory root (an absolute, resolved path), from its key file, a new
- * key, or (without a key while "pdk" links exist in the caller's network namespace) the
- * unkeyed one. -EINVAL: a key file that is not IFNAME_KEY_LEN bytes (not replaced: the
- * running environments' links carry names made with it); other -errno from the file system
- * or netlink. */
+ * key, or (without a key while links of the unkeyed shape exist in the caller's network
+ * namespace) the unkeyed one. A key file is never replaced (the running environments' links
+ * carry names made with it): -EBADMSG when it is not a regular file of IFNAME_KEY_LEN bytes,
+ * -EPERM when it is not the caller's uid's or others may read it; other -errno from the file
+ * system or netlink. */
 int ifnamer_open(const char *root, struct ifnamer *ret, enum ifnamer_source *source);
 /* env's host-side veth name (NUL-terminated, at most 15 characters). */
 void ifnamer_name(const struct ifnamer *n, const char *env, char out[16]);

@@ -9,6 +9,7 @@ its link again after the upgrade), which is how these tests get a collision they
 import itertools
 import os
 import re
+import sqlite3
 import stat
 import subprocess
 
@@ -129,8 +130,27 @@ def test_a_name_whose_link_name_is_taken_is_refused(make_daemon):
     # a restart while a's link is up keeps the unkeyed names
     d.restart()
     assert not os.path.exists(key_path(d))
-    assert_paired(d, a) == veth
+    assert assert_paired(d, a) == veth
     assert d.api("POST", "/v1/envs", {"name": b, "kind": "computer"}).status == 409
+
+    # a pair an older daemon let be made (here: another computer renamed in the state while
+    # the daemon is down): the second may not start networked while the first runs
+    assert d.api("POST", "/v1/envs", {"name": "other", "kind": "computer"}).status == 201
+    d.cli("stop", "other")
+    d.stop()
+    db = sqlite3.connect(os.path.join(d.root, "paddock.db"))
+    with db:
+        db.execute("UPDATE envs SET name = ? WHERE name = 'other'", (b,))
+    db.close()
+    os.rename(d.env_dir("other"), d.env_dir(b))
+    d.start()
+    assert "%s and %s have one interface name" % (a, b) in d.log(), d.log()
+    r = d.api("POST", "/v1/envs/%s/start" % b)
+    assert r.status == 409 and "cannot start with its network" in r.error()[1], r
+    assert d.inspect(b)["state"] == "stopped"
+    assert assert_paired(d, a) == veth
+    r = d.api("DELETE", "/v1/envs/" + b)
+    assert r.status in (200, 204), r
 
     # once none is up, a start makes the key, and a's next run gets a keyed name
     d.cli("stop", a)

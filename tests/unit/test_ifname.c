@@ -123,13 +123,26 @@ static void test_bad_key_file_is_refused_not_replaced(void)
                 return;
         fputs("short", f);
         fclose(f);
+        chmod(p, 0600);
         struct ifnamer n;
         enum ifnamer_source src;
-        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), -EINVAL);
+        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), -EBADMSG);
         mode_t mode;
         off_t size = 0;
         CHECK(key_file(&mode, &size));
         CHECK_EQ_INT(size, 5);
+        /* a whole key others may read, or another uid's: refused too */
+        unlink(p);
+        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), 0);
+        CHECK_EQ_INT(chmod(p, 0644), 0);
+        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), -EPERM);
+        CHECK_EQ_INT(chmod(p, 0600), 0);
+        CHECK_EQ_INT(chown(p, 1, 1), 0);
+        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), -EPERM);
+        /* a FIFO does not hang the start */
+        unlink(p);
+        CHECK_EQ_INT(mkfifo(p, 0600), 0);
+        CHECK_EQ_INT(ifnamer_open(dir, &n, &src), -EBADMSG);
         /* never through a symlink (a key chosen elsewhere) */
         unlink(p);
         CHECK_EQ_INT(symlink("/etc/hostname", p), 0);
