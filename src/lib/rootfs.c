@@ -3,7 +3,6 @@
 #include "lib/util.h"
 
 #include <linux/openat2.h>
-#include <pthread.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -67,56 +66,43 @@ static int mount_fs_at(int root_fd, const char *rel, const char *fstype, const c
 
 static struct {
         int mnt;   /* a detached sysfs of netns, read-only; keeps its superblock */
-        int netns; /* an empty network namespace, loopback up */
+        int netns; /* an empty network namespace, loopback up; kept alive by this fd and its
+                    * copies in the daemon's helpers (a superblock does not hold it) */
         bool cloned; /* the kernel clones mnt (else a root's sysfs is mounted in netns) */
 } shared_sysfs = {-EBADF, -EBADF, false};
 
-struct share_made {
-        int mnt, netns, r;
-};
-
-/* In a thread of its own: a network namespace is per thread, and this one's ends with it. */
-static void *share_make(void *arg)
-{
-        struct share_made *m = arg;
-        if (unshare(CLONE_NEWNET) < 0) {
-                m->r = -errno;
-                return NULL;
-        }
-        m->netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (m->netns < 0) {
-                m->r = -errno;
-                return NULL;
-        }
-        /* like an environment's own: its /sys/class/net/lo says up */
-        if ((m->r = netlink_loopback_up(-1)) < 0)
-                return NULL;
-        m->mnt = new_fs("sysfs", NULL, SYSFS_ATTRS);
-        m->r = m->mnt < 0 ? m->mnt : 0;
-        return NULL;
-}
-
 int rootfs_sysfs_share(bool *cloned)
 {
-        struct share_made m = {.mnt = -EBADF, .netns = -EBADF};
-        pthread_t t;
-        int r = pthread_create(&t, NULL, share_make, &m);
-        if (r != 0)
-                return -r;
-        pthread_join(t, NULL);
-        if (m.r < 0) {
-                closep(&m.mnt);
-                closep(&m.netns);
-                return m.r;
+        /* In this thread and back (thread-self: setns moves the thread), not in a thread of its
+         * own: a first thread would leave glibc taking the process for multithreaded for good. */
+        _cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (self < 0)
+                return -errno;
+        if (unshare(CLONE_NEWNET) < 0)
+                return -errno;
+        int netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        int r = netns < 0 ? -errno : 0;
+        if (r >= 0) /* like an environment's own: its /sys/class/net/lo says up */
+                r = netlink_loopback_up(-1);
+        int mnt = r >= 0 ? new_fs("sysfs", NULL, SYSFS_ATTRS) : -EBADF;
+        if (r >= 0 && mnt < 0)
+                r = mnt;
+        /* As lib/netlink.c's nl_in_netns: going on in the wrong namespace is never an option. */
+        if (setns(self, CLONE_NEWNET) < 0)
+                abort();
+        if (r < 0) {
+                closep(&mnt);
+                closep(&netns);
+                return r;
         }
         _cleanup_close_ int probe =
             getenv("PADDOCK_TEST_NO_DETACHED_CLONE")
                 ? -EBADF
-                : open_tree(m.mnt, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+                : open_tree(mnt, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
         closep(&shared_sysfs.mnt);
         closep(&shared_sysfs.netns);
-        shared_sysfs.mnt = m.mnt;
-        shared_sysfs.netns = m.netns;
+        shared_sysfs.mnt = mnt;
+        shared_sysfs.netns = netns;
         shared_sysfs.cloned = probe >= 0;
         *cloned = shared_sysfs.cloned;
         return 0;
@@ -129,7 +115,9 @@ static int shared_sysfs_mount(void)
         if (shared_sysfs.cloned) {
                 int t = open_tree(shared_sysfs.mnt, "",
                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-                return t < 0 ? -errno : t;
+                if (t >= 0)
+                        return t;
+                /* probed in the daemon's mount namespace, not this one: the other way */
         }
         _cleanup_close_ int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
         if (own < 0)

@@ -64,8 +64,10 @@ struct rootfs_config {
  * and each left one more for the next. Called once, before the processes that clone PID 1s are
  * forked (they use what it made as it is then). Where the kernel clones a detached mount
  * (6.15 on), each root gets a clone of one read-only mount; before, the root's sysfs is
- * mounted from within that namespace (the kernel finds its superblock, makes none). 0 with
- * *cloned, or -errno: every root then mounts a sysfs of its own. */
+ * mounted from within that namespace (the kernel finds its superblock, makes none). The
+ * namespace lives as long as the process and its forks: roots that outlive them keep the
+ * mount, but its /sys/class/net is then empty. 0 with *cloned, or -errno: every root then
+ * mounts a sysfs of its own. */
 int rootfs_sysfs_share(bool *cloned);
 
 /* Assemble and pivot into the root. On failure *ret_step names the step that failed. */
