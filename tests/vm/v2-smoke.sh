@@ -247,6 +247,18 @@ for e in "$SB" "$PC"; do
         check "exec cat /proc/1/comm in $e = paddock-init (got '$c')" test "$c" = paddock-init
 done
 
+# A kernel before 6.15 cannot clone a detached mount: sandboxes without a network share the sysfs
+# by mounting it from within the daemon's empty namespace (lib/rootfs.c rootfs_sysfs_share).
+how=$(journalctl -u "$UNIT" --since "@$T0" --no-pager 2>/dev/null | grep -o 'share one sysfs ([a-z ]*)' | tail -1)
+check "the daemon says how sandboxes share one sysfs (${how:-nothing})" test -n "$how"
+sbdev=$(pd exec "$SB" -- stat -c %d /sys 2>&1)
+pcdev=$(pd exec "$PC" -- stat -c %d /sys 2>&1)
+nets=$(pd exec "$SB" -- ls /sys/class/net 2>&1 | tr '\n' ' ')
+check "$SB's /sys is the shared one (lo only: '$nets'), not $PC's ($sbdev vs $pcdev)" \
+        test "$nets" = "lo " -a -n "$sbdev" -a "$sbdev" != "$pcdev"
+keymode=$(stat -c %a "$ROOT/network.key" 2>&1)
+check "the interface names' key is in the state directory, mode 0600 (got $keymode)" test "$keymode" = 600
+
 # ----------------------------------------------------------------------------- cgroup placement
 
 SBCG=$(env_cgroup "$SB")
