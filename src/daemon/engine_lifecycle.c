@@ -125,7 +125,10 @@ static int userns_create_later(struct engine *e, uint32_t base, int *ret_fd)
 }
 
 /* The first half of a start: its image is there, its cgroups made with their limits. */
-static int env_spawn_cgroup(struct engine *e, struct env *v, char *err, size_t errlen)
+/* The first step of a start: its image there, its disk's device for I/O limits, and (make) its
+ * cgroups; a start over turns leaves those to the clone (spawn_config.make_cgroup), which the
+ * spawn process makes, off the loop. */
+static int env_spawn_check(struct engine *e, struct env *v, bool make, char *err, size_t errlen)
 {
         char image[4096];
         int r = image_rootfs(e, v->row.image, image, sizeof(image));
@@ -139,7 +142,7 @@ static int env_spawn_cgroup(struct engine *e, struct env *v, char *err, size_t e
         }
         v->limits.io_dev = 0;
         r = env_io_device(e, v, &v->limits, err, errlen);
-        if (r < 0)
+        if (r < 0 || !make)
                 return r;
         r = cgroup_env_create(e->cfg.cgroups, v->cgname, &v->limits);
         if (r < 0)
@@ -198,6 +201,7 @@ static int env_spawn_clone(struct engine *e, struct env *v, struct spawn_pending
                 .net = !e->net || v->net.mode == NET_NONE ? SPAWN_NET_NONE
                        : network_has_ipv6(e->net)         ? SPAWN_NET_V6
                                                           : SPAWN_NET_V4,
+                .make_cgroup = async ? &v->limits : NULL, /* env_spawn_check left them */
         };
         v->net_set_at_start = sc.net != SPAWN_NET_NONE;
         /* A computer is a whole machine (udev, systemd-networkd read /sys/class/net): its own. */
@@ -289,7 +293,7 @@ static int env_spawn_complete(struct engine *e, struct env *v, struct spawn_pend
 static int env_spawn_begin(struct engine *e, struct env *v, struct spawn_pending *p, char *err,
                            size_t errlen)
 {
-        int r = env_spawn_cgroup(e, v, err, errlen);
+        int r = env_spawn_check(e, v, true, err, errlen);
         return r < 0 ? r : env_spawn_clone(e, v, p, NULL, err, errlen);
 }
 
@@ -705,9 +709,9 @@ static int create_prepare(struct engine *e, const struct env_spec *spec, struct 
 
 /* Its cgroups, made with their limits. On failure everything of the create is removed (v
  * freed). */
-static int create_cgroup(struct engine *e, struct env *v, char *err, size_t errlen)
+static int create_check(struct engine *e, struct env *v, char *err, size_t errlen)
 {
-        int r = env_spawn_cgroup(e, v, err, errlen);
+        int r = env_spawn_check(e, v, false, err, errlen);
         if (r < 0)
                 create_roll_back(e, v);
         return r;
@@ -765,7 +769,7 @@ static void create_listed(struct engine *e, struct env *v)
  * meanwhile is answered between them: each is a millisecond or more of the kernel's work
  * (more on a busy host), and together they would hold the loop for all of it. */
 enum creating_step {
-        STEP_CGROUP, /* its cgroups (create_cgroup) */
+        STEP_CHECK, /* its image and I/O device (create_check); its cgroups come with the clone */
         STEP_CLONE,  /* PID 1's clone (create_clone) */
         STEP_SLOT,   /* its exec slot's clone; then PID 1's report is awaited */
         STEP_SETUP,  /* waiting for PID 1's report */
@@ -1112,13 +1116,13 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
 {
         struct engine *e = c->eng;
         int r;
-        *removed = c->step == STEP_CGROUP || c->step == STEP_CLONE;
+        *removed = c->step == STEP_CHECK || c->step == STEP_CLONE;
         switch (c->step) {
-        case STEP_CGROUP: /* a start's failure leaves nothing either */
+        case STEP_CHECK: /* a start's failure leaves nothing either */
                 if (old_link_lingers(c))
                         return 0; /* this step again in LINK_WAIT_MS */
-                r = c->start ? env_spawn_cgroup(e, c->v, err, errlen)
-                             : create_cgroup(e, c->v, err, errlen);
+                r = c->start ? env_spawn_check(e, c->v, false, err, errlen)
+                             : create_check(e, c->v, err, errlen);
                 if (r < 0)
                         return r;
                 break;
@@ -1243,7 +1247,7 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
                 return r;
         }
         /* Not in this turn: what other clients asked meanwhile is answered first. */
-        c->step = STEP_CGROUP;
+        c->step = STEP_CHECK;
         c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
         if (!c->timer) {
                 creating_cancel(c);
@@ -1344,7 +1348,7 @@ int engine_start_async(struct engine *e, struct env *v, engine_created_fn done, 
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
-        *c = (struct env_creating){.eng = e, .v = v, .step = STEP_CGROUP, .start = true,
+        *c = (struct env_creating){.eng = e, .v = v, .step = STEP_CHECK, .start = true,
                                    .idled_at = v->idled_at, .done = done, .data = data,
                                    .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
         /* Not in this turn: what other clients asked meanwhile is answered first. */

@@ -33,9 +33,13 @@ enum spawn_kind { SPAWN_PID1 = 1, SPAWN_SLOT = 2 };
 struct spawn_head {
         uint32_t kind; /* SPAWN_PID1 */
         uint32_t profile, uid_base, n_envp;
-        uint8_t writable, shifted, net, sysfs_shared;
+        uint8_t writable, shifted, net, sysfs_shared, make_cgroup;
         uint64_t tmp_bytes, shm_bytes;
+        struct cgroup_limits limits; /* with make_cgroup */
 };
+
+/* The limits of the request being served (decode points its make_cgroup here). */
+static struct cgroup_limits msg_limits;
 
 struct spawn_answer {
         int32_t r;
@@ -108,7 +112,10 @@ static int encode(const struct spawn_config *c, char *buf, size_t *len)
                                .uid_base = f->uid_base,
                                .writable = f->writable, .shifted = f->shifted,
                                .sysfs_shared = f->sysfs_shared,
+                               .make_cgroup = c->make_cgroup != NULL,
                                .net = (uint8_t)c->net, .tmp_bytes = f->tmp_bytes, .shm_bytes = f->shm_bytes};
+        if (c->make_cgroup)
+                h.limits = *c->make_cgroup;
         while (c->init_envp && c->init_envp[h.n_envp])
                 if (++h.n_envp > SPAWN_ENVP_MAX)
                         return -E2BIG;
@@ -155,6 +162,8 @@ static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
         c->cgroup_name = strs[STR_CGROUP];
         c->init_envp = envp;
         c->net = (enum spawn_net)h.net;
+        msg_limits = h.limits;
+        c->make_cgroup = h.make_cgroup ? &msg_limits : NULL;
         c->rootfs = (struct rootfs_config){.image_rootfs = strs[STR_IMAGE],
                                            .env_dir = strs[STR_ENV_DIR],
                                            .writable = h.writable,

@@ -132,6 +132,13 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bo
 int env_spawn_start(const struct spawn_config *c, struct spawn_pending *ret, char *errbuf,
                     size_t errlen)
 {
+        if (c->make_cgroup) {
+                int r = cgroup_env_create(c->cgroups, c->cgroup_name, c->make_cgroup);
+                if (r < 0) {
+                        snprintf(errbuf, errlen, "cgroup: %s", strerror(-r));
+                        return r;
+                }
+        }
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;

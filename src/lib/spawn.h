@@ -39,6 +39,12 @@ struct spawn_config {
         bool clone_parent;      /* the caller's parent gets the child (CLONE_PARENT): the
                                  * daemon's spawn process clones for the daemon */
         enum spawn_net net;     /* its namespace's IPv6 set for the link added after it */
+        /* Non-NULL: env_spawn_start makes the environment's cgroups with these limits first
+         * (cgroup_env_create; groups already there are kept), a failure reported as the
+         * clone's. In the daemon's spawn process this takes the mkdirs off the daemon's loop:
+         * on cgroup v1 each can wait milliseconds for another process's cgroup move (the
+         * kernel's cgroup lock, held over an RCU grace period). */
+        const struct cgroup_limits *make_cgroup;
 };
 
 struct spawn_result {
