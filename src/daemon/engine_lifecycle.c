@@ -124,7 +124,6 @@ static int userns_create_later(struct engine *e, uint32_t base, int *ret_fd)
         return 0;
 }
 
-/* The first half of a start: its image is there, its cgroups made with their limits. */
 /* The first step of a start: its image there, its disk's device for I/O limits, and (make) its
  * cgroups; a start over turns leaves those to the clone (spawn_config.make_cgroup), which the
  * spawn process makes, off the loop. */
@@ -707,8 +706,8 @@ static int create_prepare(struct engine *e, const struct env_spec *spec, struct 
         return 0;
 }
 
-/* Its cgroups, made with their limits. On failure everything of the create is removed (v
- * freed). */
+/* Its image and I/O device (its cgroups come with the clone). On failure everything of the
+ * create is removed (v freed). */
 static int create_check(struct engine *e, struct env *v, char *err, size_t errlen)
 {
         int r = env_spawn_check(e, v, false, err, errlen);
