@@ -47,7 +47,6 @@ void network_ifname(const struct network *n, const char *env, char out[16])
         ifnamer_name(&n->names, env, out);
 }
 
-
 struct in_addr network_gateway(const struct network *n)
 {
         return n->gateway;

@@ -14,15 +14,12 @@
  * FIFO there must not hang the start) of the daemon's uid, mode 0600 or less. */
 static int key_read(int dirfd, uint8_t key[IFNAME_KEY_LEN])
 {
-        _cleanup_close_ int fd =
-            openat(dirfd, IFNAME_KEY_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0)
-                return -errno;
         struct stat st;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
+        _cleanup_close_ int fd = open_regular_at(dirfd, IFNAME_KEY_FILE, O_NOFOLLOW, &st);
+        if (fd == -EINVAL)
                 return -EBADMSG;
+        if (fd < 0)
+                return fd;
         if (st.st_uid != geteuid() || (st.st_mode & 077))
                 return -EPERM;
         uint8_t buf[IFNAME_KEY_LEN + 1];

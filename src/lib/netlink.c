@@ -13,7 +13,6 @@
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
-#include <sched.h>
 #include <time.h>
 
 /* ------------------------------------------------------------------ socket */
@@ -49,23 +48,6 @@ void nl_close(struct nl *nl)
         }
 }
 
-int nl_in_netns(int netns_fd, int (*fn)(void *userdata), void *userdata)
-{
-        /* thread-self: setns() moved this thread, and /proc/self would name the leader's. */
-        _cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (self < 0)
-                return -errno;
-        if (setns(netns_fd, CLONE_NEWNET) < 0)
-                return -errno;
-        int r = fn(userdata);
-        /* Returning to a namespace we hold an fd of, with the privilege that just let us leave
-         * it, does not fail in practice. If it ever did, every later link, route and nft rule
-         * of the daemon would land inside an environment: stopping is the only safe answer. */
-        if (setns(self, CLONE_NEWNET) < 0)
-                abort();
-        return r;
-}
-
 static int open_cb(void *userdata)
 {
         return nl_open(userdata);
@@ -76,7 +58,7 @@ int nl_open_in_netns(int netns_fd, struct nl *ret)
         if (netns_fd < 0)
                 return nl_open(ret);
         struct nl nl = {};
-        int r = nl_in_netns(netns_fd, open_cb, &nl);
+        int r = netns_run(netns_fd, open_cb, &nl);
         if (r < 0)
                 return r;
         *ret = nl;
@@ -506,7 +488,7 @@ int netlink_veth_create(const struct veth_config *c)
                 return r;
         /* Everything in the environment that can fail before the link exists, first. */
         struct env_open e = {.ipv6 = c->ipv6, .ipv6_set = c->env_ipv6_set};
-        r = nl_in_netns(c->env_netns_fd, env_open_cb, &e);
+        r = netns_run(c->env_netns_fd, env_open_cb, &e);
         if (r < 0)
                 return r;
         _cleanup_nl_ struct nl env = e.nl;

@@ -32,10 +32,6 @@ int nl_open_in_netns(int netns_fd, struct nl *ret);
 void nl_close(struct nl *nl);
 #define _cleanup_nl_ _cleanup_(nl_close)
 
-/* Run fn(userdata) with the calling thread inside netns_fd's network namespace, then return to
- * the original one (also on error). Returns fn's result or -errno of the first setns. */
-int nl_in_netns(int netns_fd, int (*fn)(void *userdata), void *userdata);
-
 /* Start a request in buf (NL_SEND_SIZE bytes): header with the next sequence number and
  * NLM_F_REQUEST | flags. */
 struct nlmsghdr *nl_request(struct nl *nl, void *buf, uint16_t type, uint16_t flags);

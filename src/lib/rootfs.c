@@ -87,7 +87,7 @@ int rootfs_sysfs_share(bool *cloned)
         int mnt = r >= 0 ? new_fs("sysfs", NULL, SYSFS_ATTRS) : -EBADF;
         if (r >= 0 && mnt < 0)
                 r = mnt;
-        /* As lib/netlink.c's nl_in_netns: going on in the wrong namespace is never an option. */
+        /* As lib/util.c's netns_run: going on in the wrong namespace is never an option. */
         if (setns(self, CLONE_NEWNET) < 0)
                 abort();
         if (r < 0) {
@@ -108,6 +108,12 @@ int rootfs_sysfs_share(bool *cloned)
         return 0;
 }
 
+static int sysfs_context(void *fs)
+{
+        *(int *)fs = fsopen("sysfs", FSOPEN_CLOEXEC);
+        return *(int *)fs < 0 ? -errno : 0;
+}
+
 /* The shared sysfs as a detached mount for one root: a clone, or a mount made in the shared
  * namespace (the superblock is chosen at fsopen, by the caller's network namespace then). */
 static int shared_sysfs_mount(void)
@@ -119,17 +125,10 @@ static int shared_sysfs_mount(void)
                         return t;
                 /* probed in the daemon's mount namespace, not this one: the other way */
         }
-        _cleanup_close_ int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (own < 0)
-                return -errno;
-        if (setns(shared_sysfs.netns, CLONE_NEWNET) < 0)
-                return -errno;
-        _cleanup_close_ int fs = fsopen("sysfs", FSOPEN_CLOEXEC);
-        int err = errno;
-        if (setns(own, CLONE_NEWNET) < 0)
-                return -errno; /* the caller fails: never go on in the wrong namespace */
-        if (fs < 0)
-                return -err;
+        _cleanup_close_ int fs = -EBADF;
+        int r = netns_run(shared_sysfs.netns, sysfs_context, &fs);
+        if (r < 0)
+                return r;
         if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 return -errno;
         int mnt = fsmount(fs, FSMOUNT_CLOEXEC, SYSFS_ATTRS);

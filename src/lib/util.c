@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <linux/close_range.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/resource.h>
@@ -59,9 +60,9 @@ int write_file_at(int dirfd, const char *name, const char *value)
         return 0;
 }
 
-int open_regular(const char *path)
+int open_regular_at(int dirfd, const char *name, int flags, struct stat *ret_st)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
         if (fd < 0)
                 return -errno;
         struct stat st;
@@ -69,7 +70,14 @@ int open_regular(const char *path)
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return -EINVAL;
+        if (ret_st)
+                *ret_st = st;
         return TAKE_FD(fd);
+}
+
+int open_regular(const char *path)
+{
+        return open_regular_at(AT_FDCWD, path, 0, NULL);
 }
 
 int read_file_at(int dirfd, const char *name, size_t max, char **ret)
@@ -536,6 +544,23 @@ size_t take_pending(void *dst, size_t max, const void *src, size_t len, size_t *
         memcpy(dst, (const char *)src + *off, n);
         *off += n;
         return n;
+}
+
+int netns_run(int netns_fd, int (*fn)(void *userdata), void *userdata)
+{
+        /* thread-self: setns() moved this thread, and /proc/self would name the leader's. */
+        _cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (self < 0)
+                return -errno;
+        if (setns(netns_fd, CLONE_NEWNET) < 0)
+                return -errno;
+        int r = fn(userdata);
+        /* Returning to a namespace we hold an fd of, with the privilege that just let us leave
+         * it, does not fail in practice. If it ever did, every later link, route and nft rule
+         * of the daemon would land inside an environment: stopping is the only safe answer. */
+        if (setns(self, CLONE_NEWNET) < 0)
+                abort();
+        return r;
 }
 
 uint32_t fnv1a(uint32_t h, const char *s)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -85,6 +86,10 @@ size_t take_pending(void *dst, size_t max, const void *src, size_t len, size_t *
 /* FNV-1a of a string, continuing from h (FNV1A_INIT for a fresh hash): stable names derived
  * from paths and names (cgroup subtree, interface names) and hash-table buckets. */
 #define FNV1A_INIT 2166136261u
+/* Run fn(userdata) with the calling thread inside netns_fd's network namespace, then return to
+ * the original one (also on error; abort() if that ever failed). Returns fn's result or -errno
+ * of the first setns. */
+int netns_run(int netns_fd, int (*fn)(void *userdata), void *userdata);
 uint32_t fnv1a(uint32_t h, const char *s);
 
 /* qsort/bsearch comparator of two char * (by strcmp). */
@@ -105,6 +110,9 @@ int write_file_at(int dirfd, const char *name, const char *value);
 /* Open path for reading only if it is a regular file (O_NONBLOCK, so a FIFO or device put
  * there cannot hang the caller): the fd, -EINVAL for anything else, or -errno. */
 int open_regular(const char *path);
+/* The same for dirfd/name with more open flags (e.g. O_NOFOLLOW); ret_st (may be NULL) gets its
+ * stat. */
+int open_regular_at(int dirfd, const char *name, int flags, struct stat *ret_st);
 /* Read up to max-1 bytes of dirfd/name into a NUL-terminated malloc'd string. */
 int read_file_at(int dirfd, const char *name, size_t max, char **ret);
 
