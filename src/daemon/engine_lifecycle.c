@@ -770,7 +770,8 @@ static void create_listed(struct engine *e, struct env *v)
 enum creating_step {
         STEP_CHECK, /* its image and I/O device (create_check); its cgroups come with the clone */
         STEP_CLONE,  /* PID 1's clone (create_clone) */
-        STEP_SLOT,   /* its exec slot's clone; then PID 1's report is awaited */
+        STEP_SLOT,   /* its exec slot listed (the spawn process's, made with PID 1) or cloned
+                      * here; then PID 1's report is awaited */
         STEP_SETUP,  /* waiting for PID 1's report */
         STEP_NET,    /* PID 1 runs, its link is up: its firewall and bandwidth next (creating_end) */
         STEP_SYNC,   /* running, its record written: waiting for the disk (the syncer) */
@@ -786,6 +787,11 @@ struct env_creating {
         struct loop_timer *timer; /* the next step's turn; in STEP_SETUP its time limit */
         struct syncer_wait *wait; /* in STEP_SYNC */
         struct spawner_req *spawn_req; /* in STEP_CLONING */
+        /* Cloned by the spawn process, and the exec slot that came with PID 1 (pid 0: none),
+         * in the group slot_sub below the environment's, until STEP_SLOT lists it. */
+        bool spawned;
+        struct join_slot slot;
+        char slot_sub[32];
         /* A listed environment's start (engine_start_async; v->starting), not a create: no
          * disk or record to make or roll back, and its idled_at as before it, kept if it
          * fails. */
@@ -1039,6 +1045,7 @@ static void creating_cancel(struct env_creating *c)
         loop_remove(c->src);
         loop_cancel_timer(c->timer);
         spawner_cancel(c->spawn_req); /* its child, if made, killed and reaped */
+        join_slot_discard(&c->slot); /* one that came with PID 1, not listed yet */
         env_spawn_abandon(&c->p);
         if (c->step == STEP_NET) {
                 log_info("%s: PID 1 killed before its firewall was in", c->v->row.name);
@@ -1079,8 +1086,10 @@ static void creating_fail(struct env_creating *c, const char *name, bool removed
         bool start = c->start;
         struct start_joiner *joiners = c->joiners;
         creating_unlist(c);
-        if (removed)
+        if (removed) {
+                join_slot_discard(&c->slot);
                 free(c);
+        }
         else
                 creating_cancel(c); /* PID 1's child and everything else removed; frees c */
         if (done)
@@ -1137,7 +1146,10 @@ static int run_creating_step(struct env_creating *c, char *err, size_t errlen, b
                 }
                 break;
         case STEP_SLOT:
-                exec_slot_early(e, c->v, c->p.pidfd);
+                if (c->spawned)
+                        exec_slot_adopt(e, c->v, c->slot_sub, &c->slot);
+                else
+                        exec_slot_early(e, c->v, c->p.pidfd);
                 r = loop_add_fd(e->cfg.loop, c->p.report_fd, EPOLLIN, on_creating_report, c,
                                 &c->src);
                 c->timer = r < 0 ? NULL
@@ -1190,7 +1202,8 @@ static void on_creating_step(struct loop_timer *t, void *data)
 /* The spawn process's answer to STEP_CLONE: PID 1 sets up (STEP_SLOT next), or the create or
  * start fails as an in-place clone would have; if the process died, the clone is made in
  * place after all. */
-static void creating_spawned(int r, struct spawn_pending *p, const char *why, void *data)
+static void creating_spawned(int r, struct spawn_pending *p, struct join_slot *slot,
+                             const char *why, void *data)
 {
         struct env_creating *c = data;
         struct engine *e = c->eng;
@@ -1215,15 +1228,20 @@ static void creating_spawned(int r, struct spawn_pending *p, const char *why, vo
                 return;
         }
         c->p = *p;
+        c->spawned = true;
+        c->slot = *slot;
         c->step = STEP_SLOT;
         c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
         if (!c->timer)
                 creating_fail(c, name, false, -ENOMEM, "out of memory");
 }
 
+/* PID 1's clone, and its first exec slot with it (exec_slot_early_wanted), by the spawn
+ * process. */
 static int creating_spawn(struct env_creating *c, const struct spawn_config *sc)
 {
-        return spawner_spawn(c->eng->cfg.spawner, sc, creating_spawned, c, &c->spawn_req);
+        const char *sub = exec_slot_early_wanted(c->eng, c->v, c->slot_sub) ? c->slot_sub : NULL;
+        return spawner_spawn(c->eng->cfg.spawner, sc, sub, creating_spawned, c, &c->spawn_req);
 }
 
 int engine_create_async(struct engine *e, const struct env_spec *spec, engine_created_fn done,

@@ -648,6 +648,8 @@ static enum confine_profile exec_profile(struct env *v)
         return env_kind(v) == KIND_SANDBOX ? PROFILE_SANDBOX : PROFILE_COMPUTER;
 }
 
+static void slot_add(struct exec_slot *sl, bool wait);
+
 /* A slot for v in its per-exec group sub (existing; empty, or busy with the command of the
  * exec that made it). pidfd: PID 1's; wait: until exec_slot_go (PID 1 still sets up). */
 static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const char *sub,
@@ -671,6 +673,15 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
                 free(sl);
                 return NULL;
         }
+        slot_add(sl, wait);
+        return sl;
+}
+
+/* Lists a slot just made (sl->js) as v's and arms the sweep. */
+static void slot_add(struct exec_slot *sl, bool wait)
+{
+        struct engine *e = sl->eng;
+        struct env *v = sl->env;
         sl->born = now_ms();
         sl->waiting = wait;
         if (!sweep_timer)
@@ -679,7 +690,6 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
         slots = sl;
         sl->env_next = env_exec_slot(v);
         env_set_exec_slot(v, sl);
-        return sl;
 }
 
 /* A new or restarted environment gets its slot at once, but after its answer has gone out: an
@@ -722,13 +732,34 @@ static bool others_creating(struct engine *e, const struct env *v)
         return false;
 }
 
-void exec_slot_early(struct engine *e, struct env *v, int pidfd)
+bool exec_slot_early_wanted(struct engine *e, struct env *v, char sub[32])
 {
         if (others_creating(e, v) || env_exec_slot(v))
-                return; /* a batch (see on_prewarm) */
+                return false; /* a batch (see on_prewarm) */
+        snprintf(sub, 32, "exec-%u", env_next_exec_id(v));
+        return true;
+}
+
+void exec_slot_early(struct engine *e, struct env *v, int pidfd)
+{
         char sub[32];
-        snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
-        slot_prepare(e, v, sub, pidfd, true);
+        if (exec_slot_early_wanted(e, v, sub))
+                slot_prepare(e, v, sub, pidfd, true);
+}
+
+void exec_slot_adopt(struct engine *e, struct env *v, const char *sub, struct join_slot *js)
+{
+        if (js->pid <= 0)
+                return;
+        struct exec_slot *sl = calloc(1, sizeof(*sl));
+        if (!sl) {
+                join_slot_discard(js);
+                return;
+        }
+        *sl = (struct exec_slot){.eng = e, .env = v, .js = *js};
+        snprintf(sl->sub, sizeof(sl->sub), "%s", sub);
+        *js = (struct join_slot){.sock = -EBADF};
+        slot_add(sl, true);
 }
 
 void exec_slot_go(struct env *v)

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct join_slot;
+
 #define EXEC_DEFAULT_MAX_OUTPUT (16u << 20)
 #define EXEC_MAX_OUTPUT_LIMIT (256u << 20)
 #define EXEC_MAX_ACTIVE 256
@@ -87,6 +89,11 @@ void exec_slot_prewarm(struct engine *e, struct env *v);
  * enters the namespaces once exec_slot_go says PID 1 is set up; discard it with
  * exec_slot_discard if the create fails. Not while other creates are under way. */
 void exec_slot_early(struct engine *e, struct env *v, int pidfd);
+/* The same made by the spawn process with PID 1 (spawner_spawn's slot_sub): whether v gets an
+ * early slot, and the name of its group below v's (sub, 32 bytes); then exec_slot_adopt lists
+ * the slot that came with PID 1's answer (js->pid 0: none came; else js is taken). */
+bool exec_slot_early_wanted(struct engine *e, struct env *v, char sub[32]);
+void exec_slot_adopt(struct engine *e, struct env *v, const char *sub, struct join_slot *js);
 void exec_slot_go(struct env *v);
 /* Send the environment's exec slot SIGKILL without waiting (exec_slot_discard reaps it). */
 void exec_slot_kill(struct env *v);

@@ -1,6 +1,6 @@
 /* The spawn process (spawner.h): the loop's side keeps the requests in the order they were
- * sent; the process clones one PID 1 or exec slot per request and answers with
- * its fds. */
+ * sent; the process clones one PID 1 (with its first exec slot, if asked) or exec slot per
+ * request and answers with their fds. */
 #include "daemon/spawner.h"
 #include "daemon/log.h"
 #include "daemon/loop.h"
@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 
 /* A request's strings (paths, the environment of PID 1) travel in one datagram. */
 #define SPAWN_MSG_MAX (256 * 1024)
@@ -26,7 +27,7 @@
 #define SPAWNER_COMM "paddockd-spawn"
 
 enum { STR_HOSTNAME, STR_IMAGE, STR_ENV_DIR, STR_TREE, STR_OVERLAY, STR_RESOLV, STR_LXCFS,
-       STR_CPU_ONLINE, STR_CGROUP, N_STRS };
+       STR_CPU_ONLINE, STR_CGROUP, STR_SLOT_SUB, N_STRS };
 
 enum spawn_kind { SPAWN_PID1 = 1, SPAWN_SLOT = 2 };
 
@@ -44,6 +45,7 @@ static struct cgroup_limits msg_limits;
 struct spawn_answer {
         int32_t r;
         int32_t pid;
+        int32_t slot_pid; /* a PID 1's exec slot, if one was asked for and made (else 0) */
         char err[256];
 };
 
@@ -105,7 +107,7 @@ static bool get_str(char *buf, size_t len, size_t *off, const char **ret)
         return true;
 }
 
-static int encode(const struct spawn_config *c, char *buf, size_t *len)
+static int encode(const struct spawn_config *c, const char *slot_sub, char *buf, size_t *len)
 {
         const struct rootfs_config *f = &c->rootfs;
         struct spawn_head h = {.kind = SPAWN_PID1, .profile = (uint32_t)c->profile,
@@ -125,7 +127,7 @@ static int encode(const struct spawn_config *c, char *buf, size_t *len)
                 [STR_ENV_DIR] = f->env_dir,    [STR_TREE] = f->tree,
                 [STR_OVERLAY] = f->overlay_dir, [STR_RESOLV] = f->resolv_conf,
                 [STR_LXCFS] = f->lxcfs_dir,    [STR_CPU_ONLINE] = f->cpu_online,
-                [STR_CGROUP] = c->cgroup_name};
+                [STR_CGROUP] = c->cgroup_name, [STR_SLOT_SUB] = slot_sub};
         for (size_t i = 0; i < N_STRS; i++)
                 if (!put_str(buf, &off, strs[i]))
                         return -E2BIG;
@@ -137,8 +139,10 @@ static int encode(const struct spawn_config *c, char *buf, size_t *len)
         return 0;
 }
 
-/* Fills c from buf (pointers into it) and envp; the process's own side. */
-static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
+/* Fills c from buf (pointers into it), envp and *slot_sub (NULL: no exec slot asked for); the
+ * process's own side. */
+static int decode(char *buf, size_t len, struct spawn_config *c, char **envp,
+                  const char **slot_sub)
 {
         struct spawn_head h;
         if (len < sizeof(h))
@@ -157,6 +161,7 @@ static int decode(char *buf, size_t len, struct spawn_config *c, char **envp)
         envp[h.n_envp] = NULL;
         if (!strs[STR_HOSTNAME] || !strs[STR_IMAGE] || !strs[STR_ENV_DIR] || !strs[STR_CGROUP])
                 return -EBADMSG;
+        *slot_sub = strs[STR_SLOT_SUB];
         c->hostname = strs[STR_HOSTNAME];
         c->profile = (enum confine_profile)h.profile;
         c->cgroup_name = strs[STR_CGROUP];
@@ -222,11 +227,22 @@ static int decode_slot(char *buf, size_t len, struct join_config *c, bool *wait_
 /* Its buffers are static: a process forked from the daemon allocates nothing it need not. */
 static char msg_buf[SPAWN_MSG_MAX];
 static char *msg_envp[SPAWN_ENVP_MAX + 1];
+/* PADDOCK_TEST_SLOT_DELAY_MS: every exec slot is made this much later, so that a test can see
+ * the loop go on meanwhile (test_spawner.py). */
+static unsigned long slot_test_delay_ms;
+
+static void slot_test_delay(void)
+{
+        if (slot_test_delay_ms)
+                nanosleep(&(struct timespec){.tv_sec = (time_t)(slot_test_delay_ms / 1000),
+                                             .tv_nsec = (long)(slot_test_delay_ms % 1000) * 1000000L},
+                          NULL);
+}
 
 static void answer_fds(int sock, const struct spawn_answer *a, const int *fds, size_t n_fds)
 {
         union {
-                char buf[CMSG_SPACE(2 * sizeof(int))];
+                char buf[CMSG_SPACE(3 * sizeof(int))];
                 struct cmsghdr align;
         } u = {0};
         struct iovec iov = {.iov_base = (void *)a, .iov_len = sizeof(*a)};
@@ -244,12 +260,29 @@ static void answer_fds(int sock, const struct spawn_answer *a, const int *fds, s
                 ;
 }
 
-/* A PID 1; the user namespace's fd comes with it. */
+/* The exec slot that comes with a new PID 1 (pidfd), waiting for its go (join.h); none if it
+ * cannot be made (the first exec makes one then). */
+static struct join_slot pid1_slot(struct cgroup_manager *cg, const struct spawn_config *c,
+                                  int pidfd, const char *sub)
+{
+        struct join_slot js = {.sock = -EBADF};
+        slot_test_delay();
+        struct join_config jc = {.env_pidfd = pidfd, .profile = c->profile, .cgroups = cg,
+                                 .cgroup_name = c->cgroup_name, .cgroup_sub = sub,
+                                 .clone_parent = true};
+        if (join_slot_start(&jc, true, &js) < 0)
+                js = (struct join_slot){.sock = -EBADF};
+        return js;
+}
+
+/* A PID 1, and its exec slot if asked for (the loop then need not wait for a second request);
+ * the user namespace's fd comes with it. */
 static void serve_pid1(int sock, struct cgroup_manager *cg, int init_fd, size_t n, int userns)
 {
         struct spawn_answer a = {0};
         struct spawn_config c = {0};
-        int r = decode(msg_buf, n, &c, msg_envp);
+        const char *slot_sub = NULL;
+        int r = decode(msg_buf, n, &c, msg_envp, &slot_sub);
         if (r < 0 || userns < 0) {
                 a.r = r < 0 ? r : -EBADMSG;
                 snprintf(a.err, sizeof(a.err), "spawner: a request it cannot read");
@@ -265,16 +298,22 @@ static void serve_pid1(int sock, struct cgroup_manager *cg, int init_fd, size_t 
          * cloned it itself (what `ps` and the tests look for). */
         prctl(PR_SET_NAME, "paddockd");
         a.r = env_spawn_start(&c, &p, a.err, sizeof(a.err));
+        struct join_slot js = {.sock = -EBADF};
+        if (a.r >= 0 && slot_sub)
+                js = pid1_slot(cg, &c, p.pidfd, slot_sub);
         prctl(PR_SET_NAME, SPAWNER_COMM);
         if (a.r < 0) {
                 answer_fds(sock, &a, NULL, 0);
                 return;
         }
         a.pid = p.pid;
-        int fds[2] = {p.pidfd, p.report_fd};
-        answer_fds(sock, &a, fds, 2);
+        a.slot_pid = js.pid;
+        int fds[3] = {p.pidfd, p.report_fd, js.sock};
+        answer_fds(sock, &a, fds, js.pid > 0 ? 3 : 2);
         close(p.pidfd);
         close(p.report_fd);
+        if (js.pid > 0)
+                close(js.sock); /* the slot itself is the daemon's child (CLONE_PARENT) */
 }
 
 /* An exec slot; the environment's PID 1 pidfd comes with it. */
@@ -293,6 +332,7 @@ static void serve_slot(int sock, struct cgroup_manager *cg, size_t n, int env_pi
         c.env_pidfd = env_pidfd;
         c.cgroups = cg;
         c.clone_parent = true;
+        slot_test_delay();
         struct join_slot js;
         prctl(PR_SET_NAME, "paddockd"); /* the slot's name, as above */
         a.r = join_slot_start(&c, wait_go, &js);
@@ -335,6 +375,9 @@ static _Noreturn void spawner_main(int sock, struct cgroup_manager *cg, int init
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != daemon)
                 _exit(0); /* the daemon died before the line above */
+        const char *delay = getenv("PADDOCK_TEST_SLOT_DELAY_MS");
+        if (delay)
+                slot_test_delay_ms = strtoul(delay, NULL, 10);
         for (;;) {
                 union {
                         char buf[CMSG_SPACE(sizeof(int))];
@@ -386,7 +429,7 @@ static int read_answer(struct spawner *s)
 {
         struct spawn_answer a;
         union {
-                char buf[CMSG_SPACE(2 * sizeof(int))];
+                char buf[CMSG_SPACE(3 * sizeof(int))];
                 struct cmsghdr align;
         } u;
         struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
@@ -399,25 +442,27 @@ static int read_answer(struct spawner *s)
                 return 0;
         if (n <= 0)
                 return n < 0 ? -errno : -EPIPE;
-        int fds[2] = {-EBADF, -EBADF};
+        int fds[3] = {-EBADF, -EBADF, -EBADF};
         size_t n_fds = 0;
         struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
         if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-                for (size_t k = 1; k <= 2; k++)
+                for (size_t k = 1; k <= 3; k++)
                         if (cm->cmsg_len == CMSG_LEN(k * sizeof(int))) {
                                 memcpy(fds, CMSG_DATA(cm), k * sizeof(int));
                                 n_fds = k;
                         }
         a.err[sizeof(a.err) - 1] = 0;
         struct spawner_req *q = pop(&s->head, &s->tail);
-        size_t want = q && q->kind == SPAWN_SLOT ? 1 : 2;
+        bool pid1 = q && q->kind == SPAWN_PID1;
+        size_t want = !pid1 ? 1 : a.slot_pid > 0 ? 3 : 2;
         bool ok = q && n == (ssize_t)sizeof(a) && (a.r < 0 || (n_fds == want && a.pid > 0));
         if (!ok || a.r < 0) {
-                /* A PID 1 it made still dies with its setup: its pidfd, if any, says which. */
-                if (!ok && want == 2 && fds[0] >= 0)
+                /* A PID 1 it made still dies with its setup: its pidfd, if any, says which (an
+                 * exec slot with it ends when its socket closes). */
+                if (!ok && pid1 && fds[0] >= 0)
                         sys_pidfd_send_signal(fds[0], SIGKILL, 0);
-                closep(&fds[0]);
-                closep(&fds[1]);
+                for (size_t i = 0; i < 3; i++)
+                        closep(&fds[i]);
                 if (!q)
                         return 1; /* an answer to nothing */
                 q->r = ok ? a.r : -EBADMSG;
@@ -426,6 +471,8 @@ static int read_answer(struct spawner *s)
                 q->slot = (struct join_slot){.pid = a.pid, .sock = fds[0]};
         } else {
                 q->p = (struct spawn_pending){.pid = a.pid, .pidfd = fds[0], .report_fd = fds[1]};
+                if (a.slot_pid > 0)
+                        q->slot = (struct join_slot){.pid = a.slot_pid, .sock = fds[2]};
         }
         q->waiting_answer = false;
         push(&s->ready_tail, q);
@@ -444,11 +491,12 @@ static void deliver(struct spawner_req *q)
         spawner_fn fn = q->fn;
         void *data = q->data;
         struct spawn_pending p = q->p;
+        struct join_slot slot = q->slot;
         int r = q->r;
         char err[sizeof(q->err)];
         memcpy(err, q->err, sizeof(err));
         free(q);
-        fn(r, &p, err, data);
+        fn(r, &p, &slot, err, data);
 }
 
 static void deliver_ready(struct spawner *s)
@@ -702,13 +750,13 @@ static struct spawner_req *new_request(struct spawner *s, enum spawn_kind kind)
 
 static char request_buf[SPAWN_MSG_MAX];
 
-int spawner_spawn(struct spawner *s, const struct spawn_config *c, spawner_fn fn, void *data,
-                  struct spawner_req **ret)
+int spawner_spawn(struct spawner *s, const struct spawn_config *c, const char *slot_sub,
+                  spawner_fn fn, void *data, struct spawner_req **ret)
 {
         if (!s || !s->pid || !fn)
                 return -ESRCH;
         size_t len;
-        int r = encode(c, request_buf, &len);
+        int r = encode(c, slot_sub, request_buf, &len);
         if (r < 0)
                 return r;
         struct spawner_req *q = new_request(s, SPAWN_PID1);

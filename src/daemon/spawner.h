@@ -15,8 +15,9 @@
  * socket pair). The spawner answers in the order it was asked.
  *
  * The exec slots that come with every new environment (join.h) are a fork of whoever makes them
- * too, and the spawner makes them the same way (spawner_slot), answering with the slot's pid and
- * socket.
+ * too, and the spawner makes them the same way, answering with the slot's pid and socket: a new
+ * PID 1's first slot with PID 1's own answer (spawner_spawn's slot_sub), others on their own
+ * (spawner_slot).
  *
  * If the spawner is gone (killed), requests fail with -ESRCH and the caller clones in place. */
 #pragma once
@@ -29,8 +30,10 @@ struct loop;
 struct spawner;
 struct spawner_req;
 
-/* r: 0 with p (the caller owns its pid, pidfd and report_fd), or -errno with err. */
-typedef void (*spawner_fn)(int r, struct spawn_pending *p, const char *err, void *data);
+/* r: 0 with p (the caller owns its pid, pidfd and report_fd) and slot (pid 0: none; else the
+ * caller owns it), or -errno with err. */
+typedef void (*spawner_fn)(int r, struct spawn_pending *p, struct join_slot *slot,
+                           const char *err, void *data);
 
 /* Forks the process; call early (its memory is a copy of the daemon's as it is then), once the
  * cgroup manager and paddock-init's fd, which it uses as they are then, exist. */
@@ -40,9 +43,12 @@ void spawner_free(struct spawner *s);
 
 /* Asks for c's PID 1 (c->cgroups and c->init_fd are the spawner's own); fn is called from the
  * loop with the answer, -ESRCH if the process died meanwhile. -ESRCH (no spawner, or it is
- * gone) or -E2BIG (c does not fit in a request): the caller clones in place. */
-int spawner_spawn(struct spawner *s, const struct spawn_config *c, spawner_fn fn, void *data,
-                  struct spawner_req **ret);
+ * gone) or -E2BIG (c does not fit in a request): the caller clones in place. slot_sub (NULL:
+ * none): the process also starts PID 1's first exec slot in that group below PID 1's, waiting
+ * for its go (join_slot_start's wait_go), and answers with both: the loop does not wait for a
+ * second request (spawner_slot) while the process serves others. */
+int spawner_spawn(struct spawner *s, const struct spawn_config *c, const char *slot_sub,
+                  spawner_fn fn, void *data, struct spawner_req **ret);
 /* Forgets a request before its answer: waits for the answer here (the spawner answers within
  * milliseconds), and kills and reaps the child it made, so that on return nothing of it is
  * left in the environment's cgroups. fn is never called. */

@@ -8,6 +8,7 @@ import time
 
 from conftest import children_of, wait_for
 from test_create_async import create_in_thread
+from test_exec_slots import slots
 
 
 def spawner_of(daemon):
@@ -42,6 +43,33 @@ def test_pid1_comes_from_the_spawn_process_and_is_the_daemons_child(daemon):
     assert spawner_of(daemon) == spawner  # the same process goes on serving
     daemon.cli("rm", "-f", "held")
     assert daemon.cgroup_dirs("held") == []
+
+
+def test_a_creates_exec_slot_comes_with_pid_1_and_the_loop_never_waits_for_it(daemon):
+    """The spawn process makes a new PID 1's first exec slot right after PID 1 and answers with
+    both: the loop asks once and never sits waiting for the slot's clone (its cgroup join can
+    wait for the kernel's cgroup lock). Here the slot is held back 1.5 s: the daemon answers
+    others meanwhile, the create still gets its slot, and the spawn process is not taken for
+    stuck (the loop would kill it after waiting 1 s for an answer)."""
+    daemon.extra_env["PADDOCK_TEST_SLOT_DELAY_MS"] = "1500"
+    daemon.restart()
+    spawner = spawner_of(daemon)
+    t, box = create_in_thread(daemon, {"name": "held"})
+    time.sleep(0.3)  # its checks, then PID 1 and the slot asked for
+    answered = daemon.api("GET", "/v1/system", timeout=5).status
+    assert t.is_alive(), box  # the create still waits for the spawn process ...
+    assert answered == 200  # ... and others were answered meanwhile
+    t.join(30)
+    assert box["r"].status == 201, box
+    assert "did not answer" not in daemon.log()
+    assert spawner_of(daemon) == spawner
+    first = slots(daemon, "held")  # listed with the create's answer, no wait
+    assert len(first) == 1, children_of(daemon.pid)
+    assert daemon.exec("held", ["true"])["exit_code"] == 0
+    assert slots(daemon, "held") == first  # the first command ran in it
+    daemon.cli("rm", "-f", "held")
+    wait_for(lambda: not [p for p, comm, _ in children_of(daemon.pid) if comm == "paddockd"],
+             10, 0.05, "the slot gone with its environment")
 
 
 def test_a_killed_spawn_process_leaves_creates_to_the_loop(daemon):
