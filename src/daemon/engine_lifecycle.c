@@ -1253,7 +1253,8 @@ int engine_create_async(struct engine *e, const struct env_spec *spec, engine_cr
                 return -ENOMEM;
         }
         *c = (struct env_creating){.eng = e, .done = done, .data = data,
-                                   .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
+                                   .p = {.pidfd = -EBADF, .report_fd = -EBADF},
+                                   .slot = {.sock = -EBADF}};
         if (spec->fork_of)
                 snprintf(c->fork_of, sizeof(c->fork_of), "%s", spec->fork_of);
         if (spec->fork_snapshot)
@@ -1367,7 +1368,8 @@ int engine_start_async(struct engine *e, struct env *v, engine_created_fn done, 
         }
         *c = (struct env_creating){.eng = e, .v = v, .step = STEP_CHECK, .start = true,
                                    .idled_at = v->idled_at, .done = done, .data = data,
-                                   .p = {.pidfd = -EBADF, .report_fd = -EBADF}};
+                                   .p = {.pidfd = -EBADF, .report_fd = -EBADF},
+                                   .slot = {.sock = -EBADF}};
         /* Not in this turn: what other clients asked meanwhile is answered first. */
         c->timer = loop_add_next_turn(e->cfg.loop, on_creating_step, c);
         if (!c->timer) {

@@ -57,6 +57,7 @@ struct spawner_req {
         bool waiting_answer; /* sent, its answer not read yet */
         uint64_t seq;
         enum spawn_kind kind;
+        bool want_slot; /* a PID 1 whose first exec slot was asked for */
         /* its answer, once read: p for a PID 1, slot for an exec slot */
         int r;
         struct spawn_pending p;
@@ -425,9 +426,22 @@ static void push(struct spawner_req ***tail, struct spawner_req *q)
 
 /* Reads one answer into the oldest request and moves it to the ready list: 1, or 0 when none
  * is there yet, or -errno when the socket is gone. */
+/* A slot that came with an answer the loop cannot use (its fds cut short, e.g. the daemon out
+ * of fds): killed and reaped, if it is the daemon's child as a slot is (CLONE_PARENT); the
+ * check keeps a bad pid from naming someone else. */
+static void discard_stray_slot(pid_t pid)
+{
+        siginfo_t si = {0};
+        if (pid <= 0 || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+                return;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+}
+
 static int read_answer(struct spawner *s)
 {
-        struct spawn_answer a;
+        struct spawn_answer a = {0};
         union {
                 char buf[CMSG_SPACE(3 * sizeof(int))];
                 struct cmsghdr align;
@@ -454,13 +468,16 @@ static int read_answer(struct spawner *s)
         a.err[sizeof(a.err) - 1] = 0;
         struct spawner_req *q = pop(&s->head, &s->tail);
         bool pid1 = q && q->kind == SPAWN_PID1;
-        size_t want = !pid1 ? 1 : a.slot_pid > 0 ? 3 : 2;
-        bool ok = q && n == (ssize_t)sizeof(a) && (a.r < 0 || (n_fds == want && a.pid > 0));
+        bool with_slot = pid1 && a.slot_pid > 0;
+        size_t want = !pid1 ? 1 : with_slot ? 3 : 2;
+        bool ok = q && n == (ssize_t)sizeof(a) && (!with_slot || q->want_slot) &&
+                  (a.r < 0 || (n_fds == want && a.pid > 0));
         if (!ok || a.r < 0) {
-                /* A PID 1 it made still dies with its setup: its pidfd, if any, says which (an
-                 * exec slot with it ends when its socket closes). */
+                /* A PID 1 it made still dies with its setup: its pidfd, if any, says which. */
                 if (!ok && pid1 && fds[0] >= 0)
                         sys_pidfd_send_signal(fds[0], SIGKILL, 0);
+                if (!ok && with_slot && n == (ssize_t)sizeof(a))
+                        discard_stray_slot(a.slot_pid);
                 for (size_t i = 0; i < 3; i++)
                         closep(&fds[i]);
                 if (!q)
@@ -537,6 +554,10 @@ static void gone(struct spawner *s)
         waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG);
         log_error("the spawn process (pid %d) is gone: PID 1s are cloned in the loop now",
                   (int)s->pid);
+        /* What it answered before it went is still in the socket (a PID 1 and a slot that
+         * run): taken as answers, not failed and left behind. */
+        while (read_answer(s) > 0)
+                ;
         s->pid = 0;
         loop_remove(s->exit_src);
         s->exit_src = NULL;
@@ -762,6 +783,7 @@ int spawner_spawn(struct spawner *s, const struct spawn_config *c, const char *s
         struct spawner_req *q = new_request(s, SPAWN_PID1);
         if (!q)
                 return -ENOMEM;
+        q->want_slot = slot_sub != NULL;
         q->fn = fn;
         q->data = data;
         r = send_request(s, q, request_buf, len, c->rootfs.userns_fd);
