@@ -53,6 +53,11 @@ bool env_running(const struct env *v)
         return v->pidfd >= 0;
 }
 
+bool env_ending(const struct env *v)
+{
+        return v->pidfd >= 0 && v->slot_gone_src;
+}
+
 bool env_deleting(const struct env *v)
 {
         return v->deleting;

@@ -96,6 +96,9 @@ const char *env_name(const struct env *v);
 /* The token that created it; "" = the administrator. */
 const char *env_owner(const struct env *v);
 bool env_running(const struct env *v);
+/* Running, but its PID 1 has ended: its exec slots are ending before it is marked stopped (or
+ * removed). Nothing can run in it any more. */
+bool env_ending(const struct env *v);
 /* Its cgroup limits (CG_UNLIMITED where none). */
 const struct cgroup_limits *env_limits(const struct env *v);
 /* The API's token table (tokens.h), loaded with the environments. */

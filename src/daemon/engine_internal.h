@@ -68,8 +68,9 @@ struct env {
         struct syncer_wait *deleting_sync;
         struct loop_timer *kill_timer;
         struct env_creating *starting; /* engine_start_async's steps, or NULL */
-        /* Deleting (engine_destroy_async): the pidfd of an exec slot still tearing down, on
-         * the loop; slot_gone_fd is only valid while slot_gone_src is set. */
+        /* Stopping, or deleting (engine_destroy_async), after PID 1's exit: the pidfd of an
+         * exec slot still ending, on the loop (on_slot_gone); slot_gone_fd is only valid while
+         * slot_gone_src is set. */
         struct loop_source *slot_gone_src;
         int slot_gone_fd;
         struct waiter *waiters;

@@ -362,7 +362,42 @@ void env_mark_stopped(struct engine *e, struct env *v)
 }
 
 static void dying_step(struct env *v);
+static bool slots_gone_later(struct env *v);
 
+/* A stop or delete whose processes did not die in DYING_MAX_MS (a cgroup frozen from outside,
+ * a task stuck in the kernel) has its cgroup killed and is finished the waiting way. */
+#define DYING_MAX_MS 10000
+
+static void stopped(struct env *v)
+{
+        log_info("%s: stopped", v->row.name);
+        env_mark_stopped(v->eng, v); /* reaps the slots */
+        notify_waiters(v);
+}
+
+/* The next of a stopping environment's exec slots is gone (on_slot_gone). */
+static void stopped_step(struct env *v)
+{
+        if (!slots_gone_later(v))
+                stopped(v);
+}
+
+static void on_stop_too_long(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct env *v = data;
+        v->kill_timer = NULL; /* fired */
+        log_warn("%s: its exec slots still run %d s after PID 1 ended: killing its cgroup",
+                 v->row.name, DYING_MAX_MS / 1000);
+        /* Thaws a group frozen from outside and kills everything in it (bounded). */
+        cgroup_env_kill(v->eng->cfg.cgroups, v->cgname, NULL);
+        stopped(v);
+}
+
+/* PID 1 of an environment that is not being deleted has exited (a stop, or it ended on its
+ * own): stopped once its exec slots, outside its pid namespace and killed now, are gone too
+ * (slots_gone_later), rather than the loop waiting for them in env_mark_stopped. Meanwhile it
+ * is "stopping" (a stop asked then waits for it; a delete takes over). */
 static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         struct env *v = data;
@@ -370,9 +405,13 @@ static void env_on_exit(struct loop_source *s, int fd, uint32_t events, void *da
                 dying_step(v);
                 return;
         }
-        log_info("%s: stopped", v->row.name);
-        env_mark_stopped(v->eng, v);
-        notify_waiters(v);
+        if (!slots_gone_later(v)) {
+                stopped(v);
+                return;
+        }
+        v->stopping = true; /* also when it ended on its own: no longer running */
+        loop_cancel_timer(v->kill_timer); /* a stop's SIGKILL for PID 1, gone already */
+        v->kill_timer = loop_add_timer(v->eng->cfg.loop, DYING_MAX_MS, on_stop_too_long, v);
 }
 
 /* Kill everything and wait (bounded) for PID 1 to be gone. */
@@ -1514,22 +1553,28 @@ int engine_destroy(struct engine *e, struct env *v, bool force)
         return 0;
 }
 
-/* engine_destroy_async's environment: PID 1 has exited (the whole pid namespace is gone).
- * Its exec slots, outside the namespace and killed with it, may still be tearing down their
- * copy of the daemon's address space, a few milliseconds: their pidfds say when, one at a
- * time, rather than the loop waiting for them; then the rest of the removal. */
+/* PID 1 has exited (the whole pid namespace is gone). Its exec slots, outside the namespace
+ * and killed with it, may still be ending: the last of them to exit tears down what is left
+ * of the environment's namespaces (its mounts, with an RCU grace period: milliseconds). Their
+ * pidfds say when, one at a time, rather than the loop waiting for them; then the stop or the
+ * rest of the removal (a delete that overtakes a stop takes over here). */
 static void on_slot_gone(struct loop_source *s, int fd, uint32_t events, void *data)
 {
         (void)s;
         (void)fd;
         (void)events;
-        dying_step(data);
+        struct env *v = data;
+        if (v->deleting)
+                dying_step(v);
+        else
+                stopped_step(v);
 }
 
-static void dying_step(struct env *v)
+/* Kills v's exec slots; true when one is still alive and on_slot_gone will go on. */
+static bool slots_gone_later(struct env *v)
 {
         struct engine *e = v->eng;
-        exec_slot_kill(v); /* also one made after the delete began */
+        exec_slot_kill(v); /* also one made after the stop or delete began */
         loop_remove(v->exit_src); /* readable for good: it would fire every turn */
         v->exit_src = NULL;
         slot_watch_end(v);
@@ -1538,17 +1583,20 @@ static void dying_step(struct env *v)
         if (fd >= 0) {
                 if (loop_add_fd(e->cfg.loop, fd, EPOLLIN, on_slot_gone, v, &v->slot_gone_src) >= 0) {
                         v->slot_gone_fd = fd;
-                        return;
+                        return true;
                 }
                 close(fd); /* then env_mark_stopped waits for it */
         }
-        env_mark_stopped(e, v); /* reaps the slots */
-        destroy_finish(e, v);
+        return false;
 }
 
-/* A delete whose processes did not die in DYING_MAX_MS (a cgroup frozen from outside, a task
- * stuck in the kernel) has its cgroup killed and is finished the waiting way. */
-#define DYING_MAX_MS 10000
+static void dying_step(struct env *v)
+{
+        if (slots_gone_later(v))
+                return;
+        env_mark_stopped(v->eng, v); /* reaps the slots */
+        destroy_finish(v->eng, v);
+}
 
 static void on_dying_too_long(struct loop_timer *t, void *data)
 {

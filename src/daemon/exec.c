@@ -901,8 +901,9 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
                size_t errlen)
 {
-        if (!env_running(v) || env_paused(v)) {
-                snprintf(err, errlen, "%s is %s", env_name(v), env_paused(v) ? "paused" : "not running");
+        if (!env_running(v) || env_paused(v) || env_ending(v)) {
+                snprintf(err, errlen, "%s is %s", env_name(v),
+                         env_paused(v) ? "paused" : env_ending(v) ? "stopping" : "not running");
                 return -EBUSY;
         }
         if (active_sessions >= EXEC_MAX_ACTIVE) {

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import children_of, proc_cgroup, wait_for
+from conftest import children_of, pid_alive, proc_cgroup, wait_for
 
 
 def slots(daemon, env):
@@ -201,6 +201,50 @@ def test_slots_go_with_a_stop_and_come_back_after_a_start(daemon):
     daemon.cli("start", "st")
     assert daemon.sh("st", "echo again") == "again\n"
     assert daemon.sh("st", "echo and again") == "and again\n"
+
+
+def test_a_stop_watches_its_slots_end_and_does_not_wait_for_it(daemon):
+    """Once PID 1 has ended, its exec slots (outside its pid namespace) are killed and the stop
+    is finished when they are gone, watched from the loop: the last of them to exit tears down
+    what is left of the environment's namespaces. A slot held by the v1 freezer (from outside,
+    in a group of the test's own below the environment's) keeps the environment "stopping"
+    while the daemon serves others and refuses execs into it; thawed, it dies and the stop is
+    finished."""
+    daemon.create("held", "--computer")
+    daemon.create("other")
+    pid1 = daemon.inspect("held")["pid"]
+    daemon.sh("held", "true")
+    slot = wait_for(lambda: slots(daemon, "held"), 5, 0.05, "a slot")[0]
+    freezer = [d for d in daemon.cgroup_dirs("held") if "/freezer/" in d]
+    if not freezer:
+        pytest.skip("needs the cgroup v1 freezer: a cgroup v2 freeze lets SIGKILL through")
+    hold = os.path.join(freezer[0], "hold")
+    os.mkdir(hold)
+    with open(os.path.join(hold, "cgroup.procs"), "w") as f:
+        f.write(str(slot))
+    state = os.path.join(hold, "freezer.state")
+    with open(state, "w") as f:
+        f.write("FROZEN")
+    box = {}
+    stop = threading.Thread(target=lambda: box.update(
+        r=daemon.api("POST", "/v1/envs/held/stop?timeout=0s", timeout=60)))
+    try:
+        stop.start()
+        wait_for(lambda: not pid_alive(pid1), 10, 0.05, "PID 1 to end")
+        time.sleep(0.3)
+        assert daemon.inspect("held")["state"] == "stopping"
+        assert daemon.sh("other", "echo served") == "served\n"  # the loop is not waiting
+        r = daemon.api("POST", "/v1/envs/held/exec", {"cmd": ["true"]})
+        assert r.status == 409 and "held is stopping" in r.json["error"]["message"], r
+        assert stop.is_alive() and pid_alive(slot)
+    finally:
+        daemon.thaw_from_outside(state)
+    stop.join(30)
+    assert box["r"].status == 200 and box["r"].json["state"] == "stopped", box
+    assert not pid_alive(slot) and slots(daemon, "held") == []
+    assert daemon.cgroup_dirs("held") == []
+    daemon.cli("start", "held")
+    assert daemon.sh("held", "echo again") == "again\n"
 
 
 def test_an_environment_that_stops_every_new_process_cannot_stall_the_daemon(daemon):
