@@ -60,6 +60,7 @@ static struct exec_slot *slots; /* every slot: the sweep and exec_slots_shutdown
 static struct loop_timer *sweep_timer;
 
 static void after_exec(struct exec_session *s, bool exited);
+static void launch_abandon(struct exec_session *s);
 
 struct exec_session {
         struct engine *eng;
@@ -86,8 +87,15 @@ struct exec_session {
         size_t input_len, input_off;
         struct audit_exec *audit; /* written when the command ends */
         bool idle_hold;           /* keeps its environment from idling (engine_idle.c) */
-        pid_t pid;                /* host pid of the command */
+        pid_t pid;                /* host pid of the command (0 while it launches) */
         bool via_slot;            /* its environment's slot spawned it: after_exec frees it */
+        /* Launching: its slot has the command, and its answer (the command's pid) comes to the
+         * loop (struct launch); until then no supervise, and what needs the command waits. */
+        struct launch *launch;
+        uint64_t timeout_ms;      /* the exec's own, for supervise once launched */
+        int pending_signal;       /* asked for while launching (0: none) */
+        struct loop_timer *fail_timer; /* it could not start: on_launch_failed */
+        char fail_msg[320];
         bool stdin_keep, stdin_closing; /* interactive stdin pipe (exec_stdin_write) */
         struct exec_session *next;
 };
@@ -148,6 +156,8 @@ static void session_free(struct exec_session *s)
                 }
         if (s->idle_hold)
                 engine_idle_hold(s->eng, s->env, false);
+        launch_abandon(s);
+        loop_cancel_timer(s->fail_timer);
         supervise_abandon(s->sv, true);
         if (s->via_slot)
                 after_exec(s, false); /* a start that failed after the slot spawned it */
@@ -382,8 +392,10 @@ void exec_hangup(struct exec_session *s)
         s->input_len = s->input_off = 0;
         if (s->pty_fd >= 0)
                 close_src(&s->pty_src, &s->pty_fd); /* the kernel sends SIGHUP */
-        else if (s->pty_sock < 0)
+        else if (s->pty_sock < 0 && s->sv)
                 supervise_kill(s->sv); /* never got a terminal */
+        else if (s->pty_sock < 0)
+                s->pending_signal = SIGKILL; /* when it has launched */
         struct hangup_kill *k = calloc(1, sizeof(*k));
         if (!k || !loop_add_timer(engine_loop(s->eng), EXEC_HANGUP_GRACE_MS, on_hangup_grace, k)) {
                 free(k);
@@ -405,7 +417,8 @@ void exec_reap_env(const char *env, unsigned wait_ms)
                 if (strcmp(s->env, env) != 0)
                         continue;
                 uint64_t now = now_ms();
-                supervise_reap_now(s->sv, now < deadline ? (unsigned)(deadline - now) : 0);
+                if (s->sv) /* a launch ends with its slot (killed with the environment) */
+                        supervise_reap_now(s->sv, now < deadline ? (unsigned)(deadline - now) : 0);
         }
 }
 
@@ -414,7 +427,12 @@ int exec_signal(struct exec_session *s, int sig)
         /* A terminal session: to the terminal's foreground process group, as a key would. */
         if (s->tty && s->pty_fd >= 0)
                 return ioctl(s->pty_fd, TIOCSIG, sig) < 0 ? -errno : 0;
-        return supervise_signal(s->sv, sig);
+        if (s->launch) {
+                if (s->pending_signal != SIGKILL)
+                        s->pending_signal = sig;
+                return 0;
+        }
+        return s->sv ? supervise_signal(s->sv, sig) : -ESRCH;
 }
 
 void exec_detach(struct exec_session *s)
@@ -423,14 +441,25 @@ void exec_detach(struct exec_session *s)
                 s->cb = NULL;
 }
 
-pid_t exec_pid(const struct exec_session *s)
+static void launch_now(struct exec_session *s);
+
+pid_t exec_pid(struct exec_session *s)
 {
+        if (s->launch)
+                launch_now(s);
         return s->pid;
 }
 
 int exec_signal_group(struct exec_session *s, int sig)
 {
-        if (supervise_exited(s->sv))
+        if (s->launch) {
+                if (sig == SIGKILL) /* the slot and whatever it made: the launch then fails */
+                        cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
+                if (s->pending_signal != SIGKILL)
+                        s->pending_signal = sig;
+                return 0;
+        }
+        if (!s->sv || supervise_exited(s->sv))
                 return -ESRCH;
         if (sig == SIGKILL) {
                 int r = cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
@@ -525,8 +554,11 @@ int exec_stdin_close(struct exec_session *s)
         return 0;
 }
 
+static void launch_slot_gone(struct exec_slot *sl);
+
 static void slot_unlink(struct exec_slot *sl)
 {
+        launch_slot_gone(sl); /* before its socket closes */
         for (struct exec_slot **p = &slots; *p; p = &(*p)->next)
                 if (*p == sl) {
                         *p = sl->next;
@@ -597,24 +629,33 @@ static void on_corpse(struct loop_source *src, int fd, uint32_t events, void *da
         corpse_bury(data);
 }
 
-static void slot_let_go(struct exec_slot *sl)
+/* Reaps pid (a child of the daemon, killed or ending) once its pidfd says it is gone, and then
+ * removes the group cg/sub; false if it cannot be watched (nothing was done). */
+static bool corpse_watch(struct engine *e, pid_t pid, const char *cg, const char *sub)
 {
         struct slot_corpse *c = calloc(1, sizeof(*c));
-        int pidfd = c && sl->js.pid > 0 ? sys_pidfd_open(sl->js.pid, 0) : -EBADF;
-        if (pidfd < 0 || loop_add_fd(engine_loop(sl->eng), pidfd, EPOLLIN, on_corpse, c,
-                                     &c->src) < 0) {
+        int pidfd = c && pid > 0 ? sys_pidfd_open(pid, 0) : -EBADF;
+        if (pidfd < 0 || loop_add_fd(engine_loop(e), pidfd, EPOLLIN, on_corpse, c, &c->src) < 0) {
                 if (pidfd >= 0)
                         close(pidfd);
                 free(c);
+                return false;
+        }
+        c->eng = e;
+        c->pidfd = pidfd;
+        snprintf(c->cg, sizeof(c->cg), "%s", cg);
+        snprintf(c->sub, sizeof(c->sub), "%s", sub);
+        c->next = corpses;
+        corpses = c;
+        return true;
+}
+
+static void slot_let_go(struct exec_slot *sl)
+{
+        if (!corpse_watch(sl->eng, sl->js.pid, env_cgroup(sl->env), sl->sub)) {
                 slot_free(sl);
                 return;
         }
-        c->eng = sl->eng;
-        c->pidfd = pidfd;
-        snprintf(c->cg, sizeof(c->cg), "%s", env_cgroup(sl->env));
-        snprintf(c->sub, sizeof(c->sub), "%s", sl->sub);
-        c->next = corpses;
-        corpses = c;
         slot_unlink(sl);
         join_slot_release(&sl->js);
         free(sl);
@@ -897,6 +938,225 @@ void exec_slots_shutdown(void)
         sweep_timer = NULL;
 }
 
+/* ---- launching through a slot -------------------------------------------------------------- */
+
+/* A command handed to a slot whose answer (the command's pid) has not come. The loop watches
+ * the slot's socket rather than waiting for it: the slot runs in the environment's cgroup,
+ * which the environment's own processes can starve of CPU (a CPU limit of 1% with every thread
+ * busy) or which can be frozen, and a wait there held every other client for seconds. A
+ * launch outlives its session if that goes first: the command it reports is then killed and
+ * reaped. */
+struct launch {
+        struct engine *eng;
+        struct exec_session *s; /* NULL once the session is gone */
+        struct exec_slot *slot;
+        struct loop_source *src;
+        struct loop_timer *timer; /* JOIN_SLOT_ANSWER_MS */
+        struct launch *next;
+};
+static struct launch *launches;
+
+/* The command runs (pid, our child): watched from now on. 0, or -errno with err (the command
+ * killed and reaped). */
+static int session_launched(struct exec_session *s, pid_t pid, char *err, size_t errlen)
+{
+        s->pid = pid;
+        int pidfd = sys_pidfd_open(pid, 0);
+        if (pidfd < 0) {
+                /* Cannot happen for our own unreaped child; keep the invariant anyway. */
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                s->pid = 0;
+                snprintf(err, errlen, "pidfd: %s", strerror(-pidfd));
+                return pidfd;
+        }
+        char label[NAME_BUF_SIZE + 40];
+        snprintf(label, sizeof(label), "%s: %s", s->env, s->sub); /* only for logs */
+        struct supervise_spec spec = {.loop = engine_loop(s->eng),
+                                      .label = label,
+                                      .cgroups = engine_cgroups(s->eng),
+                                      .cgroup_name = s->cg,
+                                      .cgroup_sub = s->sub,
+                                      .keep_cgroup = true, /* after_exec */
+                                      .timeout_ms = s->timeout_ms,
+                                      .ops = &command_ops,
+                                      .data = s};
+        int r = supervise_start(&spec, &(struct supervise_child){pidfd, -EBADF, -EBADF}, &s->sv);
+        if (r < 0) {
+                s->pid = 0;
+                snprintf(err, errlen, "watching the exec: %s", strerror(-r));
+        }
+        return r;
+}
+
+/* A session whose command never ran ends as one that could not start: the reason on stderr,
+ * exit code 126, from a turn of its own (the caller may hold it). */
+static void on_launch_failed(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct exec_session *s = data;
+        s->fail_timer = NULL; /* fired */
+        deliver(s, 2, s->fail_msg, strlen(s->fail_msg));
+        s->res.exit_code = 126;
+        s->res.duration_ms = now_ms() - s->started;
+        audit_exec_end(TAKE_PTR(s->audit), &s->res);
+        if (s->cb && s->cb->done)
+                s->cb->done(s->data, &s->res);
+        session_free(s);
+}
+
+static void launch_fail(struct exec_session *s, const char *why)
+{
+        snprintf(s->fail_msg, sizeof(s->fail_msg), "paddock: the command could not start: %s\n",
+                 why);
+        s->fail_timer = loop_add_timer(engine_loop(s->eng), 0, on_launch_failed, s);
+        if (!s->fail_timer)
+                log_error("%s: %s: an exec that could not start stays unanswered", s->env,
+                          s->sub);
+}
+
+static void launch_free(struct launch *l)
+{
+        for (struct launch **p = &launches; *p; p = &(*p)->next)
+                if (*p == l) {
+                        *p = l->next;
+                        break;
+                }
+        loop_remove(l->src);
+        loop_cancel_timer(l->timer);
+        if (l->s)
+                l->s->launch = NULL;
+        free(l);
+}
+
+/* The slot answered (r 0 with pid, or -ESTALE with why): the session goes on, or fails; a
+ * command nobody waits for any more is killed and reaped. The slot is the command's (busy)
+ * or, when it failed or nobody waits, let go. */
+static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
+{
+        struct exec_session *s = l->s;
+        struct exec_slot *slot = l->slot;
+        launch_free(l);
+        char err[256];
+        if (r == 0 && s && session_launched(s, pid, err, sizeof(err)) == 0) {
+                s->via_slot = true; /* after_exec frees the slot or keeps it */
+                int sig = s->pending_signal;
+                s->pending_signal = 0;
+                if (sig == SIGKILL)
+                        exec_signal_group(s, SIGKILL);
+                else if (sig)
+                        exec_signal(s, sig);
+                return;
+        }
+        if (r == 0 && !s) {
+                kill(pid, SIGKILL);
+                if (!corpse_watch(slot->eng, pid, env_cgroup(slot->env), slot->sub))
+                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+        }
+        if (s)
+                launch_fail(s, r == 0 ? err : why);
+        if (slot)
+                slot_let_go(slot); /* its group goes once it is gone */
+}
+
+static void on_launch_answer(struct loop_source *src, int fd, uint32_t events, void *data)
+{
+        (void)src;
+        (void)fd;
+        (void)events;
+        struct launch *l = data;
+        pid_t pid = 0;
+        char why[256] = "";
+        int r = join_slot_report(&l->slot->js, 0, &pid, why, sizeof(why));
+        launch_end(l, r, pid, why);
+}
+
+static void on_launch_timeout(struct loop_timer *t, void *data)
+{
+        (void)t;
+        struct launch *l = data;
+        l->timer = NULL; /* fired */
+        struct exec_session *s = l->s;
+        log_warn("%s: an exec slot did not answer in %d s: its group killed", s ? s->env : "?",
+                 JOIN_SLOT_ANSWER_MS / 1000);
+        /* The slot and what it may have made die; its answer or its end still comes here. */
+        cgroup_env_kill(engine_cgroups(l->eng), env_cgroup(l->slot->env), l->slot->sub);
+        if (s) {
+                s->launch = NULL;
+                l->s = NULL;
+                launch_fail(s, "its environment did not run it in time (all of its CPU in use, "
+                               "or frozen)");
+        }
+}
+
+static int launch_watch(struct exec_session *s, struct exec_slot *slot)
+{
+        struct launch *l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        *l = (struct launch){.eng = s->eng, .s = s, .slot = slot};
+        int r = loop_add_fd(engine_loop(s->eng), slot->js.sock, EPOLLIN, on_launch_answer, l,
+                            &l->src);
+        l->timer = r < 0 ? NULL
+                         : loop_add_timer(engine_loop(s->eng), JOIN_SLOT_ANSWER_MS,
+                                          on_launch_timeout, l);
+        if (!l->timer) {
+                loop_remove(l->src);
+                free(l);
+                slot_free(slot); /* what it may have made dies with it */
+                return -ENOMEM;
+        }
+        l->next = launches;
+        launches = l;
+        s->launch = l;
+        return 0;
+}
+
+/* The session gives up on its launch (it is freed): the launch goes on without it. */
+static void launch_abandon(struct exec_session *s)
+{
+        if (!s->launch)
+                return;
+        s->launch->s = NULL;
+        s->launch = NULL;
+        cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
+}
+
+/* The slot goes (its environment stops, or the daemon does): a launch through it ends, with
+ * its answer if it is there already. */
+static void launch_slot_gone(struct exec_slot *sl)
+{
+        for (struct launch *l = launches; l; l = l->next)
+                if (l->slot == sl) {
+                        pid_t pid = 0;
+                        char why[256];
+                        int r = join_slot_report(&sl->js, 0, &pid, why, sizeof(why));
+                        if (r < 0)
+                                snprintf(why, sizeof(why), "its environment stopped");
+                        l->slot = NULL; /* being freed by the caller */
+                        if (r == 0 && !l->s) {
+                                kill(pid, SIGKILL);
+                                if (!corpse_watch(sl->eng, pid, env_cgroup(sl->env), sl->sub))
+                                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                                ;
+                                r = -ESTALE;
+                        }
+                        launch_end(l, r, pid, why);
+                        return;
+                }
+}
+
+/* E2B's start event carries the command's pid: the launch is waited for here (bounded). */
+static void launch_now(struct exec_session *s)
+{
+        struct launch *l = s->launch;
+        pid_t pid = 0;
+        char why[256] = "";
+        int r = join_slot_report(&l->slot->js, JOIN_SLOT_ANSWER_MS, &pid, why, sizeof(why));
+        launch_end(l, r, pid, why);
+}
+
 int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                const struct exec_callbacks *cb, void *data, struct exec_session **ret, char *err,
                size_t errlen)
@@ -990,9 +1250,23 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         int r = -ENOMEM;
         struct exec_slot *slot = NULL;
         unsigned n_slots = 0;
-        for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next, n_slots++)
-                if (!sl->busy && !sl->waiting && !slot)
-                        slot = sl;
+        for (struct exec_slot *sl = env_exec_slot(v), *next; sl; sl = next) {
+                next = sl->env_next;
+                if (sl->busy || sl->waiting || slot) {
+                        n_slots++;
+                        continue;
+                }
+                /* One that died (killed from outside, say) would fail the command later, once
+                 * it was handed over: it goes now. */
+                siginfo_t si = {0};
+                if (waitid(P_PID, (id_t)sl->js.pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+                    si.si_pid != 0) {
+                        slot_free(sl);
+                        continue;
+                }
+                slot = sl;
+                n_slots++;
+        }
         if (!slot && envp && n_slots < SLOTS_PER_ENV) {
                 /* None free (every slot's command still runs, or none made yet): one more is
                  * made now, in a group of its own, and runs this command as it will the next.
@@ -1005,20 +1279,17 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 char fresh[sizeof(s->sub)];
                 snprintf(fresh, sizeof(fresh), "%s", s->sub);
                 snprintf(s->sub, sizeof(s->sub), "%s", slot->sub);
-                r = join_slot_run(&slot->js, &jc, &pid, err, errlen);
+                /* Handed over, not waited for: its answer comes to the loop (launch_watch). */
+                r = join_slot_send(&slot->js, &jc);
                 if (r == 0) {
                         slot->busy = true;
                         slot->used = true;
-                        s->via_slot = true;
                 } else {
-                        if (r != -E2BIG) {
-                                log_debug("%s: exec slot: %s", s->env, err);
-                                slot_free(slot);
-                        }
                         snprintf(s->sub, sizeof(s->sub), "%s", fresh);
+                        slot = NULL; /* too big for a slot: the helper below */
                 }
         }
-        if (envp && (!slot || r < 0))
+        if (envp && !slot)
                 r = env_join_exec(&jc, &pid, err, errlen);
         for (size_t i = 0; envp && envp[i]; i++)
                 free(envp[i]);
@@ -1032,36 +1303,16 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 session_free(s);
                 return r;
         }
-        s->pid = pid;
         s->stdin_keep = rq->stdin_keep;
-        int pidfd = sys_pidfd_open(pid, 0);
-        if (pidfd < 0) {
-                /* Cannot happen for our own unreaped child; keep the invariant anyway. */
-                r = pidfd;
-                kill(pid, SIGKILL);
-                waitpid(pid, NULL, 0);
-                snprintf(err, errlen, "pidfd: %s", strerror(-r));
-                session_free(s);
-                return r;
-        }
-        char label[NAME_BUF_SIZE + 40];
-        snprintf(label, sizeof(label), "%s: %s", s->env, s->sub); /* only for logs */
-        struct loop *l = engine_loop(e);
-        struct supervise_spec spec = {.loop = l,
-                                      .label = label,
-                                      .cgroups = engine_cgroups(e),
-                                      .cgroup_name = s->cg,
-                                      .cgroup_sub = s->sub,
-                                      .keep_cgroup = true, /* after_exec */
-                                      .timeout_ms = rq->timeout_ms,
-                                      .ops = &command_ops,
-                                      .data = s};
-        r = supervise_start(&spec, &(struct supervise_child){pidfd, -EBADF, -EBADF}, &s->sv);
+        s->timeout_ms = rq->timeout_ms;
+        r = slot ? launch_watch(s, slot) : session_launched(s, pid, err, errlen);
         if (r < 0) {
-                snprintf(err, errlen, "watching the exec: %s", strerror(-r));
+                if (slot)
+                        snprintf(err, errlen, "out of memory");
                 session_free(s);
                 return r;
         }
+        struct loop *l = engine_loop(e);
         fcntl(s->in_fd, F_SETFL, O_NONBLOCK);
         fcntl(s->out_fd, F_SETFL, O_NONBLOCK);
         fcntl(s->err_fd, F_SETFL, O_NONBLOCK);

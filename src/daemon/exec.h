@@ -111,7 +111,7 @@ int exec_signal(struct exec_session *s, int sig);
 /* The client is gone: the command keeps running, its output is dropped. */
 void exec_detach(struct exec_session *s);
 /* The command's host pid (the leader of its session and process group). */
-pid_t exec_pid(const struct exec_session *s);
+pid_t exec_pid(struct exec_session *s);
 /* Signal the command's whole process group (it is a session leader); SIGKILL kills everything
  * in the exec's cgroup. */
 int exec_signal_group(struct exec_session *s, int sig);

@@ -64,6 +64,7 @@ struct join_slot {
         pid_t pid; /* the slot, a child of the caller (or of its parent: clone_parent); 0 once
                     * discarded */
         int sock;  /* the caller's end of its socket */
+        bool unsent; /* join_slot_send's message did not go out (the slot is gone) */
 };
 /* wait_go: the slot joins its group and then waits for join_slot_go before it enters the
  * namespaces (PID 1 may still be setting them up: a create). */
@@ -77,6 +78,15 @@ int join_slot_go(struct join_slot *slot);
  * env_join_exec instead). */
 int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *ret_pid,
                   char *errbuf, size_t errlen);
+/* join_slot_run in two steps, for a caller that must not wait for the slot (its group may be
+ * starved of CPU, or frozen): send hands it the command (0, or -E2BIG with the slot as it
+ * was; c's fds may be closed once it returns); report then reads its answer once its socket
+ * is readable (timeout_ms 0) or waits up to timeout_ms for it: 0 with the command's pid, or
+ * -ESTALE (the caller discards the slot, join_slot_release or join_slot_discard). */
+int join_slot_send(struct join_slot *slot, const struct join_config *c);
+#define JOIN_SLOT_ANSWER_MS 10000 /* how long a slot may take to answer: it may still set up */
+int join_slot_report(struct join_slot *slot, int timeout_ms, pid_t *ret_pid, char *errbuf,
+                     size_t errlen);
 /* Kill and reap the slot (idempotent). */
 void join_slot_discard(struct join_slot *slot);
 /* Kill the slot and close its socket without waiting: the caller reaps it (its pid). */

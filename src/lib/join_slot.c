@@ -39,8 +39,6 @@
 /* Where the command's final environment goes in the slot's string table: after the strings,
  * argv and envp that receive() lays out (at most 2 * (SLOT_MAX_STRINGS + 3) + 3 pointers). */
 #define SLOT_ENV_ROOM (2u * SLOT_MAX_STRINGS + 16u)
-/* How long join_slot_run waits for the slot's answer: it may still be joining its cgroup. */
-#define SLOT_ANSWER_MS 10000
 /* The command's stack until its execve: passwd_lookup's 64 KiB buffer and execvp's path
  * buffer, with a wide margin. Untouched pages cost nothing. */
 #define SLOT_STACK_SIZE (1024u * 1024u)
@@ -143,8 +141,7 @@ void join_slot_discard(struct join_slot *slot)
         slot->sock = -EBADF;
 }
 
-int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *ret_pid,
-                  char *errbuf, size_t errlen)
+int join_slot_send(struct join_slot *slot, const struct join_config *c)
 {
         struct slot_head h;
         _cleanup_free_ char *blob = malloc(SLOT_BLOB_MAX);
@@ -167,21 +164,28 @@ int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *re
         ssize_t n;
         while ((n = sendmsg(slot->sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
                 ;
-        /* A slot that failed has written its report and gone: read that rather than the send's
-         * EPIPE. */
+        /* A slot that failed has written its report and gone: join_slot_report reads that
+         * rather than the send's EPIPE. */
+        slot->unsent = n < 0;
+        return 0;
+}
+
+int join_slot_report(struct join_slot *slot, int timeout_ms, pid_t *ret_pid, char *errbuf,
+                     size_t errlen)
+{
         struct helper_report rep = {.err = -EIO};
         struct pollfd p = {.fd = slot->sock, .events = POLLIN};
         int pr;
-        while ((pr = poll(&p, 1, SLOT_ANSWER_MS)) < 0 && errno == EINTR)
+        while ((pr = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
                 ;
-        ssize_t got = pr > 0 ? recv(slot->sock, &rep, sizeof(rep), 0) : -1;
+        ssize_t got = pr > 0 ? recv(slot->sock, &rep, sizeof(rep), MSG_DONTWAIT) : -1;
         bool answered = got == (ssize_t)sizeof(rep);
         if (!answered) {
                 rep.err = pr == 0 ? -ETIMEDOUT : -EIO; /* stuck (a frozen group) or broken */
                 rep.pid = 0;
                 snprintf(rep.msg, sizeof(rep.msg), "exec slot: %s", strerror(-rep.err));
         }
-        if (n < 0 && answered && rep.err == 0)
+        if (slot->unsent && answered && rep.err == 0)
                 rep.err = -EIO; /* cannot happen: it answered a command it never got */
         if (rep.err < 0 || rep.pid <= 0) {
                 /* A command that died before its execve (the user namespace refused it) is our
@@ -189,13 +193,24 @@ int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *re
                 if (answered && rep.pid > 0)
                         while (waitpid(rep.pid, NULL, 0) < 0 && errno == EINTR)
                                 ;
-                join_slot_discard(slot);
                 rep.msg[sizeof(rep.msg) - 1] = 0;
                 snprintf(errbuf, errlen, "%s", rep.msg[0] ? rep.msg : "exec slot failed");
-                return -ESTALE;
+                return -ESTALE; /* the caller discards the slot */
         }
         *ret_pid = rep.pid;
         return 0;
+}
+
+int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *ret_pid,
+                  char *errbuf, size_t errlen)
+{
+        int r = join_slot_send(slot, c);
+        if (r < 0)
+                return r;
+        r = join_slot_report(slot, JOIN_SLOT_ANSWER_MS, ret_pid, errbuf, errlen);
+        if (r < 0)
+                join_slot_discard(slot);
+        return r;
 }
 
 /* ------------------------------------------------------------------ the slot */

@@ -247,6 +247,39 @@ def test_a_stop_watches_its_slots_end_and_does_not_wait_for_it(daemon):
     assert daemon.sh("held", "echo again") == "again\n"
 
 
+def test_an_exec_into_an_environment_starved_of_cpu_holds_up_only_its_caller(daemon):
+    """The command's slot runs in the environment's cgroup: an environment with a 1% CPU limit
+    and every thread busy gives it almost no CPU, and its answer can take seconds. The daemon
+    does not wait for it: other clients are answered meanwhile (each well within 2 s, where a
+    wait held them for 8 s and more), and the exec goes on when the slot answers, or ends when
+    its environment does, leaving no process behind."""
+    daemon.create("starved", "--computer", "--cpus", "0.01")
+    daemon.create("other")
+    daemon.sh("starved", "for i in $(seq 16); do (while :; do :; done) & done")
+    time.sleep(1)  # the spinners have its CPU
+    box = {}
+    ex = threading.Thread(target=lambda: box.update(
+        r=daemon.api("POST", "/v1/envs/starved/exec", {"cmd": ["true"]}, timeout=120)))
+    ex.start()
+    try:
+        time.sleep(0.2)
+        worst, end = 0.0, time.monotonic() + 3
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            assert daemon.api("GET", "/v1/system", timeout=30).status == 200
+            worst = max(worst, time.monotonic() - t0)
+        assert worst < 2, worst
+        assert ex.is_alive(), box  # the starved exec was still under way all along
+        assert daemon.sh("other", "echo served") == "served\n"
+    finally:
+        daemon.cli("rm", "-f", "starved")
+    ex.join(60)
+    assert not ex.is_alive() and box["r"].status == 200, box
+    wait_for(lambda: not slots(daemon, "starved") and
+             not [p for p, _, st in children_of(daemon.pid) if st == "Z"], 10, 0.1,
+             "nothing of the exec left behind")
+
+
 def test_an_environment_that_stops_every_new_process_cannot_stall_the_daemon(daemon):
     """An exec's command is in the environment's pid namespace from its clone on, and until
     its execve it runs our code on memory it may share with its spawner: an environment that
