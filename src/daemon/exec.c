@@ -23,15 +23,17 @@
 static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
-/* Warm exec slots (join.h): when an environment is created (exec_slot_early, alongside PID 1)
- * or started (exec_slot_prewarm), or when an exec finds none free, a helper is cloned into a per-exec group and the environment's namespaces,
- * and stays: each exec hands it the command and skips the fork, the cgroup join, the filter's
- * load and the copy of the daemon's address space. A slot is busy while its command runs and
- * free again once its group holds only the slot; a command that leaves a process behind, or
- * dies with its group killed, costs the slot. Up to SLOTS_PER_ENV per environment, so that a
- * background server or a long command does not send every other exec the slow way (the
- * helper's cgroup2 join waits for an RCU grace period while the daemon sleeps), with at most one
- * of them free; discarded when the environment stops or after SLOT_IDLE_MS unused, so
+/* Warm exec slots (join.h): when an environment is created or started (with PID 1, or
+ * exec_slot_prewarm), or when an exec finds none free, a helper is cloned into a per-exec group
+ * and the environment's namespaces, and stays: each exec hands it the command and skips the
+ * fork, the cgroup join, the filter's load and the copy of the daemon's address space; the
+ * slot's answer (the command's pid) comes to the loop (struct launch below), never waited for.
+ * A slot is busy while its command runs and free again once its group holds only the slot; a
+ * command that leaves a process behind, or dies with its group killed, costs the slot. Up to
+ * SLOTS_PER_ENV per environment, so that a background server or a long command does not make
+ * every other exec clone a slot of its own (beyond them each exec gets one for its command
+ * only), with at most one of them free; discarded when the environment stops or after
+ * SLOT_IDLE_MS unused, so
  * environments nobody execs into hold no extra process. A slot made ahead of a first command
  * that never came goes after SLOT_UNUSED_MS: a script creating a thousand environments in a row
  * must not leave a thousand slots behind for half a minute. */
@@ -50,6 +52,7 @@ struct exec_slot {
         bool busy;     /* its command runs, in the slot's group */
         bool waiting;  /* made during a create: waits for exec_slot_go */
         bool used;     /* has run a command */
+        bool once;     /* made beyond SLOTS_PER_ENV: let go once its command runs */
         struct exec_slot *next;     /* in slots */
         struct exec_slot *env_next; /* in its environment's (env_exec_slot) */
 };
@@ -598,6 +601,7 @@ struct slot_corpse {
         struct loop_source *src;
         char cg[80];
         char sub[32];
+        bool prune_only; /* its group may hold a command that goes on: removed only if empty */
         struct slot_corpse *next;
 };
 
@@ -610,8 +614,9 @@ static void corpse_bury(struct slot_corpse *c)
                 ;
         loop_remove(c->src);
         close(c->pidfd);
-        int r = cgroup_env_destroy(engine_cgroups(c->eng), c->cg, c->sub);
-        if (r < 0 && r != -ENOENT)
+        int r = c->prune_only ? cgroup_env_prune(engine_cgroups(c->eng), c->cg, c->sub)
+                              : cgroup_env_destroy(engine_cgroups(c->eng), c->cg, c->sub);
+        if (r < 0 && r != -ENOENT && r != -EBUSY)
                 log_debug("%s: removing the exec slot's group: %s", c->sub, strerror(-r));
         for (struct slot_corpse **p = &corpses; *p; p = &(*p)->next)
                 if (*p == c) {
@@ -631,7 +636,8 @@ static void on_corpse(struct loop_source *src, int fd, uint32_t events, void *da
 
 /* Reaps pid (a child of the daemon, killed or ending) once its pidfd says it is gone, and then
  * removes the group cg/sub; false if it cannot be watched (nothing was done). */
-static bool corpse_watch(struct engine *e, pid_t pid, const char *cg, const char *sub)
+static bool corpse_watch(struct engine *e, pid_t pid, const char *cg, const char *sub,
+                         bool prune_only)
 {
         struct slot_corpse *c = calloc(1, sizeof(*c));
         int pidfd = c && pid > 0 ? sys_pidfd_open(pid, 0) : -EBADF;
@@ -643,6 +649,7 @@ static bool corpse_watch(struct engine *e, pid_t pid, const char *cg, const char
         }
         c->eng = e;
         c->pidfd = pidfd;
+        c->prune_only = prune_only;
         snprintf(c->cg, sizeof(c->cg), "%s", cg);
         snprintf(c->sub, sizeof(c->sub), "%s", sub);
         c->next = corpses;
@@ -652,7 +659,8 @@ static bool corpse_watch(struct engine *e, pid_t pid, const char *cg, const char
 
 static void slot_let_go(struct exec_slot *sl)
 {
-        if (!corpse_watch(sl->eng, sl->js.pid, env_cgroup(sl->env), sl->sub)) {
+        /* A busy slot's group holds its command, or what it left behind: that stays. */
+        if (!corpse_watch(sl->eng, sl->js.pid, env_cgroup(sl->env), sl->sub, sl->busy)) {
                 slot_free(sl);
                 return;
         }
@@ -874,7 +882,7 @@ static void on_after_exec(struct loop_timer *t, void *data)
                         free(a);
                         return;
                 }
-                slot_free(sl); /* busy: the group stays for what is left in it */
+                slot_let_go(sl); /* busy: the group stays for what is left in it */
         }
         /* A helper's exec group goes (the next exec without a slot makes one, exec_start). */
         int r = cgroup_env_prune(m, a->cg, a->sub);
@@ -1039,7 +1047,10 @@ static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
         launch_free(l);
         char err[256];
         if (r == 0 && s && session_launched(s, pid, err, sizeof(err)) == 0) {
-                s->via_slot = true; /* after_exec frees the slot or keeps it */
+                if (slot && slot->once)
+                        slot_let_go(slot); /* its command goes on in its group */
+                else
+                        s->via_slot = slot != NULL; /* after_exec frees the slot or keeps it */
                 int sig = s->pending_signal;
                 s->pending_signal = 0;
                 if (sig == SIGKILL)
@@ -1050,7 +1061,7 @@ static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
         }
         if (r == 0 && !s) {
                 kill(pid, SIGKILL);
-                if (!corpse_watch(slot->eng, pid, env_cgroup(slot->env), slot->sub))
+                if (!corpse_watch(slot->eng, pid, env_cgroup(slot->env), slot->sub, false))
                         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                                 ;
         }
@@ -1137,7 +1148,7 @@ static void launch_slot_gone(struct exec_slot *sl)
                         l->slot = NULL; /* being freed by the caller */
                         if (r == 0 && !l->s) {
                                 kill(pid, SIGKILL);
-                                if (!corpse_watch(sl->eng, pid, env_cgroup(sl->env), sl->sub))
+                                if (!corpse_watch(sl->eng, pid, env_cgroup(sl->env), sl->sub, false))
                                         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                                                 ;
                                 r = -ESTALE;
@@ -1267,13 +1278,16 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 slot = sl;
                 n_slots++;
         }
-        if (!slot && envp && n_slots < SLOTS_PER_ENV) {
+        if (!slot && envp) {
                 /* None free (every slot's command still runs, or none made yet): one more is
                  * made now, in a group of its own, and runs this command as it will the next.
-                 * All busy: a helper, below. */
+                 * Beyond SLOTS_PER_ENV it runs this one only (a slot, not the helper below,
+                 * whose clone the daemon would wait for in the environment's cgroup). */
                 char sub[sizeof(s->sub)];
                 snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
                 slot = slot_prepare(e, v, sub, env_pidfd(v), false);
+                if (slot)
+                        slot->once = n_slots >= SLOTS_PER_ENV;
         }
         if (slot) {
                 char fresh[sizeof(s->sub)];

@@ -21,6 +21,7 @@
 #include "lib/util.h"
 
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 static int step(const char *name, int r, const char **ret_step)
 {
@@ -29,9 +30,20 @@ static int step(const char *name, int r, const char **ret_step)
         return r;
 }
 
+/* A sandbox process dumps no core, and cannot raise the limit again: a dump would go to the
+ * host's core handler or fill its scratch space. */
+static int no_core_dumps(const char **ret_step)
+{
+        struct rlimit core = {0, 0};
+        return step("core limit", setrlimit(RLIMIT_CORE, &core) < 0 ? -errno : 0, ret_step);
+}
+
 static int confine_sandbox(int exec_fd, const char **ret_step)
 {
-        int r = step("capabilities", caps_apply(PROFILE_SANDBOX), ret_step);
+        int r = no_core_dumps(ret_step);
+        if (r < 0)
+                return r;
+        r = step("capabilities", caps_apply(PROFILE_SANDBOX), ret_step);
         if (r < 0)
                 return r;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -72,7 +84,10 @@ int confine_apply_spawned(enum confine_profile p, const char **ret_step)
 {
         switch (p) {
         case PROFILE_SANDBOX: {
-                int r = step("capabilities", caps_apply_process(PROFILE_SANDBOX), ret_step);
+                int r = no_core_dumps(ret_step);
+                if (r < 0)
+                        return r;
+                r = step("capabilities", caps_apply_process(PROFILE_SANDBOX), ret_step);
                 if (r < 0)
                         return r;
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

@@ -242,8 +242,11 @@ static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
         }
         if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n < sizeof(h) ||
             h.magic != SLOT_MAGIC || h.blob_len != (size_t)n - sizeof(h) ||
-            h.argc == 0 || h.argc + h.envc > SLOT_MAX_STRINGS || nfds != (h.has_pty ? 4u : 3u))
-                return -EBADMSG;
+            h.argc == 0 || h.argc > SLOT_MAX_STRINGS || h.envc > SLOT_MAX_STRINGS ||
+            h.argc + h.envc > SLOT_MAX_STRINGS || h.has_pty > 1 || h.has_cwd > 1 ||
+            h.has_user > 1 || h.has_fallback > 1 || h.login_env > 1 ||
+            nfds != (h.has_pty ? 4u : 3u))
+                return -EBADMSG; /* each count checked alone first: their sum cannot wrap */
         if (h.blob_len == 0 || blob[h.blob_len - 1] != 0)
                 return -EBADMSG;
         /* Every string NUL-terminated inside the blob, exactly as many as announced. */

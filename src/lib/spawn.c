@@ -114,10 +114,6 @@ static _Noreturn void child_main(const struct spawn_config *c, int report_fd, bo
                 child_fail(report_fd, "loopback", r);
         if ((r = become_root_in_userns(c->rootfs.userns_fd)) < 0)
                 child_fail(report_fd, "user namespace", r);
-        if (c->profile == PROFILE_SANDBOX) {
-                struct rlimit core = {0, 0};
-                setrlimit(RLIMIT_CORE, &core);
-        }
         if ((r = confine_apply_exec(c->profile, c->init_fd, &step)) < 0)
                 child_fail(report_fd, step, r);
         prctl(PR_SET_PDEATHSIG, 0);
