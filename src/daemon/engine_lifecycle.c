@@ -342,7 +342,7 @@ void env_mark_stopped(struct engine *e, struct env *v)
         v->stopping = false;
         /* Commands exec'd into it are our children (CLONE_PARENT): the pid namespace's end
          * killed them; reap them so the cgroup can empty. */
-        exec_reap_env(v->row.name, 1000);
+        exec_reap_env(v, 1000);
         exec_slot_discard(v);
         events_env_stopped(e, v); /* reads the OOM count: before the cgroup goes */
         int r = cgroup_env_destroy(e->cfg.cgroups, v->cgname, NULL);
@@ -427,7 +427,7 @@ static void pid1_kill_wait(struct engine *e, struct env *v)
         sys_pidfd_send_signal(v->pidfd, SIGKILL, 0);
         bool gone = false;
         for (uint64_t end = now_ms() + 5000; now_ms() < end && !gone;) {
-                exec_reap_env(v->row.name, 0);
+                exec_reap_env(v, 0);
                 struct pollfd p = {.fd = v->pidfd, .events = POLLIN};
                 gone = poll(&p, 1, 10) > 0;
         }
@@ -437,7 +437,7 @@ static void pid1_kill_wait(struct engine *e, struct env *v)
                  * everything in it, the exec slots too, whose reaping would wait for them. */
                 log_warn("%s: PID 1 did not die in 5 s: killing its cgroup", v->row.name);
                 cgroup_env_kill(e->cfg.cgroups, v->cgname, NULL);
-                exec_reap_env(v->row.name, 1000);
+                exec_reap_env(v, 1000);
         }
 }
 

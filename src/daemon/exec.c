@@ -12,6 +12,8 @@
 #include "lib/pty.h"
 #include "lib/util.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -97,6 +99,7 @@ struct exec_session {
         struct launch *launch;
         uint64_t timeout_ms;      /* the exec's own, for supervise once launched */
         int pending_signal;       /* asked for while launching (0: none) */
+        bool pending_group;       /* ... for its process group (exec_signal_group) */
         struct loop_timer *fail_timer; /* it could not start: on_launch_failed */
         char fail_msg[320];
         bool stdin_keep, stdin_closing; /* interactive stdin pipe (exec_stdin_write) */
@@ -311,7 +314,10 @@ static void on_pty_handover(struct loop_source *src, int fd, uint32_t events, vo
         if (r < 0) {
                 log_warn("%s: watching a terminal: %s", s->env, strerror(-r));
                 close(TAKE_FD(s->pty_fd));
-                supervise_kill(s->sv);
+                if (s->launch)
+                        s->pending_signal = SIGKILL;
+                else
+                        supervise_kill(s->sv);
                 return;
         }
         pty_flush_input(s);
@@ -413,16 +419,43 @@ void exec_hangup(struct exec_session *s)
         hangup_kills = k;
 }
 
-void exec_reap_env(const char *env, unsigned wait_ms)
+static void launches_answered(struct env *v);
+static void reap_strays(struct env *v);
+
+/* Environments one of whose launches ended without the slot's answer (the slot died or went
+ * with its environment): a command it cloned just before may be a child nobody knows
+ * (reap_strays). Few and short-lived: forgotten when the environment's slots go. */
+#define CUT_MAX 16
+static char cut_envs[CUT_MAX][NAME_BUF_SIZE];
+
+static char *cut_find(const char *env)
 {
+        for (size_t i = 0; i < CUT_MAX; i++)
+                if (cut_envs[i][0] && !strcmp(cut_envs[i], env))
+                        return cut_envs[i];
+        return NULL;
+}
+
+static void cut_note(const char *env)
+{
+        if (cut_find(env))
+                return;
+        static size_t next;
+        snprintf(cut_envs[next], NAME_BUF_SIZE, "%s", env); /* the oldest goes if all are used */
+        next = (next + 1) % CUT_MAX;
+}
+
+void exec_reap_env(struct env *v, unsigned wait_ms)
+{
+        launches_answered(v); /* a command named already is watched, then reaped below */
         uint64_t deadline = now_ms() + wait_ms;
         for (struct exec_session *s = sessions; s; s = s->next) {
-                if (strcmp(s->env, env) != 0)
+                if (strcmp(s->env, env_name(v)) != 0 || !s->sv)
                         continue;
                 uint64_t now = now_ms();
-                if (s->sv) /* a launch ends with its slot (killed with the environment) */
-                        supervise_reap_now(s->sv, now < deadline ? (unsigned)(deadline - now) : 0);
+                supervise_reap_now(s->sv, now < deadline ? (unsigned)(deadline - now) : 0);
         }
+        reap_strays(v);
 }
 
 int exec_signal(struct exec_session *s, int sig)
@@ -431,8 +464,10 @@ int exec_signal(struct exec_session *s, int sig)
         if (s->tty && s->pty_fd >= 0)
                 return ioctl(s->pty_fd, TIOCSIG, sig) < 0 ? -errno : 0;
         if (s->launch) {
-                if (s->pending_signal != SIGKILL)
+                if (s->pending_signal != SIGKILL) {
                         s->pending_signal = sig;
+                        s->pending_group = false;
+                }
                 return 0;
         }
         return s->sv ? supervise_signal(s->sv, sig) : -ESRCH;
@@ -455,11 +490,11 @@ pid_t exec_pid(struct exec_session *s)
 
 int exec_signal_group(struct exec_session *s, int sig)
 {
-        if (s->launch) {
-                if (sig == SIGKILL) /* the slot and whatever it made: the launch then fails */
-                        cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
-                if (s->pending_signal != SIGKILL)
+        if (s->launch) { /* for the group once it runs (the slot's group is killed then) */
+                if (s->pending_signal != SIGKILL) {
                         s->pending_signal = sig;
+                        s->pending_group = true;
+                }
                 return 0;
         }
         if (!s->sv || supervise_exited(s->sv))
@@ -715,7 +750,7 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
         /* From the spawn process if there is one: a fork of the daemon would leave every page
          * it writes next to fault (copy-on-write). */
         int r = spawner_slot(engine_spawner(e), &jc, wait, &sl->js);
-        if (r == -ESRCH || r == -E2BIG)
+        if (r == -ESRCH || r == -E2BIG || r == -EAGAIN)
                 r = join_slot_start(&jc, wait, &sl->js);
         if (r < 0) {
                 log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
@@ -934,6 +969,9 @@ void exec_slot_discard(struct env *v)
 {
         while (env_exec_slot(v))
                 slot_free(env_exec_slot(v));
+        char *cut = cut_find(env_name(v));
+        if (cut) /* it has stopped: what it left was reaped (exec_reap_env) */
+                cut[0] = 0;
 }
 
 void exec_slots_shutdown(void)
@@ -1008,6 +1046,7 @@ static void on_launch_failed(struct loop_timer *t, void *data)
         s->res.exit_code = 126;
         s->res.duration_ms = now_ms() - s->started;
         audit_exec_end(TAKE_PTR(s->audit), &s->res);
+        events_exec_exited(s->eng, s->env, s->sub, s->res.exit_code, s->res.duration_ms);
         if (s->cb && s->cb->done)
                 s->cb->done(s->data, &s->res);
         session_free(s);
@@ -1053,8 +1092,8 @@ static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
                         s->via_slot = slot != NULL; /* after_exec frees the slot or keeps it */
                 int sig = s->pending_signal;
                 s->pending_signal = 0;
-                if (sig == SIGKILL)
-                        exec_signal_group(s, SIGKILL);
+                if (sig && (s->pending_group || sig == SIGKILL))
+                        exec_signal_group(s, sig);
                 else if (sig)
                         exec_signal(s, sig);
                 return;
@@ -1065,6 +1104,8 @@ static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
                         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                                 ;
         }
+        if (r < 0 && slot)
+                cut_note(env_name(slot->env));
         if (s)
                 launch_fail(s, r == 0 ? err : why);
         if (slot)
@@ -1089,10 +1130,10 @@ static void on_launch_timeout(struct loop_timer *t, void *data)
         struct launch *l = data;
         l->timer = NULL; /* fired */
         struct exec_session *s = l->s;
-        log_warn("%s: an exec slot did not answer in %d s: its group killed", s ? s->env : "?",
+        log_warn("%s: an exec slot did not answer in %d s: the exec fails", s ? s->env : "?",
                  JOIN_SLOT_ANSWER_MS / 1000);
-        /* The slot and what it may have made die; its answer or its end still comes here. */
-        cgroup_env_kill(engine_cgroups(l->eng), env_cgroup(l->slot->env), l->slot->sub);
+        /* The launch stays: the command the slot names later is killed and reaped then, and
+         * one that ends with its environment goes with the slot (launch_slot_gone). */
         if (s) {
                 s->launch = NULL;
                 l->s = NULL;
@@ -1124,14 +1165,16 @@ static int launch_watch(struct exec_session *s, struct exec_slot *slot)
         return 0;
 }
 
-/* The session gives up on its launch (it is freed): the launch goes on without it. */
+/* The session gives up on its launch (it is freed): the launch goes on without it, and kills
+ * and reaps the command when the slot names it. Not the slot's group now: a slot killed
+ * between the command's clone and its answer would leave a child nobody knows to reap (the
+ * kill would also wait for a starved group to empty). */
 static void launch_abandon(struct exec_session *s)
 {
         if (!s->launch)
                 return;
         s->launch->s = NULL;
         s->launch = NULL;
-        cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
 }
 
 /* The slot goes (its environment stops, or the daemon does): a launch through it ends, with
@@ -1143,8 +1186,10 @@ static void launch_slot_gone(struct exec_slot *sl)
                         pid_t pid = 0;
                         char why[256];
                         int r = join_slot_report(&sl->js, 0, &pid, why, sizeof(why));
-                        if (r < 0)
+                        if (r < 0) {
                                 snprintf(why, sizeof(why), "its environment stopped");
+                                cut_note(env_name(sl->env));
+                        }
                         l->slot = NULL; /* being freed by the caller */
                         if (r == 0 && !l->s) {
                                 kill(pid, SIGKILL);
@@ -1166,6 +1211,76 @@ static void launch_now(struct exec_session *s)
         char why[256] = "";
         int r = join_slot_report(&l->slot->js, JOIN_SLOT_ANSWER_MS, &pid, why, sizeof(why));
         launch_end(l, r, pid, why);
+}
+
+/* v's launches whose slots have answered, ended now rather than at the loop's next turn. */
+static void launches_answered(struct env *v)
+{
+        for (struct launch *l = launches, *next; l; l = next) {
+                next = l->next;
+                if (l->slot->env != v)
+                        continue;
+                struct pollfd p = {.fd = l->slot->js.sock, .events = POLLIN};
+                if (poll(&p, 1, 0) <= 0)
+                        continue;
+                pid_t pid = 0;
+                char why[256] = "";
+                int r = join_slot_report(&l->slot->js, 0, &pid, why, sizeof(why));
+                launch_end(l, r, pid, why); /* frees l, maybe a corpse; not next */
+        }
+}
+
+/* A command whose slot was killed between its clone and its answer is the daemon's child
+ * (CLONE_PARENT) that nobody knows: killed with the environment it stays a zombie, and the
+ * environment's PID 1 cannot finish exiting until it is reaped. Such zombies in v's exec
+ * groups, that no session watches, are reaped here. */
+static void reap_strays(struct env *v)
+{
+        if (!cut_find(env_name(v)))
+                return; /* none of its launches was cut short: nothing to look for */
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = 0;
+        for (ssize_t n = 1; fd >= 0 && n > 0;) {
+                if (cap - len < 4096) {
+                        char *nb = realloc(buf, cap + 65536);
+                        if (!nb)
+                                return;
+                        buf = nb;
+                        cap += 65536;
+                }
+                n = read(fd, buf + len, cap - len - 1);
+                len += n > 0 ? (size_t)n : 0;
+        }
+        if (!buf)
+                return;
+        buf[len] = 0;
+        char want[NAME_BUF_SIZE + 96];
+        snprintf(want, sizeof(want), "/%s/exec-", env_cgroup(v));
+        char *save = NULL;
+        for (char *tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+                pid_t pid = (pid_t)strtol(tok, NULL, 10);
+                bool known = pid <= 0;
+                for (struct exec_session *s = sessions; s && !known; s = s->next)
+                        known = s->pid == pid;
+                siginfo_t si = {0};
+                if (known || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+                    si.si_pid != pid)
+                        continue; /* not a zombie (yet) */
+                char cg[512];
+                snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+                _cleanup_close_ int cfd = open(path, O_RDONLY | O_CLOEXEC);
+                ssize_t k = cfd >= 0 ? read(cfd, cg, sizeof(cg) - 1) : -1;
+                if (k <= 0)
+                        continue;
+                cg[k] = 0;
+                if (!strstr(cg, want))
+                        continue;
+                log_debug("%s: reaping a command nobody knew (pid %d)", env_name(v), (int)pid);
+                waitpid(pid, NULL, WNOHANG);
+        }
 }
 
 int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,

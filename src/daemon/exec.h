@@ -82,7 +82,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                size_t errlen);
 /* PID 1 of env is gone, so every exec in it is dying: collect those processes now (waiting up
  * to wait_ms in all), so that no zombie keeps the environment's cgroup busy. */
-void exec_reap_env(const char *env, unsigned wait_ms);
+void exec_reap_env(struct env *v, unsigned wait_ms);
 /* Make the environment's warm exec slot soon (from a timer: after the current answer). */
 void exec_slot_prewarm(struct engine *e, struct env *v);
 /* During a create, right after PID 1's clone (pidfd): a slot that joins its group now and

@@ -797,6 +797,8 @@ int spawner_slot(struct spawner *s, const struct join_config *c, bool wait_go,
 {
         if (!s || !s->pid)
                 return -ESRCH;
+        if (s->head)
+                return -EAGAIN; /* busy with earlier requests: not waited for behind them */
         size_t len;
         int r = encode_slot(c, wait_go, request_buf, &len);
         if (r < 0)

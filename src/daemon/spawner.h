@@ -56,6 +56,8 @@ void spawner_cancel(struct spawner_req *q);
 
 /* An exec slot (join.h) for c (c->cgroups are the spawner's own), made by the spawn process and
  * waited for here (a clone: well under a millisecond; up to a second before the process is
- * taken for stuck). -ESRCH or -E2BIG: the caller makes it in place (join_slot_start). */
+ * taken for stuck). -ESRCH, -E2BIG, or -EAGAIN (the process is busy with earlier requests,
+ * creates' clones: the loop would wait behind them): the caller makes it in place
+ * (join_slot_start). */
 int spawner_slot(struct spawner *s, const struct join_config *c, bool wait_go,
                  struct join_slot *ret);
