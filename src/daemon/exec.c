@@ -360,6 +360,8 @@ void exec_tty_pause_output(struct exec_session *s, bool pause)
                                                     (s->input_off < s->input_len ? EPOLLOUT : 0));
 }
 
+static bool launching_in(const char *env, const char *sub);
+
 /* The end of a hung-up session's grace: whatever of it still runs (a command ignoring SIGHUP,
  * or what it left behind) is killed with its cgroup. Independent of the session, which may be
  * gone by then. */
@@ -379,8 +381,8 @@ static void on_hangup_grace(struct loop_timer *t, void *data)
                         break;
                 }
         struct cgroup_manager *m = engine_cgroups(k->eng);
-        if (engine_find(k->eng, k->env)) {
-                int r = cgroup_env_kill(m, k->cg, k->sub);
+        if (engine_find(k->eng, k->env) && !launching_in(k->env, k->sub)) {
+                int r = cgroup_env_kill_nowait(m, k->cg, k->sub);
                 if (r < 0 && r != -ENOENT)
                         log_warn("%s: killing a hung-up session: %s", k->env, strerror(-r));
                 cgroup_env_prune(m, k->cg, k->sub);
@@ -401,14 +403,15 @@ void exec_hangup(struct exec_session *s)
         s->input_len = s->input_off = 0;
         if (s->pty_fd >= 0)
                 close_src(&s->pty_src, &s->pty_fd); /* the kernel sends SIGHUP */
-        else if (s->pty_sock < 0 && s->sv)
-                supervise_kill(s->sv); /* never got a terminal */
-        else if (s->pty_sock < 0)
+        else if (s->launch)
                 s->pending_signal = SIGKILL; /* when it has launched */
+        else if (s->pty_sock < 0)
+                supervise_kill(s->sv); /* never got a terminal */
         struct hangup_kill *k = calloc(1, sizeof(*k));
         if (!k || !loop_add_timer(engine_loop(s->eng), EXEC_HANGUP_GRACE_MS, on_hangup_grace, k)) {
                 free(k);
-                cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
+                if (!s->launch)
+                        cgroup_env_kill_nowait(engine_cgroups(s->eng), s->cg, s->sub);
                 return;
         }
         k->eng = s->eng;
@@ -500,7 +503,7 @@ int exec_signal_group(struct exec_session *s, int sig)
         if (!s->sv || supervise_exited(s->sv))
                 return -ESRCH;
         if (sig == SIGKILL) {
-                int r = cgroup_env_kill(engine_cgroups(s->eng), s->cg, s->sub);
+                int r = cgroup_env_kill_nowait(engine_cgroups(s->eng), s->cg, s->sub);
                 supervise_kill(s->sv);
                 return r == -ENOENT ? 0 : r;
         }
@@ -1201,6 +1204,16 @@ static void launch_slot_gone(struct exec_slot *sl)
                         launch_end(l, r, pid, why);
                         return;
                 }
+}
+
+/* Whether a launch through env's slot in group sub waits for its answer (its group must not be
+ * killed meanwhile: see launch_abandon). */
+static bool launching_in(const char *env, const char *sub)
+{
+        for (struct launch *l = launches; l; l = l->next)
+                if (!strcmp(env_name(l->slot->env), env) && !strcmp(l->slot->sub, sub))
+                        return true;
+        return false;
 }
 
 /* E2B's start event carries the command's pid: the launch is waited for here (bounded). */

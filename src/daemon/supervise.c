@@ -216,8 +216,8 @@ static void on_deadline(struct loop_timer *t, void *data)
         s->timed_out = true;
         /* The whole tree of the helper, including anything it put in the background. */
         if (s->cgroups) {
-                int r = cgroup_env_kill(s->cgroups, s->cg, s->sub);
-                if (r < 0)
+                int r = cgroup_env_kill_nowait(s->cgroups, s->cg, s->sub);
+                if (r < 0 && r != -ENOENT)
                         log_warn("%s: killing a timed-out helper: %s", s->label, strerror(-r));
         }
         supervise_kill(s);

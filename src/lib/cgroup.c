@@ -530,6 +530,15 @@ int cgroup_env_kill(struct cgroup_manager *m, const char *env, const char *sub)
         return cg_kill_until_empty(m, env, sub);
 }
 
+int cgroup_env_kill_nowait(struct cgroup_manager *m, const char *env, const char *sub)
+{
+        if (!names_valid(env, sub))
+                return -EINVAL;
+        if (m->ops->kill_fast(m, env, sub) == 0)
+                return 0;
+        return cg_kill_until_empty(m, env, sub);
+}
+
 /* rmdir name below parentfd, children first. cgroupfs lists interface files that rmdir takes
  * along; a test directory holds regular files that have to go first. */
 static int rmdir_tree(int parentfd, const char *name, int depth, bool wait_busy)

@@ -73,6 +73,11 @@ pid_t cgroup_env_clone(struct cgroup_manager *m, const char *env, const char *su
                        uint64_t flags, int *pidfd, bool *placed);
 /* SIGKILL every process in env/sub (sub NULL = the whole env) and wait until it is empty. */
 int cgroup_env_kill(struct cgroup_manager *m, const char *env, const char *sub);
+/* The same without waiting for the group to empty, where the kernel kills a whole group at once
+ * (cgroup.kill, 5.14 on; else as cgroup_env_kill): for the event loop, which must not wait for
+ * an environment whose processes get little CPU (their exits then take seconds) and which
+ * learns of the ends it needs through pidfds. */
+int cgroup_env_kill_nowait(struct cgroup_manager *m, const char *env, const char *sub);
 /* Remove env/sub (sub NULL = env and all its children) after killing what remains. */
 int cgroup_env_destroy(struct cgroup_manager *m, const char *env, const char *sub);
 /* Freeze / thaw the whole env (freezer on v1, cgroup.freeze on v2/hybrid). */
