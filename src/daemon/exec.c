@@ -100,6 +100,7 @@ struct exec_session {
         uint64_t timeout_ms;      /* the exec's own, for supervise once launched */
         int pending_signal;       /* asked for while launching (0: none) */
         bool pending_group;       /* ... for its process group (exec_signal_group) */
+        bool group_killed;        /* its group was killed (SIGKILL, timeout): the slot too */
         struct loop_timer *fail_timer; /* it could not start: on_launch_failed */
         char fail_msg[320];
         bool stdin_keep, stdin_closing; /* interactive stdin pipe (exec_stdin_write) */
@@ -368,9 +369,14 @@ static bool launching_in(const char *env, const char *sub);
 struct hangup_kill {
         struct engine *eng;
         char env[NAME_BUF_SIZE], cg[80], sub[32];
+        bool kill;      /* a hung-up session's grace: kill first */
+        unsigned tries; /* removals retried while its killed processes exit */
         struct hangup_kill *next;
 };
 static struct hangup_kill *hangup_kills; /* pending, so none is lost at shutdown */
+
+#define GROUP_RETRY_MS 100
+#define GROUP_RETRIES 100 /* 10 s: a starved environment's processes exit slowly */
 
 static void on_hangup_grace(struct loop_timer *t, void *data)
 {
@@ -382,12 +388,39 @@ static void on_hangup_grace(struct loop_timer *t, void *data)
                 }
         struct cgroup_manager *m = engine_cgroups(k->eng);
         if (engine_find(k->eng, k->env) && !launching_in(k->env, k->sub)) {
-                int r = cgroup_env_kill_nowait(m, k->cg, k->sub);
-                if (r < 0 && r != -ENOENT)
-                        log_warn("%s: killing a hung-up session: %s", k->env, strerror(-r));
-                cgroup_env_prune(m, k->cg, k->sub);
+                if (k->kill) {
+                        k->kill = false;
+                        int r = cgroup_env_kill_nowait(m, k->cg, k->sub);
+                        if (r < 0 && r != -ENOENT)
+                                log_warn("%s: killing a hung-up session: %s", k->env,
+                                         strerror(-r));
+                }
+                /* Killed without waiting: removed once its processes have exited. */
+                if (cgroup_env_prune(m, k->cg, k->sub) == -EBUSY && k->tries++ < GROUP_RETRIES &&
+                    loop_add_timer(engine_loop(k->eng), GROUP_RETRY_MS, on_hangup_grace, k)) {
+                        k->next = hangup_kills;
+                        hangup_kills = k;
+                        return;
+                }
         }
         free(k);
+}
+
+/* Removes env's group cg/sub once what is in it has exited (a kill does not wait for that). */
+static void group_remove_later(struct engine *e, const char *env, const char *cg,
+                               const char *sub)
+{
+        struct hangup_kill *k = calloc(1, sizeof(*k));
+        if (!k || !loop_add_timer(engine_loop(e), GROUP_RETRY_MS, on_hangup_grace, k)) {
+                free(k);
+                return;
+        }
+        k->eng = e;
+        snprintf(k->env, sizeof(k->env), "%s", env);
+        snprintf(k->cg, sizeof(k->cg), "%s", cg);
+        snprintf(k->sub, sizeof(k->sub), "%s", sub);
+        k->next = hangup_kills;
+        hangup_kills = k;
 }
 
 void exec_hangup(struct exec_session *s)
@@ -415,6 +448,7 @@ void exec_hangup(struct exec_session *s)
                 return;
         }
         k->eng = s->eng;
+        k->kill = true;
         memcpy(k->env, s->env, sizeof(k->env));
         memcpy(k->cg, s->cg, sizeof(k->cg));
         memcpy(k->sub, s->sub, sizeof(k->sub));
@@ -504,6 +538,7 @@ int exec_signal_group(struct exec_session *s, int sig)
                 return -ESRCH;
         if (sig == SIGKILL) {
                 int r = cgroup_env_kill_nowait(engine_cgroups(s->eng), s->cg, s->sub);
+                s->group_killed = true;
                 supervise_kill(s->sv);
                 return r == -ENOENT ? 0 : r;
         }
@@ -887,6 +922,7 @@ struct after_exec {
         char cg[80];
         char sub[32];
         bool exited;
+        bool killed; /* its group was killed: its slot is dying too */
         int exit_code;
         uint64_t duration_ms;
 };
@@ -905,8 +941,10 @@ static void on_after_exec(struct loop_timer *t, void *data)
         while (sl && strcmp(sl->sub, a->sub))
                 sl = sl->env_next;
         if (sl && sl->busy) {
-                /* The slot ran this command: free again if nothing else is left in its group. */
-                if (env_running(v) && !env_paused(v) && !strcmp(env_cgroup(v), a->cg) &&
+                /* The slot ran this command: free again if nothing else is left in its group
+                 * (not after a kill of the group, which takes the slot along). */
+                if (env_running(v) && !env_paused(v) && !a->killed &&
+                    !strcmp(env_cgroup(v), a->cg) &&
                     cgroup_env_holds_only(m, a->cg, a->sub, sl->js.pid) == 1) {
                         sl->busy = false;
                         sl->born = now_ms();
@@ -922,9 +960,12 @@ static void on_after_exec(struct loop_timer *t, void *data)
                 }
                 slot_let_go(sl); /* busy: the group stays for what is left in it */
         }
-        /* A helper's exec group goes (the next exec without a slot makes one, exec_start). */
+        /* A helper's exec group goes (the next exec without a slot makes one, exec_start); a
+         * killed one once its processes have exited. */
         int r = cgroup_env_prune(m, a->cg, a->sub);
-        if (r < 0 && r != -ENOENT)
+        if (r == -EBUSY && a->killed && v)
+                group_remove_later(a->eng, a->env, a->cg, a->sub);
+        else if (r < 0 && r != -ENOENT)
                 log_debug("%s: removing cgroup %s: %s", a->env, a->sub, strerror(-r));
         free(a);
 }
@@ -935,6 +976,10 @@ static void after_exec(struct exec_session *s, bool exited)
         struct after_exec *a = calloc(1, sizeof(*a));
         if (a) {
                 *a = (struct after_exec){.eng = s->eng, .exited = exited,
+                                         /* a hung-up session's group is killed
+                                          * after its grace */
+                                         .killed = s->group_killed || s->res.timed_out ||
+                                                   s->hungup,
                                          .exit_code = s->res.exit_code,
                                          .duration_ms = s->res.duration_ms};
                 snprintf(a->env, sizeof(a->env), "%s", s->env);
@@ -1103,7 +1148,7 @@ static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
         }
         if (r == 0 && !s) {
                 kill(pid, SIGKILL);
-                if (!corpse_watch(slot->eng, pid, env_cgroup(slot->env), slot->sub, false))
+                if (!corpse_watch(slot->eng, pid, env_cgroup(slot->env), slot->sub, true))
                         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                                 ;
         }
@@ -1196,7 +1241,7 @@ static void launch_slot_gone(struct exec_slot *sl)
                         l->slot = NULL; /* being freed by the caller */
                         if (r == 0 && !l->s) {
                                 kill(pid, SIGKILL);
-                                if (!corpse_watch(sl->eng, pid, env_cgroup(sl->env), sl->sub, false))
+                                if (!corpse_watch(sl->eng, pid, env_cgroup(sl->env), sl->sub, true))
                                         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                                                 ;
                                 r = -ESTALE;
