@@ -45,6 +45,7 @@ struct eproc {
         json_t *config; /* ProcessConfig as started, for List */
         struct exec_session *s;
         bool pty, paused;
+        bool starting; /* its slot has not named the command yet: no pid, no start event */
         struct sub *subs;
         struct eproc *next;
 };
@@ -98,10 +99,11 @@ static void sub_free(struct sub *s)
         free(s);
 }
 
-/* Pause reading while any subscriber is above the high water mark. */
+/* Pause reading while any subscriber is above the high water mark, and until the start event
+ * (which must come first) has gone out. */
 static void update_pause(struct eproc *p)
 {
-        bool pause = false;
+        bool pause = p->starting;
         for (struct sub *s = p->subs; s; s = s->next)
                 pause |= cstream_queued(s->cs) > CSTREAM_HIGH_WATER;
         if (pause != p->paused && p->s) {
@@ -147,7 +149,17 @@ static void on_deadline(struct loop_timer *t, void *data)
         sub_free(s);
 }
 
-/* Open r's stream as a subscriber of p, starting with the start event. */
+/* The subscriber's stream begins: the start event first (the SDK reads it as the first
+ * message), then keepalives. */
+static void sub_begin(struct sub *s)
+{
+        cstream_send(s->cs, event("start", json_pack("{s:I}", "pid", (json_int_t)s->p->pid)));
+        if (s->keepalive_ms)
+                s->keepalive = loop_add_timer(engine_loop(s->p->eng), s->keepalive_ms,
+                                              on_keepalive, s);
+}
+
+/* Open r's stream as a subscriber of p; it begins now, or when p has started (proc_started). */
 static void subscribe(struct request *r, struct eproc *p, bool with_deadline)
 {
         struct sub *s = calloc(1, sizeof(*s));
@@ -163,14 +175,12 @@ static void subscribe(struct request *r, struct eproc *p, bool with_deadline)
         }
         s->next = p->subs;
         p->subs = s;
-        cstream_send(s->cs, event("start", json_pack("{s:I}", "pid", (json_int_t)p->pid)));
         s->keepalive_ms = rpc_keepalive_ms(r);
-        struct loop *l = engine_loop(p->eng);
-        if (s->keepalive_ms)
-                s->keepalive = loop_add_timer(l, s->keepalive_ms, on_keepalive, s);
         uint64_t timeout = rpc_timeout_ms(r);
         if (with_deadline && timeout)
-                s->deadline = loop_add_timer(l, timeout, on_deadline, s);
+                s->deadline = loop_add_timer(engine_loop(p->eng), timeout, on_deadline, s);
+        if (!p->starting)
+                sub_begin(s);
 }
 
 /* ------------------------------------------------------------------------------ the process */
@@ -264,7 +274,29 @@ static void on_done(void *data, const struct exec_result *res)
         proc_free(p);
 }
 
-static const struct exec_callbacks exec_cbs = {.output = on_output, .done = on_done};
+/* The command's host pid known (its slot named it): its pid inside the environment. */
+static void set_pid(struct eproc *p, pid_t host)
+{
+        p->pid = inner_pid(host);
+        if (!p->pid) /* cannot happen for our unreaped child; stay unique anyway */
+                p->pid = (uint32_t)host;
+}
+
+/* The slot started the command (host 0: it could not; stderr and the end follow): the start
+ * event goes out, and the output, held back until then, flows. */
+static void on_launched(void *data, pid_t host)
+{
+        struct eproc *p = data;
+        p->starting = false;
+        if (host > 0)
+                set_pid(p, host);
+        for (struct sub *s = p->subs; s; s = s->next)
+                sub_begin(s);
+        update_pause(p);
+}
+
+static const struct exec_callbacks exec_cbs = {
+        .output = on_output, .done = on_done, .launched = on_launched};
 
 /* ------------------------------------------------------------------------------ requests */
 
@@ -275,7 +307,7 @@ static struct eproc *find(struct request *r, const struct e2b_target *t, json_t 
         for (struct eproc *p = procs; p; p = p->next) {
                 if (strcmp(p->env, env_name(t->env)) != 0)
                         continue;
-                if (json_is_integer(pid) && json_integer_value(pid) == (json_int_t)p->pid)
+                if (json_is_integer(pid) && p->pid && json_integer_value(pid) == (json_int_t)p->pid)
                         return p;
                 if (json_is_string(tag) && p->tag && !strcmp(p->tag, json_string_value(tag)))
                         return p;
@@ -416,9 +448,13 @@ static void do_start(struct request *r, struct engine *e, const struct e2b_targe
                 free(p);
                 goto out;
         }
-        p->pid = inner_pid(exec_pid(p->s));
-        if (!p->pid) /* cannot happen for our unreaped child; stay unique anyway */
-                p->pid = (uint32_t)exec_pid(p->s);
+        /* A command left to its environment's slot has no pid yet: nothing waits for it here
+         * (a starved environment may take seconds); on_launched sends the start event. */
+        p->starting = exec_pid(p->s) == 0;
+        if (p->starting)
+                update_pause(p);
+        else
+                set_pid(p, exec_pid(p->s));
         p->next = procs;
         procs = p;
         subscribe(r, p, false); /* the process itself has the deadline (exec's timeout) */
@@ -442,8 +478,8 @@ static void do_list(struct request *r, const struct e2b_target *t)
 {
         json_t *arr = json_array();
         for (struct eproc *p = procs; p; p = p->next) {
-                if (strcmp(p->env, env_name(t->env)) != 0)
-                        continue;
+                if (strcmp(p->env, env_name(t->env)) != 0 || p->starting)
+                        continue; /* not yet running: no pid to show */
                 json_t *o = json_pack("{s:O,s:I}", "config", p->config, "pid", (json_int_t)p->pid);
                 if (o && p->tag)
                         json_object_set_new(o, "tag", json_string(p->tag));

@@ -102,6 +102,7 @@ struct exec_session {
         bool pending_group;       /* ... for its process group (exec_signal_group) */
         bool group_killed;        /* its group was killed (SIGKILL, timeout): the slot too */
         struct loop_timer *fail_timer; /* it could not start: on_launch_failed */
+        bool tell_launch;              /* exec_start left it launching: cb->launched is due */
         char fail_msg[320];
         bool stdin_keep, stdin_closing; /* interactive stdin pipe (exec_stdin_write) */
         struct exec_session *next;
@@ -516,12 +517,8 @@ void exec_detach(struct exec_session *s)
                 s->cb = NULL;
 }
 
-static void launch_now(struct exec_session *s);
-
 pid_t exec_pid(struct exec_session *s)
 {
-        if (s->launch)
-                launch_now(s);
         return s->pid;
 }
 
@@ -1083,6 +1080,16 @@ static int session_launched(struct exec_session *s, pid_t pid, char *err, size_t
         return r;
 }
 
+/* The caller learns how its command's launch ended (exec_callbacks.launched), once. */
+static void tell_launched(struct exec_session *s)
+{
+        if (!s->tell_launch)
+                return;
+        s->tell_launch = false;
+        if (s->cb && s->cb->launched)
+                s->cb->launched(s->data, s->pid);
+}
+
 /* A session whose command never ran ends as one that could not start: the reason on stderr,
  * exit code 126, from a turn of its own (the caller may hold it). */
 static void on_launch_failed(struct loop_timer *t, void *data)
@@ -1090,6 +1097,7 @@ static void on_launch_failed(struct loop_timer *t, void *data)
         (void)t;
         struct exec_session *s = data;
         s->fail_timer = NULL; /* fired */
+        tell_launched(s);
         deliver(s, 2, s->fail_msg, strlen(s->fail_msg));
         s->res.exit_code = 126;
         s->res.duration_ms = now_ms() - s->started;
@@ -1144,6 +1152,7 @@ static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
                         exec_signal_group(s, sig);
                 else if (sig)
                         exec_signal(s, sig);
+                tell_launched(s);
                 return;
         }
         if (r == 0 && !s) {
@@ -1259,16 +1268,6 @@ static bool launching_in(const char *env, const char *sub)
                 if (!strcmp(env_name(l->slot->env), env) && !strcmp(l->slot->sub, sub))
                         return true;
         return false;
-}
-
-/* E2B's start event carries the command's pid: the launch is waited for here (bounded). */
-static void launch_now(struct exec_session *s)
-{
-        struct launch *l = s->launch;
-        pid_t pid = 0;
-        char why[256] = "";
-        int r = join_slot_report(&l->slot->js, JOIN_SLOT_ANSWER_MS, &pid, why, sizeof(why));
-        launch_end(l, r, pid, why);
 }
 
 /* v's launches whose slots have answered, ended now rather than at the loop's next turn. */
@@ -1526,6 +1525,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         if (s->idle_hold)
                 engine_idle_hold(e, s->env, true);
         events_exec_started(v, s->sub, rq->argv);
+        s->tell_launch = s->launch != NULL;
         *ret = s;
         return 0;
 }

@@ -58,6 +58,11 @@ struct exec_callbacks {
         /* A background process (procs.c): its output, not its running, is activity of its
          * environment for idle stop (engine_idle.c); other sessions are activity throughout. */
         bool background;
+        /* exec_start may leave the command to be started by the environment's exec slot
+         * (exec_pid 0): launched says when that is done, once, before any done: with the
+         * command's pid, or 0 when it could not start (its reason on stderr and done, exit 126,
+         * follow). Output may come before it. May be NULL. */
+        void (*launched)(void *data, pid_t pid);
 };
 
 struct exec_session;
@@ -110,7 +115,8 @@ void exec_slots_shutdown(void);
 int exec_signal(struct exec_session *s, int sig);
 /* The client is gone: the command keeps running, its output is dropped. */
 void exec_detach(struct exec_session *s);
-/* The command's host pid (the leader of its session and process group). */
+/* The command's host pid (the leader of its session and process group); 0 while its slot has
+ * not said it yet (the launched callback comes then: nothing waits for it here). */
 pid_t exec_pid(struct exec_session *s);
 /* Signal the command's whole process group (it is a session leader); SIGKILL kills everything
  * in the exec's cgroup. */
