@@ -287,6 +287,8 @@ static void set_pid(struct eproc *p, pid_t host)
 static void on_launched(void *data, pid_t host)
 {
         struct eproc *p = data;
+        if (!p->starting)
+                return; /* once: a second start event would break the stream */
         p->starting = false;
         if (host > 0)
                 set_pid(p, host);

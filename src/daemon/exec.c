@@ -1472,7 +1472,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                         slot->used = true;
                 } else {
                         snprintf(s->sub, sizeof(s->sub), "%s", fresh);
-                        slot = NULL; /* too big for a slot: the helper below */
+                        slot = NULL; /* over 8 MiB, or out of memory: the helper below */
                 }
         }
         if (envp && !slot)

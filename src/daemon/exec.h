@@ -61,7 +61,8 @@ struct exec_callbacks {
         /* exec_start may leave the command to be started by the environment's exec slot
          * (exec_pid 0): launched says when that is done, once, before any done: with the
          * command's pid, or 0 when it could not start (its reason on stderr and done, exit 126,
-         * follow). Output may come before it. May be NULL. */
+         * follow). Output may come before it: a caller whose first message must carry the pid
+ * pauses the output until then (e2b_rpc_process.c). May be NULL. */
         void (*launched)(void *data, pid_t pid);
 };
 

@@ -9,7 +9,8 @@
  * confined as PID 1. Then the slot serves commands one at a time: it blocks reading one message
  * from its socket (argv, envp, working directory, user, terminal size, profile, with
  * stdin/stdout/stderr and the pty socket as SCM_RIGHTS), spawns the command and answers with
- * its pid.
+ * its pid. A command too big for one message (up to the API's 8 MiB) comes in a sealed memfd
+ * passed with it, which the slot maps for that command only.
  *
  * The command is cloned with CLONE_VM, as posix_spawn does: no copy of the slot's page tables
  * (a fork of the daemon) and nothing to tear down at its execve, which are most of a fork's
@@ -32,10 +33,14 @@
 #include <sys/wait.h>
 
 #define SLOT_MAGIC 0x70646b73u /* "pdks" */
-/* argv + envp + strings: well above what the API accepts in practice; a bigger command goes
- * through join.c's helper instead (join_slot_run answers -E2BIG before touching the slot). */
+/* argv + envp + strings in the message itself: what nearly every command needs; a bigger one
+ * goes in a memfd (big), up to SLOT_BIG_MAX and SLOT_BIG_STRINGS (execve's own limit, a quarter
+ * of the stack limit, is lower). Beyond: -E2BIG, before the slot is touched. */
 #define SLOT_BLOB_MAX (96u * 1024u)
 #define SLOT_MAX_STRINGS 8192u
+#define SLOT_BIG_MAX (8u << 20)
+#define SLOT_BIG_STRINGS (1u << 20)
+#define SLOT_BIG_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 /* Where the command's final environment goes in the slot's string table: after the strings,
  * argv and envp that receive() lays out (at most 2 * (SLOT_MAX_STRINGS + 3) + 3 pointers). */
 #define SLOT_ENV_ROOM (2u * SLOT_MAX_STRINGS + 16u)
@@ -51,22 +56,25 @@ struct slot_head {
         uint32_t argc, envc, blob_len;
         uint32_t cols, rows;
         uint8_t login_env, has_pty, has_cwd, has_user, has_fallback;
+        uint8_t big; /* the strings are in the memfd after the other fds, not in the message */
 };
 
 /* ------------------------------------------------------------------ the caller's side */
 
-static bool put_str(char *blob, size_t *off, const char *s)
+static bool put_str(char *blob, size_t cap, size_t *off, const char *s)
 {
         size_t n = strlen(s) + 1;
-        if (n > SLOT_BLOB_MAX - *off)
+        if (n > cap - *off)
                 return false;
         memcpy(blob + *off, s, n);
         *off += n;
         return true;
 }
 
-/* Head and blob for c; -E2BIG when it does not fit a slot message. */
-static int encode(const struct join_config *c, struct slot_head *h, char *blob)
+/* Head and blob for c, at most cap bytes and max_strings argv and envp strings; -E2BIG when it
+ * does not fit. */
+static int encode(const struct join_config *c, struct slot_head *h, char *blob, size_t cap,
+                  uint32_t max_strings)
 {
         size_t off = 0;
         *h = (struct slot_head){.magic = SLOT_MAGIC, .profile = (int32_t)c->profile,
@@ -74,15 +82,16 @@ static int encode(const struct join_config *c, struct slot_head *h, char *blob)
                                 .has_pty = c->pty_sock >= 0, .has_cwd = c->cwd != NULL,
                                 .has_user = c->user != NULL,
                                 .has_fallback = c->user_fallback_for != NULL};
-        if ((c->cwd && !put_str(blob, &off, c->cwd)) || (c->user && !put_str(blob, &off, c->user)) ||
-            (c->user_fallback_for && !put_str(blob, &off, c->user_fallback_for)))
+        if ((c->cwd && !put_str(blob, cap, &off, c->cwd)) ||
+            (c->user && !put_str(blob, cap, &off, c->user)) ||
+            (c->user_fallback_for && !put_str(blob, cap, &off, c->user_fallback_for)))
                 return -E2BIG;
         for (; c->argv[h->argc]; h->argc++)
-                if (h->argc >= SLOT_MAX_STRINGS || !put_str(blob, &off, c->argv[h->argc]))
+                if (h->argc >= max_strings || !put_str(blob, cap, &off, c->argv[h->argc]))
                         return -E2BIG;
         for (; c->envp[h->envc]; h->envc++)
-                if (h->argc + h->envc >= SLOT_MAX_STRINGS ||
-                    !put_str(blob, &off, c->envp[h->envc]))
+                if (h->argc + h->envc >= max_strings ||
+                    !put_str(blob, cap, &off, c->envp[h->envc]))
                         return -E2BIG;
         h->blob_len = (uint32_t)off;
         return 0;
@@ -141,19 +150,76 @@ void join_slot_discard(struct join_slot *slot)
         slot->sock = -EBADF;
 }
 
+/* Adds the bytes of list's strings to *n, stopping past SLOT_BIG_MAX. */
+static void add_sizes(char *const *list, size_t *n)
+{
+        for (size_t i = 0; list[i] && *n <= SLOT_BIG_MAX; i++)
+                *n += strnlen(list[i], SLOT_BIG_MAX) + 1;
+}
+
+/* The strings' bytes, as encode lays them out (SIZE_MAX past SLOT_BIG_MAX). */
+static size_t blob_size(const struct join_config *c)
+{
+        const char *one[] = {c->cwd, c->user, c->user_fallback_for};
+        size_t n = 0;
+        for (size_t i = 0; i < ELEMENTSOF(one); i++)
+                n += one[i] ? strnlen(one[i], SLOT_BIG_MAX) + 1 : 0;
+        add_sizes(c->argv, &n);
+        add_sizes(c->envp, &n);
+        return n <= SLOT_BIG_MAX ? n : SIZE_MAX;
+}
+
+/* A command too big for one message: its strings in a sealed memfd (its fd, or -errno). */
+static int encode_big(const struct join_config *c, struct slot_head *h)
+{
+        size_t len = blob_size(c);
+        if (len == SIZE_MAX)
+                return -E2BIG;
+        _cleanup_close_ int fd = memfd_create("paddock-command", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return -errno;
+        if (ftruncate(fd, (off_t)len) < 0)
+                return -errno;
+        char *blob = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (blob == MAP_FAILED)
+                return -errno;
+        int r = encode(c, h, blob, len, SLOT_BIG_STRINGS);
+        munmap(blob, len);
+        if (r < 0)
+                return r;
+        /* Nobody else holds it; sealed all the same, so that what the slot checks and maps
+         * cannot change under it. */
+        if (fcntl(fd, F_ADD_SEALS, SLOT_BIG_SEALS) < 0)
+                return -errno;
+        h->big = 1;
+        return TAKE_FD(fd);
+}
+
 int join_slot_send(struct join_slot *slot, const struct join_config *c)
 {
         struct slot_head h;
         _cleanup_free_ char *blob = malloc(SLOT_BLOB_MAX);
         if (!blob)
                 return -ENOMEM;
-        int r = encode(c, &h, blob);
-        if (r < 0)
-                return r; /* the slot stays as it was */
-        int fds[4] = {c->stdin_fd, c->stdout_fd, c->stderr_fd, c->pty_sock};
-        size_t nfds = h.has_pty ? 4 : 3;
+        int r = encode(c, &h, blob, SLOT_BLOB_MAX, SLOT_MAX_STRINGS);
+        _cleanup_close_ int big = -EBADF;
+        size_t inline_len = h.blob_len;
+        if (r == -E2BIG) {
+                big = encode_big(c, &h);
+                if (big < 0)
+                        return big; /* the slot stays as it was */
+                inline_len = 0; /* the head only: blob_len is the memfd's */
+        } else if (r < 0) {
+                return r;
+        }
+        int fds[5] = {c->stdin_fd, c->stdout_fd, c->stderr_fd};
+        size_t nfds = 3;
+        if (h.has_pty)
+                fds[nfds++] = c->pty_sock;
+        if (big >= 0)
+                fds[nfds++] = big;
         char ctl[CMSG_SPACE(sizeof(fds))] = {0};
-        struct iovec iov[2] = {{&h, sizeof(h)}, {blob, h.blob_len}};
+        struct iovec iov[2] = {{&h, sizeof(h)}, {blob, inline_len}};
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl,
                              .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
         struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
@@ -215,11 +281,64 @@ int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *re
 
 /* ------------------------------------------------------------------ the slot */
 
-/* One command message into cmd (pointers into blob) and its fds. 0 at EOF (discarded). */
-static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
+/* A big command's memory, its own: unmapped once the command has exec'd. */
+struct big_maps {
+        void *blob, *strs;
+        size_t blob_len, strs_len;
+};
+
+static void big_unmap(struct big_maps *m)
+{
+        if (m->blob)
+                munmap(m->blob, m->blob_len);
+        if (m->strs)
+                munmap(m->strs, m->strs_len);
+        *m = (struct big_maps){0};
+}
+
+/* A big command's strings (h->blob_len bytes in the sealed memfd mfd, which is closed) and a
+ * string table for them: its layout as receive's, with the room for the final environment
+ * after it (*room). */
+static int map_big(const struct slot_head *h, int mfd, struct big_maps *m, char **blob,
+                   char ***strs, size_t *room)
+{
+        struct stat st;
+        int seals = fcntl(mfd, F_GET_SEALS);
+        bool sealed = seals >= 0 && (seals & SLOT_BIG_SEALS) == SLOT_BIG_SEALS;
+        if (!sealed || fstat(mfd, &st) < 0 || st.st_size != (off_t)h->blob_len) {
+                close(mfd);
+                return -EBADMSG;
+        }
+        void *b = mmap(NULL, h->blob_len, PROT_READ, MAP_PRIVATE, mfd, 0);
+        int e = errno;
+        close(mfd);
+        if (b == MAP_FAILED)
+                return -e;
+        m->blob = b;
+        m->blob_len = h->blob_len;
+        /* strings, NULL, argv, NULL, envp, NULL: at most 2 * (argc + envc + 3) + 3 pointers */
+        *room = 2u * ((size_t)h->argc + h->envc + 3u) + 3u;
+        m->strs_len = (*room + h->envc + 16u) * sizeof(char *);
+        void *t = mmap(NULL, m->strs_len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (t == MAP_FAILED) {
+                e = errno;
+                big_unmap(m);
+                return -e;
+        }
+        m->strs = t;
+        *blob = b;
+        *strs = t;
+        return 0;
+}
+
+/* One command message into cmd (pointers into blob, or into big's maps) and its fds. 0 at EOF
+ * (discarded). */
+static int receive(int sock, struct join_config *cmd, char *blob, char **strs,
+                   struct big_maps *big)
 {
         struct slot_head h;
-        int fds[4];
+        int fds[5];
         char ctl[CMSG_SPACE(sizeof(fds))];
         struct iovec iov[2] = {{&h, sizeof(h)}, {blob, SLOT_BLOB_MAX}};
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl,
@@ -236,18 +355,27 @@ static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
         if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
             cm->cmsg_len >= CMSG_LEN(0)) {
                 nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                if (nfds > 4)
+                if (nfds > ELEMENTSOF(fds))
                         return -EBADMSG;
                 memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
         }
         if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n < sizeof(h) ||
-            h.magic != SLOT_MAGIC || h.blob_len != (size_t)n - sizeof(h) ||
-            h.argc == 0 || h.argc > SLOT_MAX_STRINGS || h.envc > SLOT_MAX_STRINGS ||
-            h.argc + h.envc > SLOT_MAX_STRINGS || h.has_pty > 1 || h.has_cwd > 1 ||
-            h.has_user > 1 || h.has_fallback > 1 || h.login_env > 1 ||
-            nfds != (h.has_pty ? 4u : 3u))
+            h.magic != SLOT_MAGIC || h.big > 1)
+                return -EBADMSG;
+        uint32_t max = h.big ? SLOT_BIG_STRINGS : SLOT_MAX_STRINGS;
+        if ((!h.big && h.blob_len != (size_t)n - sizeof(h)) ||
+            (h.big && ((size_t)n != sizeof(h) || h.blob_len > SLOT_BIG_MAX)) || h.argc == 0 ||
+            h.argc > max || h.envc > max || h.argc + h.envc > max || h.has_pty > 1 ||
+            h.has_cwd > 1 || h.has_user > 1 || h.has_fallback > 1 || h.login_env > 1 ||
+            nfds != (h.has_pty ? 4u : 3u) + h.big || h.blob_len == 0)
                 return -EBADMSG; /* each count checked alone first: their sum cannot wrap */
-        if (h.blob_len == 0 || blob[h.blob_len - 1] != 0)
+        size_t room = SLOT_ENV_ROOM;
+        if (h.big) {
+                int r = map_big(&h, fds[nfds - 1], big, &blob, &strs, &room);
+                if (r < 0)
+                        return r;
+        }
+        if (blob[h.blob_len - 1] != 0)
                 return -EBADMSG;
         /* Every string NUL-terminated inside the blob, exactly as many as announced. */
         size_t want = h.has_cwd + h.has_user + h.has_fallback + h.argc + h.envc, k = 0;
@@ -270,6 +398,7 @@ static int receive(int sock, struct join_config *cmd, char *blob, char **strs)
         envp[h.envc] = NULL;
         cmd->argv = argv;
         cmd->envp = envp;
+        cmd->envp_room = strs + room; /* join_command_main adds up to 3 variables there */
         cmd->profile = (enum confine_profile)h.profile;
         cmd->login_env = h.login_env;
         cmd->cols = h.cols;
@@ -354,14 +483,14 @@ static _Noreturn void slot_main(const struct join_config *c, int sock, bool plac
                 join_helper_fail(sock, -errno, "exec slot");
         for (;;) {
                 struct join_config cmd = {.env_pidfd = -EBADF, .confined = true};
-                r = receive(sock, &cmd, blob, strs);
+                struct big_maps big = {0};
+                r = receive(sock, &cmd, blob, strs, &big);
                 if (r == 0)
                         _exit(0);
                 if (r > 0 && cmd.profile != c->profile)
                         r = -EBADMSG; /* the filter loaded here is another profile's */
                 if (r < 0)
                         join_helper_fail(sock, r, "exec slot message");
-                cmd.envp_room = strs + SLOT_ENV_ROOM;
                 int ep[2];
                 if (pipe2(ep, O_CLOEXEC) < 0)
                         join_helper_fail(sock, -errno, "exec slot");
@@ -386,6 +515,7 @@ static _Noreturn void slot_main(const struct join_config *c, int sock, bool plac
                 while (read(ep[0], &b, 1) < 0 && errno == EINTR)
                         ;
                 close(ep[0]);
+                big_unmap(&big);
                 if (!sent)
                         _exit(1);
         }

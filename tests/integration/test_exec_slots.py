@@ -281,6 +281,59 @@ def test_an_exec_into_an_environment_starved_of_cpu_holds_up_only_its_caller(dae
              "nothing of the exec left behind")
 
 
+BIG_ARGS = ["%03d" % i + "x" * 99996 for i in range(12)]  # 1.2 MB: far past one slot message
+BIG_ENV = {"BIG%d" % i: "y" * 30000 for i in range(4)}  # 32 KiB each at most
+
+
+@pytest.mark.parametrize("kind", ["sandbox", "computer"])
+def test_a_command_too_big_for_one_message_runs_intact_and_confined(daemon, kind):
+    """Argv and environment over the ~96 KiB one slot message holds go to the slot in a sealed
+    memfd: every byte arrives, and the command is confined exactly like PID 1."""
+    daemon.create("big", "--" + kind)
+    script = 'printf "%s\n" "$#" "${#BIG0}${#BIG3}"; printf %s "$@" | md5sum; grep -E "^(' + \
+        "|".join(CONFINEMENT) + '):" /proc/self/status'
+    res = daemon.exec("big", ["sh", "-c", script, "sh"] + BIG_ARGS, env=BIG_ENV)
+    assert res["exit_code"] == 0, res["stderr"]
+    lines = res["stdout"].splitlines()
+    import hashlib
+    assert lines[:2] == ["12", "3000030000"], lines[:2]
+    assert lines[2].split()[0] == hashlib.md5("".join(BIG_ARGS).encode()).hexdigest()
+    got = {k: v.strip() for k, _, v in (l.partition(":") for l in lines[3:])}
+    assert got == confinement(daemon, "big", 1)
+    # beyond what execve takes (a quarter of the stack limit): the command's own error
+    res = daemon.exec("big", ["true"] + ["z" * 100000] * 60)
+    assert res["exit_code"] == 126 and "too long" in res["stderr"], res
+
+
+def test_a_big_command_into_a_starved_environment_holds_up_only_its_caller(daemon):
+    """A command too big for one slot message took a helper the daemon waited for inside the
+    environment's cgroup (CLONE_VFORK): a starved environment held every other client for
+    seconds. It goes to the slot in a memfd now, and nothing waits for it."""
+    daemon.create("starved", "--computer", "--cpus", "0.01")
+    daemon.sh("starved", "true")  # its slot is made
+    daemon.sh("starved", "for i in $(seq 16); do (while :; do :; done) & done")
+    time.sleep(1)  # the spinners have its CPU
+    box = {}
+    ex = threading.Thread(target=lambda: box.update(
+        r=daemon.api("POST", "/v1/envs/starved/exec", {"cmd": ["true"] + BIG_ARGS},
+                     timeout=120)))
+    ex.start()
+    try:
+        time.sleep(0.2)
+        worst, end = 0.0, time.monotonic() + 3
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            assert daemon.api("GET", "/v1/system", timeout=30).status == 200
+            worst = max(worst, time.monotonic() - t0)
+        assert worst < 2, worst
+    finally:
+        daemon.cli("rm", "-f", "starved")
+    ex.join(60)
+    assert not ex.is_alive() and box["r"].status == 200, box
+    wait_for(lambda: not [p for p, _, st in children_of(daemon.pid) if st == "Z"], 10, 0.1,
+             "no zombie left")
+
+
 def test_an_environment_that_stops_every_new_process_cannot_stall_the_daemon(daemon):
     """An exec's command is in the environment's pid namespace from its clone on, and until
     its execve it runs our code on memory it may share with its spawner: an environment that
