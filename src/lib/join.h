@@ -72,17 +72,13 @@ int join_slot_start(const struct join_config *c, bool wait_go, struct join_slot 
 /* Let a slot started with wait_go go on (never blocks). */
 int join_slot_go(struct join_slot *slot);
 /* Hand the slot c's command (argv, envp, cwd, user, stdio, terminal; its cgroup and profile
- * are the slot's). 0 with the command's host pid (a child of the caller; the slot stays, in the
- * command's group, for the next command); -E2BIG if the command is too big for a slot (the
- * slot is left as it was); -ESTALE if the slot failed (it is discarded: run the command with
- * env_join_exec instead). */
-int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *ret_pid,
-                  char *errbuf, size_t errlen);
-/* join_slot_run in two steps, for a caller that must not wait for the slot (its group may be
- * starved of CPU, or frozen): send hands it the command (0, or -E2BIG with the slot as it
- * was; c's fds may be closed once it returns); report then reads its answer once its socket
- * is readable (timeout_ms 0) or waits up to timeout_ms for it: 0 with the command's pid, or
- * -ESTALE (the caller discards the slot, join_slot_release or join_slot_discard). */
+ * are the slot's), in two steps, for a caller that must not wait for the slot (its group may
+ * be starved of CPU, or frozen). send hands it the command: 0, or -E2BIG when the command is
+ * over 8 MiB (the slot is left as it was); c's fds may be closed once it returns. report then
+ * reads its answer once its socket is readable (timeout_ms 0) or waits up to timeout_ms for
+ * it: 0 with the command's host pid (a child of the caller; the slot stays, in the command's
+ * group, for the next command), or -ESTALE (the caller discards the slot, join_slot_release or
+ * join_slot_discard). */
 int join_slot_send(struct join_slot *slot, const struct join_config *c);
 #define JOIN_SLOT_ANSWER_MS 10000 /* how long a slot may take to answer: it may still set up */
 int join_slot_report(struct join_slot *slot, int timeout_ms, pid_t *ret_pid, char *errbuf,

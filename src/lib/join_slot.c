@@ -267,18 +267,6 @@ int join_slot_report(struct join_slot *slot, int timeout_ms, pid_t *ret_pid, cha
         return 0;
 }
 
-int join_slot_run(struct join_slot *slot, const struct join_config *c, pid_t *ret_pid,
-                  char *errbuf, size_t errlen)
-{
-        int r = join_slot_send(slot, c);
-        if (r < 0)
-                return r;
-        r = join_slot_report(slot, JOIN_SLOT_ANSWER_MS, ret_pid, errbuf, errlen);
-        if (r < 0)
-                join_slot_discard(slot);
-        return r;
-}
-
 /* ------------------------------------------------------------------ the slot */
 
 /* A big command's memory, its own: unmapped once the command has exec'd. */
