@@ -12,7 +12,8 @@ and with 100 ms of idle before each run (an agent thinking between commands). Th
 runs are interleaved in shuffled blocks so that load from other work on the machine skews
 them alike. Prints medians and p90 in a Markdown table; BENCH_RUNS (default 200) per row. A
 last two rows give the floor: the same busybox `true` spawned and reaped on the host without any
-isolation, back to back and after the same idle.
+isolation, back to back and after the same idle. BENCH_ARG_KIB=N gives `true` N KiB of
+arguments (in 64 KiB strings): past ~96 KiB a command no longer fits one exec slot message.
 """
 import json
 import os
@@ -29,6 +30,8 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 import conftest  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "200"))
+ARG_KIB = int(os.environ.get("BENCH_ARG_KIB", "0"))
+CMD = ["true"] + ["a" * 65535] * (ARG_KIB // 64) + (["a" * (ARG_KIB % 64 * 1024)] if ARG_KIB % 64 else [])
 BLOCK = 10
 GAPS = (0.0, 0.1)
 LABELS = {"s": "sandbox", "c": "computer", "b": "computer, a background process running"}
@@ -44,7 +47,7 @@ def builds():
 
 
 def exec_once(conn, env):
-    body = json.dumps({"cmd": ["true"]}).encode()
+    body = json.dumps({"cmd": CMD}).encode()
     t0 = time.perf_counter()
     conn.request("POST", "/v1/envs/%s/exec" % env, body, {"Content-Type": "application/json"})
     r = conn.getresponse()
@@ -101,8 +104,9 @@ def main():
                 os.waitpid(pid, 0)
                 floor[gap].append(time.perf_counter() - t0)
         load = os.getloadavg()[0]
-        print("exec `true`, raw HTTP keep-alive, %d runs per row, %s, load %.1f" % (
-            RUNS, time.strftime("%Y-%m-%d"), load))
+        print("exec `true`%s, raw HTTP keep-alive, %d runs per row, %s, load %.1f" % (
+            " with %d KiB of arguments" % ARG_KIB if ARG_KIB else "", RUNS,
+            time.strftime("%Y-%m-%d"), load))
         print()
         print("| build | environment | idle before each | median | p90 |")
         print("|---|---|---|---|---|")

@@ -1043,9 +1043,23 @@ struct launch {
         struct exec_slot *slot;
         struct loop_source *src;
         struct loop_timer *timer; /* JOIN_SLOT_ANSWER_MS */
+        bool big;                 /* its command went in a memfd (JOIN_SLOT_SENT_BIG) */
         struct launch *next;
 };
 static struct launch *launches;
+
+/* A command too big for one slot message (over ~96 KiB) is the daemon's memory until it has
+ * exec'd, and an environment can hold it back (starved of CPU, frozen): a few per environment
+ * at a time. */
+#define BIG_LAUNCHES_PER_ENV 2
+
+static unsigned big_launches(const struct env *v)
+{
+        unsigned n = 0;
+        for (struct launch *l = launches; l; l = l->next)
+                n += l->big && l->slot->env == v;
+        return n;
+}
 
 /* The command runs (pid, our child): watched from now on. 0, or -errno with err (the command
  * killed and reaped). */
@@ -1199,12 +1213,12 @@ static void on_launch_timeout(struct loop_timer *t, void *data)
         }
 }
 
-static int launch_watch(struct exec_session *s, struct exec_slot *slot)
+static int launch_watch(struct exec_session *s, struct exec_slot *slot, bool big)
 {
         struct launch *l = calloc(1, sizeof(*l));
         if (!l)
                 return -ENOMEM;
-        *l = (struct launch){.eng = s->eng, .s = s, .slot = slot};
+        *l = (struct launch){.eng = s->eng, .s = s, .slot = slot, .big = big};
         int r = loop_add_fd(engine_loop(s->eng), slot->js.sock, EPOLLIN, on_launch_answer, l,
                             &l->src);
         l->timer = r < 0 ? NULL
@@ -1433,6 +1447,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         int r = -ENOMEM;
         struct exec_slot *slot = NULL;
         unsigned n_slots = 0;
+        bool big = false, helper = true;
         for (struct exec_slot *sl = env_exec_slot(v), *next; sl; sl = next) {
                 next = sl->env_next;
                 if (sl->busy || sl->waiting || slot) {
@@ -1466,16 +1481,29 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 snprintf(fresh, sizeof(fresh), "%s", s->sub);
                 snprintf(s->sub, sizeof(s->sub), "%s", slot->sub);
                 /* Handed over, not waited for: its answer comes to the loop (launch_watch). */
-                r = join_slot_send(&slot->js, &jc);
-                if (r == 0) {
+                bool big_ok = big_launches(v) < BIG_LAUNCHES_PER_ENV;
+                r = join_slot_send(&slot->js, &jc, big_ok);
+                if (r >= 0) {
+                        big = r == JOIN_SLOT_SENT_BIG;
+                        r = 0;
                         slot->busy = true;
                         slot->used = true;
                 } else {
                         snprintf(s->sub, sizeof(s->sub), "%s", fresh);
-                        slot = NULL; /* over 8 MiB, or out of memory: the helper below */
+                        slot = NULL;
+                        if (r == -E2BIG && !big_ok) {
+                                helper = false;
+                                r = -EAGAIN;
+                                snprintf(err, errlen, "%u commands over 96 KiB are still starting "
+                                         "in %s: try again once they run",
+                                         BIG_LAUNCHES_PER_ENV, env_name(v));
+                        } else if (r != -E2BIG) {
+                                helper = false;
+                                snprintf(err, errlen, "exec slot: %s", strerror(-r));
+                        } /* over 8 MiB: the helper below (its execve will refuse it) */
                 }
         }
-        if (envp && !slot)
+        if (envp && !slot && helper)
                 r = env_join_exec(&jc, &pid, err, errlen);
         for (size_t i = 0; envp && envp[i]; i++)
                 free(envp[i]);
@@ -1491,7 +1519,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         }
         s->stdin_keep = rq->stdin_keep;
         s->timeout_ms = rq->timeout_ms;
-        r = slot ? launch_watch(s, slot) : session_launched(s, pid, err, errlen);
+        r = slot ? launch_watch(s, slot, big) : session_launched(s, pid, err, errlen);
         if (r < 0) {
                 if (slot)
                         snprintf(err, errlen, "out of memory");

@@ -701,6 +701,15 @@ static unsigned long long raise_nofile(void)
         return was;
 }
 
+/* fs.suid_dumpable 1: a change of credentials leaves a process dumpable, so a process of the
+ * same user may ptrace it. An exec's command switches to its user inside the environment before
+ * it drops its capabilities, on memory it shares with its exec slot until its execve. */
+static bool suid_dumpable_traceable(void)
+{
+        _cleanup_free_ char *v = NULL;
+        return read_file_at(AT_FDCWD, "/proc/sys/fs/suid_dumpable", 16, &v) >= 0 && v[0] == '1';
+}
+
 int main(int argc, char **argv)
 {
         struct options o = {0};
@@ -720,6 +729,12 @@ int main(int argc, char **argv)
         /* Not dumpable: no core file or /proc/PID/mem of a process that holds every token and
          * secret. Exec helpers also run in this memory and would set it anyway (join.c). */
         prctl(PR_SET_DUMPABLE, 0);
+        if (suid_dumpable_traceable()) {
+                log_error("fs.suid_dumpable is 1: a process in an environment could trace a command "
+                          "paddockd starts there between its change of user and its confinement; "
+                          "set it to 0, the default (sysctl -w fs.suid_dumpable=0), or 2");
+                return 1;
+        }
         unsigned long long nofile_at_start = raise_nofile();
         child_nofile_set(nofile_at_start);
         int sr = seccomp_precompile();

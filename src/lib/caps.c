@@ -28,12 +28,6 @@ static const cap_value_t computer_caps[] = {
          SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |   \
          SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
-static void cap_freep(cap_t *c)
-{
-        if (*c)
-                cap_free(*c);
-}
-
 static bool profile_keeps(enum confine_profile p, cap_value_t c)
 {
         if (p != PROFILE_COMPUTER)
@@ -58,27 +52,27 @@ static int drop_bounding(enum confine_profile p)
         return 0;
 }
 
+/* capget and capset themselves, not libcap's cap_t: this also runs in an exec slot's command
+ * before its execve, on memory it shares with the slot, where nothing may be allocated. */
 static int set_process_caps(enum confine_profile p)
 {
-        _cleanup_(cap_freep) cap_t caps = cap_get_proc();
-        if (!caps)
-                return negative_errno();
-
+        struct __user_cap_header_struct head = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+        if (capget(&head, data) < 0)
+                return -errno;
         /* Keep only what the profile lists and the process already has: capset() can never
          * add a permitted capability, so asking for one we lack would fail with EPERM. */
-        cap_value_t n = cap_max_bits();
-        for (cap_value_t c = 0; c < n; c++) {
-                if (profile_keeps(p, c))
-                        continue;
-                if (cap_set_flag(caps, CAP_EFFECTIVE, 1, &c, CAP_CLEAR) < 0 ||
-                    cap_set_flag(caps, CAP_PERMITTED, 1, &c, CAP_CLEAR) < 0)
-                        return negative_errno();
+        uint32_t keep[_LINUX_CAPABILITY_U32S_3] = {0};
+        for (size_t i = 0; i < ELEMENTSOF(computer_caps); i++)
+                if (profile_keeps(p, computer_caps[i]))
+                        keep[CAP_TO_INDEX(computer_caps[i])] |= CAP_TO_MASK(computer_caps[i]);
+        for (size_t i = 0; i < ELEMENTSOF(data); i++) {
+                data[i].effective &= keep[i];
+                data[i].permitted &= keep[i];
+                data[i].inheritable = 0; /* nothing is inherited through exec by file caps */
         }
-        /* Nothing is inherited through exec by file capabilities. */
-        if (cap_clear_flag(caps, CAP_INHERITABLE) < 0)
-                return negative_errno();
-        if (cap_set_proc(caps) < 0)
-                return negative_errno();
+        if (capset(&head, data) < 0)
+                return -errno;
         return 0;
 }
 

@@ -196,6 +196,9 @@ _Noreturn void join_command_main(const struct join_config *c)
         prctl(PR_SET_KEEPCAPS, 1);
         if (setresgid(gid, gid, gid) < 0 || setgroups(0, NULL) < 0 || setresuid(uid, uid, uid) < 0)
                 cmd_fail(126, "switch user", strerror(errno));
+        /* The switch set dumpable from fs.suid_dumpable (paddockd refuses 1); keep it 0 until the
+         * execve decides: this memory may be its slot's (CLONE_VM). */
+        prctl(PR_SET_DUMPABLE, 0);
         if (c->pty_sock >= 0)
                 become_terminal_session(c);
         else if (setsid() < 0) /* no controlling terminal: never the daemon's (see spawn.c) */

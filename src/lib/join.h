@@ -73,13 +73,17 @@ int join_slot_start(const struct join_config *c, bool wait_go, struct join_slot 
 int join_slot_go(struct join_slot *slot);
 /* Hand the slot c's command (argv, envp, cwd, user, stdio, terminal; its cgroup and profile
  * are the slot's), in two steps, for a caller that must not wait for the slot (its group may
- * be starved of CPU, or frozen). send hands it the command: 0, or -E2BIG when the command is
- * over 8 MiB (the slot is left as it was); c's fds may be closed once it returns. report then
+ * be starved of CPU, or frozen). send hands it the command: 0, or JOIN_SLOT_SENT_BIG when it
+ * was too big for one message and went in a memfd (~96 KiB to 8 MiB, the caller's memory until
+ * the command has exec'd: allow_big false refuses that), or -E2BIG when it is over 8 MiB
+ * or too big with !allow_big (the slot is left as it was); c's fds may be closed once it
+ * returns. report then
  * reads its answer once its socket is readable (timeout_ms 0) or waits up to timeout_ms for
  * it: 0 with the command's host pid (a child of the caller; the slot stays, in the command's
  * group, for the next command), or -ESTALE (the caller discards the slot, join_slot_release or
  * join_slot_discard). */
-int join_slot_send(struct join_slot *slot, const struct join_config *c);
+int join_slot_send(struct join_slot *slot, const struct join_config *c, bool allow_big);
+#define JOIN_SLOT_SENT_BIG 1 /* join_slot_send: the command went in a memfd */
 #define JOIN_SLOT_ANSWER_MS 10000 /* how long a slot may take to answer: it may still set up */
 int join_slot_report(struct join_slot *slot, int timeout_ms, pid_t *ret_pid, char *errbuf,
                      size_t errlen);

@@ -35,7 +35,9 @@
 #define SLOT_MAGIC 0x70646b73u /* "pdks" */
 /* argv + envp + strings in the message itself: what nearly every command needs; a bigger one
  * goes in a memfd (big), up to SLOT_BIG_MAX and SLOT_BIG_STRINGS (execve's own limit, a quarter
- * of the stack limit, is lower). Beyond: -E2BIG, before the slot is touched. */
+ * of the stack limit, is lower). Beyond: -E2BIG, before the slot is touched. Never more than
+ * SLOT_MAX_STRINGS arguments: glibc's execvp copies argv onto the command's stack for a file
+ * without #! (ENOEXEC), and that stack is SLOT_STACK_SIZE. */
 #define SLOT_BLOB_MAX (96u * 1024u)
 #define SLOT_MAX_STRINGS 8192u
 #define SLOT_BIG_MAX (8u << 20)
@@ -87,7 +89,8 @@ static int encode(const struct join_config *c, struct slot_head *h, char *blob, 
             (c->user_fallback_for && !put_str(blob, cap, &off, c->user_fallback_for)))
                 return -E2BIG;
         for (; c->argv[h->argc]; h->argc++)
-                if (h->argc >= max_strings || !put_str(blob, cap, &off, c->argv[h->argc]))
+                if (h->argc >= SLOT_MAX_STRINGS ||
+                    !put_str(blob, cap, &off, c->argv[h->argc]))
                         return -E2BIG;
         for (; c->envp[h->envc]; h->envc++)
                 if (h->argc + h->envc >= max_strings ||
@@ -195,7 +198,7 @@ static int encode_big(const struct join_config *c, struct slot_head *h)
         return TAKE_FD(fd);
 }
 
-int join_slot_send(struct join_slot *slot, const struct join_config *c)
+int join_slot_send(struct join_slot *slot, const struct join_config *c, bool allow_big)
 {
         struct slot_head h;
         _cleanup_free_ char *blob = malloc(SLOT_BLOB_MAX);
@@ -204,7 +207,7 @@ int join_slot_send(struct join_slot *slot, const struct join_config *c)
         int r = encode(c, &h, blob, SLOT_BLOB_MAX, SLOT_MAX_STRINGS);
         _cleanup_close_ int big = -EBADF;
         size_t inline_len = h.blob_len;
-        if (r == -E2BIG) {
+        if (r == -E2BIG && allow_big) {
                 big = encode_big(c, &h);
                 if (big < 0)
                         return big; /* the slot stays as it was */
@@ -233,7 +236,7 @@ int join_slot_send(struct join_slot *slot, const struct join_config *c)
         /* A slot that failed has written its report and gone: join_slot_report reads that
          * rather than the send's EPIPE. */
         slot->unsent = n < 0;
-        return 0;
+        return big >= 0 ? JOIN_SLOT_SENT_BIG : 0;
 }
 
 int join_slot_report(struct join_slot *slot, int timeout_ms, pid_t *ret_pid, char *errbuf,
@@ -353,8 +356,9 @@ static int receive(int sock, struct join_config *cmd, char *blob, char **strs,
         uint32_t max = h.big ? SLOT_BIG_STRINGS : SLOT_MAX_STRINGS;
         if ((!h.big && h.blob_len != (size_t)n - sizeof(h)) ||
             (h.big && ((size_t)n != sizeof(h) || h.blob_len > SLOT_BIG_MAX)) || h.argc == 0 ||
-            h.argc > max || h.envc > max || h.argc + h.envc > max || h.has_pty > 1 ||
-            h.has_cwd > 1 || h.has_user > 1 || h.has_fallback > 1 || h.login_env > 1 ||
+            h.argc > SLOT_MAX_STRINGS || h.envc > max || h.argc + h.envc > max ||
+            h.has_pty > 1 || h.has_cwd > 1 || h.has_user > 1 || h.has_fallback > 1 ||
+            h.login_env > 1 ||
             nfds != (h.has_pty ? 4u : 3u) + h.big || h.blob_len == 0)
                 return -EBADMSG; /* each count checked alone first: their sum cannot wrap */
         size_t room = SLOT_ENV_ROOM;

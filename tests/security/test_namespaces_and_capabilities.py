@@ -181,3 +181,31 @@ def test_exec_has_exactly_pid1_confinement(daemon, kind):
     a, b = status_lines(pid1), status_lines(self_)
     assert set(a) == set(CONFINEMENT_KEYS), a
     assert a == b
+
+
+def test_the_daemon_refuses_a_host_where_a_change_of_user_stays_traceable(tmp_path):
+    """With fs.suid_dumpable=1 a process stays dumpable after it changes its credentials, so
+    another process of the same user may ptrace it. An exec's command changes to its user
+    inside the environment before it drops its capabilities (and shares its exec slot's memory
+    until its execve): an agent's process of that user could take it over. paddockd refuses to
+    start on such a host, and says what to do."""
+    from conftest import PADDOCKD
+    knob = "/proc/sys/fs/suid_dumpable"
+    with open(knob) as f:
+        before = f.read().strip()
+    args = [PADDOCKD, "--root", str(tmp_path / "root"), "--socket", str(tmp_path / "s.sock"),
+            "--uid-registry", str(tmp_path / "uids"), "--no-network", "--storage", "dir"]
+    try:
+        with open(knob, "w") as f:
+            f.write("1")
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            _, err = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:  # it started: stop it as a user would
+            p.terminate()
+            p.communicate(timeout=60)
+            pytest.fail("paddockd started with fs.suid_dumpable=1")
+    finally:
+        with open(knob, "w") as f:
+            f.write(before)
+    assert p.returncode == 1 and b"fs.suid_dumpable is 1" in err and b"sysctl" in err, err
