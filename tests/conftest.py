@@ -98,6 +98,24 @@ def fnv1a(s):
     return h
 
 
+def starved(daemon, name, *create_args):
+    """A computer with a 1% CPU limit whose 16 busy loops have all of it: whatever else runs
+    there (an exec slot, a command) gets almost no CPU, and takes seconds."""
+    daemon.create(name, "--computer", "--cpus", "0.01", *create_args)
+    daemon.sh(name, "for i in $(seq 16); do (while :; do :; done) & done")
+    time.sleep(1)  # the spinners have its CPU
+
+
+def longest_wait(daemon, seconds=3.0):
+    """Another client's longest wait for GET /v1/system over seconds of asking in a loop."""
+    worst, end = 0.0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        assert daemon.api("GET", "/v1/system", timeout=30).status == 200
+        worst = max(worst, time.monotonic() - t0)
+    return worst
+
+
 def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
     """Poll pred() until it returns something truthy; return that value or fail."""
     deadline = time.monotonic() + timeout
