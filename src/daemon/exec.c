@@ -1000,13 +1000,9 @@ void exec_slot_kill(struct env *v)
 
 pid_t exec_slot_alive(struct env *v)
 {
-        for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next) {
-                siginfo_t si = {0};
-                if (sl->js.pid > 0 &&
-                    waitid(P_PID, (id_t)sl->js.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                    si.si_pid == 0)
+        for (struct exec_slot *sl = env_exec_slot(v); sl; sl = sl->env_next)
+                if (child_state(sl->js.pid) == CHILD_RUNNING)
                         return sl->js.pid;
-        }
         return 0;
 }
 
@@ -1146,6 +1142,16 @@ static void launch_free(struct launch *l)
         free(l);
 }
 
+/* A command its slot named that nobody waits for any more: killed, and reaped once it is gone
+ * (a corpse watch, which also prunes its group), or here if it cannot be watched. */
+static void kill_orphan(struct exec_slot *slot, pid_t pid)
+{
+        kill(pid, SIGKILL);
+        if (!corpse_watch(slot->eng, pid, env_cgroup(slot->env), slot->sub, true))
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+}
+
 /* The slot answered (r 0 with pid, or -ESTALE with why): the session goes on, or fails; a
  * command nobody waits for any more is killed and reaped. The slot is the command's (busy)
  * or, when it failed or nobody waits, let go. */
@@ -1169,12 +1175,8 @@ static void launch_end(struct launch *l, int r, pid_t pid, const char *why)
                 tell_launched(s);
                 return;
         }
-        if (r == 0 && !s) {
-                kill(pid, SIGKILL);
-                if (!corpse_watch(slot->eng, pid, env_cgroup(slot->env), slot->sub, true))
-                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                                ;
-        }
+        if (r == 0 && !s)
+                kill_orphan(slot, pid);
         if (r < 0 && slot)
                 cut_note(env_name(slot->env));
         if (s)
@@ -1263,10 +1265,7 @@ static void launch_slot_gone(struct exec_slot *sl)
                         }
                         l->slot = NULL; /* being freed by the caller */
                         if (r == 0 && !l->s) {
-                                kill(pid, SIGKILL);
-                                if (!corpse_watch(sl->eng, pid, env_cgroup(sl->env), sl->sub, true))
-                                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                                                ;
+                                kill_orphan(sl, pid);
                                 r = -ESTALE;
                         }
                         launch_end(l, r, pid, why);
@@ -1336,9 +1335,7 @@ static void reap_strays(struct env *v)
                 bool known = pid <= 0;
                 for (struct exec_session *s = sessions; s && !known; s = s->next)
                         known = s->pid == pid;
-                siginfo_t si = {0};
-                if (known || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
-                    si.si_pid != pid)
+                if (known || child_state(pid) != CHILD_EXITED)
                         continue; /* not a zombie (yet) */
                 char cg[512];
                 snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
@@ -1456,9 +1453,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 }
                 /* One that died (killed from outside, say) would fail the command later, once
                  * it was handed over: it goes now. */
-                siginfo_t si = {0};
-                if (waitid(P_PID, (id_t)sl->js.pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
-                    si.si_pid != 0) {
+                if (child_state(sl->js.pid) != CHILD_RUNNING) {
                         slot_free(sl);
                         continue;
                 }

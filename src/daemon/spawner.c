@@ -431,8 +431,7 @@ static void push(struct spawner_req ***tail, struct spawner_req *q)
  * check keeps a bad pid from naming someone else. */
 static void discard_stray_slot(pid_t pid)
 {
-        siginfo_t si = {0};
-        if (pid <= 0 || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+        if (child_state(pid) == CHILD_NONE)
                 return;
         kill(pid, SIGKILL);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 
 int write_all(int fd, const void *buf, size_t len)
@@ -429,6 +430,14 @@ int proc_start_time(pid_t pid, uint64_t *ret)
         if (r >= 0)
                 *ret = st.start_time;
         return r;
+}
+
+enum child_state child_state(pid_t pid)
+{
+        siginfo_t si = {0};
+        if (pid <= 0 || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+                return CHILD_NONE;
+        return si.si_pid == pid ? CHILD_EXITED : CHILD_RUNNING;
 }
 
 int sys_pidfd_open(pid_t pid, unsigned flags)

@@ -176,6 +176,11 @@ static inline bool proc_stat_gone(const struct proc_stat *st)
 }
 int proc_start_time(pid_t pid, uint64_t *ret);
 
+/* What pid is to the caller, asked without reaping it: not its child (or not a pid), its
+ * child still running (or stopped), or its child that has exited and waits to be reaped. */
+enum child_state { CHILD_NONE, CHILD_RUNNING, CHILD_EXITED };
+enum child_state child_state(pid_t pid);
+
 /* Thin syscall wrappers glibc 2.36 lacks. */
 int sys_pidfd_open(pid_t pid, unsigned flags);
 int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags);

@@ -527,6 +527,43 @@ static void test_util_proc_stat__exiting_flag(void)
         CHECK(proc_stat(pid, &st) < 0);
 }
 
+/* Running, exited and unreaped, reaped: and never someone else's process, nor a bad pid. */
+static void test_util_child_state__through_a_childs_life(void)
+{
+        int go[2];
+        if (pipe2(go, O_CLOEXEC) < 0) {
+                perror("pipe2");
+                exit(2);
+        }
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) {
+                perror("fork");
+                exit(2);
+        }
+        if (pid == 0) {
+                char c;
+                _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+        }
+        CHECK_EQ_INT(child_state(pid), CHILD_RUNNING);
+        CHECK_EQ_INT(child_state(pid), CHILD_RUNNING); /* asking does not reap */
+        CHECK(write(go[1], "g", 1) == 1);
+        for (int i = 0; i < 2000 && child_state(pid) == CHILD_RUNNING; i++)
+                usleep(1000);
+        CHECK_EQ_INT(child_state(pid), CHILD_EXITED);
+        CHECK_EQ_INT(child_state(pid), CHILD_EXITED);
+        int status = -1;
+        CHECK_EQ_INT(waitpid(pid, &status, 0), pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK_EQ_INT(child_state(pid), CHILD_NONE);
+        CHECK_EQ_INT(child_state(1), CHILD_NONE); /* alive, but not ours */
+        CHECK_EQ_INT(child_state(0), CHILD_NONE);
+        CHECK_EQ_INT(child_state(-1), CHILD_NONE);
+        close(go[0]);
+        close(go[1]);
+}
+
 static void test_util_proc_start_time__child_differs(void)
 {
         uint64_t self = 0, child = 0, again = 0, renamed = 0;
@@ -1190,6 +1227,7 @@ int main(void)
         RUN(test_util_base64__rejects_excess_padding);
         RUN(test_util_proc_start_time__self_stable);
         RUN(test_util_proc_start_time__child_differs);
+        RUN(test_util_child_state__through_a_childs_life);
         RUN(test_util_proc_stat__exiting_flag);
         RUN(test_util_close_fds_from__keeps_listed);
         RUN(test_util_close_fds_from__fallback_without_close_range);
