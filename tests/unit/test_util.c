@@ -488,11 +488,9 @@ static void test_util_proc_start_time__self_stable(void)
         CHECK_EQ_INT(a, stat_field22(getpid()));
 }
 
-/* The flag env_spawn_finish relies on: a live process is not exiting; one that has exited
- * (not reaped yet) is, and so was it from the moment it began to exit. */
-static void test_util_proc_stat__exiting_flag(void)
+/* A child that exits 0 once a byte is written to go[1] (1 if go[1] closes first). */
+static pid_t waiting_child(int go[2])
 {
-        int go[2];
         if (pipe2(go, O_CLOEXEC) < 0) {
                 perror("pipe2");
                 exit(2);
@@ -506,8 +504,18 @@ static void test_util_proc_stat__exiting_flag(void)
         }
         if (pid == 0) {
                 char c;
+                close(go[1]);
                 _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
         }
+        return pid;
+}
+
+/* The flag env_spawn_finish relies on: a live process is not exiting; one that has exited
+ * (not reaped yet) is, and so was it from the moment it began to exit. */
+static void test_util_proc_stat__exiting_flag(void)
+{
+        int go[2];
+        pid_t pid = waiting_child(go);
         close(go[0]);
         struct proc_stat st;
         CHECK_EQ_INT(proc_stat(pid, &st), 0);
@@ -531,21 +539,7 @@ static void test_util_proc_stat__exiting_flag(void)
 static void test_util_child_state__through_a_childs_life(void)
 {
         int go[2];
-        if (pipe2(go, O_CLOEXEC) < 0) {
-                perror("pipe2");
-                exit(2);
-        }
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        if (pid < 0) {
-                perror("fork");
-                exit(2);
-        }
-        if (pid == 0) {
-                char c;
-                _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
-        }
+        pid_t pid = waiting_child(go);
         CHECK_EQ_INT(child_state(pid), CHILD_RUNNING);
         CHECK_EQ_INT(child_state(pid), CHILD_RUNNING); /* asking does not reap */
         CHECK(write(go[1], "g", 1) == 1);
