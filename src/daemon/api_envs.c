@@ -65,9 +65,28 @@ bool api_string_map(struct request *r, json_t *j, const char *field, bool (*key_
         return true;
 }
 
+/* Environment variables in all, as every process's execve gets them (PID 1's too): well below
+ * what the kernel takes (a quarter of the stack limit, usually 2 MiB), leaving the rest to
+ * the command's arguments. */
+#define ENV_MAP_MAX_BYTES (1u << 20)
+
 bool api_env_map(struct request *r, json_t *j, const char *field)
 {
-        return api_string_map(r, j, field, env_key_valid);
+        if (!api_string_map(r, j, field, env_key_valid))
+                return false;
+        size_t total = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(j, k, v)
+        {
+                total += strlen(k) + 1 + json_string_length(v) + 1; /* "KEY=VALUE\0" */
+        }
+        if (total > ENV_MAP_MAX_BYTES) {
+                http_reply_error(r, 413, "too_large", "%s: %zu bytes in all, at most %u", field,
+                                 total, ENV_MAP_MAX_BYTES);
+                return false;
+        }
+        return true;
 }
 
 /* calloc for n elements (at least one, so that an empty array is not NULL); replies 500 when

@@ -1364,6 +1364,12 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 snprintf(err, errlen, "too many running execs (limit %d)", EXEC_MAX_ACTIVE);
                 return -EAGAIN;
         }
+        if (suid_dumpable_traceable()) { /* set since paddockd started, which refuses it */
+                snprintf(err, errlen, "the host sets fs.suid_dumpable=1, which would let a process "
+                                      "in %s trace the command before it is confined: set it "
+                                      "to 0 (sysctl -w fs.suid_dumpable=0)", env_name(v));
+                return -EAGAIN;
+        }
         struct exec_session *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
@@ -1492,10 +1498,14 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                                 snprintf(err, errlen, "%u commands over 96 KiB are still starting "
                                          "in %s: try again once they run",
                                          BIG_LAUNCHES_PER_ENV, env_name(v));
-                        } else if (r != -E2BIG) {
+                        } else if (r == -E2BIG) { /* no execve would take it either */
+                                helper = false;
+                                snprintf(err, errlen, "the command's arguments and environment "
+                                                      "exceed 8 MiB");
+                        } else {
                                 helper = false;
                                 snprintf(err, errlen, "exec slot: %s", strerror(-r));
-                        } /* over 8 MiB: the helper below (its execve will refuse it) */
+                        }
                 }
         }
         if (envp && !slot && helper)

@@ -701,15 +701,6 @@ static unsigned long long raise_nofile(void)
         return was;
 }
 
-/* fs.suid_dumpable 1: a change of credentials leaves a process dumpable, so a process of the
- * same user may ptrace it. An exec's command switches to its user inside the environment before
- * it drops its capabilities, on memory it shares with its exec slot until its execve. */
-static bool suid_dumpable_traceable(void)
-{
-        _cleanup_free_ char *v = NULL;
-        return read_file_at(AT_FDCWD, "/proc/sys/fs/suid_dumpable", 16, &v) >= 0 && v[0] == '1';
-}
-
 int main(int argc, char **argv)
 {
         struct options o = {0};

@@ -125,19 +125,17 @@ static _Noreturn void cmd_fail(int code, const char *what, const char *detail)
         _exit(code);
 }
 
+/* capget and capset themselves: in an exec slot's command this memory is the slot's (CLONE_VM),
+ * where nothing may be allocated. */
 static int raise_effective(void)
 {
-        cap_t caps = cap_get_proc();
-        if (!caps)
+        struct __user_cap_header_struct head = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+        if (capget(&head, data) < 0)
                 return -errno;
-        for (cap_value_t v = 0; v <= CAP_LAST_CAP; v++) {
-                cap_flag_value_t f;
-                if (cap_get_flag(caps, v, CAP_PERMITTED, &f) == 0 && f == CAP_SET)
-                        cap_set_flag(caps, CAP_EFFECTIVE, 1, &v, CAP_SET);
-        }
-        int r = cap_set_proc(caps) < 0 ? -errno : 0;
-        cap_free(caps);
-        return r;
+        for (size_t i = 0; i < ELEMENTSOF(data); i++)
+                data[i].effective = data[i].permitted;
+        return capset(&head, data) < 0 ? -errno : 0;
 }
 
 /* A new session whose controlling terminal is a fresh pty of the environment; the master goes
@@ -172,13 +170,6 @@ _Noreturn void join_command_main(const struct join_config *c)
         const char *step;
         int r;
 
-        if (c->confined) {
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-        } else {
-                reset_signals();
-        }
         child_nofile_apply();
         if (dup2(c->stdin_fd, 0) < 0 || dup2(c->stdout_fd, 1) < 0 || dup2(c->stderr_fd, 2) < 0)
                 _exit(126);
@@ -194,11 +185,23 @@ _Noreturn void join_command_main(const struct join_config *c)
                 cmd_fail(126, "unknown user", c->user);
         /* Keep the permitted set across the uid change so confinement can still drop it. */
         prctl(PR_SET_KEEPCAPS, 1);
-        if (setresgid(gid, gid, gid) < 0 || setgroups(0, NULL) < 0 || setresuid(uid, uid, uid) < 0)
-                cmd_fail(126, "switch user", strerror(errno));
-        /* The switch set dumpable from fs.suid_dumpable (paddockd refuses 1); keep it 0 until the
-         * execve decides: this memory may be its slot's (CLONE_VM). */
+        int sw = setresgid(gid, gid, gid) < 0 || setgroups(0, NULL) < 0 ||
+                                 setresuid(uid, uid, uid) < 0
+                         ? errno
+                         : 0;
+        /* A change of credentials sets dumpable from fs.suid_dumpable (paddockd refuses 1, 2
+         * still dumps core): back to 0 until the execve decides, failed or not, since this
+         * memory may be the slot's (CLONE_VM). Signals wait until then, so no core is dumped. */
         prctl(PR_SET_DUMPABLE, 0);
+        if (sw)
+                cmd_fail(126, "switch user", strerror(sw));
+        if (c->confined) { /* the slot keeps every signal blocked, with default handlers */
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+        } else {
+                reset_signals();
+        }
         if (c->pty_sock >= 0)
                 become_terminal_session(c);
         else if (setsid() < 0) /* no controlling terminal: never the daemon's (see spawn.c) */

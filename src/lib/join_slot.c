@@ -10,7 +10,7 @@
  * from its socket (argv, envp, working directory, user, terminal size, profile, with
  * stdin/stdout/stderr and the pty socket as SCM_RIGHTS), spawns the command and answers with
  * its pid. A command too big for one message (up to the API's 8 MiB) comes in a sealed memfd
- * passed with it, which the slot maps for that command only.
+ * passed with it, which the slot copies into memory of its own for that command only.
  *
  * The command is cloned with CLONE_VM, as posix_spawn does: no copy of the slot's page tables
  * (a fork of the daemon) and nothing to tear down at its execve, which are most of a fork's
@@ -287,9 +287,9 @@ static void big_unmap(struct big_maps *m)
         *m = (struct big_maps){0};
 }
 
-/* A big command's strings (h->blob_len bytes in the sealed memfd mfd, which is closed) and a
- * string table for them: its layout as receive's, with the room for the final environment
- * after it (*room). */
+/* A big command's strings (h->blob_len bytes in the sealed memfd mfd, copied out, and mfd
+ * closed) and a string table for them: its layout as receive's, with the room for the final
+ * environment after it (*room). */
 static int map_big(const struct slot_head *h, int mfd, struct big_maps *m, char **blob,
                    char ***strs, size_t *room)
 {
@@ -300,13 +300,30 @@ static int map_big(const struct slot_head *h, int mfd, struct big_maps *m, char 
                 close(mfd);
                 return -EBADMSG;
         }
-        void *b = mmap(NULL, h->blob_len, PROT_READ, MAP_PRIVATE, mfd, 0);
+        /* Copied into the slot's own memory (charged to the environment's cgroup), so that the
+         * daemon's pages go now, not whenever the environment lets the command exec. */
+        void *b = mmap(NULL, h->blob_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
         int e = errno;
-        close(mfd);
-        if (b == MAP_FAILED)
+        if (b == MAP_FAILED) {
+                close(mfd);
                 return -e;
+        }
         m->blob = b;
         m->blob_len = h->blob_len;
+        for (size_t off = 0; off < h->blob_len;) {
+                ssize_t n = pread(mfd, (char *)b + off, h->blob_len - off, (off_t)off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        e = n < 0 ? errno : EBADMSG;
+                        close(mfd);
+                        big_unmap(m);
+                        return -e;
+                }
+                off += (size_t)n;
+        }
+        close(mfd);
         /* strings, NULL, argv, NULL, envp, NULL: at most 2 * (argc + envc + 3) + 3 pointers */
         *room = 2u * ((size_t)h->argc + h->envc + 3u) + 3u;
         m->strs_len = (*room + h->envc + 16u) * sizeof(char *);

@@ -432,6 +432,15 @@ int proc_start_time(pid_t pid, uint64_t *ret)
         return r;
 }
 
+bool suid_dumpable_traceable(void)
+{
+        static int fd = -EBADF;
+        if (fd < 0)
+                fd = open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC);
+        char c = 0;
+        return fd >= 0 && pread(fd, &c, 1, 0) == 1 && c == '1';
+}
+
 enum child_state child_state(pid_t pid)
 {
         siginfo_t si = {0};

@@ -181,6 +181,12 @@ int proc_start_time(pid_t pid, uint64_t *ret);
 enum child_state { CHILD_NONE, CHILD_RUNNING, CHILD_EXITED };
 enum child_state child_state(pid_t pid);
 
+/* Whether the host sets fs.suid_dumpable to 1, read anew each call (one pread): then a change
+ * of credentials leaves a process dumpable, and a process of the same user may ptrace it. An
+ * exec's command switches to its user inside the environment before it drops its capabilities,
+ * on memory it shares with its exec slot until its execve. */
+bool suid_dumpable_traceable(void);
+
 /* Thin syscall wrappers glibc 2.36 lacks. */
 int sys_pidfd_open(pid_t pid, unsigned flags);
 int sys_pidfd_send_signal(int pidfd, int sig, unsigned flags);

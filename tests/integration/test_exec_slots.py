@@ -299,6 +299,25 @@ def test_a_command_too_big_for_one_message_runs_intact_and_confined(daemon, kind
     assert res["exit_code"] == 126 and "too long" in res["stderr"], res
 
 
+def test_oversized_environments_and_commands_are_refused_with_413(daemon):
+    # Every process's execve carries the environment's variables, PID 1's too: more than the
+    # kernel takes failed the create with 500; at most 1 MiB is accepted.
+    env = {"V%03d" % i: "v" * 32000 for i in range(40)}  # 1.28 MB
+    r = daemon.api("POST", "/v1/envs", {"name": "huge", "kind": "sandbox", "image": "base",
+                                        "env": env})
+    assert r.status == 413 and "at most 1048576" in r.json["error"]["message"], r
+    env = {"V%03d" % i: "v" * 32000 for i in range(32)}  # 1.02 MB
+    r = daemon.api("POST", "/v1/envs", {"name": "huge", "kind": "sandbox", "image": "base",
+                                        "env": env})
+    assert r.status == 201, r
+    assert daemon.sh("huge", 'printf %s "${#V000}"') == "32000"
+    # Those and the request's arguments together over 8 MiB: no execve takes that much, and
+    # no helper is made to find it out.
+    r = daemon.api("POST", "/v1/envs/huge/exec", {"cmd": ["true"] + ["a" * 100000] * 82},
+                   timeout=60)
+    assert r.status == 413 and "exceed 8 MiB" in r.json["error"]["message"], r
+
+
 def test_a_big_command_into_a_starved_environment_holds_up_only_its_caller(daemon):
     """A command too big for one slot message took a helper the daemon waited for inside the
     environment's cgroup (CLONE_VFORK): a starved environment held every other client for

@@ -183,12 +183,14 @@ def test_exec_has_exactly_pid1_confinement(daemon, kind):
     assert a == b
 
 
-def test_the_daemon_refuses_a_host_where_a_change_of_user_stays_traceable(tmp_path):
+def test_the_daemon_refuses_a_host_where_a_change_of_user_stays_traceable(daemon, tmp_path):
     """With fs.suid_dumpable=1 a process stays dumpable after it changes its credentials, so
     another process of the same user may ptrace it. An exec's command changes to its user
     inside the environment before it drops its capabilities (and shares its exec slot's memory
     until its execve): an agent's process of that user could take it over. paddockd refuses to
-    start on such a host, and says what to do."""
+    start on such a host, and says what to do; one already running refuses execs (503) while
+    the host is set so."""
+    daemon.create("t")
     from conftest import PADDOCKD
     knob = "/proc/sys/fs/suid_dumpable"
     with open(knob) as f:
@@ -198,6 +200,7 @@ def test_the_daemon_refuses_a_host_where_a_change_of_user_stays_traceable(tmp_pa
     try:
         with open(knob, "w") as f:
             f.write("1")
+        r = daemon.api("POST", "/v1/envs/t/exec", {"cmd": ["true"]})
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             _, err = p.communicate(timeout=20)
@@ -209,3 +212,5 @@ def test_the_daemon_refuses_a_host_where_a_change_of_user_stays_traceable(tmp_pa
         with open(knob, "w") as f:
             f.write(before)
     assert p.returncode == 1 and b"fs.suid_dumpable is 1" in err and b"sysctl" in err, err
+    assert r.status == 503 and "fs.suid_dumpable=1" in r.json["error"]["message"], r
+    assert daemon.sh("t", "echo fine") == "fine\n"
