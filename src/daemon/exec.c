@@ -770,11 +770,13 @@ static enum confine_profile exec_profile(struct env *v)
 static void slot_add(struct exec_slot *sl, bool wait);
 
 /* A slot for v in its per-exec group sub (existing; empty, or busy with the command of the
- * exec that made it). pidfd: PID 1's; wait: until exec_slot_go (PID 1 still sets up). */
+ * exec that made it). pidfd: PID 1's; wait: until exec_slot_go (PID 1 still sets up). NULL
+ * with *ret_err when it cannot be made. */
 static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const char *sub,
-                                      int pidfd, bool wait)
+                                      int pidfd, bool wait, int *ret_err)
 {
         struct exec_slot *sl = calloc(1, sizeof(*sl));
+        *ret_err = -ENOMEM;
         if (!sl)
                 return NULL;
         *sl = (struct exec_slot){.eng = e, .env = v, .js = {.sock = -EBADF}};
@@ -790,9 +792,11 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
         if (r < 0) {
                 log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
                 free(sl);
+                *ret_err = r;
                 return NULL;
         }
         slot_add(sl, wait);
+        *ret_err = 0;
         return sl;
 }
 
@@ -837,7 +841,7 @@ static void on_prewarm(struct loop_timer *t, void *data)
         if (v && env_running(v) && !env_paused(v) && !env_deleting(v) && !env_exec_slot(v)) {
                 char sub[32];
                 snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
-                slot_prepare(p->eng, v, sub, env_pidfd(v), false);
+                slot_prepare(p->eng, v, sub, env_pidfd(v), false, &(int){0});
         }
         free(p);
 }
@@ -863,7 +867,7 @@ void exec_slot_early(struct engine *e, struct env *v, int pidfd)
 {
         char sub[32];
         if (exec_slot_early_wanted(e, v, sub))
-                slot_prepare(e, v, sub, pidfd, true);
+                slot_prepare(e, v, sub, pidfd, true, &(int){0});
 }
 
 void exec_slot_adopt(struct engine *e, struct env *v, const char *sub, struct join_slot *js)
@@ -1446,11 +1450,10 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 .cols = rq->cols,
                 .rows = rq->rows,
         };
-        pid_t pid = -1;
         int r = -ENOMEM;
         struct exec_slot *slot = NULL;
         unsigned n_slots = 0;
-        bool big = false, helper = true;
+        bool big = false;
         for (struct exec_slot *sl = env_exec_slot(v), *next; sl; sl = next) {
                 next = sl->env_next;
                 if (sl->busy || sl->waiting || slot) {
@@ -1466,16 +1469,20 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                 slot = sl;
                 n_slots++;
         }
-        if (!slot && envp) {
+        if (!envp) {
+                snprintf(err, errlen, "out of memory");
+        } else if (!slot) {
                 /* None free (every slot's command still runs, or none made yet): one more is
                  * made now, in a group of its own, and runs this command as it will the next.
-                 * Beyond SLOTS_PER_ENV it runs this one only (a slot, not the helper below,
-                 * whose clone the daemon would wait for in the environment's cgroup). */
+                 * Beyond SLOTS_PER_ENV it runs this one only. */
                 char sub[sizeof(s->sub)];
                 snprintf(sub, sizeof(sub), "exec-%u", env_next_exec_id(v));
-                slot = slot_prepare(e, v, sub, env_pidfd(v), false);
+                slot = slot_prepare(e, v, sub, env_pidfd(v), false, &r);
                 if (slot)
                         slot->once = n_slots >= SLOTS_PER_ENV;
+                else
+                        snprintf(err, errlen, "no process could be made in %s for it: %s",
+                                 env_name(v), strerror(-r));
         }
         if (slot) {
                 char fresh[sizeof(s->sub)];
@@ -1491,25 +1498,20 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
                         slot->used = true;
                 } else {
                         snprintf(s->sub, sizeof(s->sub), "%s", fresh);
-                        slot = NULL;
+                        slot = NULL; /* it stays free */
                         if (r == -E2BIG && !big_ok) {
-                                helper = false;
                                 r = -EAGAIN;
                                 snprintf(err, errlen, "%u commands over 96 KiB are still starting "
                                          "in %s: try again once they run",
                                          BIG_LAUNCHES_PER_ENV, env_name(v));
                         } else if (r == -E2BIG) { /* no execve would take it either */
-                                helper = false;
                                 snprintf(err, errlen, "the command's arguments and environment "
                                                       "exceed 8 MiB");
                         } else {
-                                helper = false;
                                 snprintf(err, errlen, "exec slot: %s", strerror(-r));
                         }
                 }
         }
-        if (envp && !slot && helper)
-                r = env_join_exec(&jc, &pid, err, errlen);
         for (size_t i = 0; envp && envp[i]; i++)
                 free(envp[i]);
         free(envp);
@@ -1524,10 +1526,9 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         }
         s->stdin_keep = rq->stdin_keep;
         s->timeout_ms = rq->timeout_ms;
-        r = slot ? launch_watch(s, slot, big) : session_launched(s, pid, err, errlen);
+        r = launch_watch(s, slot, big);
         if (r < 0) {
-                if (slot)
-                        snprintf(err, errlen, "out of memory");
+                snprintf(err, errlen, "out of memory");
                 session_free(s);
                 return r;
         }

@@ -3,9 +3,10 @@
  * exports, and the spare disks made ahead of creates (host helpers, supervise_fork).
  *
  * A helper's life:
- *   fork      the caller forks it (files_spawn, env_join_exec) and hands over its pidfd and the
- *             read ends of up to two pipes (supervise_start), or supervise_fork forks a host
- *             helper itself. From then on the supervisor owns those fds.
+ *   fork      the caller forks it (files_spawn; an exec slot clones a command) and hands
+ *             over its pidfd and the read ends of up to two pipes (supervise_start), or
+ *             supervise_fork forks a host helper itself. From then on the supervisor owns
+ *             those fds.
  *   pipes     status: small messages (files' status records, an image job's lines), read by
  *             the owner's status callback whenever the pipe is readable and once more after
  *             exit. data: bulk output, either collected from the loop (data callback) or

@@ -5,16 +5,11 @@
 
 #include <ctype.h>
 #include <grp.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/capability.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <linux/sched.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 
 extern char **environ;
 
@@ -195,20 +190,17 @@ _Noreturn void join_command_main(const struct join_config *c)
         prctl(PR_SET_DUMPABLE, 0);
         if (sw)
                 cmd_fail(126, "switch user", strerror(sw));
-        if (c->confined) { /* the slot keeps every signal blocked, with default handlers */
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-        } else {
-                reset_signals();
-        }
+        /* The slot keeps every signal blocked, with default handlers. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         if (c->pty_sock >= 0)
                 become_terminal_session(c);
         else if (setsid() < 0) /* no controlling terminal: never the daemon's (see spawn.c) */
                 cmd_fail(126, "new session", strerror(errno));
         if ((r = raise_effective()) < 0)
                 cmd_fail(126, "capabilities", strerror(-r));
-        r = c->confined ? confine_apply_spawned(c->profile, &step) : confine_apply(c->profile, &step);
+        r = confine_apply_spawned(c->profile, &step);
         if (r < 0)
                 cmd_fail(126, step, strerror(-r));
         const char *cwd = c->cwd && *c->cwd ? c->cwd : home;
@@ -263,113 +255,4 @@ _Noreturn void join_helper_fail(int fd, int err, const char *what)
         snprintf(rep.msg, sizeof(rep.msg), "%s: %s", what, strerror(-err));
         (void)!write(fd, &rep, sizeof(rep));
         _exit(1);
-}
-
-/* The helper runs on this stack, in the daemon's memory (see env_join_exec). Mapped once;
- * only the pages touched are ever backed. */
-#define HELPER_STACK_SIZE (256u * 1024u)
-static char *helper_stack;
-
-static int map_helper_stack(void)
-{
-        if (helper_stack)
-                return 0;
-        void *p = mmap(NULL, HELPER_STACK_SIZE, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED)
-                return -errno;
-        /* The lowest page stays unmapped: a guard against running into the heap. */
-        if (mprotect(p, 4096, PROT_NONE) < 0) {
-                int e = -errno;
-                munmap(p, HELPER_STACK_SIZE);
-                return e;
-        }
-        helper_stack = p;
-        return 0;
-}
-
-struct helper_args {
-        const struct join_config *c;
-        int report_fd;
-};
-
-/* The helper: host root, cloned from the daemon. */
-static int helper_main(void *data)
-{
-        const struct helper_args *a = data;
-        const struct join_config *c = a->c;
-        int report_fd = a->report_fd, r;
-        prctl(PR_SET_DUMPABLE, 0); /* the daemon's memory: it is not dumpable anyway */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        /* Not cloned into the group (a CLONE_VM child here): on cgroup2 this join still takes
-         * the kernel's global lock, on v1 it does not (cgroup_env_join). */
-        if ((r = cgroup_env_join(c->cgroups, c->cgroup_name, c->cgroup_sub, false)) < 0)
-                join_helper_fail(report_fd, r, "join cgroup");
-        int keep[] = {c->env_pidfd, c->stdin_fd, c->stdout_fd, c->stderr_fd, report_fd,
-                      c->pty_sock};
-        close_fds_from(3, keep, ELEMENTSOF(keep) - (c->pty_sock >= 0 ? 0 : 1));
-        if (setns(c->env_pidfd, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
-                                        CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
-                join_helper_fail(report_fd, -errno, "enter namespaces");
-        if (setns(c->env_pidfd, CLONE_NEWUSER) < 0)
-                join_helper_fail(report_fd, -errno, "enter user namespace");
-        /* A copy of the memory (not CLONE_VM): the environment can stop the command before
-         * its execve (it is in the environment's pid namespace, its own user soon), and the
-         * daemon, asleep until this helper exits, must never wait for that. CLONE_PARENT: the
-         * daemon, not this helper, becomes the parent and reaps it. */
-        struct clone_args args = {.flags = CLONE_PARENT};
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-        if (pid < 0)
-                join_helper_fail(report_fd, -errno, "clone");
-        if (pid == 0) {
-                close(report_fd);
-                close(c->env_pidfd);
-                join_command_main(c);
-        }
-        struct helper_report rep = {.pid = pid};
-        (void)!write(report_fd, &rep, sizeof(rep));
-        _exit(0);
-}
-
-/* The helper is cloned with CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of the
- * daemon's page tables and nothing to tear down at its exit, which held up the daemon's loop.
- * The daemon sleeps until it has exited; it never waits on anything the environment controls
- * (it joins a cgroup, enters namespaces, clones the command and reports). It only touches its
- * own stack and the daemon's memory it is handed; signals stay blocked in it, so no handler
- * of the daemon's runs there. */
-int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, size_t errlen)
-{
-        int r = map_helper_stack();
-        if (r < 0)
-                return r;
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-        _cleanup_close_ int rd = p[0], wr = p[1];
-        struct helper_args args = {.c = c, .report_fd = wr};
-        sigset_t all, old;
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        pid_t helper = clone(helper_main, helper_stack + HELPER_STACK_SIZE,
-                             CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-        int e = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        if (helper < 0)
-                return -e;
-        close(TAKE_FD(wr));
-        struct helper_report rep = {.err = -EIO};
-        ssize_t got = read_full(rd, &rep, sizeof(rep));
-        while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
-                ;
-        if (got != (ssize_t)sizeof(rep)) {
-                snprintf(errbuf, errlen, "exec helper died");
-                return -EIO;
-        }
-        if (rep.err < 0) {
-                rep.msg[sizeof(rep.msg) - 1] = 0;
-                snprintf(errbuf, errlen, "%s", rep.msg);
-                return rep.err;
-        }
-        *ret_pid = rep.pid;
-        return 0;
 }

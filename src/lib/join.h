@@ -1,13 +1,14 @@
 /* Running a command inside an existing environment ("exec").
  *
- * A helper (host root, cloned into the daemon's own memory, see join.c) joins the environment's
- * cgroup (a per-exec child group, so the exec's whole process tree can be killed on timeout),
- * closes every fd it inherited from the daemon, enters all namespaces of PID 1 through its
- * pidfd, user namespace last, and clones the command process with CLONE_PARENT, so the daemon
- * is its parent and collects its exit status. The command process switches to the requested
- * user, applies exactly PID 1's confinement (for a terminal session it first makes the pty,
- * see pty.h), changes to the working directory (resolved inside the environment, after every
- * host fd is gone) and executes. */
+ * An exec slot (join_slot.c), made ahead of time, joins a per-exec child group of the
+ * environment's cgroup (so the exec's whole process tree can be killed on timeout), closes
+ * every fd it inherited from the daemon, enters all namespaces of PID 1 through its pidfd,
+ * user namespace last, and applies what of PID 1's confinement children inherit. For each
+ * command it clones the command process with CLONE_PARENT, so the daemon is its parent and
+ * collects its exit status. The command process (join.c) switches to the requested user,
+ * applies the rest of PID 1's confinement (for a terminal session it first makes the pty, see
+ * pty.h), changes to the working directory (resolved inside the environment, after every host
+ * fd is gone) and executes. */
 #pragma once
 #include "lib/cgroup.h"
 #include "lib/confine.h"
@@ -41,24 +42,17 @@ struct join_config {
         /* > 2: an O_CLOEXEC fd the command keeps until its execve, so that whoever shares its
          * memory learns when it may touch it again (0: none). */
         int exec_fd;
-        /* The caller already applied confine_apply_spawner(profile) and reset every signal
-         * handler (a warm slot): the command inherits them, applies only the rest of the
-         * confinement and clears the signal mask. */
-        bool confined;
         /* join_slot_start: the caller's parent gets the slot (CLONE_PARENT): the daemon's
          * spawn process makes slots for the daemon */
         bool clone_parent;
 };
 
-/* Returns the host pid of the command process (a child of the caller). */
-int env_join_exec(const struct join_config *c, pid_t *ret_pid, char *errbuf, size_t errlen);
-
-/* A warm exec slot (join_slot.c): the helper above forked ahead of time and kept. It joins
- * its per-exec cgroup (c->cgroup_sub) and every namespace of PID 1, loads the part of the
- * confinement its commands inherit (confine_apply_spawner), then runs commands one at a time,
- * each in that group; the fork, the cgroup join (an RCU grace period on cgroup v1) and the
- * filter's load are off the exec's path, and its commands are spawned without copying the
- * daemon's address space. join_slot_start uses only c's env_pidfd, profile and cgroup
+/* A warm exec slot (join_slot.c): forked ahead of time (by the daemon's spawn process) and
+ * kept. It joins its per-exec cgroup (c->cgroup_sub) and every namespace of PID 1, loads the
+ * part of the confinement its commands inherit (confine_apply_spawner), then runs commands one
+ * at a time, each in that group; the fork, the cgroup join (an RCU grace period on cgroup v1)
+ * and the filter's load are off the exec's path, and its commands are spawned without copying
+ * the daemon's address space. join_slot_start uses only c's env_pidfd, profile and cgroup
  * fields. */
 struct join_slot {
         pid_t pid; /* the slot, a child of the caller (or of its parent: clone_parent); 0 once

@@ -10,7 +10,8 @@ struct helper_report {
         char msg[200];
 };
 
-/* The command process, after clone3 inside every namespace: switch user, confine, exec. */
+/* The command process, cloned by its exec slot inside every namespace: switch user, confine,
+ * exec. */
 _Noreturn void join_command_main(const struct join_config *c);
 /* Report err ("what: strerror") on fd and exit. */
 _Noreturn void join_helper_fail(int fd, int err, const char *what);

@@ -1,4 +1,4 @@
-/* Warm exec slots: the exec helper of join.c, forked ahead of time and kept (see join.h).
+/* Exec slots: a process forked ahead of time into an environment that runs its execs (join.h).
  *
  * The slot is born in its per-exec cgroup, or joins it without the kernel's global lock
  * (cgroup_env_clone, cgroup_env_join), and enters every namespace of PID 1, user
@@ -491,7 +491,7 @@ static _Noreturn void slot_main(const struct join_config *c, int sock, bool plac
         if (mprotect(stack, 4096, PROT_NONE) < 0)
                 join_helper_fail(sock, -errno, "exec slot");
         for (;;) {
-                struct join_config cmd = {.env_pidfd = -EBADF, .confined = true};
+                struct join_config cmd = {.env_pidfd = -EBADF};
                 struct big_maps big = {0};
                 r = receive(sock, &cmd, blob, strs, &big);
                 if (r == 0)
