@@ -292,14 +292,24 @@ base_pids=$(cat "$SBCG/pids.current" 2>/dev/null || echo 1)
 pd exec "$SB" --timeout 20s -- sh -c 'f() { f | f & }; f; exec sleep 60' >/dev/null 2>&1 &
 bomb=$!
 peak=0
+full_rc= full_out=
 for _ in $(seq 1 40); do
         cur=$(cat "$SBCG/pids.current" 2>/dev/null || echo 0)
         [ "$cur" -gt "$peak" ] && peak=$cur
         kill -0 "$bomb" 2>/dev/null || break
+        if [ -z "$full_rc" ] && [ "$cur" -ge 32 ]; then
+                # a process can be made there only when one of the bomb's has just exited:
+                # the exec runs or fails (no slot, or its command's clone refused), at once
+                full_out=$(timeout 30 "$BUILD/paddock" --socket "$SOCK" exec "$SB" -- true 2>&1)
+                full_rc=$?
+        fi
         sleep 0.5
 done
 wait "$bomb"
 bomb_rc=$?
+info "an exec into the full sandbox: exit ${full_rc:-none}: $full_out"
+check "an exec into the sandbox at pids.max ends at once (exit ${full_rc:-none})" \
+        test -n "$full_rc" -a "${full_rc:-124}" != 124
 ev1=$(keyed "$SBCG/pids.events" max)
 info "fork bomb: exec exit $bomb_rc, peak pids.current $peak, pids.events max ${ev0:-?} -> ${ev1:-?}"
 check "fork bomb bounded: peak pids.current $peak <= 32" test "$peak" -le 32 -a "$peak" -gt 1
