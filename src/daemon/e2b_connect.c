@@ -54,6 +54,7 @@ const char *rpc_code_of_errno(int neg_errno)
         case EAGAIN:
         case ENOBUFS:
         case EMFILE:
+        case ENFILE:
                 return "resource_exhausted";
         case ETIMEDOUT:
                 return "deadline_exceeded";

@@ -26,7 +26,7 @@ static unsigned active_sessions;
 static struct exec_session *sessions; /* all live sessions, for exec_reap_env */
 
 /* Warm exec slots (join.h): when an environment is created or started (with PID 1, or
- * exec_slot_prewarm), or when an exec finds none free, a helper is cloned into a per-exec group
+ * exec_slot_prewarm), or when an exec finds none free, a slot is cloned into a per-exec group
  * and the environment's namespaces, and stays: each exec hands it the command and skips the
  * fork, the cgroup join, the filter's load and the copy of the daemon's address space; the
  * slot's answer (the command's pid) comes to the loop (struct launch below), never waited for.
@@ -961,8 +961,8 @@ static void on_after_exec(struct loop_timer *t, void *data)
                 }
                 slot_let_go(sl); /* busy: the group stays for what is left in it */
         }
-        /* A helper's exec group goes (the next exec without a slot makes one, exec_start); a
-         * killed one once its processes have exited. */
+        /* The group of a slot let go (a one-use slot, or one whose command left something
+         * behind) goes; a killed one once its processes have exited. */
         int r = cgroup_env_prune(m, a->cg, a->sub);
         if (r == -EBUSY && a->killed && v)
                 group_remove_later(a->eng, a->env, a->cg, a->sub);
@@ -1233,7 +1233,8 @@ static int launch_watch(struct exec_session *s, struct exec_slot *slot, bool big
         if (!l->timer) {
                 loop_remove(l->src);
                 free(l);
-                slot_free(slot); /* what it may have made dies with it */
+                cut_note(env_name(slot->env)); /* a command it cloned meanwhile: reap_strays */
+                slot_free(slot);
                 return -ENOMEM;
         }
         l->next = launches;
@@ -1471,6 +1472,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         }
         if (!envp) {
                 snprintf(err, errlen, "out of memory");
+                slot = NULL; /* a free one stays free */
         } else if (!slot) {
                 /* None free (every slot's command still runs, or none made yet): one more is
                  * made now, in a group of its own, and runs this command as it will the next.

@@ -386,7 +386,7 @@ void http_status_of_errno(int e, unsigned *ret_status, const char **ret_code)
                 {-E2BIG, 413, "too_large"},         {-EFBIG, 413, "too_large"},
                 {-ENOEXEC, 422, "unprocessable"},   {-ENOSPC, 507, "insufficient_storage"},
                 {-EAGAIN, 503, "unavailable"},      {-EMFILE, 503, "unavailable"},
-                {-ENOMEM, 503, "unavailable"},
+                {-ENOMEM, 503, "unavailable"},      {-ENFILE, 503, "unavailable"},
                 {-EROFS, 403, "forbidden"},         {-ENOTEMPTY, 409, "conflict"},
                 {-EXDEV, 409, "conflict"},          {-ETXTBSY, 409, "conflict"},
                 {-EISDIR, 400, "invalid_argument"}, {-ENOTDIR, 400, "invalid_argument"},

@@ -1,6 +1,7 @@
 /* Confinement applied to PID 1 of an environment and to every process exec'd into it:
- * capabilities, no_new_privs, Landlock, seccomp. Both paths call confine_apply() so an exec'd
- * process has exactly the confinement of PID 1.
+ * capabilities, no_new_privs, Landlock, seccomp. PID 1 applies it whole (confine_apply_exec);
+ * an exec slot applies what children inherit (confine_apply_spawner) and each of its commands
+ * the rest (confine_apply_spawned), so an exec'd process has exactly the confinement of PID 1.
  * Called inside the environment's user namespace as uid 0, after pivot_root, just before exec. */
 #pragma once
 #include <stdbool.h>

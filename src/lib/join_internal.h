@@ -1,5 +1,5 @@
-/* Shared by join.c (exec through a helper forked on demand) and join_slot.c (through a helper
- * forked ahead of time). */
+/* Shared by join.c (the command's side of an exec) and join_slot.c (the exec slot that clones
+ * it). */
 #pragma once
 #include "lib/join.h"
 

@@ -73,7 +73,7 @@ def test_daemon_memory_does_not_grow_per_create(daemon):
 
     cycles(0, 50)  # caches, the sqlite page cache and the heap reach their working size
     rss0, maps0, threads = vm()
-    assert threads == 1  # the exec helper and the user namespace holder share its memory
+    assert threads == 1  # one thread: a CLONE_VM child (the user namespace holder) is a process
     cycles(50, 250)
     rss1, maps1, threads = vm()
     c.close()

@@ -308,7 +308,7 @@ def test_symlink_swapped_during_archives(daemon, canary, kind):
 # CVE-2019-5736: runc's own binary, reached through /proc/PID/exe of a process that joined the
 # container, was reopened for writing from inside and replaced. Here the binaries an
 # environment can reach that way are the host's paddock-init (PID 1 runs it) and paddockd (an
-# exec helper before its execve). The probe is stronger than root inside: it joins PID 1's
+# exec slot, and its command before its execve). The probe is stronger than root inside: it joins PID 1's
 # mount, pid and user namespaces from the host and holds every capability of the
 # environment's user namespace, then keeps reopening every /proc/PID/exe it sees for writing
 # while execs come and go. Only the permission check may stop it (EACCES, before the running
@@ -368,7 +368,7 @@ def test_host_binaries_cannot_be_reopened_for_writing(daemon, kind):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stop = time.time() + 4
     execs = 0
-    while time.time() < stop:  # exec helpers join the environment meanwhile
+    while time.time() < stop:  # exec slots and commands join the environment meanwhile
         daemon.exec("exe-" + kind, ["true"])
         execs += 1
     out, err = probe.communicate(timeout=30)

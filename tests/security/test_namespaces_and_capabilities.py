@@ -130,7 +130,7 @@ def test_sandbox_confinement(daemon):
     st = status_lines(daemon.sh("sb", "cat /proc/self/status"))
     assert st["CapEff"] == st["CapPrm"] == st["CapBnd"] == st["CapAmb"] == st["CapInh"] == "0" * 16, st
     assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
-    # no core dumps, from PID 1 or any exec (a warm slot's command or the helper's), and no
+    # no core dumps, from PID 1 or any exec (a slot's command), and no
     # raising the limit again: a dump would go to the host's core handler
     for pid in ("1", "self"):
         core = [l for l in daemon.sh("sb", "cat /proc/%s/limits" % pid).splitlines()

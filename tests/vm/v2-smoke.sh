@@ -299,7 +299,7 @@ for _ in $(seq 1 40); do
         kill -0 "$bomb" 2>/dev/null || break
         if [ -z "$full_rc" ] && [ "$cur" -ge 32 ]; then
                 # a process can be made there only when one of the bomb's has just exited:
-                # the exec runs or fails (no slot, or its command's clone refused), at once
+                # the exec runs, or fails (its command's clone refused), at once
                 full_out=$(timeout 30 "$BUILD/paddock" --socket "$SOCK" exec "$SB" -- true 2>&1)
                 full_rc=$?
         fi
