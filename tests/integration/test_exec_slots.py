@@ -275,6 +275,24 @@ def test_an_exec_into_an_environment_starved_of_cpu_holds_up_only_its_caller(dae
              "nothing of the exec left behind")
 
 
+def test_an_exec_for_which_no_slot_can_be_made_fails_at_once(daemon):
+    # Every exec runs through a slot; when none can be made (here a test hook: as when the
+    # daemon is out of fds) the exec fails with 503 and the reason, and nothing is left over.
+    daemon.extra_env["PADDOCK_TEST_NO_SLOT"] = "1"
+    daemon.restart()
+    daemon.create("noslot")
+    # the slot that came with PID 1 runs a command that leaves a process behind, and so is
+    # used up: the next exec needs a new one
+    daemon.sh("noslot", "sleep 100 >/dev/null 2>&1 &")
+    r = daemon.api("POST", "/v1/envs/noslot/exec", {"cmd": ["true"]})
+    assert r.status == 503 and r.json["error"]["code"] == "unavailable", r
+    assert "no process could be made in noslot" in r.json["error"]["message"], r
+    p = daemon.cli("exec", "noslot", "--", "true", check=False)
+    assert p.returncode != 0 and "no process could be made in noslot" in p.err, p
+    assert not slots(daemon, "noslot")
+    assert daemon.api("GET", "/v1/envs/noslot").status == 200
+
+
 BIG_ARGS = ["%03d" % i + "x" * 99996 for i in range(12)]  # 1.2 MB: far past one slot message
 BIG_ENV = {"BIG%d" % i: "y" * 30000 for i in range(4)}  # 32 KiB each at most
 
