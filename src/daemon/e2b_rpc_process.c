@@ -159,7 +159,7 @@ static void sub_begin(struct sub *s)
                                               on_keepalive, s);
 }
 
-/* Open r's stream as a subscriber of p; it begins now, or when p has started (proc_started). */
+/* Open r's stream as a subscriber of p; it begins now, or when p has started (on_launched). */
 static void subscribe(struct request *r, struct eproc *p, bool with_deadline)
 {
         struct sub *s = calloc(1, sizeof(*s));
@@ -274,14 +274,6 @@ static void on_done(void *data, const struct exec_result *res)
         proc_free(p);
 }
 
-/* The command's host pid known (its slot named it): its pid inside the environment. */
-static void set_pid(struct eproc *p, pid_t host)
-{
-        p->pid = inner_pid(host);
-        if (!p->pid) /* cannot happen for our unreaped child; stay unique anyway */
-                p->pid = (uint32_t)host;
-}
-
 /* The slot started the command (host 0: it could not; stderr and the end follow): the start
  * event goes out, and the output, held back until then, flows. */
 static void on_launched(void *data, pid_t host)
@@ -290,8 +282,10 @@ static void on_launched(void *data, pid_t host)
         if (!p->starting)
                 return; /* once: a second start event would break the stream */
         p->starting = false;
-        if (host > 0)
-                set_pid(p, host);
+        if (host > 0) { /* its pid inside the environment */
+                uint32_t inner = inner_pid(host);
+                p->pid = inner ? inner : (uint32_t)host; /* 0 cannot be, for our child */
+        }
         for (struct sub *s = p->subs; s; s = s->next)
                 sub_begin(s);
         update_pause(p);
@@ -450,13 +444,10 @@ static void do_start(struct request *r, struct engine *e, const struct e2b_targe
                 free(p);
                 goto out;
         }
-        /* A command left to its environment's slot has no pid yet: nothing waits for it here
+        /* Its environment's slot has not named the command yet: nothing waits for that here
          * (a starved environment may take seconds); on_launched sends the start event. */
-        p->starting = exec_pid(p->s) == 0;
-        if (p->starting)
-                update_pause(p);
-        else
-                set_pid(p, exec_pid(p->s));
+        p->starting = true;
+        update_pause(p);
         p->next = procs;
         procs = p;
         subscribe(r, p, false); /* the process itself has the deadline (exec's timeout) */

@@ -364,25 +364,26 @@ void exec_tty_pause_output(struct exec_session *s, bool pause)
 
 static bool launching_in(const char *env, const char *sub);
 
-/* The end of a hung-up session's grace: whatever of it still runs (a command ignoring SIGHUP,
- * or what it left behind) is killed with its cgroup. Independent of the session, which may be
- * gone by then. */
-struct hangup_kill {
+/* The end of an exec's group, on a timer, independent of the session (which may be gone by
+ * then): after a hung-up session's grace, whatever of it still runs (a command ignoring SIGHUP,
+ * or what it left behind) is killed with its cgroup; a killed group is removed once its
+ * processes have exited (group_end_later). */
+struct group_end {
         struct engine *eng;
         char env[NAME_BUF_SIZE], cg[80], sub[32];
         bool kill;      /* a hung-up session's grace: kill first */
         unsigned tries; /* removals retried while its killed processes exit */
-        struct hangup_kill *next;
+        struct group_end *next;
 };
-static struct hangup_kill *hangup_kills; /* pending, so none is lost at shutdown */
+static struct group_end *group_ends; /* pending, so none is lost at shutdown */
 
 #define GROUP_RETRY_MS 100
 #define GROUP_RETRIES 100 /* 10 s: a starved environment's processes exit slowly */
 
-static void on_hangup_grace(struct loop_timer *t, void *data)
+static void on_group_end(struct loop_timer *t, void *data)
 {
-        struct hangup_kill *k = data;
-        for (struct hangup_kill **p = &hangup_kills; *p; p = &(*p)->next)
+        struct group_end *k = data;
+        for (struct group_end **p = &group_ends; *p; p = &(*p)->next)
                 if (*p == k) {
                         *p = k->next;
                         break;
@@ -398,30 +399,31 @@ static void on_hangup_grace(struct loop_timer *t, void *data)
                 }
                 /* Killed without waiting: removed once its processes have exited. */
                 if (cgroup_env_prune(m, k->cg, k->sub) == -EBUSY && k->tries++ < GROUP_RETRIES &&
-                    loop_add_timer(engine_loop(k->eng), GROUP_RETRY_MS, on_hangup_grace, k)) {
-                        k->next = hangup_kills;
-                        hangup_kills = k;
+                    loop_add_timer(engine_loop(k->eng), GROUP_RETRY_MS, on_group_end, k)) {
+                        k->next = group_ends;
+                        group_ends = k;
                         return;
                 }
         }
         free(k);
 }
 
-/* Removes env's group cg/sub once what is in it has exited (a kill does not wait for that). */
-static void group_remove_later(struct engine *e, const char *env, const char *cg,
-                               const char *sub)
+/* Ends env's group cg/sub in delay_ms: killed first if kill, then removed once what is in it has
+ * exited (a kill does not wait for that). False if it could not be scheduled. */
+static bool group_end_later(struct engine *e, const char *env, const char *cg, const char *sub,
+                            unsigned delay_ms, bool kill)
 {
-        struct hangup_kill *k = calloc(1, sizeof(*k));
-        if (!k || !loop_add_timer(engine_loop(e), GROUP_RETRY_MS, on_hangup_grace, k)) {
+        struct group_end *k = calloc(1, sizeof(*k));
+        if (!k || !loop_add_timer(engine_loop(e), delay_ms, on_group_end, k)) {
                 free(k);
-                return;
+                return false;
         }
-        k->eng = e;
+        *k = (struct group_end){.eng = e, .kill = kill, .next = group_ends};
         snprintf(k->env, sizeof(k->env), "%s", env);
         snprintf(k->cg, sizeof(k->cg), "%s", cg);
         snprintf(k->sub, sizeof(k->sub), "%s", sub);
-        k->next = hangup_kills;
-        hangup_kills = k;
+        group_ends = k;
+        return true;
 }
 
 void exec_hangup(struct exec_session *s)
@@ -441,20 +443,9 @@ void exec_hangup(struct exec_session *s)
                 s->pending_signal = SIGKILL; /* when it has launched */
         else if (s->pty_sock < 0)
                 supervise_kill(s->sv); /* never got a terminal */
-        struct hangup_kill *k = calloc(1, sizeof(*k));
-        if (!k || !loop_add_timer(engine_loop(s->eng), EXEC_HANGUP_GRACE_MS, on_hangup_grace, k)) {
-                free(k);
-                if (!s->launch)
-                        cgroup_env_kill_nowait(engine_cgroups(s->eng), s->cg, s->sub);
-                return;
-        }
-        k->eng = s->eng;
-        k->kill = true;
-        memcpy(k->env, s->env, sizeof(k->env));
-        memcpy(k->cg, s->cg, sizeof(k->cg));
-        memcpy(k->sub, s->sub, sizeof(k->sub));
-        k->next = hangup_kills;
-        hangup_kills = k;
+        if (!group_end_later(s->eng, s->env, s->cg, s->sub, EXEC_HANGUP_GRACE_MS, true) &&
+            !s->launch)
+                cgroup_env_kill_nowait(engine_cgroups(s->eng), s->cg, s->sub);
 }
 
 static void launches_answered(struct env *v);
@@ -515,11 +506,6 @@ void exec_detach(struct exec_session *s)
 {
         if (s)
                 s->cb = NULL;
-}
-
-pid_t exec_pid(struct exec_session *s)
-{
-        return s->pid;
 }
 
 int exec_signal_group(struct exec_session *s, int sig)
@@ -971,7 +957,7 @@ static void on_after_exec(struct loop_timer *t, void *data)
          * behind) goes; a killed one once its processes have exited. */
         int r = cgroup_env_prune(m, a->cg, a->sub);
         if (r == -EBUSY && a->killed && v)
-                group_remove_later(a->eng, a->env, a->cg, a->sub);
+                group_end_later(a->eng, a->env, a->cg, a->sub, GROUP_RETRY_MS, false);
         else if (r < 0 && r != -ENOENT)
                 log_debug("%s: removing cgroup %s: %s", a->env, a->sub, strerror(-r));
         free(a);
@@ -1054,9 +1040,9 @@ struct launch {
 };
 static struct launch *launches;
 
-/* A command too big for one slot message (over ~96 KiB) is the daemon's memory until it has
- * exec'd, and an environment can hold it back (starved of CPU, frozen): a few per environment
- * at a time. */
+/* A command too big for one slot message (over ~96 KiB) is the daemon's memory (a memfd) until
+ * its slot has taken it, and an environment can hold that back (starved of CPU, frozen): a few
+ * per environment at a time. */
 #define BIG_LAUNCHES_PER_ENV 2
 
 static unsigned big_launches(const struct env *v)
@@ -1567,7 +1553,7 @@ int exec_start(struct engine *e, struct env *v, const struct exec_request *rq,
         if (s->idle_hold)
                 engine_idle_hold(e, s->env, true);
         events_exec_started(v, s->sub, rq->argv);
-        s->tell_launch = s->launch != NULL;
+        s->tell_launch = true; /* the slot's answer comes later (launch_end) */
         *ret = s;
         return 0;
 }

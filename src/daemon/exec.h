@@ -58,11 +58,11 @@ struct exec_callbacks {
         /* A background process (procs.c): its output, not its running, is activity of its
          * environment for idle stop (engine_idle.c); other sessions are activity throughout. */
         bool background;
-        /* exec_start may leave the command to be started by the environment's exec slot
-         * (exec_pid 0): launched says when that is done, once, before any done: with the
+        /* exec_start leaves the command to the environment's exec slot: launched says when
+         * the slot has started it, once, before any done: with the
          * command's pid, or 0 when it could not start (its reason on stderr and done, exit 126,
          * follow). Output may come before it: a caller whose first message must carry the pid
- * pauses the output until then (e2b_rpc_process.c). May be NULL. */
+         * pauses the output until then (e2b_rpc_process.c). May be NULL. */
         void (*launched)(void *data, pid_t pid);
 };
 
@@ -116,9 +116,6 @@ void exec_slots_shutdown(void);
 int exec_signal(struct exec_session *s, int sig);
 /* The client is gone: the command keeps running, its output is dropped. */
 void exec_detach(struct exec_session *s);
-/* The command's host pid (the leader of its session and process group); 0 while its slot has
- * not said it yet (the launched callback comes then: nothing waits for it here). */
-pid_t exec_pid(struct exec_session *s);
 /* Signal the command's whole process group (it is a session leader); SIGKILL kills everything
  * in the exec's cgroup. */
 int exec_signal_group(struct exec_session *s, int sig);

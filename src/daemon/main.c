@@ -718,7 +718,7 @@ int main(int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         /* Not dumpable: no core file or /proc/PID/mem of a process that holds every token and
-         * secret. Exec helpers also run in this memory and would set it anyway (join.c). */
+         * secret. */
         prctl(PR_SET_DUMPABLE, 0);
         if (suid_dumpable_traceable()) {
                 log_error("fs.suid_dumpable is 1: a process in an environment could trace a command "

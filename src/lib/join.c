@@ -180,10 +180,9 @@ _Noreturn void join_command_main(const struct join_config *c)
                 cmd_fail(126, "unknown user", c->user);
         /* Keep the permitted set across the uid change so confinement can still drop it. */
         prctl(PR_SET_KEEPCAPS, 1);
-        int sw = setresgid(gid, gid, gid) < 0 || setgroups(0, NULL) < 0 ||
-                                 setresuid(uid, uid, uid) < 0
-                         ? errno
-                         : 0;
+        int sw = 0;
+        if (setresgid(gid, gid, gid) < 0 || setgroups(0, NULL) < 0 || setresuid(uid, uid, uid) < 0)
+                sw = errno;
         /* A change of credentials sets dumpable from fs.suid_dumpable (paddockd refuses 1, 2
          * still dumps core): back to 0 until the execve decides, failed or not, since this
          * memory may be the slot's (CLONE_VM). Signals wait until then, so no core is dumped. */
@@ -219,9 +218,7 @@ _Noreturn void join_command_main(const struct join_config *c)
                 has_user |= strncmp(c->envp[n], "USER=", 5) == 0;
                 has_logname |= strncmp(c->envp[n], "LOGNAME=", 8) == 0;
         }
-        char **env = c->envp_room ? c->envp_room : calloc(n + 4, sizeof(char *));
-        if (!env)
-                _exit(126);
+        char **env = c->envp_room;
         memcpy(env, c->envp, n * sizeof(char *));
         char homevar[sizeof("HOME=") + sizeof(home)];
         if (!has_home && BUF_PRINTF(homevar, "HOME=%s", home) >= 0)

@@ -35,9 +35,9 @@ struct join_config {
          * (and if that fails) its errors go to stderr_fd. */
         int pty_sock;
         unsigned cols, rows; /* initial window size; 0 = the kernel's default */
-        /* NULL, or room for envp's count + 4 pointers: the command's final environment is
-         * built there instead of on the heap (a warm slot's command shares the slot's memory
-         * until its execve, and must leave nothing allocated in it). */
+        /* Room for envp's count + 4 pointers: the command's final environment is built there
+         * instead of on the heap (a slot's command shares the slot's memory until its execve,
+         * and must leave nothing allocated in it). */
         char **envp_room;
         /* > 2: an O_CLOEXEC fd the command keeps until its execve, so that whoever shares its
          * memory learns when it may touch it again (0: none). */
