@@ -99,10 +99,11 @@ def fnv1a(s):
 
 
 def starved(daemon, name, *create_args):
-    """A computer with a 1% CPU limit whose 16 busy loops have all of it: whatever else runs
-    there (an exec slot, a command) gets almost no CPU, and takes seconds."""
+    """A computer with a 1% CPU limit whose 64 busy loops have all of it: whatever else runs
+    there (an exec slot, a command) gets almost no CPU, and takes seconds (with 16, a slot's
+    clone was once done in 1.4 s)."""
     daemon.create(name, "--computer", "--cpus", "0.01", *create_args)
-    daemon.sh(name, "for i in $(seq 16); do (while :; do :; done) & done")
+    daemon.sh(name, "for i in $(seq 64); do (while :; do :; done) & done")
     time.sleep(1)  # the spinners have its CPU
 
 
