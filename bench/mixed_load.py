@@ -17,12 +17,29 @@ connection into a sandbox, for BENCH_MIX_SECONDS in each of four phases:
   - while B and C both run;
   - while D stops (timeout 0) and starts a networked computer of its own in a loop.
 
+BENCH_MIX_PHASES=2,4 runs only those (numbered from 0 in that order; "alone" always runs).
+
 B and C are processes of their own (no shared interpreter lock with A). For each phase it
 prints A's median, p99 and worst, how many listings and cycles B and C finished, and the
 daemon's longest loop turn in the phase (paddock_loop_turn_max_seconds: the longest it
 answered nobody else) and its longest single callback (one request's or event's own share of
-a turn). BENCH_MIX_ARGS adds paddockd flags (e.g. "--nice 0"). BENCH_MIX_SLOW_NAMES=1 runs the daemon with --debug and ends with the functions that
-held the loop 10 ms or more (addr2line on the daemon's offsets). On a 2-core machine A also competes with B, C, their environments'
+a turn).
+
+The floor (BENCH_MIX_FLOOR=1, the default): in each phase, after A's execs and with the same
+load still running, A spends as long again on each of two requests that do less than an exec —
+GET /v1/envs/probe (the daemon's cheapest answer: the daemon wakes, then A), a one-byte round
+trip to a process of its own that only echoes (that process wakes, then A: no paddockd at all),
+and /bin/true spawned and waited for by A itself (a new process, its exec and exit: the least
+any exec does, without paddockd, namespaces or cgroups). An exec does all of that and more
+(the daemon wakes, the environment's exec slot wakes and clones the command, the command runs
+and exits, the daemon wakes again, then A), so the spawn's p99 in a phase is a floor that no
+daemon could go under for an exec on this machine under that load. The echo stays far under
+it: a wake-up alone is cheap; what a busy machine delays is a new process and its exit (see
+bench/README.md, "Where an exec's tail under load comes from").
+
+BENCH_MIX_ARGS adds paddockd flags (e.g. "--nice 0"). BENCH_MIX_SLOW_NAMES=1 runs the daemon
+with --debug and ends with the functions that held the loop 10 ms or more (addr2line on the
+daemon's offsets). On a 2-core machine A also competes with B, C, their environments'
 processes and the daemon for CPU: the loop turn tells the daemon's own share of a wait.
 Removes everything it made. Measures and reports; never asserts a timing.
 """
@@ -30,6 +47,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +63,8 @@ N = int(os.environ.get("BENCH_MIX_N", "2000"))
 NET = os.environ.get("BENCH_MIX_NET", "1") != "0"
 SECONDS = float(os.environ.get("BENCH_MIX_SECONDS", "10"))
 SLOW_NAMES = os.environ.get("BENCH_MIX_SLOW_NAMES", "0") != "0"
+FLOOR = os.environ.get("BENCH_MIX_FLOOR", "1") != "0"
+PHASES = [p for p in os.environ.get("BENCH_MIX_PHASES", "").split(",") if p]
 EXEC_TRUE = json.dumps({"cmd": ["true"]}).encode()
 JSON = {"Content-Type": "application/json"}
 
@@ -111,7 +131,7 @@ def loop_maxima(c):
             float(found.get("paddock_loop_callback_max_seconds", "nan")))
 
 
-def phase(d, admin, probe, with_lister, with_cycler, with_restarter=False):
+def phase(label, d, admin, probe, with_lister, with_cycler, with_restarter=False):
     stop = multiprocessing.Event()
     listed = multiprocessing.Value("i", 0)
     cycled = multiprocessing.Value("i", 0)
@@ -126,24 +146,98 @@ def phase(d, admin, probe, with_lister, with_cycler, with_restarter=False):
         p.start()
     time.sleep(0.5 if procs else 0)  # let them get going
     loop_maxima(admin)
-    times = []
-    end = time.perf_counter() + SECONDS
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
+    # On stderr, for a profiler started by hand at the right moment (perf sched record -a).
+    print("%s: A's execs from now for %g s" % (label, SECONDS), file=sys.stderr, flush=True)
+
+    def exec_true():
         status, data = request(probe, "POST", "/v1/envs/probe/exec", EXEC_TRUE)
-        times.append(time.perf_counter() - t0)
         if status != 200:
             raise SystemExit("probe exec: %d %s" % (status, data[:200]))
+
+    times = timed(exec_true)
     turn, callback = loop_maxima(admin)
+    n_listed, n_cycled = listed.value, cycled.value
+    floor = {}
+    if FLOOR:
+        def inspect():
+            status, data = request(probe, "GET", "/v1/envs/probe")
+            if status != 200:
+                raise SystemExit("probe inspect: %d %s" % (status, data[:200]))
+        floor["inspect"] = summary(timed(inspect))
+        floor["echo"] = summary(timed(echo_round_trip()))
+        end_echoes()
+        floor["spawn"] = summary(timed(spawn_true))
     stop.set()
     for p in procs:
         p.join()
         if p.exitcode != 0:
             raise SystemExit("a load client failed")
-    times.sort()
+    return dict(summary(times), listed=n_listed, cycled=n_cycled, turn=turn,
+                callback=callback, floor=floor)
+
+
+def timed(call):
+    """call() back to back for SECONDS: each call's wall time."""
+    times = []
+    end = time.perf_counter() + SECONDS
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def summary(times):
+    times = sorted(times)
     return {"median": statistics.median(times), "p99": times[int(len(times) * 0.99)],
-            "max": times[-1], "n": len(times), "listed": listed.value,
-            "cycled": cycled.value, "turn": turn, "callback": callback}
+            "max": times[-1], "n": len(times)}
+
+
+def echo_round_trip():
+    """A one-byte round trip to a process that does nothing but echo it: the least any
+    request to another process can take on this machine at that moment."""
+    here, there = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            here.close()
+            while True:
+                b = there.recv(1)
+                if not b:
+                    break
+                there.sendall(b)
+        finally:
+            os._exit(0)  # never back into the parent's code
+    there.close()
+    ECHO_PIDS.append((pid, here))
+
+    def call():
+        here.sendall(b"x")
+        if here.recv(1) != b"x":
+            raise SystemExit("the echo process went away")
+    return call
+
+
+ECHO_PIDS = []
+
+
+def spawn_true():
+    """What any exec must at least do, here without paddockd or namespaces: make a process,
+    run /bin/true in it and learn its exit."""
+    pid = os.posix_spawn("/bin/true", ["true"], {})
+    if os.waitpid(pid, 0)[1] != 0:
+        raise SystemExit("/bin/true failed")
+
+
+def end_echoes():
+    while ECHO_PIDS:
+        pid, sock = ECHO_PIDS.pop()
+        sock.close()  # its recv returns b"": it exits
+        os.waitpid(pid, 0)
+
+
+def p99_median(r):
+    return "%.2f / %.2f ms" % (r["p99"] * 1e3, r["median"] * 1e3)
 
 
 def print_slow_callbacks(logpath, build):
@@ -214,7 +308,9 @@ def main():
                 ("while C creates, execs, deletes", False, True, False),
                 ("while B and C run", True, True, False),
                 ("while D stops and starts a computer", False, False, True)]
-        results = [(label, phase(d, admin, probe, b, c, r)) for label, b, c, r in rows]
+        if PHASES:  # the first always: the others are compared with it
+            rows = [rows[0]] + [row for i, row in enumerate(rows) if i and str(i) in PHASES]
+        results = [(label, phase(label, d, admin, probe, b, c, r)) for label, b, c, r in rows]
         idle = results[0][1]
         print("Exec `true` into a sandbox (client A, raw HTTP keep-alive) with %d other "
               "environments (%s); %.0f s a phase; %s, load %.1f; population grown in %.0f s; "
@@ -232,6 +328,19 @@ def main():
                       label, r["n"], r["median"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3,
                       r["p99"] / idle["median"], r["listed"] or "-", r["cycled"] or "-",
                       r["turn"] * 1e3, r["callback"] * 1e3))
+        if FLOOR:
+            print("\nThe floor in the same phases (A's p99 / median, %.0f s each after its execs, "
+                  "the same load running): GET /v1/envs/probe; a one-byte round trip to a "
+                  "process that only echoes; /bin/true spawned and waited for by A itself (no "
+                  "paddockd, no namespaces). Last column: the exec's target, 2× its idle "
+                  "median\n" % SECONDS)
+            print("| phase | exec | inspect | echo | spawn `true` | target |")
+            print("|---|---|---|---|---|---|")
+            for label, r in results:
+                f = r["floor"]
+                print("| %s | %s | %s | %s | %s | %.2f ms |" % (
+                    label, p99_median(r), p99_median(f["inspect"]), p99_median(f["echo"]),
+                    p99_median(f["spawn"]), 2 * idle["median"] * 1e3))
         if SLOW_NAMES:
             print_slow_callbacks(d.logpath, build)
     except BaseException:
@@ -240,6 +349,7 @@ def main():
         print("the daemon's log: /tmp/mixed_load-paddockd.log", file=sys.stderr)
         raise
     finally:
+        end_echoes()
         d.teardown()
         subprocess.run(["rm", "-rf", img])
 
