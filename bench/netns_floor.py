@@ -21,7 +21,7 @@ order, with no firewall and no daemon:
     veth       RTM_NEWLINK veth "pdkfN", its peer "eth0" born in the environment's namespace
                (IFLA_NET_NS_FD), MTU 1500 both
     host side  the four IPv6 knobs of the host end, RTM_GETLINK, 10.x gateway/32,
-               fe80::1/64 NODAD, up, route to the environment /32 (prefsrc gateway), its /128
+               fe80::1/64 NODAD (no prefix route), up, route to the environment /32 (prefsrc gateway), its /128
     env side   RTM_GETLINK eth0, address /32, v6 /128 NODAD, up, route to the gateway /32,
                default route via it, v6 default via fe80::1
     localnet   route_localnet = 1 of the host end, relative to a conf/ directory fd opened once
@@ -91,7 +91,7 @@ NETLINK_CAP_ACK = 10
 IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_NET_NS_FD, IFLA_EXT_MASK = 3, 4, 18, 28, 29
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 RTEXT_FILTER_SKIP_STATS = 1 << 3
-IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS, IFA_F_NODAD = 1, 2, 8, 0x02
+IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS, IFA_F_NODAD, IFA_F_NOPREFIXROUTE = 1, 2, 8, 0x02, 0x200
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PREFSRC = 1, 4, 5, 7
 RT_TABLE_MAIN, RTPROT_STATIC, RTN_UNICAST = 254, 4, 1
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
@@ -199,10 +199,13 @@ def addr_add(nl, index, a):
 
 
 def addr6_add(nl, index, a, prefix):
-    scope = RT_SCOPE_LINK if a[:2] == b"\xfe\x80" else RT_SCOPE_UNIVERSE
+    """As paddockd's: a link-local address (the gateway's) gets no fe80::/64 prefix route."""
+    link_local = a[:2] == b"\xfe\x80"
+    scope = RT_SCOPE_LINK if link_local else RT_SCOPE_UNIVERSE
+    flags = IFA_F_NODAD | (IFA_F_NOPREFIXROUTE if link_local else 0)
     nl.talk(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK,
             struct.pack("=BBBBI", socket.AF_INET6, prefix, IFA_F_NODAD, scope, index)
-            + attr(IFA_LOCAL, a) + attr(IFA_ADDRESS, a) + u32(IFA_FLAGS, IFA_F_NODAD))
+            + attr(IFA_LOCAL, a) + attr(IFA_ADDRESS, a) + u32(IFA_FLAGS, flags))
 
 
 def route_add(nl, family, oif, dst=None, dst_len=0, gateway=None, prefsrc=None):

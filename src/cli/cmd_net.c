@@ -87,9 +87,8 @@ static void print_network(const json_t *env)
         printf("%-*s%s\n", LABEL_WIDTH, "mode", mode ? mode : "-");
         printf("%-*s%s\n", LABEL_WIDTH, "ip", ip ? ip : "-");
         printf("%-*s%s\n", LABEL_WIDTH, "gateway", gw ? gw : "-");
-        const char *gw6 = json_string_value(json_object_get(net, "gateway6")); /* older: fe80::1 */
         if (ip6)
-                printf("%-*s%s (gateway %s)\n", LABEL_WIDTH, "ip6", ip6, gw6 ? gw6 : "fe80::1");
+                printf("%-*s%s (gateway fe80::1)\n", LABEL_WIDTH, "ip6", ip6);
         print_list("allow", json_object_get(net, "allow"));
         print_list("links", json_object_get(net, "links"));
         printf("%-*segress %s, ingress %s\n", LABEL_WIDTH, "bandwidth",

@@ -5,7 +5,6 @@
 #include "daemon/lxcfs.h"
 #include "daemon/metrics.h"
 #include "lib/confine.h"
-#include "lib/netlink.h"
 #include "lib/userns.h"
 #include "lib/util.h"
 
@@ -105,14 +104,10 @@ static json_t *env_json(struct engine *e, struct env *v, bool listed)
         }
         struct in6_addr a6;
         char a6s[INET6_ADDRSTRLEN];
-        bool v6 = e->net && v->addr.s_addr && network_addr6(e->net, v->addr, &a6);
-        json_object_set_new(
-            net, "ip6", v6 ? json_string(inet_ntop(AF_INET6, &a6, a6s, sizeof(a6s))) : json_null());
-        if (v6) {
-                struct in6_addr gw6 = netlink_gateway6(v->addr);
-                json_object_set_new(net, "gateway6",
-                                    json_string(inet_ntop(AF_INET6, &gw6, a6s, sizeof(a6s))));
-        }
+        json_object_set_new(net, "ip6",
+                            e->net && v->addr.s_addr && network_addr6(e->net, v->addr, &a6)
+                                ? json_string(inet_ntop(AF_INET6, &a6, a6s, sizeof(a6s)))
+                                : json_null());
         uint64_t denied = e->net && v->pidfd >= 0 && v->net.mode != NET_NONE
                                   ? network_env_denied(e->net, v->row.name, listed)
                                   : 0;

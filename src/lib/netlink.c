@@ -313,10 +313,10 @@ static int route6_add(struct nl *nl, int oif, const struct in6_addr *dst, unsign
         return nl_talk(nl, nlh, NULL, NULL);
 }
 
-struct in6_addr netlink_gateway6(struct in_addr env_addr)
+static struct in6_addr gateway6(void)
 {
-        struct in6_addr a = {.s6_addr = {0xfe, 0x80}};
-        memcpy(&a.s6_addr[12], &env_addr.s_addr, 4); /* both in network byte order */
+        struct in6_addr a;
+        (void)inet_pton(AF_INET6, NETLINK_GATEWAY6, &a);
         return a;
 }
 
@@ -403,7 +403,7 @@ static int side_up(struct nl *nl, const char *ifname, struct in_addr addr,
  * come from the address it knows. */
 static int configure_host_side(struct nl *nl, const struct veth_config *c)
 {
-        struct in6_addr gw6 = netlink_gateway6(c->addr);
+        struct in6_addr gw6 = gateway6();
         int ifindex, r;
         if (c->ipv6 && (r = link_ipv6_quiet(c->host_conf6_fd, c->host_ifname)) < 0)
                 return r;
@@ -430,7 +430,7 @@ static int configure_env_side(struct nl *nl, const struct veth_config *c)
         r = route_add(nl, &(struct route){.oif = ifindex, .gateway = &c->gateway});
         if (r < 0 || !c->ipv6)
                 return r;
-        struct in6_addr gw6 = netlink_gateway6(c->addr);
+        struct in6_addr gw6 = gateway6();
         return route6_add(nl, ifindex, NULL, 0, &gw6);
 }
 

@@ -74,7 +74,7 @@ export interface EnvInfo {
   env: Record<string, string>;
   network: {
     mode: string; allow: string[]; links: string[]; bandwidth: { egress: number; ingress: number };
-    ip: string | null; gateway?: string; ip6: string | null; gateway6?: string; denied: number;
+    ip: string | null; gateway?: string; ip6: string | null; denied: number;
     ports: Array<{ proto: string; host_port: number; port: number }>;
   };
   disk: { limit: number | null; used: number | null };
