@@ -26,7 +26,9 @@ network; BENCH_SCALE_NET=0: all sandboxes) and measures over the raw unix socket
   - growth:   each networked computer's create while the population grows (every other
               environment), as medians of 20: the first 20, around every 500th, the last 20, and
               last / first (the issue's "the 2,000th create within 1.5x the first"); compare
-              with bench/netns_floor.py, the kernel's own share of the same growth
+              with bench/netns_floor.py, the kernel's own share of the same growth; and the
+              daemon loop's CPU per create split into user time (its own code) and system time
+              (the kernel's work in its system calls), per span of 500 computers
 
 Density (BENCH_DENSITY, e.g. "sandbox:200 sandbox:1000 computer:200"; default none): for each
 KIND:N, from the population above (run it alone with BENCH_SCALE_N=""), N more environments of
@@ -405,6 +407,7 @@ def main():
         have = 0
         grown = []  # each networked computer's create while growing, in order
         grown_cpu = []  # the same creates' CPU time of paddockd's main thread
+        grown_ticks = []  # its user and system time, in ticks, after each of them
         for n in NS:
             t0 = time.perf_counter()
             for i in range(have, n):
@@ -414,6 +417,7 @@ def main():
                 if kind == "computer":
                     grown.append(took)
                     grown_cpu.append(loop_cpu(d) - cpu0)
+                    grown_ticks.append(loop_ticks(d))
             grow = time.perf_counter() - t0
             have = max(have, n)
             envs = json.loads(c.request("GET", "/v1/envs")[1])["envs"]
@@ -465,11 +469,11 @@ def main():
             "%s (%s)" % (fmt(r[k][0]), fmt(r[k][1])) if isinstance(r[k], tuple) else fmt(r[k])
             for k in ("ls", "inspect", "exec", "create_s", "create_c", "destroy", "ced",
                       "metrics", "stall_metrics", "stall_ls", "restart"))))
-    print_growth(grown, grown_cpu)
+    print_growth(grown, grown_cpu, grown_ticks)
     print_density(drows)
 
 
-def print_growth(grown, grown_cpu):
+def print_growth(grown, grown_cpu, grown_ticks):
     """The creates of networked computers while the population grew: the first GROW_WINDOW,
     the last GROW_WINDOW, and every 500th computer's neighbourhood (the issue's measure: the
     2,000th create within 1.5x the first); wall time and paddockd's main thread's CPU time
@@ -490,6 +494,31 @@ def print_growth(grown, grown_cpu):
                   w, what, ", ".join("k=%d: %s" % (k, fmt(v)) for k, v in marks),
                   marks[-1][1] / marks[0][1]))
         print()
+    # Which side of the loop's CPU grows: its own code (user) or the kernel's work in its
+    # system calls. Ticks are 10 ms: summed over every create (both kinds) between two marks.
+    spans = []
+    for a, b in zip([0] + list(range(500, len(grown_ticks), 500)),
+                    list(range(500, len(grown_ticks), 500)) + [len(grown_ticks)]):
+        if b - a < GROW_WINDOW:
+            continue
+        first = max(a, 1)  # from just after the first-th computer's create
+        (u0, s0), (u1, s1) = grown_ticks[first - 1], grown_ticks[b - 1]
+        per = TICK / (2 * (b - first))  # each computer and the sandbox before it
+        spans.append("%d-%d: %s user, %s system" % (a + 1, b, fmt((u1 - u0) * per),
+                                                    fmt((s1 - s0) * per)))
+    print("paddockd's loop CPU per create while growing (computers k..k', and the sandboxes "
+          "between them), user / system: %s" % "; ".join(spans))
+    print()
+
+
+TICK = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def loop_ticks(d):
+    """paddockd's main thread's user and system time so far, in clock ticks."""
+    with open("/proc/%d/task/%d/stat" % (d.pid, d.pid)) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
 
 
 def loop_cpu(d):
