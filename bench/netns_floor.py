@@ -21,7 +21,8 @@ order, with no firewall and no daemon:
     veth       RTM_NEWLINK veth "pdkfN", its peer "eth0" born in the environment's namespace
                (IFLA_NET_NS_FD), MTU 1500 both
     host side  the four IPv6 knobs of the host end, RTM_GETLINK, 10.x gateway/32,
-               fe80::1/64 NODAD (no prefix route), up, route to the environment /32 (prefsrc gateway), its /128
+               fe80::1/64 NODAD (no prefix route), up, route to the environment /32
+               (prefsrc gateway), its /128
     env side   RTM_GETLINK eth0, address /32, v6 /128 NODAD, up, route to the gateway /32,
                default route via it, v6 default via fe80::1
     localnet   route_localnet = 1 of the host end, relative to a conf/ directory fd opened once
