@@ -9,7 +9,7 @@ root, socket, uid registry and network namespace) with the busybox image, grows 
 to BENCH_MIX_N environments (half networked computers, "network":{"mode":"open"}, half
 sandboxes; BENCH_MIX_NET=0: all sandboxes), times `GET /v1/envs` alone (median of 7), then
 measures client A: POST /v1/envs/probe/exec {"cmd":["true"]} back to back on one keep-alive
-connection into a sandbox, for BENCH_MIX_SECONDS in each of four phases:
+connection into a sandbox, for BENCH_MIX_SECONDS in each of five phases:
 
   - alone;
   - while client B lists every environment (GET /v1/envs, the whole answer read) back to back;
@@ -26,7 +26,7 @@ answered nobody else) and its longest single callback (one request's or event's 
 a turn).
 
 The floor (BENCH_MIX_FLOOR=1, the default): in each phase, after A's execs and with the same
-load still running, A spends as long again on each of two requests that do less than an exec —
+load still running, A spends as long again on each of three things that do less than an exec —
 GET /v1/envs/probe (the daemon's cheapest answer: the daemon wakes, then A), a one-byte round
 trip to a process of its own that only echoes (that process wakes, then A: no paddockd at all),
 and /bin/true spawned and waited for by A itself (a new process, its exec and exit: the least
@@ -64,7 +64,7 @@ NET = os.environ.get("BENCH_MIX_NET", "1") != "0"
 SECONDS = float(os.environ.get("BENCH_MIX_SECONDS", "10"))
 SLOW_NAMES = os.environ.get("BENCH_MIX_SLOW_NAMES", "0") != "0"
 FLOOR = os.environ.get("BENCH_MIX_FLOOR", "1") != "0"
-PHASES = [p for p in os.environ.get("BENCH_MIX_PHASES", "").split(",") if p]
+PHASES = [p.strip() for p in os.environ.get("BENCH_MIX_PHASES", "").split(",") if p.strip()]
 EXEC_TRUE = json.dumps({"cmd": ["true"]}).encode()
 JSON = {"Content-Type": "application/json"}
 

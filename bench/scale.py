@@ -407,17 +407,22 @@ def main():
         have = 0
         grown = []  # each networked computer's create while growing, in order
         grown_cpu = []  # the same creates' CPU time of paddockd's main thread
-        grown_ticks = []  # its user and system time, in ticks, after each of them
+        grown_ticks = []  # its user and system time in creates (ticks, summed), after each
+        in_creates = [0, 0]
         for n in NS:
             t0 = time.perf_counter()
             for i in range(have, n):
                 kind = "computer" if NET and i % 2 == 0 else "sandbox"
-                cpu0 = loop_cpu(d)
+                cpu0, ticks0 = loop_cpu(d), loop_ticks(d)
                 took = c.request("POST", "/v1/envs", create_body("e%d" % i, kind), (201,))[0]
+                # only the creates' own: not measure()'s requests nor a restart between
+                ticks = loop_ticks(d)
+                in_creates = [in_creates[0] + ticks[0] - ticks0[0],
+                              in_creates[1] + ticks[1] - ticks0[1]]
                 if kind == "computer":
                     grown.append(took)
                     grown_cpu.append(loop_cpu(d) - cpu0)
-                    grown_ticks.append(loop_ticks(d))
+                    grown_ticks.append(tuple(in_creates))
             grow = time.perf_counter() - t0
             have = max(have, n)
             envs = json.loads(c.request("GET", "/v1/envs")[1])["envs"]
