@@ -101,9 +101,12 @@ def fnv1a(s):
 def starved(daemon, name, *create_args):
     """A computer with a 1% CPU limit whose 64 busy loops have all of it: whatever else runs
     there (an exec slot, a command) gets almost no CPU, and takes seconds (with 16, a slot's
-    clone was once done in 1.4 s)."""
-    daemon.create(name, "--computer", "--cpus", "0.01", *create_args)
+    clone was once done in 1.4 s). The loops start before the limit: under it, the shell that
+    forks them got ever less of the 1% as they started and once took over a minute."""
+    daemon.create(name, "--computer", *create_args)
     daemon.sh(name, "for i in $(seq 64); do (while :; do :; done) & done")
+    r = daemon.api("PATCH", "/v1/envs/" + name, {"cpus": 0.01})
+    assert r.status == 200 and r.json["limits"]["cpus"] == 0.01, r
     time.sleep(1)  # the spinners have its CPU
 
 
