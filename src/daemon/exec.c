@@ -772,15 +772,14 @@ static struct exec_slot *slot_prepare(struct engine *e, struct env *v, const cha
                                  .cgroup_sub = sl->sub};
         /* From the spawn process if there is one: a fork of the daemon would leave every page
          * it writes next to fault (copy-on-write). */
-        int r = spawner_slot(engine_spawner(e), &jc, wait, &sl->js);
-        if (r == -ESRCH || r == -E2BIG || r == -EAGAIN)
-                r = join_slot_start(&jc, wait, &sl->js);
+        int r;
         /* PADDOCK_TEST_NO_SLOT: none can be made (as when the daemon is out of fds), so that a
          * test sees what an exec then answers. */
-        if (r == 0 && getenv("PADDOCK_TEST_NO_SLOT")) {
-                join_slot_discard(&sl->js);
+        if (getenv("PADDOCK_TEST_NO_SLOT"))
                 r = -EMFILE;
-        }
+        else if ((r = spawner_slot(engine_spawner(e), &jc, wait, &sl->js)) == -ESRCH ||
+                 r == -E2BIG || r == -EAGAIN)
+                r = join_slot_start(&jc, wait, &sl->js);
         if (r < 0) {
                 log_debug("%s: exec slot: %s", env_name(v), strerror(-r));
                 free(sl);
